@@ -1,0 +1,28 @@
+//! # peregrine-codec
+//!
+//! A strict HTTP/1.1 codec with no I/O: pure functions and small state machines over byte slices,
+//! in the spirit of h11 and picohttpparser. Nothing here touches a socket or a runtime, so every
+//! piece can be unit-tested, fuzzed and benchmarked alone.
+//!
+//! The rules it enforces are those of `shared/docs/http1-rules.md` (RFC 9112 / RFC 9110),
+//! sections A–F. Every rejection carries the HTTP status a server should answer with.
+//!
+//! * [`parse_request_head`]: zero-copy request-head parser. Results are [`Span`]s (offsets) into the
+//!   input, so a caller may keep the bytes in a refcounted buffer and the parsed head beside them.
+//! * [`BodyFraming`]: how the body of a parsed request is delimited.
+//! * [`ChunkedDecoder`]: incremental decoder for `Transfer-Encoding: chunked`.
+//! * [`response`]: response-head encoding (status lines, cached `Date`, `Content-Length`).
+
+pub mod chunked;
+pub mod error;
+pub mod limits;
+pub mod request;
+pub mod response;
+
+pub use chunked::{ChunkedDecoder, ChunkedStep};
+pub use error::ParseError;
+pub use limits::Limits;
+pub use request::{
+    parse_request_head, BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, Parsed,
+    RequestHead, Span, Version,
+};

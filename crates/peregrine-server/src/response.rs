@@ -1,0 +1,61 @@
+//! Outgoing responses. The engine adds `Date`, `Server`, `Content-Length` or
+//! `Transfer-Encoding: chunked`, and `Connection` itself; handlers set status, headers and body.
+
+use bytes::Bytes;
+use futures_core::Stream;
+use std::borrow::Cow;
+use std::pin::Pin;
+
+/// A streamed body: chunks are written as they come (chunked encoding), with backpressure.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + 'static>>;
+
+/// Response body.
+pub enum ResponseBody {
+    /// No body (`Content-Length: 0` unless the status forbids it).
+    Empty,
+    /// A body of known length.
+    Full(Bytes),
+    /// A streamed body of unknown length, sent chunked.
+    Stream(BodyStream),
+}
+
+/// A response.
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Extra header fields, in order (names are sent as given).
+    pub headers: Vec<(Cow<'static, str>, Cow<'static, [u8]>)>,
+    /// Body.
+    pub body: ResponseBody,
+}
+
+impl Response {
+    /// A response with `status` and no body.
+    pub fn new(status: u16) -> Self {
+        Response { status, headers: Vec::new(), body: ResponseBody::Empty }
+    }
+    /// 200 `text/plain; charset=utf-8`.
+    pub fn text(body: impl Into<Bytes>) -> Self {
+        let _ = body;
+        todo!()
+    }
+    /// Adds a header field (builder style).
+    pub fn with_header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, [u8]>>,
+    ) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+    /// Sets the status (builder style).
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = status;
+        self
+    }
+    /// Sets the body (builder style).
+    pub fn with_body(mut self, body: ResponseBody) -> Self {
+        self.body = body;
+        self
+    }
+}
