@@ -1,0 +1,145 @@
+//! actix-web peer: the ordinary `HttpServer` with `WORKERS` workers (one single-threaded runtime
+//! each). Every scenario, with actix's extractors, `from_fn` middleware and `ResponseError` errors.
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use actix_web::http::StatusCode;
+use actix_web::middleware::{from_fn, DefaultHeaders, Next};
+use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
+use peers::{Failure, Large, Member, Message, NewUser, SearchQuery, SearchResult, UserById};
+
+async fn plaintext() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body("Hello, World!")
+}
+
+async fn json() -> web::Json<Message> {
+    web::Json(Message {
+        message: "Hello, World!",
+    })
+}
+
+async fn user(id: web::Path<u64>) -> web::Json<UserById> {
+    web::Json(UserById::new(id.into_inner()))
+}
+
+async fn search(q: web::Query<SearchQuery>) -> web::Json<SearchResult> {
+    let q = q.into_inner();
+    web::Json(SearchResult {
+        q: q.q,
+        limit: q.limit,
+    })
+}
+
+async fn create_user(user: web::Json<NewUser>) -> HttpResponse {
+    HttpResponse::Created().json(user.into_inner())
+}
+
+async fn member(path: web::Path<(u64, u64, u64)>) -> web::Json<Member> {
+    let (org, team, member) = path.into_inner();
+    web::Json(Member { org, team, member })
+}
+
+async fn ok() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body("OK")
+}
+
+/// The error path: handlers return `Result<_, AppError>` and actix renders it via `ResponseError`.
+#[derive(Debug)]
+struct AppError(Failure);
+
+impl std::fmt::Display for AppError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<Failure> for AppError {
+    fn from(e: Failure) -> Self {
+        AppError(e)
+    }
+}
+
+impl ResponseError for AppError {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code())
+            .insert_header((CONTENT_TYPE, "application/problem+json"))
+            .body(serde_json::to_vec(&peers::INTERNAL_ERROR).expect("static problem serialises"))
+    }
+}
+
+async fn error() -> Result<HttpResponse, AppError> {
+    peers::fail()?;
+    Ok(HttpResponse::Ok().finish())
+}
+
+async fn large(data: web::Data<Large>) -> HttpResponse {
+    HttpResponse::Ok().json(&**data)
+}
+
+async fn empty() -> HttpResponse {
+    HttpResponse::NoContent().finish()
+}
+
+/// One middleware layer: runs the inner service, then adds its own `x-mw-N: 1` header.
+async fn mark<const N: usize>(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    const NAMES: [&str; 5] = ["x-mw-1", "x-mw-2", "x-mw-3", "x-mw-4", "x-mw-5"];
+    let mut res = next.call(req).await?;
+    res.headers_mut().insert(
+        HeaderName::from_static(NAMES[N - 1]),
+        HeaderValue::from_static("1"),
+    );
+    Ok(res)
+}
+
+fn main() -> std::io::Result<()> {
+    let addr = peers::addr();
+    let workers = peers::workers();
+    let large_data = web::Data::new(peers::large());
+    actix_web::rt::System::new().block_on(async move {
+        HttpServer::new(move || {
+            App::new()
+                .app_data(large_data.clone())
+                // actix adds Date; nothing adds Server, which the contract requires.
+                .wrap(DefaultHeaders::new().add(("Server", "actix-web")))
+                .route("/plaintext", web::get().to(plaintext))
+                .route("/json", web::get().to(json))
+                .route("/users/{id}", web::get().to(user))
+                .route("/users", web::post().to(create_user))
+                .route("/search", web::get().to(search))
+                .route(
+                    "/api/v1/orgs/{org}/teams/{team}/members/{member}",
+                    web::get().to(member),
+                )
+                .service(
+                    web::resource("/middleware")
+                        .wrap(from_fn(mark::<1>))
+                        .wrap(from_fn(mark::<2>))
+                        .wrap(from_fn(mark::<3>))
+                        .wrap(from_fn(mark::<4>))
+                        .wrap(from_fn(mark::<5>))
+                        .route(web::get().to(ok)),
+                )
+                .route("/error", web::get().to(error))
+                .route("/large", web::get().to(large))
+                .route("/empty", web::get().to(empty))
+        })
+        .workers(workers)
+        // The lab stops servers with SIGTERM; do not linger 30 s draining connections.
+        .shutdown_timeout(1)
+        .bind(addr)?
+        .run()
+        .await
+    })
+}

@@ -1,0 +1,145 @@
+//! axum peer: the ordinary `axum::serve` on a multi-threaded tokio runtime with `WORKERS` worker
+//! threads. Every scenario, with axum's extractors, `from_fn` middleware and `IntoResponse` errors.
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::header::{CONTENT_TYPE, SERVER};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use axum::{Json, Router};
+use peers::{Failure, Large, Member, Message, NewUser, SearchQuery, SearchResult, UserById};
+use std::sync::Arc;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+async fn plaintext() -> &'static str {
+    // &str answers `text/plain; charset=utf-8`.
+    "Hello, World!"
+}
+
+async fn json() -> Json<Message> {
+    Json(Message {
+        message: "Hello, World!",
+    })
+}
+
+async fn user(Path(id): Path<u64>) -> Json<UserById> {
+    Json(UserById::new(id))
+}
+
+async fn search(Query(q): Query<SearchQuery>) -> Json<SearchResult> {
+    Json(SearchResult {
+        q: q.q,
+        limit: q.limit,
+    })
+}
+
+async fn create_user(Json(user): Json<NewUser>) -> (StatusCode, Json<NewUser>) {
+    (StatusCode::CREATED, Json(user))
+}
+
+async fn member(Path((org, team, member)): Path<(u64, u64, u64)>) -> Json<Member> {
+    Json(Member { org, team, member })
+}
+
+async fn ok() -> &'static str {
+    "OK"
+}
+
+/// The error path: handlers return `Result<_, AppError>` and axum turns the error into a response.
+struct AppError(#[allow(dead_code)] Failure);
+
+impl From<Failure> for AppError {
+    fn from(e: Failure) -> Self {
+        AppError(e)
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let mut res = (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(peers::INTERNAL_ERROR),
+        )
+            .into_response();
+        res.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        res
+    }
+}
+
+async fn error() -> Result<&'static str, AppError> {
+    peers::fail()?;
+    Ok("unreachable")
+}
+
+async fn large(State(large): State<Arc<Large>>) -> Json<Arc<Large>> {
+    Json(large)
+}
+
+async fn empty() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
+/// One middleware layer: runs the inner service, then adds its own `x-mw-N: 1` header.
+async fn mark<const N: usize>(req: Request, next: Next) -> Response {
+    const NAMES: [&str; 5] = ["x-mw-1", "x-mw-2", "x-mw-3", "x-mw-4", "x-mw-5"];
+    let mut res = next.run(req).await;
+    res.headers_mut().insert(
+        HeaderName::from_static(NAMES[N - 1]),
+        HeaderValue::from_static("1"),
+    );
+    res
+}
+
+fn app() -> Router {
+    let middleware_route = Router::new()
+        .route("/middleware", get(ok))
+        .layer(middleware::from_fn(mark::<1>))
+        .layer(middleware::from_fn(mark::<2>))
+        .layer(middleware::from_fn(mark::<3>))
+        .layer(middleware::from_fn(mark::<4>))
+        .layer(middleware::from_fn(mark::<5>));
+    Router::new()
+        .route("/plaintext", get(plaintext))
+        .route("/json", get(json))
+        .route("/users/{id}", get(user))
+        .route("/users", post(create_user))
+        .route("/search", get(search))
+        .route(
+            "/api/v1/orgs/{org}/teams/{team}/members/{member}",
+            get(member),
+        )
+        .route("/error", get(error))
+        .route("/large", get(large))
+        .route("/empty", get(empty))
+        .with_state(Arc::new(peers::large()))
+        .merge(middleware_route)
+        // hyper adds Date; nothing adds Server, which the contract requires.
+        .layer(SetResponseHeaderLayer::overriding(
+            SERVER,
+            HeaderValue::from_static("axum"),
+        ))
+}
+
+fn main() {
+    let addr = peers::addr();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(peers::workers())
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(async move {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .expect("bind ADDR")
+                // Small responses go out at once, as with the other peers (Nagle off).
+                .tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
+            axum::serve(listener, app()).await.expect("serve");
+        });
+}

@@ -1,0 +1,144 @@
+//! Shared pieces of the Rust peers: environment settings and the contract's data types.
+//!
+//! Every peer answers the scenario contract in `lab/contract/scenarios.json`. The types here are the
+//! typed records the scenarios serialise; each binary uses its own framework's routing, extraction,
+//! middleware and error path around them.
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+/// Listen address from `ADDR` (host:port), defaulting to 127.0.0.1:8080.
+pub fn addr() -> SocketAddr {
+    let raw = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:8080".to_string());
+    raw.parse()
+        .unwrap_or_else(|e| panic!("ADDR={raw:?} is not host:port: {e}"))
+}
+
+/// Worker thread count from `WORKERS`, defaulting to 1 (the lab always sets it).
+pub fn workers() -> usize {
+    match std::env::var("WORKERS") {
+        Ok(raw) => match raw.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("WORKERS={raw:?} is not a positive integer"),
+        },
+        Err(_) => 1,
+    }
+}
+
+/// `GET /json`
+#[derive(Serialize)]
+pub struct Message {
+    pub message: &'static str,
+}
+
+/// `GET /users/{id}`
+#[derive(Serialize)]
+pub struct UserById {
+    pub id: u64,
+    pub name: String,
+}
+
+impl UserById {
+    pub fn new(id: u64) -> Self {
+        UserById {
+            id,
+            name: format!("user-{id}"),
+        }
+    }
+}
+
+/// Query of `GET /search?q=...&limit=...`
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    pub q: String,
+    pub limit: u64,
+}
+
+/// Answer of `GET /search`
+#[derive(Serialize)]
+pub struct SearchResult {
+    pub q: String,
+    pub limit: u64,
+}
+
+/// Body of `POST /users`, echoed back with 201.
+#[derive(Serialize, Deserialize)]
+pub struct NewUser {
+    pub name: String,
+    pub email: String,
+    pub age: u32,
+}
+
+/// `GET /api/v1/orgs/{org}/teams/{team}/members/{member}`
+#[derive(Serialize)]
+pub struct Member {
+    pub org: u64,
+    pub team: u64,
+    pub member: u64,
+}
+
+/// RFC 9457 problem details body of the `error` scenario.
+#[derive(Serialize)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub title: &'static str,
+    pub status: u16,
+}
+
+/// The 500 problem the `error` scenario answers with.
+pub const INTERNAL_ERROR: Problem = Problem {
+    kind: "about:blank",
+    title: "Internal Server Error",
+    status: 500,
+};
+
+/// One element of the `large_json` payload.
+#[derive(Serialize)]
+pub struct Item {
+    pub id: u32,
+    pub name: String,
+    pub active: bool,
+    pub score: u32,
+    pub tags: Vec<&'static str>,
+}
+
+/// The `large_json` payload (~10 KiB once serialised).
+#[derive(Serialize)]
+pub struct Large {
+    pub items: Vec<Item>,
+}
+
+/// Builds the `large_json` data structure once at startup; handlers serialise it per request, as
+/// the contract asks (no pre-encoded string).
+pub fn large() -> Large {
+    Large {
+        items: (0..134)
+            .map(|id| Item {
+                id,
+                name: format!("item-{id}"),
+                active: id % 2 == 0,
+                score: (id * 7) % 100,
+                tags: vec!["alpha", "beta"],
+            })
+            .collect(),
+    }
+}
+
+/// The error a handler fails with in the `error` scenario; each framework's error path turns it
+/// into the problem+json 500.
+#[derive(Debug)]
+pub struct Failure(pub &'static str);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// The handler of the `error` scenario: always fails.
+pub fn fail() -> Result<(), Failure> {
+    Err(Failure("the error scenario always fails"))
+}
