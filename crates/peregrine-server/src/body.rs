@@ -1,6 +1,8 @@
 //! Incoming request bodies, streamed from the connection with backpressure.
 
-use bytes::Bytes;
+use crate::conn::Conn;
+use bytes::{Bytes, BytesMut};
+use std::rc::Rc;
 
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,23 +44,137 @@ impl std::error::Error for BodyError {}
 /// A request body. Reading pulls bytes from the connection on demand (and sends
 /// `100 Continue` first if the client asked for it); what the handler does not read is drained
 /// or the connection closed by the engine afterwards, so the connection never desynchronises.
+///
+/// Backpressure: nothing is read from the socket until the handler asks for the next chunk, so
+/// a slow consumer slows the client down through TCP flow control.
 pub struct Body {
-    _private: (),
+    inner: Inner,
+}
+
+enum Inner {
+    Empty,
+    Memory(Option<Bytes>),
+    Conn(ConnBody),
 }
 
 impl Body {
     /// An empty body.
     pub fn empty() -> Self {
-        Body { _private: () }
+        Body {
+            inner: Inner::Empty,
+        }
     }
+
+    /// A body already in memory (useful to test services without a socket).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use peregrine_server::Body;
+    /// let mut b = Body::from_bytes("hello".into());
+    /// assert_eq!(b.to_bytes(1024).await.unwrap(), "hello");
+    /// # });
+    /// ```
+    pub fn from_bytes(bytes: Bytes) -> Self {
+        if bytes.is_empty() {
+            Body::empty()
+        } else {
+            Body {
+                inner: Inner::Memory(Some(bytes)),
+            }
+        }
+    }
+
+    pub(crate) fn from_conn(conn: Rc<Conn>, gen: u64, content_length: Option<u64>) -> Self {
+        Body {
+            inner: Inner::Conn(ConnBody {
+                conn,
+                gen,
+                content_length,
+            }),
+        }
+    }
+
     /// Next piece of the body, `None` at the end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
-        todo!()
+        match &mut self.inner {
+            Inner::Empty => Ok(None),
+            Inner::Memory(b) => Ok(b.take()),
+            Inner::Conn(c) => c.conn.body_chunk(c.gen).await,
+        }
     }
+
     /// The whole body, failing with [`BodyError::TooLarge`] past `limit` bytes (checked against
     /// Content-Length before reading anything).
     pub async fn to_bytes(&mut self, limit: usize) -> Result<Bytes, BodyError> {
-        let _ = limit;
-        todo!()
+        let declared = match &self.inner {
+            Inner::Empty => return Ok(Bytes::new()),
+            Inner::Memory(b) => b.as_ref().map_or(0, |b| b.len() as u64),
+            Inner::Conn(c) => c.content_length.unwrap_or(0),
+        };
+        if declared > limit as u64 {
+            if let Inner::Conn(c) = &self.inner {
+                c.conn.fail_body(c.gen, BodyError::TooLarge);
+            }
+            return Err(BodyError::TooLarge);
+        }
+        // One piece (the common case: the body arrived with the head) is returned without a copy.
+        let first = match self.chunk().await? {
+            None => return Ok(Bytes::new()),
+            Some(b) => b,
+        };
+        let mut acc: Option<BytesMut> = None;
+        let mut total = first.len();
+        if total > limit {
+            return Err(self.too_large());
+        }
+        loop {
+            match self.chunk().await? {
+                None => {
+                    return Ok(match acc {
+                        None => first,
+                        Some(a) => a.freeze(),
+                    })
+                }
+                Some(more) => {
+                    total += more.len();
+                    if total > limit {
+                        return Err(self.too_large());
+                    }
+                    let a = acc.get_or_insert_with(|| {
+                        let hint = declared.max(total as u64).min(limit as u64) as usize;
+                        let mut a = BytesMut::with_capacity(hint);
+                        a.extend_from_slice(&first);
+                        a
+                    });
+                    a.extend_from_slice(&more);
+                }
+            }
+        }
     }
+
+    fn too_large(&self) -> BodyError {
+        if let Inner::Conn(c) = &self.inner {
+            c.conn.fail_body(c.gen, BodyError::TooLarge);
+        }
+        BodyError::TooLarge
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            Inner::Empty => f.write_str("Body::Empty"),
+            Inner::Memory(b) => write!(f, "Body::Memory({:?})", b.as_ref().map(|b| b.len())),
+            Inner::Conn(c) => write!(f, "Body::Conn(content_length={:?})", c.content_length),
+        }
+    }
+}
+
+/// A body streamed from a connection. `gen` identifies the request: once the engine moved on to
+/// the next request, a stale body reports [`BodyError::Incomplete`] instead of reading bytes
+/// that belong to someone else.
+struct ConnBody {
+    conn: Rc<Conn>,
+    gen: u64,
+    content_length: Option<u64>,
 }

@@ -10,10 +10,12 @@
 
 pub mod body;
 pub mod config;
+mod conn;
 pub mod request;
 pub mod response;
 pub mod server;
 pub mod service;
+mod worker;
 
 pub use body::{Body, BodyError};
 pub use config::ServerConfig;

@@ -32,12 +32,29 @@ pub struct Response {
 impl Response {
     /// A response with `status` and no body.
     pub fn new(status: u16) -> Self {
-        Response { status, headers: Vec::new(), body: ResponseBody::Empty }
+        Response {
+            status,
+            headers: Vec::new(),
+            body: ResponseBody::Empty,
+        }
     }
     /// 200 `text/plain; charset=utf-8`.
+    ///
+    /// ```
+    /// use peregrine_server::{Response, ResponseBody};
+    /// let r = Response::text("Hello, World!");
+    /// assert_eq!(r.status, 200);
+    /// assert!(matches!(r.body, ResponseBody::Full(ref b) if b.as_ref() == b"Hello, World!"));
+    /// ```
     pub fn text(body: impl Into<Bytes>) -> Self {
-        let _ = body;
-        todo!()
+        Response {
+            status: 200,
+            headers: vec![(
+                Cow::Borrowed("Content-Type"),
+                Cow::Borrowed(b"text/plain; charset=utf-8".as_slice()),
+            )],
+            body: ResponseBody::Full(body.into()),
+        }
     }
     /// Adds a header field (builder style).
     pub fn with_header(
@@ -57,5 +74,25 @@ impl Response {
     pub fn with_body(mut self, body: ResponseBody) -> Self {
         self.body = body;
         self
+    }
+}
+
+impl std::fmt::Debug for ResponseBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResponseBody::Empty => f.write_str("Empty"),
+            ResponseBody::Full(b) => f.debug_tuple("Full").field(&b.len()).finish(),
+            ResponseBody::Stream(_) => f.write_str("Stream"),
+        }
+    }
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("headers", &self.headers.len())
+            .field("body", &self.body)
+            .finish()
     }
 }

@@ -1,0 +1,852 @@
+//! The connection driver: one task per connection, reading into a per-connection buffer,
+//! answering every complete request in it in order, writing the answers once per batch.
+//!
+//! Everything here runs on one worker thread, so the connection state is shared between the
+//! driver and the request [`Body`](crate::Body) through an `Rc<Conn>` with a `RefCell`; no
+//! borrow is ever held across an `.await`.
+
+use crate::body::BodyError;
+use crate::response::{Response, ResponseBody};
+use crate::worker::WorkerShared;
+use crate::{Body, Request, Service};
+use bytes::{Buf, Bytes, BytesMut};
+use peregrine_codec::response::{
+    status_forbids_body, status_line, write_content_length, DateCache,
+};
+use peregrine_codec::{
+    BodyFraming, ChunkedDecoder, ChunkedStep, Expectation, Method, Parsed, Version,
+};
+use std::cell::RefCell;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::{timeout, timeout_at, Instant};
+
+/// Size of a fresh read buffer. Requests of load generators and browsers fit in it; it grows
+/// on demand (up to the codec's head limits, or by what a body read asks for).
+pub(crate) const READ_BUF_INITIAL: usize = 4096;
+/// Read at least this much spare capacity before each `read(2)`.
+const READ_SPARE: usize = 1024;
+/// Bodies of at most this size are copied into the output buffer (one write per batch); larger
+/// ones are written straight from their `Bytes` after the head, never copied.
+const COPY_BODY_MAX: usize = 16 * 1024;
+/// An unread request body of at most this many bytes is read and discarded after the response so
+/// the connection can be kept; a larger rest closes the connection instead.
+const DRAIN_MAX: u64 = 256 * 1024;
+/// After the last response on a connection that may still have unread input, keep reading and
+/// discarding for at most this long (or this many bytes) before closing, so the client is not
+/// sent a reset that would destroy the response it has not read yet (nginx `lingering_close`).
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1024 * 1024;
+
+/// How the framing of the current request's body is progressing.
+enum BodyState {
+    /// No body, or fully read.
+    Done,
+    /// This many bytes of a Content-Length body are still to come.
+    Length(u64),
+    /// A chunked body, this many data bytes delivered so far.
+    Chunked(ChunkedDecoder, u64),
+    /// Reading failed (the connection will close after the response).
+    Failed(BodyError),
+}
+
+/// Mutable per-connection state.
+pub(crate) struct Io {
+    /// Bytes received and not consumed yet. Released to the worker pool while idle.
+    rbuf: BytesMut,
+    /// Response bytes not written yet (`out[out_pos..]`). Released to the pool while idle.
+    out: Vec<u8>,
+    out_pos: usize,
+    /// The client closed its sending side.
+    eof: bool,
+    body: BodyState,
+    /// Identifies the request whose body is current (see `Body`).
+    gen: u64,
+    /// The client sent `Expect: 100-continue` and the interim response was not sent yet.
+    continue_pending: bool,
+}
+
+/// One connection, shared by the driver and the body of the request being answered.
+pub(crate) struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Rc<WorkerShared>,
+    io: RefCell<Io>,
+}
+
+/// What happens to a connection after the driver stops.
+enum Close {
+    /// Flush what is pending (best effort) and close.
+    Now,
+    /// Flush, half-close, discard input for a while, close (see `LINGER_TIME`).
+    Linger,
+}
+
+/// Outcome of waiting for input.
+enum Fill {
+    Data,
+    Eof,
+    TimedOut,
+}
+
+enum Step {
+    Data(Bytes),
+    End,
+    NeedMore,
+    Err(BodyError),
+}
+
+impl Conn {
+    pub(crate) fn new(stream: TcpStream, peer: SocketAddr, shared: Rc<WorkerShared>) -> Self {
+        Conn {
+            stream,
+            peer,
+            shared,
+            io: RefCell::new(Io {
+                rbuf: BytesMut::new(),
+                out: Vec::new(),
+                out_pos: 0,
+                eof: false,
+                body: BodyState::Done,
+                gen: 0,
+                continue_pending: false,
+            }),
+        }
+    }
+
+    /// Waits (until `deadline`) for the socket to be readable and reads what is there into the
+    /// read buffer, taking a buffer from the pool first if the connection had released its own.
+    async fn fill(&self, deadline: Instant) -> io::Result<Fill> {
+        loop {
+            match timeout_at(deadline, self.stream.readable()).await {
+                Err(_) => return Ok(Fill::TimedOut),
+                Ok(r) => r?,
+            }
+            let mut io = self.io.borrow_mut();
+            if io.rbuf.capacity() == 0 {
+                io.rbuf = self.shared.take_read_buf();
+            }
+            if io.out.capacity() == 0 {
+                io.out = self.shared.take_out_buf();
+            }
+            if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
+                io.rbuf.reserve(READ_BUF_INITIAL);
+            }
+            match self.stream.try_read_buf(&mut io.rbuf) {
+                Ok(0) => {
+                    io.eof = true;
+                    return Ok(Fill::Eof);
+                }
+                Ok(_) => return Ok(Fill::Data),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes all pending output; fails if the client makes no progress within the write
+    /// timeout.
+    async fn flush(&self) -> io::Result<()> {
+        loop {
+            {
+                let mut io = self.io.borrow_mut();
+                let io = &mut *io;
+                while io.out_pos < io.out.len() {
+                    match self.stream.try_write(&io.out[io.out_pos..]) {
+                        Ok(n) => io.out_pos += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+                if io.out_pos >= io.out.len() {
+                    io.out.clear();
+                    io.out_pos = 0;
+                    return Ok(());
+                }
+            }
+            self.wait_writable().await?;
+        }
+    }
+
+    async fn wait_writable(&self) -> io::Result<()> {
+        match timeout(self.shared.config.write_timeout, self.stream.writable()).await {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
+        }
+    }
+
+    /// Flushes pending output, then writes `data` straight from the caller's buffer.
+    async fn write_direct(&self, data: &[u8]) -> io::Result<()> {
+        self.flush().await?;
+        let mut pos = 0;
+        while pos < data.len() {
+            match self.stream.try_write(&data[pos..]) {
+                Ok(n) => pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes non-blocking progress on pending output while a handler is waiting on something
+    /// else, so earlier pipelined responses are not held back by a slow handler.
+    fn poll_write_progress(&self, cx: &mut Context<'_>) {
+        let mut io = self.io.borrow_mut();
+        let io = &mut *io;
+        while io.out_pos < io.out.len() {
+            match self.stream.poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => match self.stream.try_write(&io.out[io.out_pos..]) {
+                    Ok(n) => io.out_pos += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    // The driver's next flush reports the error.
+                    Err(_) => return,
+                },
+                _ => return,
+            }
+        }
+    }
+
+    fn pending_output(&self) -> usize {
+        let io = self.io.borrow();
+        io.out.len() - io.out_pos
+    }
+
+    /// Marks the current body failed (for example when the handler's limit was passed), so the
+    /// driver closes the connection after the response.
+    pub(crate) fn fail_body(&self, gen: u64, err: BodyError) {
+        let mut io = self.io.borrow_mut();
+        if io.gen == gen && !matches!(io.body, BodyState::Done) {
+            io.body = BodyState::Failed(err);
+        }
+    }
+
+    /// Decodes the next piece of the current body from what is buffered.
+    fn body_step(&self, io: &mut Io) -> Step {
+        let max_body = self.shared.config.max_body_size;
+        match &mut io.body {
+            BodyState::Done => Step::End,
+            BodyState::Failed(e) => Step::Err(e.clone()),
+            BodyState::Length(rem) => {
+                if io.rbuf.is_empty() {
+                    return Step::NeedMore;
+                }
+                let n = (*rem).min(io.rbuf.len() as u64);
+                *rem -= n;
+                let data = io.rbuf.split_to(n as usize).freeze();
+                if *rem == 0 {
+                    io.body = BodyState::Done;
+                }
+                Step::Data(data)
+            }
+            BodyState::Chunked(dec, delivered) => loop {
+                match dec.decode(&io.rbuf, &self.shared.config.limits) {
+                    Ok(ChunkedStep::NeedMore { consumed }) => {
+                        io.rbuf.advance(consumed);
+                        return Step::NeedMore;
+                    }
+                    Ok(ChunkedStep::Data {
+                        consumed,
+                        data_start,
+                        data_len,
+                    }) => {
+                        io.rbuf.advance(data_start);
+                        let data = io.rbuf.split_to(data_len).freeze();
+                        io.rbuf.advance(consumed - data_start - data_len);
+                        *delivered += data_len as u64;
+                        if *delivered > max_body {
+                            io.body = BodyState::Failed(BodyError::TooLarge);
+                            return Step::Err(BodyError::TooLarge);
+                        }
+                        if data_len > 0 {
+                            return Step::Data(data);
+                        }
+                    }
+                    Ok(ChunkedStep::Done { consumed }) => {
+                        io.rbuf.advance(consumed);
+                        io.body = BodyState::Done;
+                        return Step::End;
+                    }
+                    Err(e) => {
+                        let err = BodyError::Invalid(e.reason);
+                        io.body = BodyState::Failed(err.clone());
+                        return Step::Err(err);
+                    }
+                }
+            },
+        }
+    }
+
+    /// Next piece of the body of request `gen` (see [`Body::chunk`]).
+    pub(crate) async fn body_chunk(&self, gen: u64) -> Result<Option<Bytes>, BodyError> {
+        loop {
+            {
+                let mut io = self.io.borrow_mut();
+                if io.gen != gen {
+                    return Err(BodyError::Incomplete);
+                }
+                match self.body_step(&mut io) {
+                    Step::Data(b) => return Ok(Some(b)),
+                    Step::End => return Ok(None),
+                    Step::Err(e) => return Err(e),
+                    Step::NeedMore => {}
+                }
+                if io.eof {
+                    io.body = BodyState::Failed(BodyError::Incomplete);
+                    return Err(BodyError::Incomplete);
+                }
+                if io.continue_pending {
+                    io.continue_pending = false;
+                    io.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                }
+            }
+            // Before waiting for the client, send it what it may be waiting for: earlier
+            // pipelined responses and the `100 Continue`.
+            if self.flush().await.is_err() {
+                self.fail_body(gen, BodyError::Incomplete);
+                return Err(BodyError::Incomplete);
+            }
+            let deadline = Instant::now() + self.shared.config.body_timeout;
+            match self.fill(deadline).await {
+                Ok(Fill::Data) | Ok(Fill::Eof) => {}
+                Ok(Fill::TimedOut) => {
+                    self.fail_body(gen, BodyError::Timeout);
+                    return Err(BodyError::Timeout);
+                }
+                Err(_) => {
+                    self.fail_body(gen, BodyError::Incomplete);
+                    return Err(BodyError::Incomplete);
+                }
+            }
+        }
+    }
+
+    /// Reads and discards what is left of the current body, up to `DRAIN_MAX` bytes. `true` if
+    /// the body ended and the next request can be read.
+    async fn drain_body(&self) -> bool {
+        let gen = self.io.borrow().gen;
+        let mut drained = 0u64;
+        loop {
+            match self.body_chunk(gen).await {
+                Ok(None) => return true,
+                Ok(Some(b)) => {
+                    drained += b.len() as u64;
+                    if drained > DRAIN_MAX {
+                        return false;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Appends an error response (small text body with the reason, `Connection: close`).
+    fn push_error(&self, status: u16, reason: &str, head_only: bool) {
+        let mut io = self.io.borrow_mut();
+        let out = &mut io.out;
+        out.extend_from_slice(status_line(status));
+        DateCache::write_date_header(out);
+        if let Some(name) = self.shared.config.server_name {
+            out.extend_from_slice(b"Server: ");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+        write_content_length(out, reason.len() as u64 + 1);
+        out.extend_from_slice(b"Connection: close\r\n\r\n");
+        if !head_only {
+            out.extend_from_slice(reason.as_bytes());
+            out.push(b'\n');
+        }
+    }
+
+    /// Writes `resp` (head into the output buffer, body copied or written directly or streamed).
+    /// Returns `Err` if the connection must be closed without further ado.
+    async fn write_response(
+        &self,
+        resp: Response,
+        keep_alive: &mut bool,
+        version: Version,
+        head_request: bool,
+    ) -> io::Result<()> {
+        let Response {
+            status,
+            headers,
+            body,
+        } = resp;
+        let status = if (200..=999).contains(&status) {
+            status
+        } else {
+            0
+        };
+        let forbids = status_forbids_body(status);
+        // HTTP/1.0 has no chunked encoding: a streamed body is delimited by closing.
+        if matches!(body, ResponseBody::Stream(_)) && version == Version::Http10 && !forbids {
+            *keep_alive = false;
+        }
+        if headers.iter().any(|(n, v)| {
+            n.eq_ignore_ascii_case("connection")
+                && v.split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+        }) {
+            *keep_alive = false;
+        }
+        {
+            let mut io = self.io.borrow_mut();
+            let mark = io.out.len();
+            let valid = status != 0
+                && encode_head(
+                    &mut io.out,
+                    status,
+                    &headers,
+                    self.shared.config.server_name,
+                );
+            if !valid {
+                io.out.truncate(mark);
+                drop(io);
+                tracing::error!(status, "handler returned an invalid status or header field");
+                *keep_alive = false;
+                self.push_error(500, "invalid response from handler", head_request);
+                return Ok(());
+            }
+            let out = &mut io.out;
+            if !*keep_alive {
+                out.extend_from_slice(b"Connection: close\r\n");
+            } else if version == Version::Http10 {
+                out.extend_from_slice(b"Connection: keep-alive\r\n");
+            }
+            match &body {
+                _ if forbids => {}
+                ResponseBody::Empty => out.extend_from_slice(b"Content-Length: 0\r\n"),
+                ResponseBody::Full(b) => write_content_length(out, b.len() as u64),
+                ResponseBody::Stream(_) => {
+                    if version == Version::Http11 {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    }
+                }
+            }
+            out.extend_from_slice(b"\r\n");
+            if head_request || forbids {
+                return Ok(());
+            }
+            if let ResponseBody::Full(b) = &body {
+                if b.len() <= COPY_BODY_MAX {
+                    out.extend_from_slice(b);
+                    return Ok(());
+                }
+            }
+        }
+        match body {
+            ResponseBody::Empty => Ok(()),
+            ResponseBody::Full(b) => self.write_direct(&b).await,
+            ResponseBody::Stream(s) => self.write_stream(s, version == Version::Http11).await,
+        }
+    }
+
+    /// Streams a body, chunked (or raw for HTTP/1.0), flushing whenever the stream has nothing
+    /// ready or the pending output passes the bound, so memory stays bounded whatever its size.
+    async fn write_stream(
+        &self,
+        mut s: crate::response::BodyStream,
+        chunked: bool,
+    ) -> io::Result<()> {
+        let limit = self.shared.config.max_pending_output.max(COPY_BODY_MAX);
+        loop {
+            // Take what the stream has ready; when it has nothing, first send what is pending
+            // (the client should not wait for bytes we hold), then wait for the stream.
+            let step =
+                poll_fn(
+                    |cx| match catch_unwind(AssertUnwindSafe(|| s.as_mut().poll_next(cx))) {
+                        Ok(Poll::Ready(item)) => Poll::Ready(Ok(Some(item))),
+                        Ok(Poll::Pending) if self.pending_output() > 0 => Poll::Ready(Ok(None)),
+                        Ok(Poll::Pending) => Poll::Pending,
+                        Err(_) => Poll::Ready(Err(())),
+                    },
+                )
+                .await;
+            let item = match step {
+                Ok(Some(item)) => item,
+                Ok(None) => {
+                    self.flush().await?;
+                    continue;
+                }
+                Err(()) => {
+                    tracing::error!("response body stream panicked");
+                    return Err(io::Error::other("body stream panicked"));
+                }
+            };
+            match item {
+                None => {
+                    if chunked {
+                        self.io.borrow_mut().out.extend_from_slice(b"0\r\n\r\n");
+                    }
+                    return Ok(());
+                }
+                Some(Err(e)) => {
+                    // The response cannot be completed: the client must see it truncated.
+                    tracing::warn!(error = %e, "response body stream failed");
+                    return Err(e);
+                }
+                Some(Ok(data)) if data.is_empty() => {}
+                Some(Ok(data)) => {
+                    let small = data.len() <= COPY_BODY_MAX;
+                    {
+                        let mut io = self.io.borrow_mut();
+                        if chunked {
+                            write_chunk_size(&mut io.out, data.len());
+                        }
+                        if small {
+                            io.out.extend_from_slice(&data);
+                            if chunked {
+                                io.out.extend_from_slice(b"\r\n");
+                            }
+                        }
+                    }
+                    if !small {
+                        self.write_direct(&data).await?;
+                        if chunked {
+                            self.io.borrow_mut().out.extend_from_slice(b"\r\n");
+                        }
+                    }
+                    if self.pending_output() > limit {
+                        self.flush().await?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes after the last response: flush, half-close, then read and discard until the
+    /// client closes too (bounded), so it reads our answer instead of a reset.
+    async fn linger(&self) {
+        if self.flush().await.is_err() {
+            return;
+        }
+        let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);
+        let deadline = Instant::now() + LINGER_TIME;
+        let mut discarded = 0usize;
+        loop {
+            {
+                let mut io = self.io.borrow_mut();
+                discarded += io.rbuf.len();
+                io.rbuf.clear();
+                if io.eof || discarded > LINGER_BYTES {
+                    return;
+                }
+            }
+            match self.fill(deadline).await {
+                Ok(Fill::Data) => {}
+                _ => return,
+            }
+        }
+    }
+
+    /// Gives the buffers back to the worker pool while the connection is idle, so an idle
+    /// keep-alive connection holds no buffer memory.
+    fn release_buffers(&self) {
+        let mut io = self.io.borrow_mut();
+        if io.rbuf.is_empty() && io.rbuf.capacity() > 0 {
+            let b = std::mem::take(&mut io.rbuf);
+            self.shared.put_read_buf(b);
+        }
+        if io.out_pos >= io.out.len() && io.out.capacity() > 0 {
+            let b = std::mem::take(&mut io.out);
+            io.out_pos = 0;
+            self.shared.put_out_buf(b);
+        }
+    }
+}
+
+fn write_chunk_size(out: &mut Vec<u8>, n: usize) {
+    let mut buf = [0u8; 16];
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[n & 15];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Encodes the status line, Date, Server and the handler's fields (without framing, which the
+/// caller adds). `false` if a field would break the message (response splitting).
+fn encode_head(
+    out: &mut Vec<u8>,
+    status: u16,
+    headers: &[(
+        std::borrow::Cow<'static, str>,
+        std::borrow::Cow<'static, [u8]>,
+    )],
+    server_name: Option<&'static str>,
+) -> bool {
+    out.extend_from_slice(status_line(status));
+    DateCache::write_date_header(out);
+    let own_server = headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("server"));
+    if let (Some(name), false) = (server_name, own_server) {
+        out.extend_from_slice(b"Server: ");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in headers {
+        let n = name.as_bytes();
+        // Framing, Date and Connection are the engine's: a handler's value could contradict
+        // the body actually sent.
+        if n.eq_ignore_ascii_case(b"content-length")
+            || n.eq_ignore_ascii_case(b"transfer-encoding")
+            || n.eq_ignore_ascii_case(b"connection")
+            || n.eq_ignore_ascii_case(b"date")
+        {
+            continue;
+        }
+        if n.is_empty()
+            || !n.iter().all(|&b| is_tchar(b))
+            || value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
+        {
+            return false;
+        }
+        out.extend_from_slice(n);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    true
+}
+
+/// Runs the handler future inside the connection task, catching panics, and meanwhile keeps
+/// writing earlier responses.
+async fn call_service<S: Service>(service: &S, conn: &Conn, req: Request) -> Result<Response, ()> {
+    let fut = catch_unwind(AssertUnwindSafe(|| service.call(req))).map_err(|_| ())?;
+    // Boxed so that the connection task stays small while idle, whatever the handler's size.
+    let mut fut: Pin<Box<S::Future>> = Box::pin(fut);
+    poll_fn(
+        move |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+            Ok(Poll::Pending) => {
+                conn.poll_write_progress(cx);
+                Poll::Pending
+            }
+            Err(_) => Poll::Ready(Err(())),
+        },
+    )
+    .await
+}
+
+/// Serves one connection until it closes.
+pub(crate) async fn serve<S: Service>(service: &S, conn: Rc<Conn>) {
+    let close = drive(service, &conn).await;
+    match close {
+        Close::Now => {
+            let _ = conn.flush().await;
+        }
+        Close::Linger => conn.linger().await,
+    }
+}
+
+async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
+    let cfg = &conn.shared.config;
+    let mut served: u64 = 0;
+    // When the head being received must be complete (set on the first wait for it).
+    let mut head_deadline: Option<Instant> = None;
+    // Whether the bytes received since the last parse may complete (or break) a head.
+    let mut parse_due = false;
+    loop {
+        // 1. Answer every complete request in the buffer, in order.
+        loop {
+            if !parse_due || conn.io.borrow().rbuf.is_empty() {
+                break;
+            }
+            let parsed = {
+                let io = conn.io.borrow();
+                let mut table = conn.shared.fields.borrow_mut();
+                peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table).map(|p| {
+                    match p {
+                        Parsed::Complete(h) => {
+                            Some((h, table[..h.field_count].iter().copied().collect()))
+                        }
+                        Parsed::Incomplete => None,
+                    }
+                })
+            };
+            let (head, fields) = match parsed {
+                Err(e) => {
+                    conn.push_error(e.status, e.reason, false);
+                    return Close::Linger;
+                }
+                Ok(None) => {
+                    parse_due = false;
+                    break;
+                }
+                Ok(Some(x)) => x,
+            };
+            head_deadline = None;
+            served += 1;
+            let head_request = head.method_kind == Method::Head;
+            if head.expect == Expectation::Unknown {
+                conn.push_error(417, "unsupported expectation", head_request);
+                return Close::Linger;
+            }
+            if let BodyFraming::Length(n) = head.framing {
+                if n > cfg.max_body_size {
+                    conn.push_error(413, "request body too large", head_request);
+                    return Close::Linger;
+                }
+            }
+            let (bytes, gen) = {
+                let mut io = conn.io.borrow_mut();
+                let bytes = io.rbuf.split_to(head.head_len).freeze();
+                io.gen += 1;
+                io.body = match head.framing {
+                    BodyFraming::None | BodyFraming::Length(0) => BodyState::Done,
+                    BodyFraming::Length(n) => BodyState::Length(n),
+                    BodyFraming::Chunked => BodyState::Chunked(ChunkedDecoder::new(), 0),
+                };
+                io.continue_pending = head.expect == Expectation::Continue
+                    && head.version == Version::Http11
+                    && !matches!(io.body, BodyState::Done);
+                (bytes, io.gen)
+            };
+            let body = match head.framing {
+                BodyFraming::None | BodyFraming::Length(0) => Body::empty(),
+                BodyFraming::Length(n) => Body::from_conn(conn.clone(), gen, Some(n)),
+                BodyFraming::Chunked => Body::from_conn(conn.clone(), gen, None),
+            };
+            let req = Request::from_parts(bytes, head, fields, conn.peer, body);
+
+            let mut keep_alive = head.keep_alive()
+                && cfg
+                    .max_requests_per_connection
+                    .map_or(true, |max| served < max);
+            let resp = call_service(service, conn, req).await;
+            keep_alive &= !conn.shared.is_shutting_down();
+            let resp = match resp {
+                Ok(r) => r,
+                Err(()) => {
+                    tracing::error!(peer = %conn.peer, "handler panicked; answering 500");
+                    conn.push_error(500, "internal server error", head_request);
+                    return Close::Linger;
+                }
+            };
+            // Decide now whether the rest of the body can be skipped to keep the connection.
+            let (body_failed, must_close) = {
+                let io = conn.io.borrow();
+                match &io.body {
+                    BodyState::Done => (None, false),
+                    BodyState::Failed(e) => (Some(e.clone()), true),
+                    // The client waits for `100 Continue` before sending: it may never send the
+                    // body, so reading it to skip it could hang.
+                    _ if io.continue_pending => (None, true),
+                    BodyState::Length(rem) => (None, *rem > DRAIN_MAX),
+                    BodyState::Chunked(..) => (None, false),
+                }
+            };
+            if must_close {
+                keep_alive = false;
+            }
+            if let Some(err) = body_failed {
+                if resp.status < 400 {
+                    // The handler answered success on a body that did not arrive intact.
+                    conn.push_error(err.status(), &err.to_string(), head_request);
+                    return Close::Linger;
+                }
+            }
+            if conn
+                .write_response(resp, &mut keep_alive, head.version, head_request)
+                .await
+                .is_err()
+            {
+                return Close::Now;
+            }
+            if !keep_alive {
+                return Close::Linger;
+            }
+            if !conn.drain_body().await {
+                return Close::Linger;
+            }
+            if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
+                return Close::Now;
+            }
+            // What follows the request in the buffer is new input for the parser.
+            parse_due = true;
+        }
+
+        // 2. Nothing complete is left: send the batch, then wait for more input.
+        if conn.flush().await.is_err() {
+            return Close::Now;
+        }
+        if conn.io.borrow().eof {
+            // The client half-closed: everything it sent was answered.
+            return Close::Now;
+        }
+        let idle = conn.io.borrow().rbuf.is_empty();
+        let before = conn.io.borrow().rbuf.len();
+        let outcome = if idle {
+            if conn.shared.is_shutting_down() {
+                return Close::Now;
+            }
+            conn.release_buffers();
+            tokio::select! {
+                biased;
+                r = conn.stream.readable() => match r {
+                    Ok(()) => {}
+                    Err(_) => return Close::Now,
+                },
+                _ = tokio::time::sleep(cfg.idle_timeout) => return Close::Now,
+                _ = conn.shared.shutdown.notified() => return Close::Now,
+            }
+            // A new request starts: its head must be complete within the header timeout.
+            let deadline = Instant::now() + cfg.header_timeout;
+            head_deadline = Some(deadline);
+            conn.fill(deadline).await
+        } else {
+            let deadline =
+                *head_deadline.get_or_insert_with(|| Instant::now() + cfg.header_timeout);
+            conn.fill(deadline).await
+        };
+        match outcome {
+            Err(_) => return Close::Now,
+            Ok(Fill::Eof) => {
+                // Answer what is complete; a partial request is dropped without a word.
+                parse_due = true;
+            }
+            Ok(Fill::TimedOut) => {
+                if before == 0 {
+                    return Close::Now;
+                }
+                conn.push_error(408, "request header timeout", false);
+                return Close::Linger;
+            }
+            Ok(Fill::Data) => {
+                // Re-parse only when the new bytes can change the verdict: a line end, the
+                // first bytes of a head, or a head as long as the limits allow. This keeps a
+                // byte-per-packet client from costing a full re-parse per byte.
+                let io = conn.io.borrow();
+                let len = io.rbuf.len();
+                parse_due |= idle
+                    || io.rbuf[before..].contains(&b'\n')
+                    || len > cfg.limits.max_target_len + cfg.limits.max_header_bytes;
+            }
+        }
+        if let Ok(Fill::Eof) = outcome {
+            // Parse what is there once more, then the loop above ends with `eof` set.
+            continue;
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! One worker: a thread with a tokio current-thread runtime, its own `SO_REUSEPORT` listener,
+//! and every connection it accepted (no work stealing).
+
+use crate::conn::{self, Conn, READ_BUF_INITIAL};
+use crate::{ServerConfig, Service};
+use bytes::BytesMut;
+use peregrine_codec::FieldSpan;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Notify};
+
+/// Buffers kept per worker for reuse; beyond this they are freed.
+const POOL_MAX: usize = 64;
+/// Output buffers larger than this are freed rather than pooled (after a big response).
+const OUT_POOL_MAX_CAP: usize = 64 * 1024;
+
+/// State shared by all workers: the connection count behind `max_connections`.
+pub(crate) struct Global {
+    open: AtomicUsize,
+    max: usize,
+    /// Woken when a connection closes while the server was full.
+    capacity: Notify,
+}
+
+impl Global {
+    pub(crate) fn new(max: usize) -> Self {
+        Global {
+            open: AtomicUsize::new(0),
+            max: max.max(1),
+            capacity: Notify::new(),
+        }
+    }
+
+    fn try_acquire(&self) -> bool {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release(&self) {
+        let before = self.open.fetch_sub(1, Ordering::AcqRel);
+        if before >= self.max {
+            self.capacity.notify_waiters();
+        }
+    }
+}
+
+/// A reserved connection slot, given back on drop.
+struct Slot(Arc<Global>);
+
+impl Slot {
+    async fn acquire(global: &Arc<Global>) -> Slot {
+        loop {
+            if global.try_acquire() {
+                return Slot(global.clone());
+            }
+            let notified = global.capacity.notified();
+            tokio::pin!(notified);
+            // Register before checking again so a release in between is not missed.
+            notified.as_mut().enable();
+            if global.try_acquire() {
+                return Slot(global.clone());
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+/// Per-worker state every connection of the worker can reach (not generic over the service).
+pub(crate) struct WorkerShared {
+    pub(crate) config: ServerConfig,
+    /// The parser's field table, shared by the worker's connections: parsing never yields, so
+    /// one table per thread suffices and idle connections do not carry one.
+    pub(crate) fields: RefCell<Box<[FieldSpan]>>,
+    read_pool: RefCell<Vec<BytesMut>>,
+    out_pool: RefCell<Vec<Vec<u8>>>,
+    shutting_down: Cell<bool>,
+    /// Woken (all waiters) when shutdown starts, so idle connections close.
+    pub(crate) shutdown: Notify,
+    live: Cell<usize>,
+    all_closed: Notify,
+}
+
+impl WorkerShared {
+    fn new(config: ServerConfig) -> Self {
+        let n = config.limits.max_fields.max(1);
+        WorkerShared {
+            config,
+            fields: RefCell::new(vec![FieldSpan::default(); n].into_boxed_slice()),
+            read_pool: RefCell::new(Vec::new()),
+            out_pool: RefCell::new(Vec::new()),
+            shutting_down: Cell::new(false),
+            shutdown: Notify::new(),
+            live: Cell::new(0),
+            all_closed: Notify::new(),
+        }
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    pub(crate) fn take_read_buf(&self) -> BytesMut {
+        let mut b = self.read_pool.borrow_mut().pop().unwrap_or_default();
+        // Reclaims the whole allocation when no request still holds a piece of it, else
+        // allocates a fresh one.
+        b.reserve(READ_BUF_INITIAL);
+        b
+    }
+
+    pub(crate) fn put_read_buf(&self, mut b: BytesMut) {
+        b.clear();
+        let mut pool = self.read_pool.borrow_mut();
+        if pool.len() < POOL_MAX {
+            pool.push(b);
+        }
+    }
+
+    pub(crate) fn take_out_buf(&self) -> Vec<u8> {
+        self.out_pool.borrow_mut().pop().unwrap_or_default()
+    }
+
+    pub(crate) fn put_out_buf(&self, mut b: Vec<u8>) {
+        b.clear();
+        let mut pool = self.out_pool.borrow_mut();
+        if pool.len() < POOL_MAX && b.capacity() <= OUT_POOL_MAX_CAP {
+            pool.push(b);
+        }
+    }
+}
+
+/// Counts a live connection of this worker; the last one out wakes a shutdown in progress.
+struct Live(Rc<WorkerShared>);
+
+impl Live {
+    fn new(shared: &Rc<WorkerShared>) -> Self {
+        shared.live.set(shared.live.get() + 1);
+        Live(shared.clone())
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let n = self.0.live.get() - 1;
+        self.0.live.set(n);
+        if n == 0 {
+            self.0.all_closed.notify_one();
+        }
+    }
+}
+
+/// The body of a worker thread: accept until shutdown, then drain, then return (dropping what
+/// is left, which force-closes it).
+pub(crate) fn run<S: Service>(
+    listener: std::net::TcpListener,
+    config: ServerConfig,
+    service: S,
+    global: Arc<Global>,
+    mut stop: watch::Receiver<bool>,
+    ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let listener = match TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        drop(ready);
+        let shared = Rc::new(WorkerShared::new(config));
+        let service = Rc::new(service);
+        tokio::select! {
+            _ = accept_loop(&listener, &shared, &service, &global) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        // Stop accepting: connections still in this listener's backlog are refused.
+        drop(listener);
+        shared.shutting_down.set(true);
+        shared.shutdown.notify_waiters();
+        let deadline = tokio::time::sleep(shared.config.shutdown_timeout);
+        tokio::pin!(deadline);
+        while shared.live.get() > 0 {
+            tokio::select! {
+                _ = shared.all_closed.notified() => {}
+                _ = &mut deadline => {
+                    tracing::warn!(
+                        open = shared.live.get(),
+                        "shutdown deadline passed; closing remaining connections"
+                    );
+                    break;
+                }
+            }
+        }
+    });
+    // Dropping the set drops the connections still open (force-close after the deadline).
+    let _guard = rt.enter();
+    drop(local);
+}
+
+async fn accept_loop<S: Service>(
+    listener: &TcpListener,
+    shared: &Rc<WorkerShared>,
+    service: &Rc<S>,
+    global: &Arc<Global>,
+) {
+    loop {
+        // Reserve a slot before accepting: at the limit, new clients wait in the backlog.
+        let slot = Slot::acquire(global).await;
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE/ENFILE/ENOBUFS and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                drop(slot);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        // Responses are written once per batch, so Nagle would only add delay.
+        let _ = stream.set_nodelay(true);
+        let live = Live::new(shared);
+        let conn = Rc::new(Conn::new(stream, peer, shared.clone()));
+        let service = service.clone();
+        tokio::task::spawn_local(async move {
+            conn::serve(&*service, conn).await;
+            drop(live);
+            drop(slot);
+        });
+    }
+}
