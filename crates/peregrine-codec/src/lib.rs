@@ -16,8 +16,10 @@
 pub mod chunked;
 pub mod error;
 pub mod limits;
+mod parse;
 pub mod request;
 pub mod response;
+mod scan;
 
 pub use chunked::{ChunkedDecoder, ChunkedStep};
 pub use error::ParseError;
@@ -26,3 +28,5 @@ pub use request::{
     parse_request_head, BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, Parsed,
     RequestHead, Span, Version,
 };
+#[doc(hidden)]
+pub use request::{parse_request_head_with, Isa};

@@ -5,7 +5,8 @@
 //! returns [`Parsed::Incomplete`] when more bytes are needed, [`Parsed::Complete`] with a
 //! [`RequestHead`] whose spans index into `buf`, or a [`ParseError`] carrying the status to answer.
 
-use crate::{Limits, ParseError};
+pub use crate::scan::Isa;
+use crate::{parse, Limits, ParseError};
 
 /// A byte range `start..start+len` inside the buffer that was parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -171,6 +172,34 @@ pub fn parse_request_head(
     limits: &Limits,
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
-    let _ = (buf, limits, fields);
-    todo!("implemented by the codec issue")
+    match Isa::best() {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `Isa::best` only returns a path the CPU supports.
+        Isa::Avx2 => unsafe { parse::parse_avx2(buf, limits, fields) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above.
+        Isa::Sse42 => unsafe { parse::parse_sse42(buf, limits, fields) },
+        _ => parse::parse_scalar(buf, limits, fields),
+    }
+}
+
+/// [`parse_request_head`] on a chosen scanning path. Every path gives exactly the same result;
+/// this exists so that tests, fuzzers and benchmarks can compare them. A path the CPU cannot run
+/// falls back to the scalar one.
+#[doc(hidden)]
+pub fn parse_request_head_with(
+    isa: Isa,
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    match isa {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: the CPU was checked for AVX2.
+        Isa::Avx2 if isa.is_available() => unsafe { parse::parse_avx2(buf, limits, fields) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: the CPU was checked for SSSE3 and SSE4.2.
+        Isa::Sse42 if isa.is_available() => unsafe { parse::parse_sse42(buf, limits, fields) },
+        _ => parse::parse_scalar(buf, limits, fields),
+    }
 }

@@ -1,0 +1,687 @@
+//! The request-head parser proper. Generic over the scanning strategy so that each path is
+//! compiled as one function with its own target features and everything inlined.
+//!
+//! The parser never looks at a byte twice on the success path, except for the few header fields
+//! whose values decide framing or routing (Host, Content-Length, Transfer-Encoding, Connection,
+//! Expect). An incomplete buffer is re-parsed from the start on the next call (like httparse and
+//! picohttpparser); heads are small, so this is cheaper than carrying state.
+
+use crate::request::{
+    BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, Parsed, RequestHead, Span,
+    Version,
+};
+use crate::scan::{Scan, TARGET, TCHAR, VALUE};
+use crate::{Limits, ParseError};
+
+/// Methods longer than this are refused with 501 before the request line completes: no method we
+/// could route is anywhere near this long, and it bounds the work done on garbage.
+pub(crate) const MAX_METHOD_LEN: usize = 64;
+
+macro_rules! bad {
+    ($reason:expr) => {
+        return Err(ParseError::new(400, $reason))
+    };
+}
+
+#[inline(always)]
+fn span(start: usize, end: usize) -> Span {
+    Span {
+        start: start as u32,
+        len: (end - start) as u32,
+    }
+}
+
+#[inline(always)]
+fn is_hex(b: u8) -> bool {
+    b.is_ascii_hexdigit()
+}
+
+/// The parse, for one scanning strategy.
+#[inline(always)]
+pub(crate) fn parse_core<S: Scan>(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    // Spans are u32; refuse to index past that rather than wrap. A head that long broke the
+    // limits long before, so treat only the first 4 GiB as visible.
+    let buf = &buf[..buf.len().min(u32::MAX as usize)];
+    let len = buf.len();
+
+    // --- Leading empty lines (§2.2): at most `max_leading_empty_lines` CRLFs. ---
+    let mut pos = 0;
+    let mut empties = 0;
+    loop {
+        match buf.get(pos) {
+            None => return Ok(Parsed::Incomplete),
+            Some(b'\r') => match buf.get(pos + 1) {
+                None => return Ok(Parsed::Incomplete),
+                Some(b'\n') => {
+                    empties += 1;
+                    if empties > limits.max_leading_empty_lines {
+                        bad!("too many empty lines before the request line");
+                    }
+                    pos += 2;
+                }
+                Some(_) => bad!("bare CR before the request line"),
+            },
+            Some(b'\n') => bad!("bare LF before the request line"),
+            Some(_) => break,
+        }
+    }
+
+    // --- Method: 1*tchar then exactly one SP. ---
+    let m_start = pos;
+    let m_bound = len.min(m_start + MAX_METHOD_LEN + 1);
+    let m_end = S::skip(&buf[..m_bound], m_start, &TCHAR);
+    if m_end - m_start > MAX_METHOD_LEN {
+        return Err(ParseError::new(501, "method too long"));
+    }
+    if m_end == len {
+        return Ok(Parsed::Incomplete);
+    }
+    if buf[m_end] != b' ' {
+        if m_end == m_start {
+            bad!("invalid byte before the request line");
+        }
+        bad!("invalid byte in method");
+    }
+    if m_end == m_start {
+        bad!("empty method");
+    }
+    let method = &buf[m_start..m_end];
+    let method_kind = method_kind(method);
+
+    // --- Request-target: RFC 3986 characters, %HH validated, then exactly one SP. ---
+    let t_start = m_end + 1;
+    let t_bound = len.min(t_start + limits.max_target_len + 1);
+    let mut t = t_start;
+    let mut first_q: Option<usize> = None;
+    let mut brackets = false;
+    let t_end = loop {
+        t = S::skip(&buf[..t_bound], t, &TARGET);
+        // `>=`: skipping a `%HH` may step past a bound that cut the target short.
+        if t >= t_bound {
+            if t - t_start > limits.max_target_len {
+                return Err(ParseError::new(414, "request-target too long"));
+            }
+            return Ok(Parsed::Incomplete);
+        }
+        match buf[t] {
+            b'%' => {
+                // Validate as many of the two hex digits as have arrived.
+                for k in 1..=2 {
+                    match buf.get(t + k) {
+                        None => return Ok(Parsed::Incomplete),
+                        Some(&h) if is_hex(h) => {}
+                        Some(_) => bad!("'%' not followed by two hex digits in request-target"),
+                    }
+                }
+                t += 3;
+            }
+            b'?' => {
+                if first_q.is_none() {
+                    first_q = Some(t);
+                }
+                t += 1;
+            }
+            b'[' | b']' => {
+                brackets = true;
+                t += 1;
+            }
+            _ => break t,
+        }
+    };
+    if t_end - t_start > limits.max_target_len {
+        return Err(ParseError::new(414, "request-target too long"));
+    }
+    match buf[t_end] {
+        b' ' if t_end == t_start => bad!("more than one SP after the method"),
+        b' ' => {}
+        b'\r' | b'\n' if t_end > t_start => bad!("missing HTTP version"),
+        b'\t' | 0x0B | 0x0C => bad!("whitespace other than SP in the request line"),
+        _ if t_end == t_start => bad!("empty or invalid request-target"),
+        _ => bad!("invalid byte in request-target"),
+    }
+
+    // --- Version: exactly `HTTP/1.1` or `HTTP/1.0`, then CRLF. ---
+    let v = t_end + 1;
+    let version = if len >= v + 10 && &buf[v..v + 10] == b"HTTP/1.1\r\n" {
+        Version::Http11
+    } else {
+        match parse_version(&buf[v..len.min(v + 10)])? {
+            Some(version) => version,
+            None => return Ok(Parsed::Incomplete),
+        }
+    };
+    pos = v + 10;
+
+    // --- Request-target form (§3.2). ---
+    let target = span(t_start, t_end);
+    let tgt = &buf[t_start..t_end];
+    let mut target_authority: Option<Span> = None;
+    let (path, query) = if tgt[0] == b'/' {
+        if brackets {
+            bad!("'[' or ']' in path or query");
+        }
+        match first_q {
+            Some(q) => (span(t_start, q), Some(span(q + 1, t_end))),
+            None => (target, None),
+        }
+    } else if tgt == b"*" {
+        if method_kind != Method::Options {
+            bad!("asterisk-form request-target with a method other than OPTIONS");
+        }
+        (target, None)
+    } else if method_kind == Method::Connect {
+        // authority-form: uri-host ":" port, nothing else.
+        validate_authority(tgt, true)?;
+        target_authority = Some(target);
+        (target, None)
+    } else if let Some(after_scheme) = absolute_form_authority_start(tgt) {
+        let a_start = t_start + after_scheme;
+        let a_end = buf[a_start..t_end]
+            .iter()
+            .position(|&b| b == b'/' || b == b'?')
+            .map_or(t_end, |i| a_start + i);
+        validate_authority(&buf[a_start..a_end], false)?;
+        if buf[a_end..t_end].iter().any(|&b| b == b'[' || b == b']') {
+            bad!("'[' or ']' in path or query");
+        }
+        target_authority = Some(span(a_start, a_end));
+        match first_q {
+            Some(q) => (span(a_end, q), Some(span(q + 1, t_end))),
+            None => (span(a_end, t_end), None),
+        }
+    } else {
+        bad!("request-target is not origin-form, absolute-form, authority-form with CONNECT or * with OPTIONS");
+    };
+    if method_kind == Method::Connect && target_authority.is_none() {
+        bad!("CONNECT needs an authority-form request-target");
+    }
+
+    // --- Header fields (§5). ---
+    let hdr_start = pos;
+    let hdr_limit = limits.max_header_bytes;
+    let max_fields = fields.len().min(limits.max_fields);
+    let mut n = 0usize;
+    let mut host: Option<Span> = None;
+    let mut content_length: Option<u64> = None;
+    let mut te_seen = false;
+    let mut chunked = false;
+    let mut connection = ConnectionDirective::default();
+    let mut expect = Expectation::None;
+
+    // Reports Incomplete, unless the bytes so far already break the header-section limit.
+    macro_rules! incomplete {
+        () => {{
+            if len - hdr_start > hdr_limit {
+                return Err(ParseError::new(431, "header section too large"));
+            }
+            return Ok(Parsed::Incomplete);
+        }};
+    }
+
+    let head_len = loop {
+        match buf.get(pos) {
+            None => incomplete!(),
+            Some(b'\r') => match buf.get(pos + 1) {
+                None => incomplete!(),
+                Some(b'\n') => {
+                    if pos + 2 - hdr_start > hdr_limit {
+                        return Err(ParseError::new(431, "header section too large"));
+                    }
+                    break pos + 2;
+                }
+                Some(_) => bad!("bare CR in header section"),
+            },
+            Some(b'\n') => bad!("bare LF in header section"),
+            Some(b' ' | b'\t') => {
+                if n == 0 {
+                    bad!("whitespace before the first header field");
+                }
+                bad!("obsolete line folding in header field");
+            }
+            Some(_) => {}
+        }
+        if n == max_fields {
+            return Err(ParseError::new(431, "too many header fields"));
+        }
+
+        // One field line is at most `max_field_line` bytes before its CRLF.
+        let line_bound = len.min(pos + limits.max_field_line + 1);
+        let line = &buf[..line_bound];
+        let name_end = S::skip(line, pos, &TCHAR);
+        if name_end == line_bound {
+            if line_bound - pos > limits.max_field_line {
+                return Err(ParseError::new(431, "header field line too long"));
+            }
+            incomplete!();
+        }
+        match buf[name_end] {
+            b':' if name_end == pos => bad!("empty header field name"),
+            b':' => {}
+            b' ' | b'\t' => bad!("whitespace between header field name and colon"),
+            b'\r' | b'\n' => bad!("header field line without a colon"),
+            _ => bad!("invalid byte in header field name"),
+        }
+
+        let mut v_start = name_end + 1;
+        while v_start < line_bound && (buf[v_start] == b' ' || buf[v_start] == b'\t') {
+            v_start += 1;
+        }
+        let v_end = S::skip(line, v_start, &VALUE);
+        if v_end == line_bound {
+            if line_bound - pos > limits.max_field_line {
+                return Err(ParseError::new(431, "header field line too long"));
+            }
+            incomplete!();
+        }
+        match buf[v_end] {
+            b'\r' => match buf.get(v_end + 1) {
+                Some(b'\n') => {}
+                None => incomplete!(),
+                Some(_) => bad!("bare CR in header field value"),
+            },
+            b'\n' => bad!("bare LF in header field value"),
+            0 => bad!("NUL in header field value"),
+            _ => bad!("control character in header field value"),
+        }
+        let next = v_end + 2;
+        if next - hdr_start > hdr_limit {
+            return Err(ParseError::new(431, "header section too large"));
+        }
+        // Trailing OWS is not part of the value. The value is known to contain a non-OWS byte
+        // or be empty, so this stops at v_start at the latest.
+        let mut vt = v_end;
+        while vt > v_start && (buf[vt - 1] == b' ' || buf[vt - 1] == b'\t') {
+            vt -= 1;
+        }
+        let name = &buf[pos..name_end];
+        let value = &buf[v_start..vt];
+        fields[n] = FieldSpan {
+            name: span(pos, name_end),
+            value: span(v_start, vt),
+        };
+        n += 1;
+
+        // Fields that decide framing, routing or connection handling. Dispatch on length first
+        // so that ordinary fields cost one comparison.
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                if host.is_some() {
+                    bad!("more than one Host header field");
+                }
+                if !value.is_empty() {
+                    validate_authority(value, false)?;
+                }
+                host = Some(span(v_start, vt));
+            }
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                expect = if value.eq_ignore_ascii_case(b"100-continue")
+                    && expect != Expectation::Unknown
+                {
+                    Expectation::Continue
+                } else {
+                    Expectation::Unknown
+                };
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                parse_connection(value, &mut connection);
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                if content_length.is_some() {
+                    bad!("more than one Content-Length header field");
+                }
+                if te_seen {
+                    bad!("both Transfer-Encoding and Content-Length");
+                }
+                content_length = Some(parse_content_length(value)?);
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                if version == Version::Http10 {
+                    bad!("Transfer-Encoding in an HTTP/1.0 request");
+                }
+                if te_seen {
+                    bad!("more than one Transfer-Encoding header field");
+                }
+                if content_length.is_some() {
+                    bad!("both Transfer-Encoding and Content-Length");
+                }
+                te_seen = true;
+                parse_transfer_encoding(value)?;
+                chunked = true;
+            }
+            _ => {}
+        }
+        pos = next;
+    };
+
+    // --- Host (§3.2) and the effective authority. ---
+    if version == Version::Http11 && host.is_none() {
+        bad!("HTTP/1.1 request without Host");
+    }
+    let authority = match (target_authority, host) {
+        (Some(_), Some(h)) if h.is_empty() => {
+            bad!("empty Host with a request-target that has an authority")
+        }
+        (Some(a), _) => Some(a),
+        (None, Some(h)) if !h.is_empty() => Some(h),
+        (None, _) => None,
+    };
+
+    let framing = if chunked {
+        BodyFraming::Chunked
+    } else {
+        match content_length {
+            Some(n) => BodyFraming::Length(n),
+            None => BodyFraming::None,
+        }
+    };
+    // A server MUST ignore a 100-continue expectation from HTTP/1.0 (RFC 9110 §10.1.1); we ignore
+    // any expectation from 1.0 clients, which never had the mechanism.
+    if version == Version::Http10 {
+        expect = Expectation::None;
+    }
+
+    Ok(Parsed::Complete(RequestHead {
+        head_len,
+        method: span(m_start, m_end),
+        method_kind,
+        target,
+        path,
+        query,
+        version,
+        field_count: n,
+        authority,
+        framing,
+        connection,
+        expect,
+    }))
+}
+
+#[inline(always)]
+fn method_kind(m: &[u8]) -> Method {
+    match m {
+        b"GET" => Method::Get,
+        b"HEAD" => Method::Head,
+        b"POST" => Method::Post,
+        b"PUT" => Method::Put,
+        b"DELETE" => Method::Delete,
+        b"OPTIONS" => Method::Options,
+        b"PATCH" => Method::Patch,
+        b"CONNECT" => Method::Connect,
+        b"TRACE" => Method::Trace,
+        _ => Method::Other,
+    }
+}
+
+/// Checks what has arrived of `HTTP/D.D\r\n`. `Ok(None)` means "valid so far, need more".
+/// A well-formed version other than 1.0/1.1 is 505; anything else malformed is 400.
+fn parse_version(v: &[u8]) -> Result<Option<Version>, ParseError> {
+    const PREFIX: &[u8] = b"HTTP/";
+    for (i, &b) in v.iter().take(5).enumerate() {
+        if b != PREFIX[i] {
+            bad!("invalid HTTP version");
+        }
+    }
+    let at = |i: usize| v.get(i).copied();
+    if let Some(b) = at(5) {
+        if !b.is_ascii_digit() {
+            bad!("invalid HTTP version");
+        }
+    }
+    if let Some(b) = at(6) {
+        if b != b'.' {
+            bad!("invalid HTTP version");
+        }
+    }
+    if let Some(b) = at(7) {
+        if !b.is_ascii_digit() {
+            bad!("invalid HTTP version");
+        }
+    }
+    match at(8) {
+        None => return Ok(None),
+        Some(b'\r') => {}
+        Some(b' ') => bad!("trailing whitespace after the HTTP version"),
+        Some(b'\n') => bad!("bare LF after the request line"),
+        Some(_) => bad!("invalid HTTP version"),
+    }
+    match at(9) {
+        None => return Ok(None),
+        Some(b'\n') => {}
+        Some(_) => bad!("bare CR after the request line"),
+    }
+    match (v[5], v[7]) {
+        (b'1', b'1') => Ok(Some(Version::Http11)),
+        (b'1', b'0') => Ok(Some(Version::Http10)),
+        _ => Err(ParseError::new(505, "HTTP version not supported")),
+    }
+}
+
+/// If `t` is absolute-form with an `http` or `https` scheme, the offset of its authority.
+fn absolute_form_authority_start(t: &[u8]) -> Option<usize> {
+    let colon = t.iter().position(|&b| b == b':')?;
+    let scheme = &t[..colon];
+    let http = scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https");
+    if http && t[colon..].starts_with(b"://") {
+        Some(colon + 3)
+    } else {
+        None
+    }
+}
+
+/// Validates `uri-host [ ":" port ]` (a Host value, the authority of an absolute-form target, or
+/// with `need_port` an authority-form target). Rejects userinfo, path, query, fragment,
+/// whitespace, controls, list separators, empty hosts, and ports that are empty, non-numeric or
+/// above 65535.
+pub(crate) fn validate_authority(a: &[u8], need_port: bool) -> Result<(), ParseError> {
+    let (host, port) = if a.first() == Some(&b'[') {
+        let close = match a.iter().position(|&b| b == b']') {
+            Some(c) => c,
+            None => bad!("unterminated IP literal in authority"),
+        };
+        let inner = &a[1..close];
+        if inner.is_empty()
+            || !inner.iter().all(|&b| {
+                b.is_ascii_alphanumeric()
+                    || matches!(b, b':' | b'.' | b'-' | b'_' | b'~' | b'!' | b'$' | b'&')
+                    || matches!(b, b'\'' | b'(' | b')' | b'*' | b'+' | b';' | b'=')
+            })
+        {
+            bad!("invalid IP literal in authority");
+        }
+        match &a[close + 1..] {
+            [] => (&a[..=close], None),
+            [b':', port @ ..] => (&a[..=close], Some(port)),
+            _ => bad!("invalid bytes after IP literal in authority"),
+        }
+    } else {
+        match a.iter().position(|&b| b == b':') {
+            Some(c) => (&a[..c], Some(&a[c + 1..])),
+            None => (a, None),
+        }
+    };
+    if host.is_empty() {
+        bad!("empty host in authority");
+    }
+    if host[0] != b'[' {
+        let mut i = 0;
+        while i < host.len() {
+            match host[i] {
+                b'%' => {
+                    if i + 2 >= host.len() || !is_hex(host[i + 1]) || !is_hex(host[i + 2]) {
+                        bad!("'%' not followed by two hex digits in host");
+                    }
+                    i += 3;
+                    continue;
+                }
+                b'@' => bad!("userinfo in authority"),
+                b',' => bad!("list value where one host is expected"),
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {}
+                b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b';' | b'=' => {}
+                _ => bad!("invalid byte in host"),
+            }
+            i += 1;
+        }
+    }
+    match port {
+        None if need_port => bad!("authority-form request-target without a port"),
+        None => {}
+        Some([]) => bad!("empty port in authority"),
+        Some(p) => {
+            if p.len() > 5 || !p.iter().all(u8::is_ascii_digit) {
+                bad!("invalid port in authority");
+            }
+            let n = p.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'));
+            if n > 65535 {
+                bad!("invalid port in authority");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `Content-Length = 1*DIGIT`, no list, no sign, no whitespace, no overflow.
+fn parse_content_length(v: &[u8]) -> Result<u64, ParseError> {
+    if v.is_empty() {
+        bad!("empty Content-Length");
+    }
+    let mut n: u64 = 0;
+    for &b in v {
+        if !b.is_ascii_digit() {
+            bad!("Content-Length is not a decimal number");
+        }
+        n = match n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(b - b'0')))
+        {
+            Some(n) => n,
+            None => bad!("Content-Length overflows"),
+        };
+    }
+    Ok(n)
+}
+
+/// Accepts exactly one coding, `chunked` (case-insensitive). `chunked` twice or not last is 400;
+/// any other coding, parameters, or odd separators is 501 (never a fallback to Content-Length).
+fn parse_transfer_encoding(v: &[u8]) -> Result<(), ParseError> {
+    if v.is_empty() {
+        return Err(ParseError::new(501, "empty Transfer-Encoding"));
+    }
+    let mut chunked = false;
+    let mut unsupported = false;
+    for element in v.split(|&b| b == b',') {
+        let element = trim_ows(element);
+        if element.is_empty() {
+            bad!("empty element in Transfer-Encoding");
+        }
+        if chunked {
+            if element.eq_ignore_ascii_case(b"chunked") {
+                bad!("chunked applied twice");
+            }
+            bad!("chunked is not the final transfer coding");
+        }
+        if element.eq_ignore_ascii_case(b"chunked") {
+            chunked = true;
+        } else {
+            unsupported = true;
+        }
+    }
+    if unsupported {
+        return Err(ParseError::new(501, "unsupported transfer coding"));
+    }
+    Ok(())
+}
+
+fn parse_connection(v: &[u8], c: &mut ConnectionDirective) {
+    for token in v.split(|&b| b == b',') {
+        let token = trim_ows(token);
+        if token.eq_ignore_ascii_case(b"close") {
+            c.close = true;
+        } else if token.eq_ignore_ascii_case(b"keep-alive") {
+            c.keep_alive = true;
+        } else if token.eq_ignore_ascii_case(b"upgrade") {
+            c.upgrade = true;
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Validates one complete field line (without its CRLF) with the header-field rules; used for
+/// trailer fields. Returns the name and the OWS-trimmed value.
+pub(crate) fn parse_field_line(line: &[u8]) -> Result<(&[u8], &[u8]), ParseError> {
+    match line.first() {
+        Some(b' ' | b'\t') => bad!("obsolete line folding in trailer field"),
+        None => bad!("empty trailer field line"),
+        _ => {}
+    }
+    let name_end = line
+        .iter()
+        .position(|&b| !TCHAR.contains(b))
+        .unwrap_or(line.len());
+    match line.get(name_end) {
+        Some(b':') if name_end == 0 => bad!("empty trailer field name"),
+        Some(b':') => {}
+        Some(b' ' | b'\t') => bad!("whitespace between trailer field name and colon"),
+        None => bad!("trailer field line without a colon"),
+        Some(_) => bad!("invalid byte in trailer field name"),
+    }
+    let value = &line[name_end + 1..];
+    if let Some(&b) = value.iter().find(|&&b| !VALUE.contains(b)) {
+        match b {
+            b'\r' => bad!("bare CR in trailer field value"),
+            b'\n' => bad!("bare LF in trailer field value"),
+            _ => bad!("control character in trailer field value"),
+        }
+    }
+    Ok((&line[..name_end], trim_ows(value)))
+}
+
+/// Scalar instantiation.
+pub(crate) fn parse_scalar(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    parse_core::<crate::scan::Scalar>(buf, limits, fields)
+}
+
+/// SSE instantiation: compiled with SSSE3/SSE4.2 so the scans inline as vector code.
+///
+/// # Safety
+/// The CPU must support SSSE3 and SSE4.2 (`Isa::Sse42.is_available()`).
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "ssse3,sse4.2")]
+pub(crate) unsafe fn parse_sse42(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    parse_core::<crate::scan::Sse42>(buf, limits, fields)
+}
+
+/// AVX2 instantiation.
+///
+/// # Safety
+/// The CPU must support AVX2 (`Isa::Avx2.is_available()`).
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn parse_avx2(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    parse_core::<crate::scan::Avx2>(buf, limits, fields)
+}

@@ -1,0 +1,379 @@
+//! Byte-class scanning: "index of the first byte not in this class", with a scalar path, an SSE
+//! path (SSSE3 `pshufb`, selected on CPUs with SSE4.2) and an AVX2 path.
+//!
+//! Every class is described twice: a 256-entry table for the scalar path, and a pair of 16-entry
+//! nibble tables for the vector paths. A byte `b` is in the class iff
+//! `LO[b & 0xF] & HI[b >> 4] != 0`, which is the classic shuffle-based classification used by
+//! simdjson and friends. The nibble tables are derived from the scalar table at compile time, so
+//! the paths cannot disagree about what a class contains (and a test checks all 256 bytes).
+
+/// A set of bytes, usable by every scanning path.
+#[derive(Debug)]
+pub(crate) struct Class {
+    table: [bool; 256],
+    lo: [u8; 16],
+    hi: [u8; 16],
+}
+
+impl Class {
+    /// Builds the nibble tables from a membership table. Panics (at compile time, since every
+    /// class is a `const`) if the set needs more than 8 distinct rows, which none of ours does.
+    const fn new(table: [bool; 256]) -> Class {
+        let mut rows = [0u16; 16];
+        let mut h = 0;
+        while h < 16 {
+            let mut l = 0;
+            while l < 16 {
+                if table[h * 16 + l] {
+                    rows[h] |= 1 << l;
+                }
+                l += 1;
+            }
+            h += 1;
+        }
+        // Assign one bit per distinct non-empty row.
+        let mut distinct = [0u16; 8];
+        let mut n = 0;
+        let mut hi = [0u8; 16];
+        let mut h = 0;
+        while h < 16 {
+            if rows[h] != 0 {
+                let mut k = 0;
+                while k < n && distinct[k] != rows[h] {
+                    k += 1;
+                }
+                if k == n {
+                    assert!(n < 8, "byte class needs more than 8 distinct rows");
+                    distinct[n] = rows[h];
+                    n += 1;
+                }
+                hi[h] = 1 << k;
+            }
+            h += 1;
+        }
+        let mut lo = [0u8; 16];
+        let mut l = 0;
+        while l < 16 {
+            let mut k = 0;
+            while k < n {
+                if distinct[k] & (1 << l) != 0 {
+                    lo[l] |= 1 << k;
+                }
+                k += 1;
+            }
+            l += 1;
+        }
+        Class { table, lo, hi }
+    }
+
+    /// Scalar membership test.
+    #[inline(always)]
+    pub(crate) fn contains(&self, b: u8) -> bool {
+        self.table[b as usize]
+    }
+
+    /// Membership computed the way the vector paths compute it (for the consistency test).
+    #[cfg(test)]
+    fn contains_nibble(&self, b: u8) -> bool {
+        self.lo[(b & 0xF) as usize] & self.hi[(b >> 4) as usize] != 0
+    }
+}
+
+/// `tchar` (RFC 9110 §5.6.2): method and field-name bytes.
+pub(crate) const fn is_tchar(b: u8) -> bool {
+    matches!(b,
+        b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`'
+        | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
+}
+
+/// Field-value bytes (RFC 9110 §5.5): HTAB, SP, VCHAR and obs-text. Excludes every other CTL
+/// (NUL, CR, LF...) and DEL.
+pub(crate) const fn is_value_byte(b: u8) -> bool {
+    b == b'\t' || (b >= 0x20 && b != 0x7F)
+}
+
+/// Request-target bytes that need no further attention: RFC 3986 unreserved, sub-delims, `:`,
+/// `@` and `/`. `%`, `?`, `[` and `]` are legal in places but stop the fast scan so that the
+/// parser can validate percent-encoding, find the query and police brackets.
+pub(crate) const fn is_target_plain(b: u8) -> bool {
+    matches!(b,
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~'
+        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+        | b':' | b'@' | b'/')
+}
+
+const fn table_of(kind: u8) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = match kind {
+            0 => is_tchar(b),
+            1 => is_value_byte(b),
+            _ => is_target_plain(b),
+        };
+        i += 1;
+    }
+    t
+}
+
+/// Method and field-name bytes.
+pub(crate) static TCHAR: Class = Class::new(table_of(0));
+/// Field-value bytes.
+pub(crate) static VALUE: Class = Class::new(table_of(1));
+/// Plain request-target bytes.
+pub(crate) static TARGET: Class = Class::new(table_of(2));
+
+/// Which instruction set a scan (and a whole parse) uses.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Table lookups, one byte at a time. Always available.
+    Scalar,
+    /// 16 bytes at a time with SSSE3 `pshufb`; chosen on CPUs that report SSE4.2.
+    Sse42,
+    /// 32 bytes at a time with AVX2.
+    Avx2,
+}
+
+impl Isa {
+    /// Whether this CPU can run `self`.
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            Isa::Sse42 => {
+                std::is_x86_feature_detected!("sse4.2") && std::is_x86_feature_detected!("ssse3")
+            }
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            Isa::Avx2 => std::is_x86_feature_detected!("avx2"),
+            #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+            _ => false,
+        }
+    }
+
+    /// Every path this CPU can run, slowest first.
+    pub fn available() -> impl Iterator<Item = Isa> {
+        [Isa::Scalar, Isa::Sse42, Isa::Avx2]
+            .into_iter()
+            .filter(|i| i.is_available())
+    }
+
+    /// The fastest path this CPU can run (detected once, then cached).
+    #[inline]
+    pub fn best() -> Isa {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static BEST: AtomicU8 = AtomicU8::new(u8::MAX);
+        match BEST.load(Ordering::Relaxed) {
+            0 => Isa::Scalar,
+            1 => Isa::Sse42,
+            2 => Isa::Avx2,
+            _ => {
+                let best = if Isa::Avx2.is_available() {
+                    Isa::Avx2
+                } else if Isa::Sse42.is_available() {
+                    Isa::Sse42
+                } else {
+                    Isa::Scalar
+                };
+                BEST.store(best as u8, Ordering::Relaxed);
+                best
+            }
+        }
+    }
+}
+
+/// A scanning strategy. The parser is generic over it so that each instantiation is compiled
+/// (and inlined) with the target features of its path.
+pub(crate) trait Scan {
+    /// Index of the first byte of `buf[start..]` that is not in `class`, or `buf.len()`.
+    fn skip(buf: &[u8], start: usize, class: &Class) -> usize;
+}
+
+/// The portable path.
+pub(crate) struct Scalar;
+
+impl Scan for Scalar {
+    #[inline(always)]
+    fn skip(buf: &[u8], start: usize, class: &Class) -> usize {
+        skip_scalar(buf, start, class)
+    }
+}
+
+#[inline(always)]
+fn skip_scalar(buf: &[u8], mut i: usize, class: &Class) -> usize {
+    // Four at a time keeps the loop-carried dependency short on long values.
+    while i + 4 <= buf.len() {
+        if !class.contains(buf[i]) {
+            return i;
+        }
+        if !class.contains(buf[i + 1]) {
+            return i + 1;
+        }
+        if !class.contains(buf[i + 2]) {
+            return i + 2;
+        }
+        if !class.contains(buf[i + 3]) {
+            return i + 3;
+        }
+        i += 4;
+    }
+    while i < buf.len() && class.contains(buf[i]) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+pub(crate) use x86::{Avx2, Sse42};
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod x86 {
+    use super::{skip_scalar, Class, Scan};
+    #[cfg(target_arch = "x86")]
+    use core::arch::x86::*;
+    #[cfg(target_arch = "x86_64")]
+    use core::arch::x86_64::*;
+
+    /// 16-byte path. Only instantiated inside functions compiled with `ssse3,sse4.2` that are
+    /// called after runtime detection (see `Isa::is_available`).
+    pub(crate) struct Sse42;
+    /// 32-byte path. Only instantiated inside functions compiled with `avx2` that are called
+    /// after runtime detection.
+    pub(crate) struct Avx2;
+
+    impl Scan for Sse42 {
+        #[inline(always)]
+        fn skip(buf: &[u8], start: usize, class: &Class) -> usize {
+            // SAFETY: `Sse42` is only used by `parse_sse42`, which is only called when
+            // `Isa::Sse42.is_available()`.
+            unsafe { skip_sse(buf, start, class) }
+        }
+    }
+
+    impl Scan for Avx2 {
+        #[inline(always)]
+        fn skip(buf: &[u8], start: usize, class: &Class) -> usize {
+            // SAFETY: `Avx2` is only used by `parse_avx2`, which is only called when
+            // `Isa::Avx2.is_available()`.
+            unsafe { skip_avx2(buf, start, class) }
+        }
+    }
+
+    /// Bitmask of the 16 bytes at `p` that are NOT in the class.
+    #[inline]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn misses16(p: *const u8, lo_t: __m128i, hi_t: __m128i) -> u32 {
+        let m0f = _mm_set1_epi8(0x0F);
+        let v = _mm_loadu_si128(p as *const __m128i);
+        let lo = _mm_and_si128(v, m0f);
+        let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m0f);
+        let hit = _mm_and_si128(_mm_shuffle_epi8(lo_t, lo), _mm_shuffle_epi8(hi_t, hi));
+        _mm_movemask_epi8(_mm_cmpeq_epi8(hit, _mm_setzero_si128())) as u32
+    }
+
+    #[inline]
+    #[target_feature(enable = "ssse3,sse4.2")]
+    unsafe fn skip_sse(buf: &[u8], mut i: usize, class: &Class) -> usize {
+        let lo_t = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
+        let hi_t = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
+        while i + 16 <= buf.len() {
+            // SAFETY: i + 16 <= len, so the 16-byte load is in bounds.
+            let m = misses16(buf.as_ptr().add(i), lo_t, hi_t);
+            if m != 0 {
+                return i + m.trailing_zeros() as usize;
+            }
+            i += 16;
+        }
+        skip_scalar(buf, i, class)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn skip_avx2(buf: &[u8], mut i: usize, class: &Class) -> usize {
+        let lo_128 = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
+        let hi_128 = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
+        if i + 32 <= buf.len() {
+            // vpshufb shuffles within each 128-bit lane, so both lanes get the same table.
+            let lo_t = _mm256_broadcastsi128_si256(lo_128);
+            let hi_t = _mm256_broadcastsi128_si256(hi_128);
+            let m0f = _mm256_set1_epi8(0x0F);
+            while i + 32 <= buf.len() {
+                // SAFETY: i + 32 <= len, so the 32-byte load is in bounds.
+                let v = _mm256_loadu_si256(buf.as_ptr().add(i) as *const __m256i);
+                let lo = _mm256_and_si256(v, m0f);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                let hit =
+                    _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
+                let m = _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32;
+                if m != 0 {
+                    return i + m.trailing_zeros() as usize;
+                }
+                i += 32;
+            }
+        }
+        if i + 16 <= buf.len() {
+            // SAFETY: i + 16 <= len.
+            let m = misses16(buf.as_ptr().add(i), lo_128, hi_128);
+            if m != 0 {
+                return i + m.trailing_zeros() as usize;
+            }
+            i += 16;
+        }
+        skip_scalar(buf, i, class)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nibble_tables_match_scalar_tables_for_all_bytes() {
+        for class in [&TCHAR, &VALUE, &TARGET] {
+            for b in 0..=255u8 {
+                assert_eq!(class.contains(b), class.contains_nibble(b), "byte {b:#04x}");
+            }
+        }
+    }
+
+    fn skip_with(isa: Isa, buf: &[u8], start: usize, class: &Class) -> usize {
+        match isa {
+            Isa::Scalar => Scalar::skip(buf, start, class),
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            Isa::Sse42 => Sse42::skip(buf, start, class),
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            Isa::Avx2 => Avx2::skip(buf, start, class),
+            #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn every_path_finds_the_same_stop_byte_at_every_position() {
+        // A stop byte at every offset of buffers of every length up to 80, for every byte value:
+        // covers the 32-, 16- and scalar-tail parts of every path.
+        for class in [&TCHAR, &VALUE, &TARGET] {
+            let fill = (0..=255u8).find(|&b| class.contains(b)).unwrap();
+            for len in 0..80usize {
+                for stop_at in 0..=len {
+                    for stop in [0u8, b' ', b'\r', b'\n', b':', b'%', 0x7F, 0x80, 0xFF, b'"'] {
+                        let mut buf = vec![fill; len];
+                        if stop_at < len {
+                            buf[stop_at] = stop;
+                        }
+                        for start in [0, 1, 3] {
+                            if start > len {
+                                continue;
+                            }
+                            let want = skip_scalar(&buf, start, class);
+                            for isa in Isa::available() {
+                                assert_eq!(skip_with(isa, &buf, start, class), want, "{isa:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
