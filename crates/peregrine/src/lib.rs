@@ -1,5 +1,58 @@
 //! # peregrine
 //!
-//! A small web framework on the Peregrine engine.
+//! A small web framework on the Peregrine thread-per-core HTTP/1.1 engine, in the spirit of
+//! axum's small core: handlers are `async fn(Request) -> Result<impl IntoResponse, Error>`,
+//! routes are compiled once into a radix tree (matchit), middleware is composed once at startup,
+//! and errors become RFC 9457 problem documents that never leak internals.
+//!
+//! ```no_run
+//! use peregrine::{App, Error, Json, Request, get, post};
+//! use peregrine::middleware::Logger;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct User { id: u64, name: String }
+//!
+//! async fn show(req: Request) -> Result<Json<User>, Error> {
+//!     let id: u64 = req.param("id")?;
+//!     Ok(Json(User { id, name: format!("user-{id}") }))
+//! }
+//!
+//! async fn create(mut req: Request) -> Result<(u16, Json<User>), Error> {
+//!     let user: User = req.json().await?;
+//!     Ok((201, Json(user)))
+//! }
+//!
+//! fn main() -> std::io::Result<()> {
+//!     App::new()
+//!         .route("/users/{id}", get(show))
+//!         .route("/users", post(create))
+//!         .layer(Logger::new())
+//!         .run(peregrine::server::ServerConfig::default())
+//! }
+//! ```
+//!
+//! Handler futures run on the worker thread that owns the connection and need not be `Send`.
 
+#![warn(missing_docs)]
+
+mod app;
+pub mod config;
+mod error;
+pub mod fs;
+mod handler;
+pub mod middleware;
+mod request;
+mod response;
+mod router;
+
+pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
+pub use error::Error;
+pub use handler::{BoxFuture, Handler};
+pub use request::Request;
+pub use response::{BodySender, Disconnected, Html, IntoResponse, Json, Redirect, StreamBody};
+pub use router::{any, delete, get, head, on, options, patch, post, put, trace, MethodRouter, Router};
+
+/// The engine underneath (configuration, raw request/response types).
 pub use peregrine_server as server;
+pub use peregrine_server::{Response, ResponseBody, ServerConfig};

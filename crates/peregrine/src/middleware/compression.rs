@@ -1,0 +1,294 @@
+use super::{Middleware, Next};
+use crate::handler::BoxFuture;
+use crate::request::Request;
+use bytes::Bytes;
+use peregrine_server::{Response, ResponseBody};
+use std::borrow::Cow;
+use std::io::Write;
+
+/// A content coding this layer can produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Coding {
+    Brotli,
+    Gzip,
+}
+
+impl Coding {
+    fn token(self) -> &'static [u8] {
+        match self {
+            Coding::Brotli => b"br",
+            Coding::Gzip => b"gzip",
+        }
+    }
+}
+
+/// Compresses response bodies with brotli or gzip, negotiated on `Accept-Encoding` with
+/// q-values (RFC 9110 §12.5.3; at equal q the server prefers brotli), for bodies of at least
+/// `min_size` bytes (default 1024) whose content type compresses well (text, JSON, JavaScript,
+/// XML, SVG, WASM). Every response with such a content type gets `Vary: Accept-Encoding`, so
+/// caches keep the variants apart; a strong `ETag` becomes weak on a compressed answer.
+///
+/// Left untouched: streamed bodies, responses that already have a `Content-Encoding`, and
+/// responses with `Cache-Control: no-transform`.
+///
+/// Compression runs on the worker thread; the default levels (brotli 4, gzip 5) trade a
+/// little ratio for speed, as servers compressing on the fly usually do.
+///
+/// ```
+/// use peregrine::middleware::Compression;
+/// let app = peregrine::App::new().layer(Compression::new().min_size(512));
+/// # let _ = app;
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Compression {
+    min_size: usize,
+    gzip_level: u32,
+    brotli_quality: u32,
+    gzip: bool,
+    brotli: bool,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Compression {
+    /// gzip and brotli, bodies of 1 KiB and more.
+    pub fn new() -> Self {
+        Compression { min_size: 1024, gzip_level: 5, brotli_quality: 4, gzip: true, brotli: true }
+    }
+    /// Smallest body (in bytes) worth compressing.
+    pub fn min_size(mut self, bytes: usize) -> Self {
+        self.min_size = bytes;
+        self
+    }
+    /// gzip level 0–9.
+    pub fn gzip_level(mut self, level: u32) -> Self {
+        self.gzip_level = level.min(9);
+        self
+    }
+    /// brotli quality 0–11.
+    pub fn brotli_quality(mut self, q: u32) -> Self {
+        self.brotli_quality = q.min(11);
+        self
+    }
+    /// Disable gzip.
+    pub fn no_gzip(mut self) -> Self {
+        self.gzip = false;
+        self
+    }
+    /// Disable brotli.
+    pub fn no_brotli(mut self) -> Self {
+        self.brotli = false;
+        self
+    }
+
+    fn compress(&self, coding: Coding, data: &[u8]) -> std::io::Result<Vec<u8>> {
+        match coding {
+            Coding::Gzip => {
+                let mut e = flate2::write::GzEncoder::new(
+                    Vec::with_capacity(data.len() / 3 + 64),
+                    flate2::Compression::new(self.gzip_level),
+                );
+                e.write_all(data)?;
+                e.finish()
+            }
+            Coding::Brotli => {
+                let mut out = Vec::with_capacity(data.len() / 3 + 64);
+                {
+                    let mut w = brotli::CompressorWriter::new(&mut out, 4096, self.brotli_quality, 22);
+                    w.write_all(data)?;
+                    w.flush()?;
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// Picks the coding for an `Accept-Encoding` value: the acceptable coding with the highest
+/// q-value, brotli first at equal q. `None` means identity.
+pub(crate) fn negotiate(accept: &[u8], gzip: bool, brotli: bool) -> Option<Coding> {
+    let Ok(accept) = std::str::from_utf8(accept) else { return None };
+    let (mut q_br, mut q_gzip, mut q_star) = (None, None, None);
+    for item in accept.split(',') {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or("").trim();
+        if coding.is_empty() {
+            continue;
+        }
+        let mut q = 1.0f32;
+        for p in parts {
+            if let Some((k, v)) = p.split_once('=') {
+                if k.trim().eq_ignore_ascii_case("q") {
+                    // A malformed q-value makes the member unusable rather than preferred.
+                    q = v.trim().parse::<f32>().ok().filter(|q| (0.0..=1.0).contains(q)).unwrap_or(0.0);
+                }
+            }
+        }
+        if coding.eq_ignore_ascii_case("br") {
+            q_br = Some(q);
+        } else if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+            q_gzip = Some(q_gzip.map_or(q, |g: f32| g.max(q)));
+        } else if coding == "*" {
+            q_star = Some(q);
+        }
+    }
+    let br = if brotli { q_br.or(q_star).unwrap_or(0.0) } else { 0.0 };
+    let gz = if gzip { q_gzip.or(q_star).unwrap_or(0.0) } else { 0.0 };
+    if br <= 0.0 && gz <= 0.0 {
+        None
+    } else if br >= gz {
+        Some(Coding::Brotli)
+    } else {
+        Some(Coding::Gzip)
+    }
+}
+
+/// Content types worth compressing (already-compressed formats such as images, video and
+/// archives are not).
+pub(crate) fn compressible(content_type: &[u8]) -> bool {
+    let ct = content_type.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii();
+    let ct = ct.to_ascii_lowercase();
+    ct.starts_with(b"text/")
+        || ct.ends_with(b"+json")
+        || ct.ends_with(b"+xml")
+        || matches!(
+            &ct[..],
+            b"application/json"
+                | b"application/javascript"
+                | b"application/xml"
+                | b"application/wasm"
+                | b"image/svg+xml"
+                | b"application/x-www-form-urlencoded"
+        )
+}
+
+fn find<'a>(res: &'a Response, name: &str) -> Option<&'a [u8]> {
+    crate::response::header_value(res, name)
+}
+
+fn add_vary(res: &mut Response) {
+    if let Some((_, v)) = res.headers.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case("vary")) {
+        let has = v.split(|&b| b == b',').any(|t| {
+            let t = t.trim_ascii();
+            t == b"*" || t.eq_ignore_ascii_case(b"accept-encoding")
+        });
+        if !has {
+            let mut nv = v.to_vec();
+            nv.extend_from_slice(b", Accept-Encoding");
+            *v = Cow::Owned(nv);
+        }
+    } else {
+        res.headers.push((Cow::Borrowed("vary"), Cow::Borrowed(b"Accept-Encoding")));
+    }
+}
+
+impl Middleware for Compression {
+    fn call(&self, req: Request, next: Next) -> BoxFuture<Response> {
+        let coding = req
+            .header_bytes("accept-encoding")
+            .and_then(|a| negotiate(a, self.gzip, self.brotli));
+        let this = *self;
+        let fut = next.run(req);
+        Box::pin(async move {
+            let mut res = fut.await;
+            if res.status < 200 || res.status == 204 || res.status == 304 {
+                return res;
+            }
+            if !find(&res, "content-type").is_some_and(compressible) {
+                return res;
+            }
+            if find(&res, "content-encoding").is_some() {
+                return res;
+            }
+            if find(&res, "cache-control").is_some_and(|v| {
+                v.windows(12).any(|w| w.eq_ignore_ascii_case(b"no-transform"))
+            }) {
+                return res;
+            }
+            add_vary(&mut res);
+            let (Some(coding), ResponseBody::Full(body)) = (coding, &res.body) else {
+                return res;
+            };
+            if body.len() < this.min_size {
+                return res;
+            }
+            let compressed = match this.compress(coding, body) {
+                Ok(c) => c,
+                Err(e) => {
+                    // Only an allocation failure could get here; the identity body is still right.
+                    tracing::warn!(error = %e, "compression failed; sending identity");
+                    return res;
+                }
+            };
+            res.body = ResponseBody::Full(Bytes::from(compressed));
+            res.headers.push((Cow::Borrowed("content-encoding"), Cow::Borrowed(coding.token())));
+            // A strong validator names exact bytes; the compressed bytes differ (RFC 9110 §8.8.1).
+            for (n, v) in res.headers.iter_mut() {
+                if n.eq_ignore_ascii_case("etag") && v.first() == Some(&b'"') {
+                    let mut w = b"W/".to_vec();
+                    w.extend_from_slice(v);
+                    *v = Cow::Owned(w);
+                }
+            }
+            res
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(negotiate(b"gzip, deflate, br", true, true), Some(Coding::Brotli));
+        assert_eq!(negotiate(b"gzip", true, true), Some(Coding::Gzip));
+        assert_eq!(negotiate(b"br;q=0.5, gzip;q=0.8", true, true), Some(Coding::Gzip));
+        assert_eq!(negotiate(b"br;q=0, gzip;q=0", true, true), None);
+        assert_eq!(negotiate(b"identity", true, true), None);
+        assert_eq!(negotiate(b"*", true, true), Some(Coding::Brotli));
+        assert_eq!(negotiate(b"*;q=0.1, br;q=0", true, true), Some(Coding::Gzip));
+        assert_eq!(negotiate(b"GZIP;Q=0.9", true, true), Some(Coding::Gzip));
+        assert_eq!(negotiate(b"br;q=abc, gzip", true, true), Some(Coding::Gzip));
+        assert_eq!(negotiate(b"br", true, false), None);
+        assert_eq!(negotiate(b"", true, true), None);
+    }
+
+    #[test]
+    fn compressible_types() {
+        assert!(compressible(b"text/plain; charset=utf-8"));
+        assert!(compressible(b"application/json"));
+        assert!(compressible(b"application/problem+json"));
+        assert!(compressible(b"image/svg+xml"));
+        assert!(!compressible(b"image/png"));
+        assert!(!compressible(b"application/zip"));
+    }
+
+    #[test]
+    fn round_trips() {
+        let c = Compression::new();
+        let data = b"hello hello hello hello hello hello hello hello".repeat(50);
+        let gz = c.compress(Coding::Gzip, &data).unwrap();
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut out).unwrap();
+        assert_eq!(out, data);
+        let br = c.compress(Coding::Brotli, &data).unwrap();
+        let mut out = Vec::new();
+        brotli::BrotliDecompress(&mut &br[..], &mut out).unwrap();
+        assert_eq!(out, data);
+        assert!(br.len() < data.len() / 10);
+    }
+
+    #[test]
+    fn vary_is_merged() {
+        let mut r = Response::new(200).with_header("Vary", &b"Origin"[..]);
+        add_vary(&mut r);
+        assert_eq!(find(&r, "vary"), Some(&b"Origin, Accept-Encoding"[..]));
+        add_vary(&mut r);
+        assert_eq!(find(&r, "vary"), Some(&b"Origin, Accept-Encoding"[..]));
+    }
+}

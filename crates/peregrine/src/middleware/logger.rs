@@ -1,0 +1,54 @@
+use super::{Middleware, Next};
+use crate::handler::BoxFuture;
+use crate::request::Request;
+use peregrine_server::Response;
+use std::time::Instant;
+
+/// Logs one `tracing` event per request at `INFO` (target `peregrine::request`): method, path,
+/// matched route, status, duration and peer. With no subscriber interested, the cost is one
+/// cached callsite check.
+///
+/// ```
+/// let app = peregrine::App::new().layer(peregrine::middleware::Logger::new());
+/// # let _ = app;
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Logger {
+    _private: (),
+}
+
+impl Logger {
+    /// The logging layer.
+    pub fn new() -> Self {
+        Logger { _private: () }
+    }
+}
+
+impl Middleware for Logger {
+    fn call(&self, req: Request, next: Next) -> BoxFuture<Response> {
+        if !tracing::enabled!(target: "peregrine::request", tracing::Level::INFO) {
+            return next.run(req);
+        }
+        // Copy what the event needs before the request moves into the handler.
+        let method = req.method().to_owned();
+        let path = req.path().to_owned();
+        let route = req.route().map(str::to_owned);
+        let peer = req.peer_addr();
+        let start = Instant::now();
+        let fut = next.run(req);
+        Box::pin(async move {
+            let res = fut.await;
+            tracing::info!(
+                target: "peregrine::request",
+                %method,
+                %path,
+                route = route.as_deref().unwrap_or("-"),
+                status = res.status,
+                micros = start.elapsed().as_micros() as u64,
+                %peer,
+                "request"
+            );
+            res
+        })
+    }
+}

@@ -1,0 +1,461 @@
+//! The request handlers receive, with typed accessors.
+
+use crate::app::Shared;
+use crate::error::Error;
+use bytes::Bytes;
+use peregrine_server::{Body, BodyError, Method, Version};
+use serde::de::{Deserialize, DeserializeOwned};
+use smallvec::SmallVec;
+use std::any::{Any, TypeId};
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// Route index meaning "no route matched".
+pub(crate) const NO_ROUTE: u32 = u32::MAX;
+
+/// Per-request values by type; a short list beats a hash map for the one or two entries
+/// requests carry, and nothing is allocated until the first insert.
+type Extensions = Vec<(TypeId, Box<dyn Any>)>;
+
+/// An incoming request: the engine's parsed request plus what routing found (the route and
+/// its parameters), the application's state and per-request extensions.
+///
+/// Every accessor that can fail returns [`Error`] with the status a client should see, so a
+/// handler uses `?` throughout:
+///
+/// ```
+/// use peregrine::{Error, Json, Request};
+/// #[derive(serde::Deserialize)]
+/// struct Page { limit: Option<u32> }
+///
+/// async fn list(req: Request) -> Result<Json<Vec<u32>>, Error> {
+///     let org: u32 = req.param("org")?;            // 400 if not a number
+///     let page: Page = req.query()?;               // 400 if malformed
+///     let _agent = req.header("user-agent");       // case-insensitive
+///     let _sid = req.cookie("sid");
+///     Ok(Json(vec![org, page.limit.unwrap_or(10)]))
+/// }
+/// # let _ = list;
+/// ```
+pub struct Request {
+    pub(crate) inner: peregrine_server::Request,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) route: u32,
+    /// Parameter values as byte ranges into the (still encoded) path, in pattern order. Ranges
+    /// rather than strings: matching allocates nothing.
+    pub(crate) params: SmallVec<[(u32, u32); 4]>,
+    extensions: Option<Box<Extensions>>,
+}
+
+impl Request {
+    pub(crate) fn new(
+        inner: peregrine_server::Request,
+        shared: Arc<Shared>,
+        route: u32,
+        params: SmallVec<[(u32, u32); 4]>,
+    ) -> Self {
+        Request { inner, shared, route, params, extensions: None }
+    }
+
+    /// The method as sent, e.g. `"GET"`.
+    #[inline]
+    pub fn method(&self) -> &str {
+        self.inner.method()
+    }
+    /// The method, recognised.
+    #[inline]
+    pub fn method_kind(&self) -> Method {
+        self.inner.method_kind()
+    }
+    /// The path, still percent-encoded (use [`Request::param`] for decoded segments).
+    #[inline]
+    pub fn path(&self) -> &str {
+        self.inner.path()
+    }
+    /// The whole request-target as sent.
+    pub fn target(&self) -> &str {
+        self.inner.target()
+    }
+    /// The raw query string without `?`, still encoded.
+    pub fn query_string(&self) -> Option<&str> {
+        self.inner.query()
+    }
+    /// The protocol version.
+    pub fn version(&self) -> Version {
+        self.inner.version()
+    }
+    /// The remote address of the connection.
+    ///
+    /// ```
+    /// async fn whoami(req: peregrine::Request) -> String {
+    ///     req.peer_addr().ip().to_string()
+    /// }
+    /// # let _ = whoami;
+    /// ```
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer_addr()
+    }
+    /// The effective authority (absolute-form target, else `Host`).
+    pub fn authority(&self) -> Option<&str> {
+        self.inner.authority()
+    }
+
+    /// The pattern of the matched route, e.g. `"/users/{id}"`; `None` when no route matched
+    /// (seen by application-wide middleware on a 404).
+    pub fn route(&self) -> Option<&str> {
+        self.shared.routes.get(self.route as usize).map(|r| &*r.pattern)
+    }
+
+    /// The raw (still percent-encoded) value of path parameter `name`.
+    pub fn param_raw(&self, name: &str) -> Option<&str> {
+        let route = self.shared.routes.get(self.route as usize)?;
+        let i = route.param_names.iter().position(|n| &**n == name)?;
+        let (s, e) = *self.params.get(i)?;
+        self.inner.path().get(s as usize..e as usize)
+    }
+
+    /// Path parameter `name`, percent-decoded, as text. Allocates only if the segment
+    /// contains `%` escapes.
+    ///
+    /// Fails with 400 if the decoded bytes are not UTF-8, and with 500 if the route has no such
+    /// parameter (a programming error, logged).
+    pub fn param_str(&self, name: &str) -> Result<Cow<'_, str>, Error> {
+        let raw = self.param_raw(name).ok_or_else(|| missing_param(name))?;
+        percent_encoding::percent_decode_str(raw).decode_utf8().map_err(|_| {
+            Error::bad_request().with_detail(format!("path parameter `{name}` is not valid UTF-8"))
+        })
+    }
+
+    /// Path parameter `name`, percent-decoded and parsed with [`FromStr`].
+    ///
+    /// ```
+    /// # use peregrine::{Error, Request};
+    /// async fn user(req: Request) -> Result<String, Error> {
+    ///     let id: u64 = req.param("id")?; // "/users/abc" -> 400 problem
+    ///     Ok(format!("user-{id}"))
+    /// }
+    /// # let _ = user;
+    /// ```
+    pub fn param<T>(&self, name: &str) -> Result<T, Error>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let s = self.param_str(name)?;
+        s.parse::<T>().map_err(|e| {
+            Error::bad_request().with_detail(format!("path parameter `{name}`: {e}"))
+        })
+    }
+
+    /// All path parameters as `(name, raw value)` pairs in pattern order.
+    pub fn params(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        let names: &[Box<str>] = self
+            .shared
+            .routes
+            .get(self.route as usize)
+            .map_or(&[], |r| &r.param_names[..]);
+        let path = self.inner.path();
+        names
+            .iter()
+            .zip(self.params.iter())
+            .map(move |(n, &(s, e))| (&**n, &path[s as usize..e as usize]))
+    }
+
+    /// The query string deserialised into `T` (serde, `application/x-www-form-urlencoded`
+    /// rules: `+` and `%20` are spaces). A missing query string deserialises like an empty one.
+    /// Fails with 400 and a detail naming the problem.
+    ///
+    /// ```
+    /// # use peregrine::{Error, Json, Request};
+    /// #[derive(serde::Deserialize, serde::Serialize)]
+    /// struct Search { q: String, limit: u32 }
+    /// async fn search(req: Request) -> Result<Json<Search>, Error> {
+    ///     Ok(Json(req.query::<Search>()?))
+    /// }
+    /// # let _ = search;
+    /// ```
+    pub fn query<'a, T: Deserialize<'a>>(&'a self) -> Result<T, Error> {
+        serde_urlencoded::from_str(self.inner.query().unwrap_or(""))
+            .map_err(|e| Error::bad_request().with_detail(format!("invalid query string: {e}")))
+    }
+
+    /// First value of header `name` (case-insensitive) as text; `None` if absent or not UTF-8
+    /// (use [`Request::header_bytes`] for opaque bytes).
+    ///
+    /// ```
+    /// async fn agent(req: peregrine::Request) -> String {
+    ///     req.header("User-Agent").unwrap_or("unknown").to_owned()
+    /// }
+    /// # let _ = agent;
+    /// ```
+    #[inline]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.inner.header(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+    /// First value of header `name` (case-insensitive), byte-exact.
+    #[inline]
+    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.inner.header(name)
+    }
+    /// All header fields in the order received.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.inner.headers()
+    }
+
+    /// The value of cookie `name` from the `Cookie` header(s), surrounding quotes removed.
+    ///
+    /// ```
+    /// async fn session(req: peregrine::Request) -> String {
+    ///     req.cookie("sid").unwrap_or("none").to_owned()
+    /// }
+    /// # let _ = session;
+    /// ```
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.inner
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .find_map(|v| find_cookie(v, name))
+    }
+
+    /// Declared body length, `None` for a chunked body.
+    pub fn content_length(&self) -> Option<u64> {
+        self.inner.content_length()
+    }
+
+    /// Shared application state of type `T`, registered with
+    /// [`App::with_state`](crate::App::with_state). Fails with a (logged) 500 if no state of
+    /// that type was registered.
+    ///
+    /// ```
+    /// use peregrine::{App, Error, Request, get};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    ///
+    /// struct Hits(AtomicU64);
+    ///
+    /// async fn hit(req: Request) -> Result<String, Error> {
+    ///     let hits = req.state::<Hits>()?;
+    ///     Ok(hits.0.fetch_add(1, Ordering::Relaxed).to_string())
+    /// }
+    /// let app = App::new().with_state(Hits(AtomicU64::new(0))).route("/", get(hit));
+    /// # let _ = app;
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(&self) -> Result<&T, Error> {
+        self.shared.state::<T>().ok_or_else(|| {
+            Error::internal().with_detail(format!(
+                "no application state of type {} registered",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
+    /// Stores a per-request value (middleware passing data to handlers, e.g. the request id).
+    /// Replaces a previous value of the same type.
+    pub fn insert_extension<T: 'static>(&mut self, value: T) {
+        let ext = self.extensions.get_or_insert_with(Default::default);
+        let id = TypeId::of::<T>();
+        match ext.iter_mut().find(|(t, _)| *t == id) {
+            Some(slot) => slot.1 = Box::new(value),
+            None => ext.push((id, Box::new(value))),
+        }
+    }
+    /// A per-request value stored by [`Request::insert_extension`].
+    ///
+    /// ```
+    /// use peregrine::middleware::RequestId;
+    /// async fn show(req: peregrine::Request) -> String {
+    ///     req.extension::<RequestId>().map(|id| id.as_str().to_owned()).unwrap_or_default()
+    /// }
+    /// # let _ = show;
+    /// ```
+    pub fn extension<T: 'static>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        self.extensions
+            .as_ref()?
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref::<T>())
+    }
+
+    /// The whole body, up to the application's body limit
+    /// ([`App::body_limit`](crate::App::body_limit), default 1 MiB). 413 past the limit, 400
+    /// for broken framing, 408 if the client stalls.
+    pub async fn bytes(&mut self) -> Result<Bytes, Error> {
+        let limit = self.shared.body_limit;
+        self.bytes_limited(limit).await
+    }
+
+    /// The whole body, failing with 413 past `limit` bytes.
+    ///
+    /// ```
+    /// # use peregrine::{Error, Request};
+    /// async fn upload(mut req: Request) -> Result<String, Error> {
+    ///     let data = req.bytes_limited(64 * 1024).await?;
+    ///     Ok(format!("{} bytes", data.len()))
+    /// }
+    /// # let _ = upload;
+    /// ```
+    pub async fn bytes_limited(&mut self, limit: usize) -> Result<Bytes, Error> {
+        self.inner.body_mut().to_bytes(limit).await.map_err(body_error)
+    }
+
+    /// The body as UTF-8 text (400 if it is not UTF-8).
+    pub async fn text(&mut self) -> Result<String, Error> {
+        let b = self.bytes().await?;
+        String::from_utf8(b.into()).map_err(|_| {
+            Error::bad_request().with_detail("request body is not valid UTF-8")
+        })
+    }
+
+    /// The body parsed as JSON into `T`. 415 unless the content type is `application/json` or
+    /// `application/*+json`; 400 for malformed JSON or JSON of the wrong shape; 413 past the
+    /// body limit.
+    ///
+    /// ```
+    /// # use peregrine::{Error, Json, Request};
+    /// #[derive(serde::Deserialize, serde::Serialize)]
+    /// struct NewUser { name: String, age: u8 }
+    /// async fn create(mut req: Request) -> Result<(u16, Json<NewUser>), Error> {
+    ///     let user: NewUser = req.json().await?;
+    ///     Ok((201, Json(user)))
+    /// }
+    /// # let _ = create;
+    /// ```
+    pub async fn json<T: DeserializeOwned>(&mut self) -> Result<T, Error> {
+        if !is_json_content_type(self.inner.header("content-type")) {
+            return Err(Error::new(415).with_detail("expected content type application/json"));
+        }
+        let body = self.bytes().await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            Error::bad_request().with_detail(format!("invalid JSON body: {e}"))
+        })
+    }
+
+    /// The body parsed as `application/x-www-form-urlencoded` into `T`. 415 for another
+    /// content type, 400 if malformed, 413 past the body limit.
+    ///
+    /// ```
+    /// # use peregrine::{Error, Request};
+    /// #[derive(serde::Deserialize)]
+    /// struct Login { user: String, password: String }
+    /// async fn login(mut req: Request) -> Result<String, Error> {
+    ///     let form: Login = req.form().await?;
+    ///     Ok(format!("hello {}", form.user))
+    /// }
+    /// # let _ = login;
+    /// ```
+    pub async fn form<T: DeserializeOwned>(&mut self) -> Result<T, Error> {
+        if !media_type_is(self.inner.header("content-type"), "application/x-www-form-urlencoded")
+        {
+            return Err(Error::new(415)
+                .with_detail("expected content type application/x-www-form-urlencoded"));
+        }
+        let body = self.bytes().await?;
+        serde_urlencoded::from_bytes(&body)
+            .map_err(|e| Error::bad_request().with_detail(format!("invalid form body: {e}")))
+    }
+
+    /// The body, to read piece by piece (streaming uploads).
+    pub fn body_mut(&mut self) -> &mut Body {
+        self.inner.body_mut()
+    }
+
+    /// The engine's request underneath.
+    pub fn as_server_request(&self) -> &peregrine_server::Request {
+        &self.inner
+    }
+}
+
+fn missing_param(name: &str) -> Error {
+    Error::internal().with_detail(format!("route has no path parameter `{name}`"))
+}
+
+pub(crate) fn body_error(e: BodyError) -> Error {
+    let err = Error::new(e.status());
+    match e {
+        BodyError::TooLarge => err.with_detail("request body exceeds the size limit"),
+        BodyError::Timeout => err.with_detail("timed out waiting for the request body"),
+        BodyError::Incomplete => err.with_detail("request body incomplete"),
+        BodyError::Invalid(r) => err.with_detail(format!("invalid request body: {r}")),
+    }
+}
+
+/// The media type of a Content-Type value (before parameters), trimmed.
+fn essence(ct: &[u8]) -> &[u8] {
+    let end = ct.iter().position(|&b| b == b';').unwrap_or(ct.len());
+    ct[..end].trim_ascii()
+}
+
+fn media_type_is(ct: Option<&[u8]>, want: &str) -> bool {
+    ct.is_some_and(|ct| essence(ct).eq_ignore_ascii_case(want.as_bytes()))
+}
+
+pub(crate) fn is_json_content_type(ct: Option<&[u8]>) -> bool {
+    let Some(ct) = ct else { return false };
+    let e = essence(ct);
+    if e.eq_ignore_ascii_case(b"application/json") {
+        return true;
+    }
+    // application/problem+json, application/vnd.api+json, ...
+    e.len() > 17
+        && e[..12].eq_ignore_ascii_case(b"application/")
+        && e[e.len() - 5..].eq_ignore_ascii_case(b"+json")
+}
+
+/// Finds `name` in a `Cookie` header value (`a=1; b="2"`, RFC 6265 §4.2.1).
+pub(crate) fn find_cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+    header.split(';').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        if k.trim() != name {
+            return None;
+        }
+        let v = v.trim();
+        Some(v.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(v))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies() {
+        let h = "a=1; sid=\"abc\";b=2 ; empty=";
+        assert_eq!(find_cookie(h, "a"), Some("1"));
+        assert_eq!(find_cookie(h, "sid"), Some("abc"));
+        assert_eq!(find_cookie(h, "b"), Some("2"));
+        assert_eq!(find_cookie(h, "empty"), Some(""));
+        assert_eq!(find_cookie(h, "c"), None);
+        assert_eq!(find_cookie("noequals", "noequals"), None);
+    }
+
+    #[test]
+    fn json_content_types() {
+        assert!(is_json_content_type(Some(b"application/json")));
+        assert!(is_json_content_type(Some(b"Application/JSON; charset=utf-8")));
+        assert!(is_json_content_type(Some(b"application/vnd.api+json")));
+        assert!(!is_json_content_type(Some(b"text/json+")));
+        assert!(!is_json_content_type(Some(b"application/+json")));
+        assert!(!is_json_content_type(Some(b"text/plain")));
+        assert!(!is_json_content_type(None));
+    }
+
+    #[test]
+    fn form_content_type() {
+        assert!(media_type_is(
+            Some(b" application/x-www-form-urlencoded ; charset=UTF-8"),
+            "application/x-www-form-urlencoded"
+        ));
+        assert!(!media_type_is(Some(b"multipart/form-data"), "application/x-www-form-urlencoded"));
+    }
+
+    #[test]
+    fn body_errors_map_to_statuses() {
+        assert_eq!(body_error(BodyError::TooLarge).status(), 413);
+        assert_eq!(body_error(BodyError::Invalid("x")).status(), 400);
+        assert_eq!(body_error(BodyError::Timeout).status(), 408);
+        assert_eq!(body_error(BodyError::Incomplete).status(), 400);
+    }
+}

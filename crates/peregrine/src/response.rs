@@ -1,0 +1,362 @@
+//! Turning handler results into responses.
+
+use crate::error::Error;
+use bytes::{Bytes, BytesMut};
+use futures_core::Stream;
+use peregrine_server::{Response, ResponseBody};
+use serde::Serialize;
+use std::borrow::Cow;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+pub(crate) const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
+pub(crate) const APPLICATION_JSON: &[u8] = b"application/json";
+const TEXT_HTML: &[u8] = b"text/html; charset=utf-8";
+const OCTET_STREAM: &[u8] = b"application/octet-stream";
+
+/// Anything a handler may return. Implemented for [`Response`], strings (text/plain), bytes
+/// (application/octet-stream), [`Json`], [`Html`], [`Redirect`], [`StreamBody`], `()` (empty
+/// 200), [`Error`], `Result<T, E>` where both sides are responses, `(u16, T)` to set the status
+/// and `(u16, [(name, value); N], T)` to add headers as well.
+///
+/// ```
+/// use peregrine::{IntoResponse, Json};
+/// let r = (201, Json(serde_json::json!({"ok": true}))).into_response();
+/// assert_eq!(r.status, 201);
+/// let r = (202, [("x-job", "7")], "queued").into_response();
+/// assert_eq!(r.status, 202);
+/// ```
+pub trait IntoResponse {
+    /// Converts into a response.
+    fn into_response(self) -> Response;
+}
+
+impl IntoResponse for Response {
+    #[inline]
+    fn into_response(self) -> Response {
+        self
+    }
+}
+
+fn full(content_type: &'static [u8], body: Bytes) -> Response {
+    let mut headers = Vec::with_capacity(2);
+    headers.push((Cow::Borrowed("content-type"), Cow::Borrowed(content_type)));
+    Response { status: 200, headers, body: ResponseBody::Full(body) }
+}
+
+impl IntoResponse for &'static str {
+    #[inline]
+    fn into_response(self) -> Response {
+        full(TEXT_PLAIN, Bytes::from_static(self.as_bytes()))
+    }
+}
+impl IntoResponse for String {
+    #[inline]
+    fn into_response(self) -> Response {
+        full(TEXT_PLAIN, Bytes::from(self))
+    }
+}
+impl IntoResponse for Cow<'static, str> {
+    fn into_response(self) -> Response {
+        match self {
+            Cow::Borrowed(s) => s.into_response(),
+            Cow::Owned(s) => s.into_response(),
+        }
+    }
+}
+impl IntoResponse for Bytes {
+    fn into_response(self) -> Response {
+        full(OCTET_STREAM, self)
+    }
+}
+impl IntoResponse for Vec<u8> {
+    fn into_response(self) -> Response {
+        full(OCTET_STREAM, Bytes::from(self))
+    }
+}
+impl IntoResponse for &'static [u8] {
+    fn into_response(self) -> Response {
+        full(OCTET_STREAM, Bytes::from_static(self))
+    }
+}
+/// `()` is an empty `200 OK`.
+impl IntoResponse for () {
+    fn into_response(self) -> Response {
+        Response::new(200)
+    }
+}
+
+impl<T: IntoResponse, E: Into<Error>> IntoResponse for Result<T, E> {
+    #[inline]
+    fn into_response(self) -> Response {
+        match self {
+            Ok(t) => t.into_response(),
+            Err(e) => e.into().into_response(),
+        }
+    }
+}
+
+/// `(status, body)`.
+impl<T: IntoResponse> IntoResponse for (u16, T) {
+    #[inline]
+    fn into_response(self) -> Response {
+        let mut r = self.1.into_response();
+        r.status = self.0;
+        r
+    }
+}
+
+/// `(status, headers, body)`; header values given as `&'static str`.
+impl<T: IntoResponse, const N: usize> IntoResponse for (u16, [(&'static str, &'static str); N], T) {
+    fn into_response(self) -> Response {
+        let mut r = self.2.into_response();
+        r.status = self.0;
+        for (n, v) in self.1 {
+            r.headers.push((Cow::Borrowed(n), Cow::Borrowed(v.as_bytes())));
+        }
+        r
+    }
+}
+
+/// A JSON response (`application/json`), serialised with `serde_json`.
+///
+/// ```
+/// use peregrine::{IntoResponse, Json};
+/// #[derive(serde::Serialize)]
+/// struct User { id: u64, name: String }
+/// let r = Json(User { id: 42, name: "user-42".into() }).into_response();
+/// assert_eq!(r.status, 200);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    #[inline]
+    fn into_response(self) -> Response {
+        // 128 bytes covers typical small API answers in one allocation; BytesMut grows otherwise
+        // and turns into Bytes without copying.
+        let mut buf = BytesMut::with_capacity(128);
+        match serde_json::to_writer(BufWriter(&mut buf), &self.0) {
+            Ok(()) => full(APPLICATION_JSON, buf.freeze()),
+            Err(e) => Error::internal_from(e).into_response(),
+        }
+    }
+}
+
+/// `io::Write` over a `BytesMut` (bytes' own writer adapter would need its `BufMut` import and
+/// an extra type; this is the whole of it).
+struct BufWriter<'a>(&'a mut BytesMut);
+impl std::io::Write for BufWriter<'_> {
+    #[inline]
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(b);
+        Ok(b.len())
+    }
+    #[inline]
+    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.0.extend_from_slice(b);
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An HTML response (`text/html; charset=utf-8`).
+///
+/// ```
+/// use peregrine::{Html, IntoResponse};
+/// let r = Html("<h1>Hi</h1>").into_response();
+/// assert_eq!(r.status, 200);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Html<T>(pub T);
+
+impl<T: Into<Bytes>> IntoResponse for Html<T> {
+    fn into_response(self) -> Response {
+        full(TEXT_HTML, self.0.into())
+    }
+}
+
+/// A redirect with a `Location` header.
+///
+/// ```
+/// use peregrine::{IntoResponse, Redirect};
+/// let r = Redirect::see_other("/login").into_response();
+/// assert_eq!(r.status, 303);
+/// assert!(r.headers.iter().any(|(n, v)| n == "location" && &v[..] == b"/login"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Redirect {
+    status: u16,
+    location: Cow<'static, str>,
+}
+
+impl Redirect {
+    /// 307 Temporary Redirect: same method, same body.
+    pub fn temporary(to: impl Into<Cow<'static, str>>) -> Self {
+        Redirect { status: 307, location: to.into() }
+    }
+    /// 308 Permanent Redirect: same method, same body.
+    pub fn permanent(to: impl Into<Cow<'static, str>>) -> Self {
+        Redirect { status: 308, location: to.into() }
+    }
+    /// 303 See Other: the client follows with GET (after a form POST).
+    pub fn see_other(to: impl Into<Cow<'static, str>>) -> Self {
+        Redirect { status: 303, location: to.into() }
+    }
+    /// 302 Found / 301 Moved Permanently and other codes, for legacy clients.
+    pub fn with_status(status: u16, to: impl Into<Cow<'static, str>>) -> Self {
+        Redirect { status, location: to.into() }
+    }
+}
+
+impl IntoResponse for Redirect {
+    fn into_response(self) -> Response {
+        // A Location with CR/LF would split the header; refuse rather than emit it.
+        if self.location.bytes().any(|b| b < 0x20 || b == 0x7f) {
+            return Error::internal()
+                .with_detail("redirect target contains control characters")
+                .into_response();
+        }
+        let loc: Cow<'static, [u8]> = match self.location {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        };
+        Response::new(self.status).with_header("location", loc)
+    }
+}
+
+/// A streamed response body, sent with chunked encoding as the stream yields.
+///
+/// ```
+/// use peregrine::{IntoResponse, StreamBody};
+/// let (tx, body) = StreamBody::channel(8);
+/// tokio::spawn(async move {
+///     for i in 0..3 {
+///         if tx.send(format!("line {i}\n")).await.is_err() {
+///             break; // client went away
+///         }
+///     }
+/// });
+/// # let _ = move || body.content_type("text/plain").into_response();
+/// ```
+pub struct StreamBody {
+    stream: peregrine_server::response::BodyStream,
+    content_type: Cow<'static, [u8]>,
+}
+
+impl StreamBody {
+    /// Wraps any stream of byte chunks. Content type defaults to `application/octet-stream`.
+    pub fn new<S>(stream: S) -> Self
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + 'static,
+    {
+        StreamBody { stream: Box::pin(stream), content_type: Cow::Borrowed(OCTET_STREAM) }
+    }
+
+    /// A body fed through a bounded channel: the sender side may live in another task; its
+    /// `send` waits while `capacity` chunks are queued (backpressure from the client).
+    pub fn channel(capacity: usize) -> (BodySender, StreamBody) {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        (BodySender(tx), StreamBody::new(ChannelStream(rx)))
+    }
+
+    /// Sets the content type.
+    pub fn content_type(mut self, ct: impl Into<Cow<'static, str>>) -> Self {
+        self.content_type = match ct.into() {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        };
+        self
+    }
+}
+
+impl IntoResponse for StreamBody {
+    fn into_response(self) -> Response {
+        Response::new(200)
+            .with_header("content-type", self.content_type)
+            .with_body(ResponseBody::Stream(self.stream))
+    }
+}
+
+/// The sending half of [`StreamBody::channel`].
+#[derive(Clone)]
+pub struct BodySender(tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>);
+
+/// The receiver (the response) is gone: the client disconnected or the response was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Disconnected;
+
+impl std::fmt::Display for Disconnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("response body receiver dropped")
+    }
+}
+impl std::error::Error for Disconnected {}
+
+impl BodySender {
+    /// Sends one chunk, waiting while the channel is full.
+    pub async fn send(&self, chunk: impl Into<Bytes>) -> Result<(), Disconnected> {
+        self.0.send(Ok(chunk.into())).await.map_err(|_| Disconnected)
+    }
+    /// Ends the body with an error: the engine aborts the response (the client sees a
+    /// truncated chunked body, never a falsely complete one).
+    pub async fn abort(self, error: std::io::Error) {
+        let _ = self.0.send(Err(error)).await;
+    }
+}
+
+struct ChannelStream(tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>);
+
+impl Stream for ChannelStream {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+pub(crate) fn header_value<'a>(r: &'a Response, name: &str) -> Option<&'a [u8]> {
+    r.headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| &v[..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_sets_type_and_body() {
+        let r = Json(serde_json::json!({"message": "Hello, World!"})).into_response();
+        assert_eq!(header_value(&r, "Content-Type"), Some(APPLICATION_JSON));
+        match r.body {
+            ResponseBody::Full(b) => assert_eq!(&b[..], br#"{"message":"Hello, World!"}"#),
+            _ => panic!("not full"),
+        }
+    }
+
+    #[test]
+    fn result_err_becomes_problem() {
+        let r: Result<&'static str, Error> = Err(Error::new(418));
+        let r = r.into_response();
+        assert_eq!(r.status, 418);
+        assert_eq!(header_value(&r, "content-type"), Some(&b"application/problem+json"[..]));
+    }
+
+    #[test]
+    fn redirect_refuses_header_injection() {
+        let r = Redirect::temporary("/a\r\nset-cookie: x=1").into_response();
+        assert_eq!(r.status, 500);
+        assert!(header_value(&r, "location").is_none());
+    }
+
+    #[test]
+    fn tuple_with_headers() {
+        let r = (201, [("x-a", "1"), ("x-b", "2")], "made").into_response();
+        assert_eq!(r.status, 201);
+        assert_eq!(header_value(&r, "x-b"), Some(&b"2"[..]));
+        assert_eq!(header_value(&r, "content-type"), Some(TEXT_PLAIN));
+    }
+}

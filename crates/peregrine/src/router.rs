@@ -1,0 +1,391 @@
+//! Route tables: per-method handlers, groups with a prefix, layers per group.
+
+use crate::handler::Handler;
+use crate::middleware::{self, Middleware};
+use peregrine_server::Method;
+use std::sync::Arc;
+
+/// Slots for the methods the codec recognises; `Method::Other` goes to a list by name.
+pub(crate) const METHOD_SLOTS: usize = 9;
+const SLOT_NAMES: [&str; METHOD_SLOTS] =
+    ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE"];
+
+pub(crate) fn slot(m: Method) -> Option<usize> {
+    Some(match m {
+        Method::Get => 0,
+        Method::Head => 1,
+        Method::Post => 2,
+        Method::Put => 3,
+        Method::Delete => 4,
+        Method::Options => 5,
+        Method::Patch => 6,
+        Method::Connect => 7,
+        Method::Trace => 8,
+        Method::Other => return None,
+    })
+}
+
+fn slot_by_name(name: &str) -> Option<usize> {
+    SLOT_NAMES.iter().position(|n| *n == name)
+}
+
+/// The handlers of one path, by method. Build it with [`get`], [`post`], ... and chain more
+/// methods: `get(list).post(create)`.
+///
+/// ```
+/// use peregrine::{App, Request, get};
+/// async fn list(_: Request) -> &'static str { "[]" }
+/// async fn create(_: Request) -> (u16, &'static str) { (201, "made") }
+/// let app = App::new().route("/items", get(list).post(create));
+/// # let _ = app;
+/// ```
+#[derive(Clone, Default)]
+pub struct MethodRouter {
+    pub(crate) slots: [Option<Arc<dyn Handler>>; METHOD_SLOTS],
+    pub(crate) other: Vec<(Box<str>, Arc<dyn Handler>)>,
+    pub(crate) any: Option<Arc<dyn Handler>>,
+}
+
+macro_rules! method_fns {
+    ($($(#[$doc:meta])* $name:ident => $slot:expr;)*) => {
+        impl MethodRouter {
+            $(
+                $(#[$doc])*
+                pub fn $name<H: Handler>(self, handler: H) -> Self {
+                    self.set_slot($slot, Arc::new(handler))
+                }
+            )*
+        }
+        $(
+            $(#[$doc])*
+            pub fn $name<H: Handler>(handler: H) -> MethodRouter {
+                MethodRouter::default().$name(handler)
+            }
+        )*
+    };
+}
+
+method_fns! {
+    /// Handle `GET` (and `HEAD`, unless a `HEAD` handler is set: the engine sends the headers
+    /// of the GET answer without its body).
+    get => 0;
+    /// Handle `HEAD` explicitly.
+    head => 1;
+    /// Handle `POST`.
+    post => 2;
+    /// Handle `PUT`.
+    put => 3;
+    /// Handle `DELETE`.
+    delete => 4;
+    /// Handle `OPTIONS` (otherwise answered automatically: 204 with `Allow`).
+    options => 5;
+    /// Handle `PATCH`.
+    patch => 6;
+    /// Handle `TRACE`.
+    trace => 8;
+}
+
+/// A route answering every method with `handler`.
+pub fn any<H: Handler>(handler: H) -> MethodRouter {
+    MethodRouter { any: Some(Arc::new(handler)), ..MethodRouter::default() }
+}
+
+/// A route for a method by name, including extension methods such as `PROPFIND`.
+///
+/// ```
+/// use peregrine::{on, Request};
+/// let r = on("PROPFIND", |_req: Request| async { (207, "<multistatus/>") });
+/// # let _ = r;
+/// ```
+pub fn on<H: Handler>(method: &str, handler: H) -> MethodRouter {
+    MethodRouter::default().on(method, handler)
+}
+
+impl MethodRouter {
+    fn set_slot(mut self, i: usize, h: Arc<dyn Handler>) -> Self {
+        assert!(self.slots[i].is_none(), "handler for {} set twice", SLOT_NAMES[i]);
+        self.slots[i] = Some(h);
+        self
+    }
+
+    /// Adds a handler for the method named `method` (case-sensitive, as HTTP methods are).
+    ///
+    /// # Panics
+    /// If `method` is not a valid token or already has a handler.
+    pub fn on<H: Handler>(mut self, method: &str, handler: H) -> Self {
+        assert!(
+            !method.is_empty() && method.bytes().all(is_tchar),
+            "invalid method name {method:?}"
+        );
+        if let Some(i) = slot_by_name(method) {
+            return self.set_slot(i, Arc::new(handler));
+        }
+        assert!(!self.other.iter().any(|(n, _)| &**n == method), "handler for {method} set twice");
+        self.other.push((method.into(), Arc::new(handler)));
+        self
+    }
+
+    /// Handles every method not otherwise set.
+    pub fn any<H: Handler>(mut self, handler: H) -> Self {
+        self.any = Some(Arc::new(handler));
+        self
+    }
+
+    /// Wraps this route's handlers in `layer` (the last layer added is the outermost).
+    ///
+    /// ```
+    /// use peregrine::{get, Request};
+    /// use peregrine::middleware::Timeout;
+    /// let r = get(|_req: Request| async { "slow" }).layer(Timeout::new(std::time::Duration::from_secs(2)));
+    /// # let _ = r;
+    /// ```
+    pub fn layer<M: Middleware>(self, layer: M) -> Self {
+        self.layer_arc(Arc::new(layer))
+    }
+
+    pub(crate) fn layer_arc(mut self, layer: Arc<dyn Middleware>) -> Self {
+        let layers = [layer];
+        for h in self.slots.iter_mut().flatten() {
+            *h = middleware::wrap(h.clone(), &layers);
+        }
+        for (_, h) in self.other.iter_mut() {
+            *h = middleware::wrap(h.clone(), &layers);
+        }
+        if let Some(h) = self.any.as_mut() {
+            *h = middleware::wrap(h.clone(), &layers);
+        }
+        self
+    }
+
+    fn merge(&mut self, other: MethodRouter, path: &str) {
+        for (i, h) in other.slots.into_iter().enumerate() {
+            if let Some(h) = h {
+                assert!(
+                    self.slots[i].is_none(),
+                    "route {path}: handler for {} registered twice",
+                    SLOT_NAMES[i]
+                );
+                self.slots[i] = Some(h);
+            }
+        }
+        for (n, h) in other.other {
+            assert!(
+                !self.other.iter().any(|(m, _)| *m == n),
+                "route {path}: handler for {n} registered twice"
+            );
+            self.other.push((n, h));
+        }
+        if let Some(h) = other.any {
+            assert!(self.any.is_none(), "route {path}: `any` handler registered twice");
+            self.any = Some(h);
+        }
+    }
+
+    /// The `Allow` header value: the methods set, plus HEAD with GET, plus OPTIONS (answered
+    /// automatically when not set).
+    pub(crate) fn allow(&self) -> Vec<u8> {
+        if self.any.is_some() {
+            return b"GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE".to_vec();
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for (i, h) in self.slots.iter().enumerate() {
+            if h.is_some() || (i == 1 && self.slots[0].is_some()) || i == 5 {
+                names.push(SLOT_NAMES[i]);
+            }
+        }
+        names.extend(self.other.iter().map(|(n, _)| &**n));
+        names.join(", ").into_bytes()
+    }
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A group of routes sharing a prefix (when nested) and layers.
+///
+/// ```
+/// use peregrine::{App, Request, Router, get};
+/// use peregrine::middleware::RequestIdLayer;
+///
+/// async fn team(req: Request) -> Result<String, peregrine::Error> {
+///     let org: u32 = req.param("org")?;
+///     let team: u32 = req.param("team")?;
+///     Ok(format!("{org}/{team}"))
+/// }
+/// let api = Router::new()
+///     .route("/orgs/{org}/teams/{team}", get(team))
+///     .layer(RequestIdLayer::new()); // only for routes of this group
+/// let app = App::new().nest("/api/v1", api); // GET /api/v1/orgs/7/teams/3
+/// # let _ = app;
+/// ```
+#[derive(Clone, Default)]
+pub struct Router {
+    routes: Vec<(String, MethodRouter)>,
+    nested: Vec<(String, Router)>,
+    layers: Vec<Arc<dyn Middleware>>,
+}
+
+impl Router {
+    /// An empty group.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a route. Path syntax (matchit): static segments, `{name}` for one segment,
+    /// `{*name}` for the rest of the path (last only); `{{`/`}}` for literal braces. Adding the
+    /// same path twice merges the methods.
+    ///
+    /// # Panics
+    /// If the path does not start with `/`, or a method is registered twice for one path.
+    /// Conflicting patterns are reported when the application is built.
+    pub fn route(mut self, path: &str, methods: MethodRouter) -> Self {
+        assert!(path.starts_with('/'), "route path {path:?} must start with '/'");
+        match self.routes.iter_mut().find(|(p, _)| p == path) {
+            Some((_, existing)) => existing.merge(methods, path),
+            None => self.routes.push((path.to_owned(), methods)),
+        }
+        self
+    }
+
+    /// Mounts `group` under `prefix` (`"/api"`; a group route `"/"` becomes `"/api"` itself).
+    ///
+    /// # Panics
+    /// If `prefix` does not start with `/` or ends with `/`.
+    pub fn nest(mut self, prefix: &str, group: Router) -> Self {
+        assert!(
+            prefix.starts_with('/') && !prefix.ends_with('/'),
+            "nest prefix {prefix:?} must start with '/' and not end with '/'"
+        );
+        self.nested.push((prefix.to_owned(), group));
+        self
+    }
+
+    /// Adds the routes of `group` at the same level (its own layers stay its own).
+    pub fn merge(mut self, group: Router) -> Self {
+        self.nested.push((String::new(), group));
+        self
+    }
+
+    /// Wraps every route of this group (including nested groups) in `layer`; the layer added
+    /// last is the outermost.
+    pub fn layer<M: Middleware>(mut self, layer: M) -> Self {
+        self.layers.push(Arc::new(layer));
+        self
+    }
+
+    /// Flattens into `(full path, methods)` with the group layers applied, inner groups first.
+    /// Each group is flattened and layered on its own before merging, so a group's layers
+    /// wrap exactly its own handlers even when another group shares a path.
+    pub(crate) fn flatten(self, prefix: &str) -> Vec<(String, MethodRouter)> {
+        let mut out: Vec<(String, MethodRouter)> = Vec::new();
+        for (path, methods) in self.routes {
+            push_merged(&mut out, join(prefix, &path), methods);
+        }
+        for (sub, group) in self.nested {
+            for (p, m) in group.flatten(&format!("{prefix}{sub}")) {
+                push_merged(&mut out, p, m);
+            }
+        }
+        if !self.layers.is_empty() {
+            for (_, m) in out.iter_mut() {
+                let mut mr = std::mem::take(m);
+                for l in &self.layers {
+                    mr = mr.layer_arc(l.clone());
+                }
+                *m = mr;
+            }
+        }
+        out
+    }
+}
+
+fn push_merged(out: &mut Vec<(String, MethodRouter)>, path: String, m: MethodRouter) {
+    match out.iter_mut().find(|(p, _)| *p == path) {
+        Some((_, existing)) => existing.merge(m, &path),
+        None => out.push((path, m)),
+    }
+}
+
+fn join(prefix: &str, path: &str) -> String {
+    if prefix.is_empty() {
+        path.to_owned()
+    } else if path == "/" {
+        prefix.to_owned()
+    } else {
+        format!("{prefix}{path}")
+    }
+}
+
+/// Parameter names of a pattern, in order (`/a/{x}/b/{*rest}` → `["x", "rest"]`).
+pub(crate) fn param_names(pattern: &str) -> Vec<Box<str>> {
+    let b = pattern.as_bytes();
+    let mut names = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' if b.get(i + 1) == Some(&b'{') => i += 2,
+            b'}' if b.get(i + 1) == Some(&b'}') => i += 2,
+            b'{' => {
+                let end = pattern[i..].find('}').map_or(b.len(), |e| i + e);
+                let name = pattern[i + 1..end].trim_start_matches('*');
+                names.push(name.into());
+                i = end + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Request;
+
+    async fn h(_: Request) -> &'static str {
+        "x"
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(param_names("/users/{id}"), vec!["id".into()] as Vec<Box<str>>);
+        assert_eq!(
+            param_names("/a/{org}/b/{*rest}"),
+            vec!["org".into(), "rest".into()] as Vec<Box<str>>
+        );
+        assert!(param_names("/lit/{{x}}").is_empty());
+    }
+
+    #[test]
+    fn allow_lists_methods() {
+        assert_eq!(get(h).post(h).allow(), b"GET, HEAD, POST, OPTIONS".to_vec());
+        assert_eq!(delete(h).on("PROPFIND", h).allow(), b"DELETE, OPTIONS, PROPFIND".to_vec());
+    }
+
+    #[test]
+    fn flatten_prefixes_and_merges() {
+        let inner = Router::new().route("/", get(h)).route("/x/{id}", post(h));
+        let r = Router::new()
+            .route("/api", post(h))
+            .nest("/api", inner)
+            .nest("/deep", Router::new().nest("/er", Router::new().route("/y", get(h))));
+        let out = r.flatten("");
+        let paths: Vec<_> = out.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["/api", "/api/x/{id}", "/deep/er/y"]);
+        let api = &out[0].1;
+        assert!(api.slots[0].is_some() && api.slots[2].is_some());
+    }
+
+    #[test]
+    #[should_panic(expected = "registered twice")]
+    fn duplicate_method_panics() {
+        let _ = Router::new().route("/a", get(h)).route("/a", get(h));
+    }
+
+    #[test]
+    #[should_panic(expected = "must start with '/'")]
+    fn relative_path_panics() {
+        let _ = Router::new().route("a", get(h));
+    }
+}
