@@ -2,6 +2,7 @@
 """Quick contract check of one running peer, for whoever writes or edits a peer.
 
 Usage: check.py HOST:PORT [scenario ...]   (default: every scenario in ../contract/scenarios.json)
+       check.py HOST:PORT --peer NAME       (the scenarios NAME lists in peers.toml)
 
 Sends each scenario's request over one keep-alive connection and compares the answer with the
 contract: status, Content-Type prefix, body (bytes, JSON or JSON file), required/exact/absent headers,
@@ -63,6 +64,14 @@ def main():
     host, port = sys.argv[1].rsplit(":", 1)
     contract = json.loads((CONTRACT_DIR / "scenarios.json").read_text())
     wanted = set(sys.argv[2:])
+    if sys.argv[2:3] == ["--peer"] and len(sys.argv) == 4:
+        import tomllib
+
+        registry = tomllib.loads((CONTRACT_DIR.parent / "peers" / "peers.toml").read_text())
+        peers = {p["name"]: p for p in registry["peer"]}
+        if sys.argv[3] not in peers:
+            sys.exit(f"no peer {sys.argv[3]!r} in peers.toml")
+        wanted = set(peers[sys.argv[3]]["scenarios"])
     conn = http.client.HTTPConnection(host, int(port), timeout=5)
     failed = 0
     for sc in contract["scenarios"]:

@@ -1,0 +1,123 @@
+'use strict';
+// node:http peer: the built-in server with hand routing, one process per worker (node:cluster when
+// WORKERS > 1). It serves every scenario but `middleware`: node:http has no middleware layers, and
+// one handler setting five headers would not be the scenario. Errors thrown by a handler are turned
+// into the problem+json 500 by the dispatcher.
+
+const http = require('node:http');
+const { addr, clustered, PROBLEM, fail, buildLarge, uint, newUser } = require('./common');
+
+const LARGE = buildLarge();
+const HELLO = 'Hello, World!';
+
+// node:http sends Date but no Server header, which the contract requires.
+function send(res, status, contentType, body) {
+  const headers = { Server: 'Node.js http' };
+  if (contentType !== null) {
+    headers['Content-Type'] = contentType;
+    headers['Content-Length'] = Buffer.byteLength(body);
+  }
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+function json(res, status, value) {
+  send(res, status, 'application/json', JSON.stringify(value));
+}
+
+function notFound(res) {
+  send(res, 404, 'text/plain; charset=utf-8', 'Not Found');
+}
+
+function badRequest(res) {
+  send(res, 400, 'text/plain; charset=utf-8', 'Bad Request');
+}
+
+function readBody(req, limit = 1 << 20) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    let size = 0;
+    req.on('data', (chunk) => {
+      size += chunk.length;
+      if (size > limit) reject(new Error('body too large'));
+      else chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+async function route(req, res) {
+  const q = req.url.indexOf('?');
+  const path = q < 0 ? req.url : req.url.slice(0, q);
+  const parts = path.split('/');
+  const get = req.method === 'GET';
+  // parts[0] is the empty string before the leading '/'.
+  switch (parts[1]) {
+    case 'plaintext':
+      if (get && parts.length === 2) return send(res, 200, 'text/plain; charset=utf-8', HELLO);
+      break;
+    case 'json':
+      if (get && parts.length === 2) return json(res, 200, { message: HELLO });
+      break;
+    case 'users':
+      if (req.method === 'POST' && parts.length === 2) {
+        let user;
+        try {
+          user = newUser(JSON.parse(await readBody(req)));
+        } catch {
+          user = null;
+        }
+        return user ? json(res, 201, user) : badRequest(res);
+      }
+      if (get && parts.length === 3) {
+        const id = uint(parts[2]);
+        if (id !== null) return json(res, 200, { id, name: `user-${id}` });
+      }
+      break;
+    case 'search':
+      if (get && parts.length === 2) {
+        const params = new URLSearchParams(q < 0 ? '' : req.url.slice(q + 1));
+        const limit = uint(params.get('limit') ?? '');
+        const text = params.get('q');
+        return text !== null && limit !== null ? json(res, 200, { q: text, limit }) : badRequest(res);
+      }
+      break;
+    case 'api':
+      if (get && parts.length === 9 && parts[2] === 'v1' && parts[3] === 'orgs' && parts[5] === 'teams' && parts[7] === 'members') {
+        const org = uint(parts[4]);
+        const team = uint(parts[6]);
+        const member = uint(parts[8]);
+        if (org !== null && team !== null && member !== null) return json(res, 200, { org, team, member });
+      }
+      break;
+    case 'error':
+      if (get && parts.length === 2) {
+        fail();
+        return send(res, 200, null, undefined);
+      }
+      break;
+    case 'large':
+      if (get && parts.length === 2) return json(res, 200, LARGE);
+      break;
+    case 'empty':
+      if (get && parts.length === 2) return send(res, 204, null, undefined);
+      break;
+  }
+  return notFound(res);
+}
+
+function handle(req, res) {
+  route(req, res).catch(() => {
+    if (res.headersSent) {
+      res.destroy();
+    } else {
+      send(res, 500, 'application/problem+json', JSON.stringify(PROBLEM));
+    }
+  });
+}
+
+clustered(() => {
+  const { host, port } = addr();
+  http.createServer(handle).listen(port, host);
+});
