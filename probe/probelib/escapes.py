@@ -9,7 +9,8 @@ backslashes; the probe decodes them itself with this small, explicit syntax:
 ``\\0``                NUL (0x00)
 ``\\\\``                one backslash
 ``\\xHH``              the byte 0xHH (exactly two hex digits)
-``\\{N*TEXT}``          TEXT (itself decoded) repeated N times; TEXT may not contain ``}``
+``\\{N*TEXT}``          TEXT (itself decoded) repeated N times; TEXT may nest repetitions
+                       but may not contain a literal ``}`` (write ``\\x7d``)
 ====================  =============================================
 
 Every other character stands for its UTF-8 encoding (so ``é`` is two bytes). Any other backslash
@@ -53,7 +54,7 @@ def decode(text: str) -> bytes:
             out.append(int(hh, 16))
             i += 4
         elif e == "{":
-            end = text.find("}", i + 2)
+            end = _closing_brace(text, i + 2)
             star = text.find("*", i + 2)
             if end < 0 or star < 0 or star > end:
                 raise EscapeError(f"bad repetition at offset {i}: expected \\{{N*TEXT}}")
@@ -65,6 +66,24 @@ def decode(text: str) -> bytes:
         else:
             raise EscapeError(f"unknown escape \\{e} at offset {i}")
     return bytes(out)
+
+
+def _closing_brace(text: str, start: int) -> int:
+    """Index of the ``}`` closing a repetition whose body starts at ``start`` (nesting-aware)."""
+    depth = 1
+    i = start
+    while i < len(text):
+        if text[i] == "\\":
+            if text[i + 1 : i + 2] == "{":
+                depth += 1
+            i += 2
+            continue
+        if text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
 
 
 def show(data: bytes, limit: int = 160) -> str:
