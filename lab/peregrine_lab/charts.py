@@ -1,0 +1,184 @@
+"""SVG charts (matplotlib, Agg backend) made from results.json: throughput, CPU per request,
+latency p50/p99 and memory. One panel per (scenario, pipelining depth); in each panel one group
+of horizontal bars per server, one bar per concurrency level."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from . import report  # noqa: E402
+
+# Stable SVG output (no random ids / dates) so regenerated charts diff cleanly.
+plt.rcParams["svg.hashsalt"] = "peregrine-lab"
+plt.rcParams["svg.fonttype"] = "none"
+METADATA = {"Date": None}
+
+
+def _panels(res):
+    grouped = report.groups(res)
+    titles = {s["name"]: s.get("title", s["name"]) for s in res.get("scenarios", [])}
+    return [((scen, pipe), cells, titles.get(scen, scen)) for (scen, pipe), cells in
+            grouped.items()]
+
+
+def _servers_in(cells, order):
+    return [s for s in order if any(k[0] == s and c.get("status") == "ok"
+                                    for k, c in cells.items())]
+
+
+def _bar_chart(res, key, xlabel, scale, path: Path, log=False) -> Path | None:
+    panels = _panels(res)
+    order = [s["name"] for s in res.get("servers", [])]
+    labels = report._labels(res)
+    panels = [p for p in panels if _servers_in(p[1], order)]
+    if not panels:
+        return None
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = (len(panels) + ncols - 1) // ncols
+    heights = [len(_servers_in(p[1], order)) for p in panels]
+    fig_h = max(3.0, 0.32 * max(heights) + 1.2) * nrows
+    fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, fig_h), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, ((scen, pipe), cells, title) in zip(axes.flat, panels):
+        servers = _servers_in(cells, order)
+        concs = sorted({c for (_, c) in cells})
+        n = len(concs)
+        height = 0.8 / n
+        for j, c in enumerate(concs):
+            ys, vals = [], []
+            for i, s in enumerate(servers):
+                v = report._value(cells.get((s, c)), key)
+                if v is not None:
+                    ys.append(i + (j - (n - 1) / 2) * height)
+                    vals.append(v * scale)
+            ax.barh(ys, vals, height=height * 0.95, label=f"c={c}")
+        ax.set_yticks(range(len(servers)))
+        ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})",
+                     fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+        if log:
+            ax.set_xscale("log")
+        ax.grid(axis="x", alpha=0.3)
+        if n > 1:
+            ax.legend(fontsize=7)
+    fig.suptitle(_suptitle(res), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, format="svg", metadata=METADATA)
+    plt.close(fig)
+    return path
+
+
+def _latency_chart(res, path: Path) -> Path | None:
+    panels = _panels(res)
+    order = [s["name"] for s in res.get("servers", [])]
+    labels = report._labels(res)
+    panels = [p for p in panels if _servers_in(p[1], order)]
+    if not panels:
+        return None
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = (len(panels) + ncols - 1) // ncols
+    heights = [len(_servers_in(p[1], order)) for p in panels]
+    fig_h = max(3.0, 0.32 * max(heights) + 1.2) * nrows
+    fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, fig_h), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, ((scen, pipe), cells, title) in zip(axes.flat, panels):
+        servers = _servers_in(cells, order)
+        concs = sorted({c for (_, c) in cells})
+        n = len(concs)
+        height = 0.8 / n
+        for j, c in enumerate(concs):
+            color = colors[j % len(colors)]
+            for key, alpha, lab in (("p99_us", 0.35, "p99"), ("p50_us", 1.0, "p50")):
+                ys, vals = [], []
+                for i, s in enumerate(servers):
+                    v = report._value(cells.get((s, c)), key)
+                    if v is not None:
+                        ys.append(i + (j - (n - 1) / 2) * height)
+                        vals.append(v / 1000)
+                ax.barh(ys, vals, height=height * 0.95, color=color, alpha=alpha,
+                        label=f"{lab} c={c}")
+        ax.set_yticks(range(len(servers)))
+        ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_title(f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})",
+                     fontsize=10)
+        ax.set_xlabel("latency, ms (log scale; dark p50, light p99)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(_suptitle(res), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, format="svg", metadata=METADATA)
+    plt.close(fig)
+    return path
+
+
+def _memory_chart(res, path: Path) -> Path | None:
+    labels = report._labels(res)
+    rows = []
+    for s in res.get("servers", []):
+        idle = (s.get("idle_memory") or {}).get("per_connection_bytes")
+        peaks = [report._value(c, "peak_rss_bytes") for c in res.get("cells", [])
+                 if c["server"] == s["name"]]
+        peaks = [p for p in peaks if p is not None]
+        if idle is not None or peaks:
+            rows.append((labels.get(s["name"], s["name"]),
+                         None if idle is None else idle / 1024,
+                         max(peaks) / 2**20 if peaks else None))
+    if not rows:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, max(3.0, 0.32 * len(rows) + 1.4)))
+    names = [r[0] for r in rows]
+    for ax, idx, xlabel, title in (
+            (a1, 1, "KiB per idle keep-alive connection", "Idle memory per connection"),
+            (a2, 2, "MiB (VmHWM summed over the process tree)", "Peak RSS under load")):
+        vals = [r[idx] if r[idx] is not None else 0 for r in rows]
+        ax.barh(range(len(rows)), vals, color="#4c72b0" if idx == 1 else "#dd8452")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+        for i, r in enumerate(rows):
+            if r[idx] is None:
+                ax.text(0, i, " n/a", va="center", fontsize=7)
+    fig.suptitle(_suptitle(res), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, format="svg", metadata=METADATA)
+    plt.close(fig)
+    return path
+
+
+def _suptitle(res) -> str:
+    st = res.get("settings", {})
+    m = res.get("machine", {})
+    return (f"Peregrine lab, profile {res.get('profile')}: {m.get('cpu_model')}, server on CPU "
+            f"{','.join(map(str, st.get('server_cpus', [])))}, {st.get('loadgen')} on CPU "
+            f"{','.join(map(str, st.get('client_cpus', [])))}; medians of {st.get('runs')} runs")
+
+
+def write_all(res: dict, out_dir: Path) -> list[Path]:
+    d = Path(out_dir) / "charts"
+    d.mkdir(parents=True, exist_ok=True)
+    made = [
+        _bar_chart(res, "rps", "requests per second (higher is better)", 1.0,
+                   d / "throughput.svg"),
+        _bar_chart(res, "cpu_us_per_req", "server CPU µs per request (lower is better)", 1.0,
+                   d / "cpu.svg"),
+        _latency_chart(res, d / "latency.svg"),
+        _memory_chart(res, d / "memory.svg"),
+    ]
+    return [p for p in made if p is not None]

@@ -1,0 +1,126 @@
+"""Command line: `./scripts/lab PROFILE [options]` measures; `./scripts/lab report DIR`
+regenerates the report and charts from DIR/results.json."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from . import config, procs, report, results, runner
+from .peers import RegistryError
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.replace(",", " ").split()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected integers, got {text!r}") from e
+    if not vals or any(v < 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return vals
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="./scripts/lab",
+        description="Measure Peregrine and its peers side by side, or regenerate a report.",
+        epilog="profiles: " + "; ".join(f"{k}: {v.description}"
+                                        for k, v in config.PROFILES.items()))
+    p.add_argument("what", choices=list(config.PROFILES) + ["report", "list"],
+                   help="a profile to run, `report DIR` to regenerate a report, or `list`")
+    p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
+    p.add_argument("--servers", type=_names, help="comma-separated server names (peers.toml)")
+    p.add_argument("--scenarios", type=_names, help="comma-separated scenario names (contract)")
+    p.add_argument("--concurrency", type=_ints, help='connection counts, e.g. "1 10 50 200"')
+    p.add_argument("--pipeline", type=_ints, help='pipelining depths, e.g. "0 16 256"')
+    p.add_argument("--runs", type=int, help="timed runs per cell")
+    p.add_argument("--duration", type=float, help="seconds per run (wrk: whole seconds)")
+    p.add_argument("--server-cpus", help="CPUs for the servers (taskset list, e.g. 1 or 2-3)")
+    p.add_argument("--client-cpus", help="CPUs for the load generator")
+    p.add_argument("--loadgen", choices=["wrk", "oha"], default="wrk")
+    p.add_argument("--port", type=int, default=39080, help="port the servers listen on")
+    p.add_argument("--out", type=Path, help="output folder (default lab/results/PROFILE)")
+    p.add_argument("--reference", default="peregrine", help="server the ratios are taken to")
+    p.add_argument("--peers", type=Path, default=config.PEERS_TOML,
+                   help="peers registry to use (default lab/peers/peers.toml)")
+    p.add_argument("--skip-build", action="store_true", help="use what is already built")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command = os.environ.get("PEREGRINE_LAB_COMMAND") or \
+        "./scripts/lab " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+
+    if args.what == "report":
+        if not args.dir:
+            print("usage: ./scripts/lab report DIR", file=sys.stderr)
+            return 2
+        try:
+            res = results.load(Path(args.dir))
+        except (OSError, ValueError) as e:
+            print(f"cannot read results from {args.dir}: {e}", file=sys.stderr)
+            return 1
+        return _write_outputs(res, Path(args.dir))
+
+    if args.what == "list":
+        from .peers import load_contract, load_peers
+        try:
+            for p in load_peers(args.peers):
+                print(f"{p.name:18} {p.kind:7} {p.label}  [{', '.join(p.scenarios)}]")
+            print()
+            for s in load_contract().scenarios:
+                print(f"{s.name:12} {'main' if s.main else '    '} {s.method} {s.path}")
+        except RegistryError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        return 0
+
+    prof = config.with_overrides(
+        config.PROFILES[args.what], concurrency=args.concurrency, pipeline=args.pipeline,
+        runs=args.runs, duration=args.duration, servers=args.servers, scenarios=args.scenarios)
+    if prof.runs < 1:
+        print("error: --runs must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        split = config.cpu_split(args.server_cpus, args.client_cpus)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or (config.LAB_DIR / "results" / prof.name)
+    opts = runner.Options(profile=prof, out_dir=out, split=split, loadgen=args.loadgen,
+                          port=args.port, skip_build=args.skip_build, reference=args.reference,
+                          command=command, peers_file=args.peers)
+    try:
+        res = runner.run(opts)
+    except (runner.LabError, RegistryError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        procs.kill_all()
+        print("\ninterrupted: every server stopped", file=sys.stderr)
+        partial = out / "results.json"
+        if partial.exists():
+            _write_outputs(results.load(partial), out)
+            print(f"partial results kept in {out}", file=sys.stderr)
+        return 130
+    rc = _write_outputs(res, out)
+    print(f"done in {res['wall_seconds']:.0f} s: {out / 'results.json'}, "
+          f"{out / 'report.md'}, {out / 'charts'}/")
+    return rc
+
+
+def _write_outputs(res: dict, out: Path) -> int:
+    from . import charts
+
+    path = report.write(res, out)
+    made = charts.write_all(res, out)
+    print(f"wrote {path} and {len(made)} chart(s) in {out / 'charts'}")
+    return 0

@@ -1,0 +1,242 @@
+"""Paths, measurement profiles and the CPU split.
+
+A profile says which servers and scenarios are measured and which cells: a cell is one
+(concurrency, pipelining depth) pair for one (server, scenario). Profiles are data, so the report
+can state exactly what a run measured.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+LAB_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = LAB_DIR.parent
+CONTRACT_DIR = LAB_DIR / "contract"
+PEERS_DIR = LAB_DIR / "peers"
+PEERS_TOML = PEERS_DIR / "peers.toml"
+SCENARIOS_JSON = CONTRACT_DIR / "scenarios.json"
+PROBE_SCRIPT = REPO_DIR / "probe" / "probe.py"
+WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
+
+MAIN_SCENARIOS = "main"
+"""Marker for "the scenarios the contract flags `main: true`"."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one run measures.
+
+    `cells` are (concurrency, pipelining depth) pairs; depth 0 means one request per write.
+    `pipeline_scenarios`, when set, restricts the pipelined cells (depth > 0) to those scenarios,
+    which keeps the quick profile inside its time budget.
+    """
+
+    name: str
+    description: str
+    servers: tuple[str, ...] | None = None
+    scenarios: tuple[str, ...] | str | None = None
+    cells: tuple[tuple[int, int], ...] = ((50, 0),)
+    pipeline_scenarios: tuple[str, ...] | None = None
+    runs: int = 3
+    duration: float = 5.0
+    warmup: float = 2.0
+    idle_connections: int = 5000
+    probe: str | None = "full"
+    timeout: float = 5.0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["cells"] = [list(c) for c in self.cells]
+        return d
+
+
+def _product(concurrency, pipeline):
+    return tuple((c, p) for p in pipeline for c in concurrency)
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in [
+        Profile(
+            name="quick",
+            description=(
+                "every server on the main scenarios at 50 connections without pipelining, plus "
+                "plaintext with 16 pipelined requests per connection; 3 short runs per cell; idle "
+                "memory with 1000 connections; the probe's quick set"
+            ),
+            scenarios=MAIN_SCENARIOS,
+            cells=((50, 0), (50, 16)),
+            pipeline_scenarios=("plaintext",),
+            runs=3,
+            duration=1.0,
+            warmup=1.0,
+            idle_connections=1000,
+            probe="quick",
+        ),
+        Profile(
+            name="standard",
+            description=(
+                "every server on every scenario at 1, 10, 50 and 200 connections without "
+                "pipelining and at 50 connections with 16 and 256 pipelined; 3 runs of 5 s; idle "
+                "memory with 5000 connections; the full probe"
+            ),
+            cells=_product((1, 10, 50, 200), (0,)) + ((50, 16), (50, 256)),
+            runs=3,
+            duration=5.0,
+            warmup=2.0,
+            idle_connections=5000,
+            probe="full",
+        ),
+        Profile(
+            name="full",
+            description=(
+                "every server on every scenario at 1, 10, 50 and 200 connections, each without "
+                "pipelining and with 16 and 256 pipelined; 5 runs of 10 s; idle memory with 5000 "
+                "connections; the full probe"
+            ),
+            cells=_product((1, 10, 50, 200), (0, 16, 256)),
+            runs=5,
+            duration=10.0,
+            warmup=3.0,
+            idle_connections=5000,
+            probe="full",
+        ),
+        Profile(
+            name="engine",
+            description=(
+                "issue 3's targets: peregrine-hello, the floor and hyper on plaintext, CPU per "
+                "request at 50 connections without pipelining and at 64 connections with 16 "
+                "pipelined; 5 runs of 5 s; idle memory with 5000 connections"
+            ),
+            servers=("peregrine-hello", "floor", "hyper"),
+            scenarios=("plaintext",),
+            cells=((50, 0), (64, 16)),
+            runs=5,
+            duration=5.0,
+            warmup=2.0,
+            idle_connections=5000,
+            probe=None,
+        ),
+        Profile(
+            name="framework",
+            description=(
+                "issue 4's target: Peregrine on plaintext, param and json, CPU per request at 50 "
+                "connections without pipelining and at 64 with 16 pipelined; 5 runs of 5 s"
+            ),
+            servers=("peregrine",),
+            scenarios=("plaintext", "param", "json"),
+            cells=((50, 0), (64, 16)),
+            runs=5,
+            duration=5.0,
+            warmup=2.0,
+            idle_connections=0,
+            probe=None,
+        ),
+    ]
+}
+
+
+def with_overrides(
+    profile: Profile,
+    *,
+    concurrency: list[int] | None = None,
+    pipeline: list[int] | None = None,
+    runs: int | None = None,
+    duration: float | None = None,
+    servers: list[str] | None = None,
+    scenarios: list[str] | None = None,
+) -> Profile:
+    """Apply command-line overrides. Giving --concurrency or --pipeline turns the cells into the
+    product of the two lists (the dimension not given keeps the profile's distinct values), and
+    applies pipelining to every selected scenario."""
+    p = profile
+    if concurrency or pipeline:
+        conc = concurrency or sorted({c for c, _ in p.cells})
+        pipe = pipeline or sorted({d for _, d in p.cells})
+        p = replace(p, cells=_product(conc, pipe), pipeline_scenarios=None)
+    if runs is not None:
+        p = replace(p, runs=runs)
+    if duration is not None:
+        p = replace(p, duration=duration)
+    if servers:
+        p = replace(p, servers=tuple(servers))
+    if scenarios:
+        p = replace(p, scenarios=tuple(scenarios))
+    return p
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """Which CPUs the server and the load generator are pinned to (taskset lists)."""
+
+    server: tuple[int, ...]
+    client: tuple[int, ...]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def server_list(self) -> str:
+        return ",".join(map(str, self.server))
+
+    @property
+    def client_list(self) -> str:
+        return ",".join(map(str, self.client))
+
+    @property
+    def workers(self) -> int:
+        return len(self.server)
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """Parse a taskset-style CPU list: "1", "0,2", "2-3", "0,4-5"."""
+    cpus: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            lo_i, hi_i = int(lo), int(hi)
+            if hi_i < lo_i:
+                raise ValueError(f"bad CPU range {part!r}")
+            cpus.extend(range(lo_i, hi_i + 1))
+        else:
+            cpus.append(int(part))
+    if not cpus:
+        raise ValueError(f"empty CPU list {text!r}")
+    return tuple(sorted(set(cpus)))
+
+
+def available_cpus() -> tuple[int, ...]:
+    """CPUs this process may run on (respects an outer taskset/cgroup), sorted."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return tuple(range(os.cpu_count() or 1))
+
+
+def cpu_split(server: str | None = None, client: str | None = None, cpus=None) -> CpuSplit:
+    """Default split: the server gets the second half of the CPUs, the load generator the first
+    half (on 2 CPUs: server on CPU 1, wrk on CPU 0). Either side can be given explicitly."""
+    cpus = tuple(cpus) if cpus is not None else available_cpus()
+    notes = []
+    half = len(cpus) // 2
+    if server is not None:
+        srv = parse_cpu_list(server)
+    elif len(cpus) >= 2:
+        srv = cpus[half:]
+    else:
+        srv = cpus
+    if client is not None:
+        cli = parse_cpu_list(client)
+    elif len(cpus) >= 2 and server is None:
+        cli = cpus[:half]
+    else:
+        cli = tuple(c for c in cpus if c not in srv) or cpus
+    if set(srv) & set(cli):
+        notes.append(
+            f"server CPUs {srv} and load-generator CPUs {cli} overlap: figures include "
+            "contention between the two"
+        )
+    return CpuSplit(server=srv, client=cli, notes=notes)

@@ -1,0 +1,189 @@
+"""Server-side figures read from /proc: CPU time and memory of a server's whole process tree, and
+memory per idle keep-alive connection.
+
+A multi-process server (nginx master + workers, a Node cluster) is measured as the sum over its
+tree: the leader, every descendant, and every member of its process group (which catches a
+child that was re-parented after a double fork).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import parity
+
+PROC = Path("/proc")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat from field 3 (state) on; None when the process is gone. The
+    command name (field 2) may hold spaces and parentheses, so split after its last ')'."""
+    try:
+        raw = (PROC / str(pid) / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return raw[raw.rindex(")") + 2:].split()
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid`, its descendants and the members of its process group, sorted."""
+    parent: dict[int, int] = {}
+    group: dict[int, int] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        f = _stat_fields(int(entry.name))
+        if f is None:
+            continue
+        parent[int(entry.name)] = int(f[1])  # field 4: ppid
+        group[int(entry.name)] = int(f[2])   # field 5: pgrp
+    if pid not in parent:
+        return []
+    found = {pid}
+    frontier = [pid]
+    while frontier:
+        p = frontier.pop()
+        for child, pp in parent.items():
+            if pp == p and child not in found:
+                found.add(child)
+                frontier.append(child)
+    found.update(p for p, g in group.items() if g == pid)
+    return sorted(found)
+
+
+def cpu_by_pid(pids: list[int]) -> dict[int, float]:
+    """utime + stime (fields 14 and 15) of each live process, in seconds.
+
+    The process-level /proc/PID/stat is read rather than each /proc/PID/task/TID/stat: it holds
+    the sum over every thread of the process, including threads that already exited (their time
+    would vanish from the per-task files)."""
+    out = {}
+    for pid in pids:
+        f = _stat_fields(pid)
+        if f is not None:
+            out[pid] = (int(f[11]) + int(f[12])) / CLK_TCK
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system) summed over the processes."""
+    return sum(cpu_by_pid(pids).values())
+
+
+def _status_kib(pid: int, key: str) -> int | None:
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return None
+
+
+def rss_bytes(pids: list[int]) -> int:
+    """Current resident set (VmRSS) summed over the processes, in bytes."""
+    return sum((_status_kib(p, "VmRSS") or 0) for p in pids) * 1024
+
+
+def peak_rss_bytes(pids: list[int]) -> int:
+    """Peak resident set (VmHWM) summed over the processes, in bytes."""
+    return sum((_status_kib(p, "VmHWM") or 0) for p in pids) * 1024
+
+
+def reset_peak_rss(pids: list[int]) -> bool:
+    """Reset VmHWM to the current RSS (writing 5 to /proc/PID/clear_refs, Linux >= 4.0), so the
+    peak read after a cell is the peak of that cell. False if the kernel refused."""
+    ok = True
+    for p in pids:
+        try:
+            (PROC / str(p) / "clear_refs").write_text("5")
+        except OSError:
+            ok = False
+    return ok
+
+
+@dataclass
+class Sample:
+    """CPU (per process) and memory of a server tree at one instant."""
+
+    cpu: dict[int, float]
+    rss: int
+    peak_rss: int
+
+    @classmethod
+    def take(cls, leader: int) -> Sample:
+        pids = process_tree(leader)
+        return cls(cpu_by_pid(pids), rss_bytes(pids), peak_rss_bytes(pids))
+
+    @property
+    def pids(self) -> list[int]:
+        return sorted(self.cpu)
+
+    def cpu_since(self, before: Sample) -> float:
+        """CPU seconds the tree spent between `before` and this sample. A process born meanwhile
+        counts in full; one that died meanwhile is lost (its time is not readable any more)."""
+        return sum(max(0.0, t - before.cpu.get(p, 0.0)) for p, t in self.cpu.items())
+
+
+@dataclass
+class IdleMemory:
+    connections: int
+    opened: int
+    rss_before: int
+    rss_after: int
+    seconds: float
+    error: str | None = None
+
+    @property
+    def per_connection(self) -> float | None:
+        if self.opened <= 0:
+            return None
+        return (self.rss_after - self.rss_before) / self.opened
+
+    def to_json(self) -> dict:
+        return {"connections": self.connections, "opened": self.opened,
+                "rss_before_bytes": self.rss_before, "rss_after_bytes": self.rss_after,
+                "per_connection_bytes": self.per_connection, "seconds": round(self.seconds, 3),
+                "error": self.error}
+
+
+def idle_memory(host: str, port: int, leader: int, scenario, n: int,
+                timeout: float = 5.0, settle: float = 0.5) -> IdleMemory:
+    """Open `n` keep-alive connections that each send one request and read its answer, then stay
+    idle; return the RSS growth of the server tree. Connections are opened one after the other so
+    the server's accept backlog never overflows."""
+    pids = process_tree(leader)
+    time.sleep(settle)
+    before = rss_bytes(pids)
+    req = parity.build_request(scenario, host, port)
+    socks: list[socket.socket] = []
+    start = time.monotonic()
+    error = None
+    try:
+        for i in range(n):
+            try:
+                s = socket.create_connection((host, port), timeout=timeout)
+            except OSError as e:
+                error = f"connection {i + 1} of {n}: {e}"
+                break
+            socks.append(s)
+            try:
+                s.sendall(req)
+                parity.read_response(parity._Reader(s, time.monotonic() + timeout),
+                                     scenario.method)
+            except (OSError, parity.ProtocolError) as e:
+                error = f"connection {i + 1} of {n}: {e}"
+                break
+        time.sleep(settle)
+        pids = sorted(set(pids) | set(process_tree(leader)))
+        after = rss_bytes(pids)
+        opened = len(socks) if error is None else len(socks) - 1
+    finally:
+        for s in socks:
+            s.close()
+    return IdleMemory(n, max(opened, 0), before, after, time.monotonic() - start, error)
