@@ -31,7 +31,7 @@ def _servers_in(cells, order):
                                     for k, c in cells.items())]
 
 
-def _bar_chart(res, key, xlabel, scale, path: Path, log=False) -> Path | None:
+def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
     panels = _panels(res)
     order = [s["name"] for s in res.get("servers", [])]
     labels = report._labels(res)
@@ -57,7 +57,8 @@ def _bar_chart(res, key, xlabel, scale, path: Path, log=False) -> Path | None:
                 if v is not None:
                     ys.append(i + (j - (n - 1) / 2) * height)
                     vals.append(v * scale)
-            ax.barh(ys, vals, height=height * 0.95, label=f"c={c}")
+            bars = ax.barh(ys, vals, height=height * 0.95, label=f"c={c}")
+            ax.bar_label(bars, labels=[_num(v) for v in vals], fontsize=6, padding=2)
         ax.set_yticks(range(len(servers)))
         ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
         ax.invert_yaxis()
@@ -65,8 +66,7 @@ def _bar_chart(res, key, xlabel, scale, path: Path, log=False) -> Path | None:
                      fontsize=10)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
-        if log:
-            ax.set_xscale("log")
+        ax.margins(x=0.12)  # room for the value labels
         ax.grid(axis="x", alpha=0.3)
         if n > 1:
             ax.legend(fontsize=7)
@@ -106,17 +106,19 @@ def _latency_chart(res, path: Path) -> Path | None:
                     if v is not None:
                         ys.append(i + (j - (n - 1) / 2) * height)
                         vals.append(v / 1000)
-                ax.barh(ys, vals, height=height * 0.95, color=color, alpha=alpha,
-                        label=f"{lab} c={c}")
+                bars = ax.barh(ys, vals, height=height * 0.95, color=color, alpha=alpha,
+                               label=f"{lab} c={c}")
+                if key == "p99_us":
+                    ax.bar_label(bars, labels=[_num(v) for v in vals], fontsize=6, padding=2)
         ax.set_yticks(range(len(servers)))
         ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xscale("log")
         ax.set_title(f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})",
                      fontsize=10)
-        ax.set_xlabel("latency, ms (log scale; dark p50, light p99)", fontsize=8)
+        ax.set_xlabel("latency, ms (dark: p50, light: p99; lower is better)", fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
+        ax.margins(x=0.12)
         ax.legend(fontsize=7)
     fig.suptitle(_suptitle(res), fontsize=9)
     fig.tight_layout()
@@ -145,7 +147,10 @@ def _memory_chart(res, path: Path) -> Path | None:
             (a1, 1, "KiB per idle keep-alive connection", "Idle memory per connection"),
             (a2, 2, "MiB (VmHWM summed over the process tree)", "Peak RSS under load")):
         vals = [r[idx] if r[idx] is not None else 0 for r in rows]
-        ax.barh(range(len(rows)), vals, color="#4c72b0" if idx == 1 else "#dd8452")
+        bars = ax.barh(range(len(rows)), vals, color="#4c72b0" if idx == 1 else "#dd8452")
+        ax.bar_label(bars, labels=["" if r[idx] is None else _num(r[idx]) for r in rows],
+                     fontsize=6, padding=2)
+        ax.margins(x=0.12)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(names, fontsize=8)
         ax.invert_yaxis()
@@ -160,6 +165,17 @@ def _memory_chart(res, path: Path) -> Path | None:
     fig.savefig(path, format="svg", metadata=METADATA)
     plt.close(fig)
     return path
+
+
+def _num(v: float) -> str:
+    """Compact bar label: 3 significant digits, thousands grouped."""
+    if v >= 1000:
+        return f"{v:,.0f}"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
 
 
 def _suptitle(res) -> str:

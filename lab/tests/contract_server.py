@@ -112,10 +112,13 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, "text/plain", b"not found")
 
 
-def serve(addr: str) -> ThreadingHTTPServer:
+def serve(addr: str, faults: set[str] | None = None) -> ThreadingHTTPServer:
+    """Bind (port 0 picks a free one); call serve_forever() to answer."""
     host, port = addr.rsplit(":", 1)
-    ThreadingHTTPServer.daemon_threads = True
-    return ThreadingHTTPServer((host, int(port)), Handler)
+    srv = ThreadingHTTPServer((host, int(port)), Handler)
+    srv.daemon_threads = True
+    srv.faults = set(FAULTS if faults is None else faults)
+    return srv
 
 
 if __name__ == "__main__":

@@ -1,0 +1,170 @@
+"""The load generator layer: parsing wrk's Lua report and oha's JSON, deciding when a run is
+invalid, and (when wrk is installed) short real runs through wrk_report.lua."""
+
+import json
+import shutil
+import socket
+import threading
+
+import pytest
+
+from peregrine_lab import config, loadgen
+from peregrine_lab.peers import load_contract
+
+CONTRACT = load_contract()
+
+WRK_STDOUT = """Running 1s test @ http://127.0.0.1:8080/plaintext
+  1 threads and 50 connections
+PEREGRINE_LAB_JSON {"requests":118234,"duration_us":1002345,"bytes":16435000,\
+"errors":{"connect":0,"read":0,"write":0,"status":0,"timeout":0},\
+"latency_us":{"min":41.000,"mean":420.500,"stdev":80.125,"max":9000.000,"p50":410.000,\
+"p90":480.000,"p99":1200.000,"p999":4000.000}}
+"""
+
+
+def test_parse_wrk_report_line():
+    r = loadgen.parse_wrk_output(WRK_STDOUT)
+    assert r.requests == 118234
+    assert r.duration_s == pytest.approx(1.002345)
+    assert r.rps == pytest.approx(118234 / 1.002345)
+    assert r.latency_us["p50"] == 410.0 and r.latency_us["p99"] == 1200.0
+    assert r.errors == {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
+    assert loadgen.check_statuses(r, 200) == []
+
+
+def test_parse_wrk_without_report_line_fails_clearly():
+    with pytest.raises(loadgen.LoadgenError, match="no PEREGRINE_LAB_JSON"):
+        loadgen.parse_wrk_output("unable to connect to 127.0.0.1:8080 Connection refused\n")
+    with pytest.raises(loadgen.LoadgenError, match="unreadable"):
+        loadgen.parse_wrk_output("PEREGRINE_LAB_JSON {not json\n")
+    with pytest.raises(loadgen.LoadgenError, match="incomplete"):
+        loadgen.parse_wrk_output('PEREGRINE_LAB_JSON {"requests": 3}\n')
+
+
+def _result(requests=1000, **errors):
+    base = {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
+    base.update(errors)
+    return loadgen.LoadResult(requests, 1.0, 0, base, {"p50": 1.0, "p99": 2.0})
+
+
+def test_check_statuses():
+    assert loadgen.check_statuses(_result(), 200) == []
+    assert "3 read error(s)" in loadgen.check_statuses(_result(read=3), 200)
+    assert any("status >= 400" in p for p in loadgen.check_statuses(_result(status=5), 200))
+    # An expected 500: every answer must be counted as a status error by wrk.
+    assert loadgen.check_statuses(_result(status=1000), 500) == []
+    assert any("status < 400" in p for p in loadgen.check_statuses(_result(status=990), 500))
+    assert "no request completed" in loadgen.check_statuses(_result(requests=0), 200)
+
+
+def test_parse_oha_json():
+    out = json.dumps({
+        "summary": {"successRate": 1.0, "total": 2.0, "slowest": 0.01, "fastest": 0.0001,
+                    "average": 0.0005, "requestsPerSec": 5000.0, "totalData": 130000},
+        "latencyPercentiles": {"p50": 0.0004, "p90": 0.0008, "p99": 0.002, "p99.9": 0.005},
+        "statusCodeDistribution": {"200": 9990, "404": 10},
+        "errorDistribution": {"connection closed": 2},
+    })
+    r = loadgen.parse_oha_output(out)
+    assert r.requests == 10000 and r.rps == 5000.0
+    assert r.latency_us["p50"] == pytest.approx(400.0)
+    problems = loadgen.check_statuses(r, 200)
+    assert any("2 other error(s)" in p for p in problems)
+    assert any("unexpected statuses {'404': 10}" in p for p in problems)
+    with pytest.raises(loadgen.LoadgenError):
+        loadgen.parse_oha_output("not json")
+
+
+def test_wrk_command_passes_method_body_and_headers(tmp_path):
+    post = CONTRACT.by_name("post_json")
+    body = tmp_path / "b"
+    cmd = loadgen.wrk_command("http://127.0.0.1:1/users", post, concurrency=64, threads=1,
+                              duration=1.4, pipeline=16, body_file=body)
+    assert cmd[:7] == ["wrk", "-t", "1", "-c", "64", "-d", "1s"]
+    assert str(config.WRK_SCRIPT) in cmd
+    tail = cmd[cmd.index("--") + 1:]
+    assert tail == ["16", "POST", str(body), "Content-Type: application/json"]
+    # Never more threads than connections (wrk refuses that).
+    cmd1 = loadgen.wrk_command("http://x/", post, concurrency=1, threads=4, duration=1,
+                               pipeline=0, body_file=None)
+    assert cmd1[1:5] == ["-t", "1", "-c", "1"]
+
+
+needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")
+
+
+def _run(srv, name, pipeline=0, concurrency=4, tmp_path=None):
+    scen = CONTRACT.by_name(name)
+    body = None
+    if scen.body:
+        body = tmp_path / f"{name}.body"
+        body.write_bytes(scen.body)
+    return loadgen.run("wrk", f"http://{srv.host}:{srv.port}{scen.path}", scen,
+                       concurrency=concurrency, pipeline=pipeline, duration=1, client_cpus=None,
+                       threads=1, body_file=body, timeout=3)
+
+
+@needs_wrk
+def test_real_wrk_get_post_and_expected_500(contract_srv, tmp_path):
+    for name in ("plaintext", "post_json"):
+        r = _run(contract_srv, name, tmp_path=tmp_path)
+        assert r.requests > 0, name
+        assert loadgen.check_statuses(r, 200 if name == "plaintext" else 201) == [], name
+    err = _run(contract_srv, "error", tmp_path=tmp_path)
+    assert err.requests > 0 and err.errors["status"] == err.requests
+    assert loadgen.check_statuses(err, 500) == []
+
+
+@needs_wrk
+def test_real_wrk_flags_a_wrong_status(make_server, tmp_path):
+    srv = make_server("error_status")  # /error answers 200 instead of 500
+    r = _run(srv, "error", tmp_path=tmp_path)
+    assert any("status < 400" in p for p in loadgen.check_statuses(r, 500))
+
+
+@needs_wrk
+def test_real_wrk_pipelines_the_requested_depth(tmp_path):
+    """A raw server records the first packet wrk writes on a connection: with depth 8 it holds
+    8 complete requests."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    first = []
+
+    def serve():
+        # wrk may open a connection and close it without writing (a connect check): keep
+        # accepting until a connection carries data.
+        ls.settimeout(3)
+        while not first:
+            try:
+                c, _ = ls.accept()
+            except OSError:
+                return
+            data = b""
+            c.settimeout(2)
+            while data.count(b"\r\n\r\n") < 8:
+                try:
+                    chunk = c.recv(65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                data += chunk
+            if data:
+                first.append(data)
+                resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                c.sendall(resp * data.count(b"\r\n\r\n"))
+            c.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    scen = CONTRACT.by_name("plaintext")
+    try:
+        loadgen.run("wrk", f"http://127.0.0.1:{ls.getsockname()[1]}/plaintext", scen,
+                    concurrency=1, pipeline=8, duration=1, client_cpus=None, threads=1,
+                    body_file=None, timeout=1)
+    except loadgen.LoadgenError:
+        pass  # the raw server closes after one batch; only what wrk sent matters here
+    t.join(5)
+    ls.close()
+    assert first and first[0].count(b"GET /plaintext HTTP/1.1\r\n") == 8
