@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 
@@ -122,32 +123,51 @@ impl Conn {
     }
 
     /// Waits (until `deadline`) for the socket to be readable and reads what is there into the
-    /// read buffer, taking a buffer from the pool first if the connection had released its own.
+    /// read buffer.
     async fn fill(&self, deadline: Instant) -> io::Result<Fill> {
         loop {
             match timeout_at(deadline, self.stream.readable()).await {
                 Err(_) => return Ok(Fill::TimedOut),
                 Ok(r) => r?,
             }
-            let mut io = self.io.borrow_mut();
-            if io.rbuf.capacity() == 0 {
-                io.rbuf = self.shared.take_read_buf();
+            if let Some(f) = self.try_fill()? {
+                return Ok(f);
             }
-            if io.out.capacity() == 0 {
-                io.out = self.shared.take_out_buf();
+        }
+    }
+
+    /// One non-blocking read into the read buffer, taking buffers from the pool first if the
+    /// connection had released its own. `None` if nothing was there.
+    fn try_fill(&self) -> io::Result<Option<Fill>> {
+        let mut io = self.io.borrow_mut();
+        if io.rbuf.capacity() == 0 {
+            io.rbuf = self.shared.take_read_buf();
+        }
+        if io.out.capacity() == 0 {
+            io.out = self.shared.take_out_buf();
+        }
+        if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
+            io.rbuf.reserve(READ_BUF_INITIAL);
+        }
+        let spare = io.rbuf.capacity() - io.rbuf.len();
+        match self.stream.try_read_buf(&mut io.rbuf) {
+            Ok(0) => {
+                io.eof = true;
+                Ok(Some(Fill::Eof))
             }
-            if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
-                io.rbuf.reserve(READ_BUF_INITIAL);
-            }
-            match self.stream.try_read_buf(&mut io.rbuf) {
-                Ok(0) => {
-                    io.eof = true;
-                    return Ok(Fill::Eof);
+            Ok(n) => {
+                if n < spare {
+                    // A short read drained the socket: forget the readiness now (as tokio's
+                    // own `poll_read` does) instead of paying a `read(2)` that returns EAGAIN.
+                    // Edge-triggered epoll reports any later data as a new event.
+                    let _ = self.stream.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                    });
                 }
-                Ok(_) => return Ok(Fill::Data),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
+                Ok(Some(Fill::Data))
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -801,20 +821,26 @@ async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
             if conn.shared.is_shutting_down() {
                 return Close::Now;
             }
-            conn.release_buffers();
-            tokio::select! {
-                biased;
-                r = conn.stream.readable() => match r {
-                    Ok(()) => {}
-                    Err(_) => return Close::Now,
-                },
-                _ = tokio::time::sleep(cfg.idle_timeout) => return Close::Now,
-                _ = conn.shared.shutdown.notified() => return Close::Now,
+            let idle_deadline = Instant::now() + cfg.idle_timeout;
+            loop {
+                conn.release_buffers();
+                tokio::select! {
+                    biased;
+                    r = conn.stream.readable() => {
+                        if r.is_err() {
+                            return Close::Now;
+                        }
+                    }
+                    _ = tokio::time::sleep_until(idle_deadline) => return Close::Now,
+                    _ = conn.shared.shutdown.notified() => return Close::Now,
+                }
+                match conn.try_fill() {
+                    Ok(Some(f)) => break Ok(f),
+                    // Readiness was stale: still idle.
+                    Ok(None) => continue,
+                    Err(e) => break Err(e),
+                }
             }
-            // A new request starts: its head must be complete within the header timeout.
-            let deadline = Instant::now() + cfg.header_timeout;
-            head_deadline = Some(deadline);
-            conn.fill(deadline).await
         } else {
             let deadline =
                 *head_deadline.get_or_insert_with(|| Instant::now() + cfg.header_timeout);

@@ -16,7 +16,10 @@ fn serves_plaintext_with_date_and_server() {
     assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     assert_eq!(r.header("server"), Some("peregrine"));
     let date = r.header("date").expect("Date header");
-    assert!(date.ends_with(" GMT") && date.len() == 29, "IMF-fixdate: {date:?}");
+    assert!(
+        date.ends_with(" GMT") && date.len() == 29,
+        "IMF-fixdate: {date:?}"
+    );
     assert!(!r.closes());
     // Keep-alive: a second request on the same connection.
     c.send(&get("/plaintext"));
@@ -30,7 +33,10 @@ fn request_accessors_see_the_parsed_head() {
     let mut c = Client::new(h.local_addr());
     c.send(b"GET /target?a=1&b=%20 HTTP/1.1\r\nHost: example.com:8080\r\nX-Test: v\r\n\r\n");
     let r = c.read_response();
-    assert_eq!(r.body_str(), "GET /target?a=1&b=%20 Some(\"a=1&b=%20\") Some(\"example.com:8080\")");
+    assert_eq!(
+        r.body_str(),
+        "GET /target?a=1&b=%20 Some(\"a=1&b=%20\") Some(\"example.com:8080\")"
+    );
     c.send(b"GET /header HTTP/1.1\r\nHost: a\r\nx-TEST:  spaced value \t\r\n\r\n");
     assert_eq!(c.read_response().body_str(), "spaced value");
     h.shutdown();
@@ -81,7 +87,11 @@ fn invalid_request_after_valid_ones_is_answered_after_them_then_closed() {
     assert!(err.closes());
     assert!(!err.body.is_empty(), "error responses carry the reason");
     assert!(c.at_eof(), "nothing after the error response");
-    assert_eq!(calls.get(), 2, "the request after the invalid one is never handled");
+    assert_eq!(
+        calls.get(),
+        2,
+        "the request after the invalid one is never handled"
+    );
     h.shutdown();
 }
 
@@ -121,7 +131,13 @@ fn handler_connection_close_header_closes() {
     c.send(&get("/close"));
     let r = c.read_response();
     assert!(r.closes());
-    assert_eq!(r.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("connection")).count(), 1);
+    assert_eq!(
+        r.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .count(),
+        1
+    );
     assert!(c.at_eof());
     h.shutdown();
 }
@@ -251,14 +267,20 @@ fn invalid_response_header_is_not_sent() {
 
 #[test]
 fn max_requests_per_connection() {
-    let (h, _) = start(ServerConfig { max_requests_per_connection: Some(2), ..config() });
+    let (h, _) = start(ServerConfig {
+        max_requests_per_connection: Some(2),
+        ..config()
+    });
     let mut c = Client::new(h.local_addr());
     let mut batch = get("/plaintext");
     batch.extend(get("/plaintext"));
     batch.extend(get("/plaintext"));
     c.send(&batch);
     assert!(!c.read_response().closes());
-    assert!(c.read_response().closes(), "the last allowed response says Connection: close");
+    assert!(
+        c.read_response().closes(),
+        "the last allowed response says Connection: close"
+    );
     assert!(c.at_eof());
     h.shutdown();
 }

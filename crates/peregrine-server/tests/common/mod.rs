@@ -67,11 +67,11 @@ pub fn service(calls: Calls) -> impl Service {
                 "/big" => Response::text(Bytes::from(vec![b'x'; 256 * 1024])),
                 "/stream" => {
                     let n: usize = req.query().and_then(|q| q.parse().ok()).unwrap_or(3);
-                    let chunks: Vec<Result<Bytes, std::io::Error>> =
-                        (0..n).map(|i| Ok(Bytes::from(format!("chunk{i};")))).collect();
-                    Response::new(200).with_body(ResponseBody::Stream(Box::pin(Iter(
-                        chunks.into_iter(),
-                    ))))
+                    let chunks: Vec<Result<Bytes, std::io::Error>> = (0..n)
+                        .map(|i| Ok(Bytes::from(format!("chunk{i};"))))
+                        .collect();
+                    Response::new(200)
+                        .with_body(ResponseBody::Stream(Box::pin(Iter(chunks.into_iter()))))
                 }
                 "/204" => Response::new(204),
                 "/304" => Response::new(304),
@@ -83,9 +83,13 @@ pub fn service(calls: Calls) -> impl Service {
                     req.authority()
                 )),
                 "/header" => Response::text(
-                    req.header("x-test").map(|v| v.to_vec()).unwrap_or_else(|| b"none".to_vec()),
+                    req.header("x-test")
+                        .map(|v| v.to_vec())
+                        .unwrap_or_else(|| b"none".to_vec()),
                 ),
-                "/bad-header" => Response::text("x").with_header("X-Evil", b"a\r\nInjected: 1".to_vec()),
+                "/bad-header" => {
+                    Response::text("x").with_header("X-Evil", b"a\r\nInjected: 1".to_vec())
+                }
                 "/close" => Response::text("bye").with_header("Connection", b"close".as_slice()),
                 _ => Response::text("Not Found").with_status(404),
             }
@@ -108,17 +112,13 @@ impl<I: Iterator<Item = Result<Bytes, std::io::Error>> + Unpin> futures_core::St
 
 /// Streams a request body back as a response body.
 fn futures_stream(body: peregrine_server::Body) -> peregrine_server::response::BodyStream {
+    type Next = std::pin::Pin<
+        Box<dyn std::future::Future<Output = (peregrine_server::Body, Option<Bytes>)>>,
+    >;
     struct S {
-        fut: Option<
-            std::pin::Pin<
-                Box<dyn std::future::Future<Output = (peregrine_server::Body, Option<Bytes>)>>,
-            >,
-        >,
+        fut: Option<Next>,
     }
-    fn next(
-        mut body: peregrine_server::Body,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = (peregrine_server::Body, Option<Bytes>)>>>
-    {
+    fn next(mut body: peregrine_server::Body) -> Next {
         Box::pin(async move {
             let c = body.chunk().await.ok().flatten();
             (body, c)
@@ -130,7 +130,9 @@ fn futures_stream(body: peregrine_server::Body) -> peregrine_server::response::B
             mut self: std::pin::Pin<&mut Self>,
             cx: &mut std::task::Context<'_>,
         ) -> std::task::Poll<Option<Self::Item>> {
-            let Some(fut) = self.fut.as_mut() else { return std::task::Poll::Ready(None) };
+            let Some(fut) = self.fut.as_mut() else {
+                return std::task::Poll::Ready(None);
+            };
             match fut.as_mut().poll(cx) {
                 std::task::Poll::Pending => std::task::Poll::Pending,
                 std::task::Poll::Ready((body, Some(c))) => {
@@ -144,13 +146,17 @@ fn futures_stream(body: peregrine_server::Body) -> peregrine_server::response::B
             }
         }
     }
-    Box::pin(S { fut: Some(next(body)) })
+    Box::pin(S {
+        fut: Some(next(body)),
+    })
 }
 
 /// Starts the test service with `cfg`.
 pub fn start(cfg: ServerConfig) -> (ServerHandle, Calls) {
     let calls = Calls::default();
-    let handle = Server::new(cfg).serve(service(calls.clone())).expect("serve");
+    let handle = Server::new(cfg)
+        .serve(service(calls.clone()))
+        .expect("serve");
     (handle, calls)
 }
 
@@ -173,13 +179,17 @@ pub struct Resp {
 
 impl Resp {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     pub fn body_str(&self) -> &str {
         std::str::from_utf8(&self.body).unwrap()
     }
     pub fn closes(&self) -> bool {
-        self.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"))
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
     }
 }
 
@@ -191,7 +201,10 @@ pub struct Client {
 
 impl Client {
     pub fn new(addr: SocketAddr) -> Self {
-        Client { stream: connect(addr), buf: Vec::new() }
+        Client {
+            stream: connect(addr),
+            buf: Vec::new(),
+        }
     }
 
     pub fn send(&mut self, bytes: &[u8]) {
@@ -207,8 +220,9 @@ impl Client {
                 self.buf.extend_from_slice(&tmp[..n]);
                 true
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-                || e.kind() == std::io::ErrorKind::TimedOut =>
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
             {
                 panic!("no bytes from the server within {CLIENT_WAIT:?}")
             }
@@ -243,7 +257,11 @@ impl Client {
     pub fn read_response_for(&mut self, method: &str) -> Option<Resp> {
         let status_line = self.take_line()?;
         let mut parts = status_line.splitn(3, ' ');
-        assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {status_line:?}");
+        assert_eq!(
+            parts.next(),
+            Some("HTTP/1.1"),
+            "status line {status_line:?}"
+        );
         let status: u16 = parts.next().unwrap().parse().unwrap();
         let mut headers = Vec::new();
         loop {
@@ -254,10 +272,20 @@ impl Client {
             let (n, v) = line.split_once(':').expect("header line");
             headers.push((n.to_string(), v.trim().to_string()));
         }
-        let mut resp = Resp { status, headers, body: Vec::new(), chunked: false };
-        let cl = resp.header("content-length").map(|v| v.parse::<usize>().unwrap());
+        let mut resp = Resp {
+            status,
+            headers,
+            body: Vec::new(),
+            chunked: false,
+        };
+        let cl = resp
+            .header("content-length")
+            .map(|v| v.parse::<usize>().unwrap());
         let te = resp.header("transfer-encoding").map(str::to_string);
-        assert!(!(cl.is_some() && te.is_some()), "both Content-Length and Transfer-Encoding");
+        assert!(
+            !(cl.is_some() && te.is_some()),
+            "both Content-Length and Transfer-Encoding"
+        );
         if method == "HEAD" || status == 204 || status == 304 || status < 200 {
             return Some(resp);
         }
@@ -275,7 +303,9 @@ impl Client {
                 assert_eq!(self.take_line().as_deref(), Some(""), "CRLF after chunk");
             }
         } else if let Some(n) = cl {
-            resp.body = self.take_exact(n).expect("body shorter than Content-Length");
+            resp.body = self
+                .take_exact(n)
+                .expect("body shorter than Content-Length");
         } else {
             // Close-delimited.
             while self.more() {}
@@ -285,7 +315,8 @@ impl Client {
     }
 
     pub fn read_response(&mut self) -> Resp {
-        self.read_response_for("GET").expect("connection closed before a response")
+        self.read_response_for("GET")
+            .expect("connection closed before a response")
     }
 
     /// `true` if the server closed the connection with nothing more to read.
