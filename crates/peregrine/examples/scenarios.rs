@@ -134,7 +134,8 @@ async fn empty(_req: Request) -> Response {
     Response::new(204)
 }
 
-fn app() -> App {
+/// The application, also used by `tests/scenarios.rs`.
+pub fn app() -> App {
     let layered = Router::new()
         .route("/middleware", get(middleware_ok))
         .layer(MarkLayer("x-mw-5"))

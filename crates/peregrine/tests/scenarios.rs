@@ -1,0 +1,101 @@
+//! The scenario application (examples/scenarios.rs) against every scenario of the lab contract
+//! (lab/contract/scenarios.json), checked the way the lab runner checks peers.
+
+#[allow(dead_code)]
+#[path = "../examples/scenarios.rs"]
+mod scenarios;
+
+mod common;
+use common::TestServer;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn contract_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../lab/contract")
+}
+
+fn build_request(req: &Value) -> String {
+    let method = req["method"].as_str().unwrap();
+    let path = req["path"].as_str().unwrap();
+    let body = req["body"].as_str().unwrap_or("");
+    let mut s = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
+    if let Some(h) = req["headers"].as_object() {
+        for (k, v) in h {
+            s.push_str(&format!("{k}: {}\r\n", v.as_str().unwrap()));
+        }
+    }
+    if !body.is_empty() {
+        s.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    s.push_str("\r\n");
+    s.push_str(body);
+    s
+}
+
+#[test]
+fn every_contract_scenario_is_answered_exactly() {
+    let contract: Value =
+        serde_json::from_slice(&std::fs::read(contract_dir().join("scenarios.json")).unwrap()).unwrap();
+    let s = TestServer::start(scenarios::app());
+    let required: Vec<&str> =
+        contract["required_headers"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let list = contract["scenarios"].as_array().unwrap();
+    assert!(list.len() >= 10);
+    for sc in list {
+        let name = sc["name"].as_str().unwrap();
+        let exp = &sc["expect"];
+        // Twice on one connection: the answer must not depend on connection state.
+        let mut conn = s.connect();
+        for round in 0..2 {
+            conn.write(build_request(&sc["request"]).as_bytes());
+            let r = conn.read(false);
+            let ctx = format!("{name} (round {round}): {:?} {:?}", r.headers, String::from_utf8_lossy(&r.body));
+            assert_eq!(r.status as u64, exp["status"].as_u64().unwrap(), "{ctx}");
+            for h in &required {
+                assert!(r.header(h).is_some(), "missing {h}: {ctx}");
+            }
+            if let Some(prefix) = exp["content_type_prefix"].as_str() {
+                assert!(r.header("content-type").unwrap_or("").starts_with(prefix), "{ctx}");
+            }
+            if let Some(body) = exp["body"].as_str() {
+                assert_eq!(r.text(), body, "{ctx}");
+            }
+            if !exp["json"].is_null() {
+                assert_eq!(r.json(), exp["json"], "{ctx}");
+            }
+            if let Some(file) = exp["json_file"].as_str() {
+                let want: Value =
+                    serde_json::from_slice(&std::fs::read(contract_dir().join(file)).unwrap()).unwrap();
+                assert_eq!(r.json(), want, "{ctx}");
+                assert!(r.body.len() > 8 * 1024, "large payload is ~10 KiB: {}", r.body.len());
+            }
+            for h in exp["headers"].as_array().into_iter().flatten() {
+                let h = h.as_str().unwrap();
+                assert!(r.header(h).is_some(), "missing {h}: {ctx}");
+            }
+            if let Some(hv) = exp["header_values"].as_object() {
+                for (k, v) in hv {
+                    assert_eq!(r.header(k), v.as_str(), "{k}: {ctx}");
+                }
+            }
+            for h in exp["absent_headers"].as_array().into_iter().flatten() {
+                let h = h.as_str().unwrap();
+                assert!(r.header(h).is_none(), "unexpected {h}: {ctx}");
+            }
+        }
+    }
+}
+
+#[test]
+fn scenario_app_rejects_bad_input_with_problems() {
+    let s = TestServer::start(scenarios::app());
+    s.get("/users/abc", &[]).assert_problem(400, "Bad Request");
+    s.get("/search?q=x", &[]).assert_problem(400, "Bad Request");
+    let r = s.send(&common::request("POST", "/users", &["Content-Type: text/plain"], "{}"));
+    r.assert_problem(415, "Unsupported Media Type");
+    let r = s.send(&common::request("POST", "/users", &["Content-Type: application/json"], "{\"name\":1}"));
+    r.assert_problem(400, "Bad Request");
+    s.get("/nope", &[]).assert_problem(404, "Not Found");
+    let r = s.send(&common::request("DELETE", "/json", &[], ""));
+    assert_eq!((r.status, r.header("allow")), (405, Some("GET, HEAD, OPTIONS")));
+}
