@@ -22,7 +22,9 @@ async fn plaintext(_req: Request) -> &'static str {
 }
 
 async fn json(_req: Request) -> Json<Message> {
-    Json(Message { message: "Hello, World!" })
+    Json(Message {
+        message: "Hello, World!",
+    })
 }
 
 #[derive(Serialize)]
@@ -33,7 +35,10 @@ struct User {
 
 async fn user(req: Request) -> Result<Json<User>, Error> {
     let id: u64 = req.param("id")?;
-    Ok(Json(User { id, name: format!("user-{id}") }))
+    Ok(Json(User {
+        id,
+        name: format!("user-{id}"),
+    }))
 }
 
 #[derive(Serialize, Deserialize)]
@@ -66,7 +71,11 @@ struct Member {
 }
 
 async fn member(req: Request) -> Result<Json<Member>, Error> {
-    Ok(Json(Member { org: req.param("org")?, team: req.param("team")?, member: req.param("member")? }))
+    Ok(Json(Member {
+        org: req.param("org")?,
+        team: req.param("team")?,
+        member: req.param("member")?,
+    }))
 }
 
 async fn middleware_ok(_req: Request) -> &'static str {
@@ -150,7 +159,10 @@ pub fn app() -> App {
         .route("/users/{id}", get(user))
         .route("/users", post(create_user))
         .route("/search", get(search))
-        .route("/api/v1/orgs/{org}/teams/{team}/members/{member}", get(member))
+        .route(
+            "/api/v1/orgs/{org}/teams/{team}/members/{member}",
+            get(member),
+        )
         .route("/error", get(error))
         .route("/large", get(large))
         .route("/empty", get(empty))
@@ -165,7 +177,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    eprintln!("scenarios: listening on {} with {} workers", config.addr, config.workers);
+    eprintln!(
+        "scenarios: listening on {} with {} workers",
+        config.addr, config.workers
+    );
     if let Err(e) = app().run(config) {
         eprintln!("scenarios: {e}");
         std::process::exit(1);

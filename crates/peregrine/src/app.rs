@@ -324,9 +324,18 @@ impl Service for AppService {
             }
         }));
         match started {
-            Ok(Ok(fut)) => AppFuture { fut: Some(fut), ready: None },
-            Ok(Err(res)) => AppFuture { fut: None, ready: Some(res) },
-            Err(p) => AppFuture { fut: None, ready: Some(panic_response(p)) },
+            Ok(Ok(fut)) => AppFuture {
+                fut: Some(fut),
+                ready: None,
+            },
+            Ok(Err(res)) => AppFuture {
+                fut: None,
+                ready: Some(res),
+            },
+            Err(p) => AppFuture {
+                fut: None,
+                ready: Some(panic_response(p)),
+            },
         }
     }
 }

@@ -39,7 +39,9 @@ pub fn from_env_and_args<I: IntoIterator<Item = String>>(args: I) -> Result<Serv
                 (a, v)
             }
         };
-        let name = flag.strip_prefix("--").ok_or_else(|| format!("unexpected argument {flag}"))?;
+        let name = flag
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument {flag}"))?;
         if !VARS.iter().any(|(_, f)| *f == name) {
             return Err(format!("unknown flag --{name}"));
         }
@@ -81,11 +83,16 @@ mod tests {
 
     #[test]
     fn flags_parse_and_errors_are_clear() {
-        let c = from_env_and_args(["--max-body=10", "--idle-timeout", "5"].map(String::from)).unwrap();
+        let c =
+            from_env_and_args(["--max-body=10", "--idle-timeout", "5"].map(String::from)).unwrap();
         assert_eq!(c.max_body_size, 10);
         assert_eq!(c.idle_timeout, Duration::from_secs(5));
         assert!(from_env_and_args(["--workers", "0"].map(String::from)).is_err());
-        assert!(from_env_and_args(["--nope", "1"].map(String::from)).unwrap_err().contains("unknown"));
-        assert!(from_env_and_args(["--addr"].map(String::from)).unwrap_err().contains("needs a value"));
+        assert!(from_env_and_args(["--nope", "1"].map(String::from))
+            .unwrap_err()
+            .contains("unknown"));
+        assert!(from_env_and_args(["--addr"].map(String::from))
+            .unwrap_err()
+            .contains("needs a value"));
     }
 }

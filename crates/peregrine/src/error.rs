@@ -49,7 +49,11 @@ impl Error {
     /// assert_eq!(e.title(), "Conflict");
     /// ```
     pub fn new(status: u16) -> Self {
-        let status = if (400..=599).contains(&status) { status } else { 500 };
+        let status = if (400..=599).contains(&status) {
+            status
+        } else {
+            500
+        };
         Error {
             status,
             title: Cow::Borrowed(reason_phrase(status)),
@@ -202,8 +206,12 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         if self.status >= 500 {
             match (&self.source, &self.detail) {
-                (Some(src), _) => tracing::error!(status = self.status, error = %src, "handler failed"),
-                (None, Some(d)) => tracing::error!(status = self.status, detail = %d, "handler failed"),
+                (Some(src), _) => {
+                    tracing::error!(status = self.status, error = %src, "handler failed")
+                }
+                (None, Some(d)) => {
+                    tracing::error!(status = self.status, detail = %d, "handler failed")
+                }
                 (None, None) => tracing::debug!(status = self.status, "handler failed"),
             }
         }
@@ -277,17 +285,24 @@ mod tests {
             body_json(&r),
             serde_json::json!({"type":"about:blank","title":"Internal Server Error","status":500})
         );
-        assert!(r.headers.iter().any(|(n, v)| n == "content-type" && &v[..] == PROBLEM_JSON));
+        assert!(r
+            .headers
+            .iter()
+            .any(|(n, v)| n == "content-type" && &v[..] == PROBLEM_JSON));
     }
 
     #[test]
     fn client_error_shows_detail_server_error_hides_it() {
-        let r = Error::bad_request().with_detail("bad \"id\"").into_response();
+        let r = Error::bad_request()
+            .with_detail("bad \"id\"")
+            .into_response();
         assert_eq!(
             body_json(&r),
             serde_json::json!({"type":"about:blank","title":"Bad Request","status":400,"detail":"bad \"id\""})
         );
-        let r = Error::new(503).with_detail("pool exhausted at 10.0.0.3").into_response();
+        let r = Error::new(503)
+            .with_detail("pool exhausted at 10.0.0.3")
+            .into_response();
         assert_eq!(
             body_json(&r),
             serde_json::json!({"type":"about:blank","title":"Service Unavailable","status":503})
@@ -302,7 +317,12 @@ mod tests {
 
     #[test]
     fn extra_headers_are_kept() {
-        let r = Error::new(405).with_header("allow", &b"GET, HEAD"[..]).into_response();
-        assert!(r.headers.iter().any(|(n, v)| n == "allow" && &v[..] == b"GET, HEAD"));
+        let r = Error::new(405)
+            .with_header("allow", &b"GET, HEAD"[..])
+            .into_response();
+        assert!(r
+            .headers
+            .iter()
+            .any(|(n, v)| n == "allow" && &v[..] == b"GET, HEAD"));
     }
 }

@@ -72,7 +72,9 @@ impl ServeDir {
 
 /// Decodes and checks a request path relative to a root: `None` if it is not acceptable.
 pub(crate) fn safe_relative(raw: &str) -> Option<PathBuf> {
-    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8().ok()?;
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()?;
     if decoded.contains('\0') || decoded.contains('\\') {
         return None;
     }
@@ -137,7 +139,9 @@ pub struct ServeFile {
 impl ServeFile {
     /// Serves `path`.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        ServeFile { path: Arc::new(path.into()) }
+        ServeFile {
+            path: Arc::new(path.into()),
+        }
     }
 }
 
@@ -161,14 +165,20 @@ pub(crate) fn validators(len: u64, modified: Option<SystemTime>) -> (String, Opt
 pub(crate) fn none_match(header: &str, etag: &str) -> bool {
     let strip = |t: &str| t.trim().trim_start_matches("W/").to_owned();
     let etag = strip(etag);
-    header.split(',').any(|t| t.trim() == "*" || strip(t) == etag)
+    header
+        .split(',')
+        .any(|t| t.trim() == "*" || strip(t) == etag)
 }
 
 /// Is the file unmodified since the `If-Modified-Since` date? (One-second resolution, as HTTP
 /// dates have.) An unparseable date is ignored, as RFC 9110 §13.1.3 requires.
 pub(crate) fn not_modified_since(header: &str, modified: SystemTime) -> bool {
-    let Ok(since) = httpdate::parse_http_date(header) else { return false };
-    let m = modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let Ok(since) = httpdate::parse_http_date(header) else {
+        return false;
+    };
+    let m = modified
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let s = since.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     m <= s
 }
@@ -205,9 +215,13 @@ async fn serve_file(req: &Request, path: &Path) -> Result<Response, Error> {
     let (etag, last_modified) = validators(meta.len(), modified);
 
     let mut res = Response::new(200);
-    res.headers.push((Cow::Borrowed("etag"), Cow::Owned(etag.clone().into_bytes())));
+    res.headers
+        .push((Cow::Borrowed("etag"), Cow::Owned(etag.clone().into_bytes())));
     if let Some(lm) = &last_modified {
-        res.headers.push((Cow::Borrowed("last-modified"), Cow::Owned(lm.clone().into_bytes())));
+        res.headers.push((
+            Cow::Borrowed("last-modified"),
+            Cow::Owned(lm.clone().into_bytes()),
+        ));
     }
 
     let method = req.method_kind();
@@ -226,12 +240,16 @@ async fn serve_file(req: &Request, path: &Path) -> Result<Response, Error> {
         }
     }
 
-    res.headers.push((Cow::Borrowed("content-type"), content_type(path)));
+    res.headers
+        .push((Cow::Borrowed("content-type"), content_type(path)));
     if meta.len() <= WHOLE_FILE_LIMIT {
         let data = read_all(file, meta.len()).await?;
         res.body = ResponseBody::Full(data);
     } else {
-        res.body = ResponseBody::Stream(Box::pin(FileStream { file, buf: BytesMut::new() }));
+        res.body = ResponseBody::Stream(Box::pin(FileStream {
+            file,
+            buf: BytesMut::new(),
+        }));
     }
     Ok(res)
 }
@@ -313,8 +331,14 @@ mod tests {
 
     #[test]
     fn content_types() {
-        assert_eq!(&content_type(Path::new("a.html"))[..], b"text/html; charset=utf-8");
+        assert_eq!(
+            &content_type(Path::new("a.html"))[..],
+            b"text/html; charset=utf-8"
+        );
         assert_eq!(&content_type(Path::new("a.png"))[..], b"image/png");
-        assert_eq!(&content_type(Path::new("a.unknownext"))[..], b"application/octet-stream");
+        assert_eq!(
+            &content_type(Path::new("a.unknownext"))[..],
+            b"application/octet-stream"
+        );
     }
 }

@@ -51,7 +51,9 @@ pub use error::Error;
 pub use handler::{BoxFuture, Handler};
 pub use request::Request;
 pub use response::{BodySender, Disconnected, Html, IntoResponse, Json, Redirect, StreamBody};
-pub use router::{any, delete, get, head, on, options, patch, post, put, trace, MethodRouter, Router};
+pub use router::{
+    any, delete, get, head, on, options, patch, post, put, trace, MethodRouter, Router,
+};
 
 /// The engine underneath (configuration, raw request/response types).
 pub use peregrine_server as server;

@@ -56,7 +56,13 @@ impl Request {
         route: u32,
         params: SmallVec<[(u32, u32); 4]>,
     ) -> Self {
-        Request { inner, shared, route, params, extensions: None }
+        Request {
+            inner,
+            shared,
+            route,
+            params,
+            extensions: None,
+        }
     }
 
     /// The method as sent, e.g. `"GET"`.
@@ -105,7 +111,10 @@ impl Request {
     /// The pattern of the matched route, e.g. `"/users/{id}"`; `None` when no route matched
     /// (seen by application-wide middleware on a 404).
     pub fn route(&self) -> Option<&str> {
-        self.shared.routes.get(self.route as usize).map(|r| &*r.pattern)
+        self.shared
+            .routes
+            .get(self.route as usize)
+            .map(|r| &*r.pattern)
     }
 
     /// The raw (still percent-encoded) value of path parameter `name`.
@@ -123,9 +132,12 @@ impl Request {
     /// parameter (a programming error, logged).
     pub fn param_str(&self, name: &str) -> Result<Cow<'_, str>, Error> {
         let raw = self.param_raw(name).ok_or_else(|| missing_param(name))?;
-        percent_encoding::percent_decode_str(raw).decode_utf8().map_err(|_| {
-            Error::bad_request().with_detail(format!("path parameter `{name}` is not valid UTF-8"))
-        })
+        percent_encoding::percent_decode_str(raw)
+            .decode_utf8()
+            .map_err(|_| {
+                Error::bad_request()
+                    .with_detail(format!("path parameter `{name}` is not valid UTF-8"))
+            })
     }
 
     /// Path parameter `name`, percent-decoded and parsed with [`FromStr`].
@@ -144,9 +156,8 @@ impl Request {
         T::Err: std::fmt::Display,
     {
         let s = self.param_str(name)?;
-        s.parse::<T>().map_err(|e| {
-            Error::bad_request().with_detail(format!("path parameter `{name}`: {e}"))
-        })
+        s.parse::<T>()
+            .map_err(|e| Error::bad_request().with_detail(format!("path parameter `{name}`: {e}")))
     }
 
     /// All path parameters as `(name, raw value)` pairs in pattern order.
@@ -192,7 +203,9 @@ impl Request {
     /// ```
     #[inline]
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.inner.header(name).and_then(|v| std::str::from_utf8(v).ok())
+        self.inner
+            .header(name)
+            .and_then(|v| std::str::from_utf8(v).ok())
     }
     /// First value of header `name` (case-insensitive), byte-exact.
     #[inline]
@@ -298,15 +311,18 @@ impl Request {
     /// # let _ = upload;
     /// ```
     pub async fn bytes_limited(&mut self, limit: usize) -> Result<Bytes, Error> {
-        self.inner.body_mut().to_bytes(limit).await.map_err(body_error)
+        self.inner
+            .body_mut()
+            .to_bytes(limit)
+            .await
+            .map_err(body_error)
     }
 
     /// The body as UTF-8 text (400 if it is not UTF-8).
     pub async fn text(&mut self) -> Result<String, Error> {
         let b = self.bytes().await?;
-        String::from_utf8(b.into()).map_err(|_| {
-            Error::bad_request().with_detail("request body is not valid UTF-8")
-        })
+        String::from_utf8(b.into())
+            .map_err(|_| Error::bad_request().with_detail("request body is not valid UTF-8"))
     }
 
     /// The body parsed as JSON into `T`. 415 unless the content type is `application/json` or
@@ -328,9 +344,8 @@ impl Request {
             return Err(Error::new(415).with_detail("expected content type application/json"));
         }
         let body = self.bytes().await?;
-        serde_json::from_slice(&body).map_err(|e| {
-            Error::bad_request().with_detail(format!("invalid JSON body: {e}"))
-        })
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::bad_request().with_detail(format!("invalid JSON body: {e}")))
     }
 
     /// The body parsed as `application/x-www-form-urlencoded` into `T`. 415 for another
@@ -347,8 +362,10 @@ impl Request {
     /// # let _ = login;
     /// ```
     pub async fn form<T: DeserializeOwned>(&mut self) -> Result<T, Error> {
-        if !media_type_is(self.inner.header("content-type"), "application/x-www-form-urlencoded")
-        {
+        if !media_type_is(
+            self.inner.header("content-type"),
+            "application/x-www-form-urlencoded",
+        ) {
             return Err(Error::new(415)
                 .with_detail("expected content type application/x-www-form-urlencoded"));
         }
@@ -412,7 +429,11 @@ pub(crate) fn find_cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
             return None;
         }
         let v = v.trim();
-        Some(v.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(v))
+        Some(
+            v.strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v),
+        )
     })
 }
 
@@ -434,7 +455,9 @@ mod tests {
     #[test]
     fn json_content_types() {
         assert!(is_json_content_type(Some(b"application/json")));
-        assert!(is_json_content_type(Some(b"Application/JSON; charset=utf-8")));
+        assert!(is_json_content_type(Some(
+            b"Application/JSON; charset=utf-8"
+        )));
         assert!(is_json_content_type(Some(b"application/vnd.api+json")));
         assert!(!is_json_content_type(Some(b"text/json+")));
         assert!(!is_json_content_type(Some(b"application/+json")));
@@ -448,7 +471,10 @@ mod tests {
             Some(b" application/x-www-form-urlencoded ; charset=UTF-8"),
             "application/x-www-form-urlencoded"
         ));
-        assert!(!media_type_is(Some(b"multipart/form-data"), "application/x-www-form-urlencoded"));
+        assert!(!media_type_is(
+            Some(b"multipart/form-data"),
+            "application/x-www-form-urlencoded"
+        ));
     }
 
     #[test]

@@ -41,7 +41,11 @@ impl IntoResponse for Response {
 fn full(content_type: &'static [u8], body: Bytes) -> Response {
     let mut headers = Vec::with_capacity(2);
     headers.push((Cow::Borrowed("content-type"), Cow::Borrowed(content_type)));
-    Response { status: 200, headers, body: ResponseBody::Full(body) }
+    Response {
+        status: 200,
+        headers,
+        body: ResponseBody::Full(body),
+    }
 }
 
 impl IntoResponse for &'static str {
@@ -112,7 +116,8 @@ impl<T: IntoResponse, const N: usize> IntoResponse for (u16, [(&'static str, &'s
         let mut r = self.2.into_response();
         r.status = self.0;
         for (n, v) in self.1 {
-            r.headers.push((Cow::Borrowed(n), Cow::Borrowed(v.as_bytes())));
+            r.headers
+                .push((Cow::Borrowed(n), Cow::Borrowed(v.as_bytes())));
         }
         r
     }
@@ -195,19 +200,31 @@ pub struct Redirect {
 impl Redirect {
     /// 307 Temporary Redirect: same method, same body.
     pub fn temporary(to: impl Into<Cow<'static, str>>) -> Self {
-        Redirect { status: 307, location: to.into() }
+        Redirect {
+            status: 307,
+            location: to.into(),
+        }
     }
     /// 308 Permanent Redirect: same method, same body.
     pub fn permanent(to: impl Into<Cow<'static, str>>) -> Self {
-        Redirect { status: 308, location: to.into() }
+        Redirect {
+            status: 308,
+            location: to.into(),
+        }
     }
     /// 303 See Other: the client follows with GET (after a form POST).
     pub fn see_other(to: impl Into<Cow<'static, str>>) -> Self {
-        Redirect { status: 303, location: to.into() }
+        Redirect {
+            status: 303,
+            location: to.into(),
+        }
     }
     /// 302 Found / 301 Moved Permanently and other codes, for legacy clients.
     pub fn with_status(status: u16, to: impl Into<Cow<'static, str>>) -> Self {
-        Redirect { status, location: to.into() }
+        Redirect {
+            status,
+            location: to.into(),
+        }
     }
 }
 
@@ -230,16 +247,21 @@ impl IntoResponse for Redirect {
 /// A streamed response body, sent with chunked encoding as the stream yields.
 ///
 /// ```
-/// use peregrine::{IntoResponse, StreamBody};
-/// let (tx, body) = StreamBody::channel(8);
-/// tokio::spawn(async move {
-///     for i in 0..3 {
-///         if tx.send(format!("line {i}\n")).await.is_err() {
-///             break; // client went away
+/// use peregrine::{Request, StreamBody};
+///
+/// async fn lines(_req: Request) -> StreamBody {
+///     let (tx, body) = StreamBody::channel(8);
+///     tokio::spawn(async move {
+///         for i in 0..3 {
+///             if tx.send(format!("line {i}\n")).await.is_err() {
+///                 break; // client went away
+///             }
 ///         }
-///     }
-/// });
-/// # let _ = move || body.content_type("text/plain").into_response();
+///     });
+///     body.content_type("text/plain; charset=utf-8")
+/// }
+/// let app = peregrine::App::new().route("/lines", peregrine::get(lines));
+/// # let _ = app;
 /// ```
 pub struct StreamBody {
     stream: peregrine_server::response::BodyStream,
@@ -252,7 +274,10 @@ impl StreamBody {
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + 'static,
     {
-        StreamBody { stream: Box::pin(stream), content_type: Cow::Borrowed(OCTET_STREAM) }
+        StreamBody {
+            stream: Box::pin(stream),
+            content_type: Cow::Borrowed(OCTET_STREAM),
+        }
     }
 
     /// A body fed through a bounded channel: the sender side may live in another task; its
@@ -298,7 +323,10 @@ impl std::error::Error for Disconnected {}
 impl BodySender {
     /// Sends one chunk, waiting while the channel is full.
     pub async fn send(&self, chunk: impl Into<Bytes>) -> Result<(), Disconnected> {
-        self.0.send(Ok(chunk.into())).await.map_err(|_| Disconnected)
+        self.0
+            .send(Ok(chunk.into()))
+            .await
+            .map_err(|_| Disconnected)
     }
     /// Ends the body with an error: the engine aborts the response (the client sees a
     /// truncated chunked body, never a falsely complete one).
@@ -342,7 +370,10 @@ mod tests {
         let r: Result<&'static str, Error> = Err(Error::new(418));
         let r = r.into_response();
         assert_eq!(r.status, 418);
-        assert_eq!(header_value(&r, "content-type"), Some(&b"application/problem+json"[..]));
+        assert_eq!(
+            header_value(&r, "content-type"),
+            Some(&b"application/problem+json"[..])
+        );
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 /// Slots for the methods the codec recognises; `Method::Other` goes to a list by name.
 pub(crate) const METHOD_SLOTS: usize = 9;
-const SLOT_NAMES: [&str; METHOD_SLOTS] =
-    ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE"];
+const SLOT_NAMES: [&str; METHOD_SLOTS] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE",
+];
 
 pub(crate) fn slot(m: Method) -> Option<usize> {
     Some(match m {
@@ -87,7 +88,10 @@ method_fns! {
 
 /// A route answering every method with `handler`.
 pub fn any<H: Handler>(handler: H) -> MethodRouter {
-    MethodRouter { any: Some(Arc::new(handler)), ..MethodRouter::default() }
+    MethodRouter {
+        any: Some(Arc::new(handler)),
+        ..MethodRouter::default()
+    }
 }
 
 /// A route for a method by name, including extension methods such as `PROPFIND`.
@@ -103,7 +107,11 @@ pub fn on<H: Handler>(method: &str, handler: H) -> MethodRouter {
 
 impl MethodRouter {
     fn set_slot(mut self, i: usize, h: Arc<dyn Handler>) -> Self {
-        assert!(self.slots[i].is_none(), "handler for {} set twice", SLOT_NAMES[i]);
+        assert!(
+            self.slots[i].is_none(),
+            "handler for {} set twice",
+            SLOT_NAMES[i]
+        );
         self.slots[i] = Some(h);
         self
     }
@@ -120,7 +128,10 @@ impl MethodRouter {
         if let Some(i) = slot_by_name(method) {
             return self.set_slot(i, Arc::new(handler));
         }
-        assert!(!self.other.iter().any(|(n, _)| &**n == method), "handler for {method} set twice");
+        assert!(
+            !self.other.iter().any(|(n, _)| &**n == method),
+            "handler for {method} set twice"
+        );
         self.other.push((method.into(), Arc::new(handler)));
         self
     }
@@ -176,7 +187,10 @@ impl MethodRouter {
             self.other.push((n, h));
         }
         if let Some(h) = other.any {
-            assert!(self.any.is_none(), "route {path}: `any` handler registered twice");
+            assert!(
+                self.any.is_none(),
+                "route {path}: `any` handler registered twice"
+            );
             self.any = Some(h);
         }
     }
@@ -240,7 +254,10 @@ impl Router {
     /// If the path does not start with `/`, or a method is registered twice for one path.
     /// Conflicting patterns are reported when the application is built.
     pub fn route(mut self, path: &str, methods: MethodRouter) -> Self {
-        assert!(path.starts_with('/'), "route path {path:?} must start with '/'");
+        assert!(
+            path.starts_with('/'),
+            "route path {path:?} must start with '/'"
+        );
         match self.routes.iter_mut().find(|(p, _)| p == path) {
             Some((_, existing)) => existing.merge(methods, path),
             None => self.routes.push((path.to_owned(), methods)),
@@ -349,7 +366,10 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(param_names("/users/{id}"), vec!["id".into()] as Vec<Box<str>>);
+        assert_eq!(
+            param_names("/users/{id}"),
+            vec!["id".into()] as Vec<Box<str>>
+        );
         assert_eq!(
             param_names("/a/{org}/b/{*rest}"),
             vec!["org".into(), "rest".into()] as Vec<Box<str>>
@@ -360,7 +380,10 @@ mod tests {
     #[test]
     fn allow_lists_methods() {
         assert_eq!(get(h).post(h).allow(), b"GET, HEAD, POST, OPTIONS".to_vec());
-        assert_eq!(delete(h).on("PROPFIND", h).allow(), b"DELETE, OPTIONS, PROPFIND".to_vec());
+        assert_eq!(
+            delete(h).on("PROPFIND", h).allow(),
+            b"DELETE, OPTIONS, PROPFIND".to_vec()
+        );
     }
 
     #[test]
@@ -369,7 +392,10 @@ mod tests {
         let r = Router::new()
             .route("/api", post(h))
             .nest("/api", inner)
-            .nest("/deep", Router::new().nest("/er", Router::new().route("/y", get(h))));
+            .nest(
+                "/deep",
+                Router::new().nest("/er", Router::new().route("/y", get(h))),
+            );
         let out = r.flatten("");
         let paths: Vec<_> = out.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, ["/api", "/api/x/{id}", "/deep/er/y"]);

@@ -29,49 +29,103 @@ fn app() -> App {
         .with_state(Counter(AtomicU64::new(0)))
         .with_state(Greeting("hi"))
         .body_limit(64)
-        .route("/search", get(|req: Request| async move { Ok::<_, Error>(Json(req.query::<Search>()?)) }))
-        .route("/header", get(|req: Request| async move {
-            format!("{}|{}", req.header("x-thing").unwrap_or("-"), req.header("X-THING").unwrap_or("-"))
-        }))
-        .route("/cookie", get(|req: Request| async move {
-            format!("{}|{}", req.cookie("sid").unwrap_or("-"), req.cookie("theme").unwrap_or("-"))
-        }))
-        .route("/peer", get(|req: Request| async move { req.peer_addr().ip().to_string() }))
-        .route("/state", get(|req: Request| async move {
-            let n = req.state::<Counter>()?.0.fetch_add(1, Ordering::Relaxed);
-            Ok::<_, Error>(format!("{} {n}", req.state::<Greeting>()?.0))
-        }))
-        .route("/missing-state", get(|req: Request| async move {
-            req.state::<String>().map(|s| s.clone())
-        }))
-        .route("/bytes", post(|mut req: Request| async move {
-            req.bytes().await.map(|b| format!("{} bytes", b.len()))
-        }))
-        .route("/small", post(|mut req: Request| async move {
-            req.bytes_limited(4).await.map(|b| format!("{} bytes", b.len()))
-        }))
-        .route("/text", post(|mut req: Request| async move { req.text().await }))
-        .route("/json", post(|mut req: Request| async move {
-            let u: NewUser = req.json().await?;
-            Ok::<_, Error>((201, Json(u)))
-        }))
-        .route("/form", post(|mut req: Request| async move {
-            let u: NewUser = req.form().await?;
-            Ok::<_, Error>(format!("{} is {}", u.name, u.age))
-        }))
+        .route(
+            "/search",
+            get(|req: Request| async move { Ok::<_, Error>(Json(req.query::<Search>()?)) }),
+        )
+        .route(
+            "/header",
+            get(|req: Request| async move {
+                format!(
+                    "{}|{}",
+                    req.header("x-thing").unwrap_or("-"),
+                    req.header("X-THING").unwrap_or("-")
+                )
+            }),
+        )
+        .route(
+            "/cookie",
+            get(|req: Request| async move {
+                format!(
+                    "{}|{}",
+                    req.cookie("sid").unwrap_or("-"),
+                    req.cookie("theme").unwrap_or("-")
+                )
+            }),
+        )
+        .route(
+            "/peer",
+            get(|req: Request| async move { req.peer_addr().ip().to_string() }),
+        )
+        .route(
+            "/state",
+            get(|req: Request| async move {
+                let n = req.state::<Counter>()?.0.fetch_add(1, Ordering::Relaxed);
+                Ok::<_, Error>(format!("{} {n}", req.state::<Greeting>()?.0))
+            }),
+        )
+        .route(
+            "/missing-state",
+            get(|req: Request| async move { req.state::<String>().map(|s| s.clone()) }),
+        )
+        .route(
+            "/bytes",
+            post(|mut req: Request| async move {
+                req.bytes().await.map(|b| format!("{} bytes", b.len()))
+            }),
+        )
+        .route(
+            "/small",
+            post(|mut req: Request| async move {
+                req.bytes_limited(4)
+                    .await
+                    .map(|b| format!("{} bytes", b.len()))
+            }),
+        )
+        .route(
+            "/text",
+            post(|mut req: Request| async move { req.text().await }),
+        )
+        .route(
+            "/json",
+            post(|mut req: Request| async move {
+                let u: NewUser = req.json().await?;
+                Ok::<_, Error>((201, Json(u)))
+            }),
+        )
+        .route(
+            "/form",
+            post(|mut req: Request| async move {
+                let u: NewUser = req.form().await?;
+                Ok::<_, Error>(format!("{} is {}", u.name, u.age))
+            }),
+        )
 }
 
 #[test]
 fn typed_query() {
     let s = TestServer::start(app());
     let r = s.get("/search?q=peregrine%20falcon&limit=10", &[]);
-    assert_eq!(r.json(), serde_json::json!({"q": "peregrine falcon", "limit": 10, "tags": null}));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"q": "peregrine falcon", "limit": 10, "tags": null})
+    );
     let r = s.get("/search?limit=3&q=a+b&tags=x%2Cy", &[]);
-    assert_eq!(r.json(), serde_json::json!({"q": "a b", "limit": 3, "tags": "x,y"}));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"q": "a b", "limit": 3, "tags": "x,y"})
+    );
 
-    let j = s.get("/search?q=x&limit=ten", &[]).assert_problem(400, "Bad Request");
-    assert_eq!(j["detail"], "invalid query string: invalid digit found in string");
-    let j = s.get("/search?limit=1", &[]).assert_problem(400, "Bad Request");
+    let j = s
+        .get("/search?q=x&limit=ten", &[])
+        .assert_problem(400, "Bad Request");
+    assert_eq!(
+        j["detail"],
+        "invalid query string: invalid digit found in string"
+    );
+    let j = s
+        .get("/search?limit=1", &[])
+        .assert_problem(400, "Bad Request");
     assert_eq!(j["detail"], "invalid query string: missing field `q`");
     let j = s.get("/search", &[]).assert_problem(400, "Bad Request");
     assert_eq!(j["detail"], "invalid query string: missing field `q`");
@@ -82,7 +136,11 @@ fn headers_cookies_peer() {
     let s = TestServer::start(app());
     assert_eq!(s.get("/header", &["X-Thing: abc"]).text(), "abc|abc");
     assert_eq!(s.get("/header", &[]).text(), "-|-");
-    assert_eq!(s.get("/cookie", &["Cookie: theme=dark; sid=\"s3cr3t\""]).text(), "s3cr3t|dark");
+    assert_eq!(
+        s.get("/cookie", &["Cookie: theme=dark; sid=\"s3cr3t\""])
+            .text(),
+        "s3cr3t|dark"
+    );
     assert_eq!(s.get("/cookie", &["Cookie: other=1"]).text(), "-|-");
     assert_eq!(s.get("/peer", &[]).text(), "127.0.0.1");
 }
@@ -93,22 +151,34 @@ fn state_is_shared_between_requests_and_typed() {
     assert_eq!(s.get("/state", &[]).text(), "hi 0");
     assert_eq!(s.get("/state", &[]).text(), "hi 1");
     // An unregistered type is a server bug: 500, and the type name does not leak.
-    let j = s.get("/missing-state", &[]).assert_problem(500, "Internal Server Error");
+    let j = s
+        .get("/missing-state", &[])
+        .assert_problem(500, "Internal Server Error");
     assert_eq!(j.as_object().unwrap().len(), 3, "{j}");
 }
 
 #[test]
 fn bytes_and_limits() {
     let s = TestServer::start(app());
-    assert_eq!(s.send(&request("POST", "/bytes", &[], "hello")).text(), "5 bytes");
-    assert_eq!(s.send(&request("POST", "/bytes", &[], "")).text(), "0 bytes");
+    assert_eq!(
+        s.send(&request("POST", "/bytes", &[], "hello")).text(),
+        "5 bytes"
+    );
+    assert_eq!(
+        s.send(&request("POST", "/bytes", &[], "")).text(),
+        "0 bytes"
+    );
     // App body limit is 64.
     let r = s.send(&request("POST", "/bytes", &[], &"x".repeat(65)));
     let j = r.assert_problem(413, "Content Too Large");
     assert_eq!(j["detail"], "request body exceeds the size limit");
     // Per-call limit.
-    assert_eq!(s.send(&request("POST", "/small", &[], "abcd")).text(), "4 bytes");
-    s.send(&request("POST", "/small", &[], "abcde")).assert_problem(413, "Content Too Large");
+    assert_eq!(
+        s.send(&request("POST", "/small", &[], "abcd")).text(),
+        "4 bytes"
+    );
+    s.send(&request("POST", "/small", &[], "abcde"))
+        .assert_problem(413, "Content Too Large");
     // Chunked body over the limit.
     let chunked = format!(
         "POST /small HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n"
@@ -128,7 +198,10 @@ fn engine_limit_applies_before_the_handler() {
 #[test]
 fn text_must_be_utf8() {
     let s = TestServer::start(app());
-    assert_eq!(s.send(&request("POST", "/text", &[], "héllo")).text(), "héllo");
+    assert_eq!(
+        s.send(&request("POST", "/text", &[], "héllo")).text(),
+        "héllo"
+    );
     let mut raw = b"POST /text HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n".to_vec();
     raw.extend_from_slice(&[0xff, 0xfe]);
     let j = s.send_bytes(&raw, false).assert_problem(400, "Bad Request");
@@ -152,28 +225,84 @@ fn json_bodies() {
     ));
     assert_eq!(r.status, 201);
 
-    let j = s.send(&request("POST", "/json", &["Content-Type: text/plain"], "{}")).assert_problem(415, "Unsupported Media Type");
+    let j = s
+        .send(&request(
+            "POST",
+            "/json",
+            &["Content-Type: text/plain"],
+            "{}",
+        ))
+        .assert_problem(415, "Unsupported Media Type");
     assert_eq!(j["detail"], "expected content type application/json");
-    s.send(&request("POST", "/json", &[], "{}")).assert_problem(415, "Unsupported Media Type");
+    s.send(&request("POST", "/json", &[], "{}"))
+        .assert_problem(415, "Unsupported Media Type");
 
-    let j = s.send(&request("POST", "/json", &ct, r#"{"name":"Ada","#)).assert_problem(400, "Bad Request");
-    assert!(j["detail"].as_str().unwrap().starts_with("invalid JSON body: EOF while parsing"), "{j}");
-    let j = s.send(&request("POST", "/json", &ct, r#"{"name":"Ada","age":300}"#)).assert_problem(400, "Bad Request");
-    assert!(j["detail"].as_str().unwrap().contains("invalid value: integer `300`"), "{j}");
-    let j = s.send(&request("POST", "/json", &ct, r#"{"name":"Ada"}"#)).assert_problem(400, "Bad Request");
-    assert!(j["detail"].as_str().unwrap().contains("missing field `age`"), "{j}");
+    let j = s
+        .send(&request("POST", "/json", &ct, r#"{"name":"Ada","#))
+        .assert_problem(400, "Bad Request");
+    assert!(
+        j["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid JSON body: EOF while parsing"),
+        "{j}"
+    );
+    let j = s
+        .send(&request(
+            "POST",
+            "/json",
+            &ct,
+            r#"{"name":"Ada","age":300}"#,
+        ))
+        .assert_problem(400, "Bad Request");
+    assert!(
+        j["detail"]
+            .as_str()
+            .unwrap()
+            .contains("invalid value: integer `300`"),
+        "{j}"
+    );
+    let j = s
+        .send(&request("POST", "/json", &ct, r#"{"name":"Ada"}"#))
+        .assert_problem(400, "Bad Request");
+    assert!(
+        j["detail"]
+            .as_str()
+            .unwrap()
+            .contains("missing field `age`"),
+        "{j}"
+    );
     let big = format!(r#"{{"name":"{}","age":1}}"#, "x".repeat(100));
-    s.send(&request("POST", "/json", &ct, &big)).assert_problem(413, "Content Too Large");
+    s.send(&request("POST", "/json", &ct, &big))
+        .assert_problem(413, "Content Too Large");
 }
 
 #[test]
 fn form_bodies() {
     let s = TestServer::start(app());
     let ct = ["Content-Type: application/x-www-form-urlencoded"];
-    let r = s.send(&request("POST", "/form", &ct, "name=Ada+L%C3%B6velace&age=36"));
+    let r = s.send(&request(
+        "POST",
+        "/form",
+        &ct,
+        "name=Ada+L%C3%B6velace&age=36",
+    ));
     assert_eq!(r.text(), "Ada Lövelace is 36");
-    s.send(&request("POST", "/form", &["Content-Type: application/json"], "name=a&age=1"))
-        .assert_problem(415, "Unsupported Media Type");
-    let j = s.send(&request("POST", "/form", &ct, "name=Ada&age=old")).assert_problem(400, "Bad Request");
-    assert!(j["detail"].as_str().unwrap().starts_with("invalid form body"), "{j}");
+    s.send(&request(
+        "POST",
+        "/form",
+        &["Content-Type: application/json"],
+        "name=a&age=1",
+    ))
+    .assert_problem(415, "Unsupported Media Type");
+    let j = s
+        .send(&request("POST", "/form", &ct, "name=Ada&age=old"))
+        .assert_problem(400, "Bad Request");
+    assert!(
+        j["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid form body"),
+        "{j}"
+    );
 }

@@ -46,9 +46,18 @@ fn serves_files_with_content_types() {
     assert_eq!((r.status, r.text()), (200, "hello file\n"));
     assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     assert_eq!(r.header("content-length"), Some("11"));
-    assert_eq!(s.get("/static/app.js", &[]).header("content-type"), Some("text/javascript; charset=utf-8"));
-    assert_eq!(s.get("/static/logo.png", &[]).header("content-type"), Some("image/png"));
-    assert_eq!(s.get("/static/data.unknownext", &[]).header("content-type"), Some("application/octet-stream"));
+    assert_eq!(
+        s.get("/static/app.js", &[]).header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert_eq!(
+        s.get("/static/logo.png", &[]).header("content-type"),
+        Some("image/png")
+    );
+    assert_eq!(
+        s.get("/static/data.unknownext", &[]).header("content-type"),
+        Some("application/octet-stream")
+    );
     assert_eq!(s.get("/static/docs/a%20b.txt", &[]).text(), "spaced");
     assert_eq!(s.get("/hello", &[]).text(), "hello file\n");
 }
@@ -61,7 +70,8 @@ fn directories_use_index_html() {
     assert_eq!((r.status, r.text()), (200, "<h1>docs</h1>"));
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
     s.get("/static/empty", &[]).assert_problem(404, "Not Found");
-    s.get("/static/nope.txt", &[]).assert_problem(404, "Not Found");
+    s.get("/static/nope.txt", &[])
+        .assert_problem(404, "Not Found");
 }
 
 #[test]
@@ -80,23 +90,40 @@ fn validators_and_conditional_requests() {
     assert_eq!(r.header("etag"), Some(etag.as_str()));
     assert_eq!(r.header("content-length"), None);
 
-    let r = s.get("/static/hello.txt", &[&format!("If-None-Match: \"nope\", W/{etag}")]);
+    let r = s.get(
+        "/static/hello.txt",
+        &[&format!("If-None-Match: \"nope\", W/{etag}")],
+    );
     assert_eq!(r.status, 304);
     let r = s.get("/static/hello.txt", &["If-None-Match: \"nope\""]);
     assert_eq!((r.status, r.text()), (200, "hello file\n"));
 
-    let r = s.get("/static/hello.txt", &[&format!("If-Modified-Since: {last_modified}")]);
+    let r = s.get(
+        "/static/hello.txt",
+        &[&format!("If-Modified-Since: {last_modified}")],
+    );
     assert_eq!(r.status, 304);
-    let r = s.get("/static/hello.txt", &["If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT"]);
+    let r = s.get(
+        "/static/hello.txt",
+        &["If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT"],
+    );
     assert_eq!(r.status, 200);
     // If-None-Match takes precedence over If-Modified-Since.
     let r = s.get(
         "/static/hello.txt",
-        &["If-None-Match: \"nope\"", &format!("If-Modified-Since: {last_modified}")],
+        &[
+            "If-None-Match: \"nope\"",
+            &format!("If-Modified-Since: {last_modified}"),
+        ],
     );
     assert_eq!(r.status, 200);
     // HEAD answers conditionally too.
-    let r = s.send(&request("HEAD", "/static/hello.txt", &[&format!("If-None-Match: {etag}")], ""));
+    let r = s.send(&request(
+        "HEAD",
+        "/static/hello.txt",
+        &[&format!("If-None-Match: {etag}")],
+        "",
+    ));
     assert_eq!(r.status, 304);
     let r = s.send(&request("HEAD", "/static/hello.txt", &[], ""));
     assert_eq!((r.status, r.header("content-length")), (200, Some("11")));
@@ -127,7 +154,8 @@ fn symlinks_out_of_the_root_are_refused() {
     let site = site();
     let s = TestServer::start(app(site.dir.path()));
     assert!(site.outside.path().join("secret.txt").exists());
-    s.get("/static/escape.txt", &[]).assert_problem(404, "Not Found");
+    s.get("/static/escape.txt", &[])
+        .assert_problem(404, "Not Found");
 }
 
 #[test]

@@ -33,13 +33,19 @@ fn requests_and_failures_are_logged() {
         .init();
 
     let app = App::new()
-        .route("/users/{id}", get(|req: Request| async move {
-            let id: u32 = req.param("id")?;
-            Ok::<_, Error>(id.to_string())
-        }))
-        .route("/fail", get(|_r: Request| async {
-            Err::<(), _>(Error::internal_from(std::io::Error::other("disk on fire")))
-        }))
+        .route(
+            "/users/{id}",
+            get(|req: Request| async move {
+                let id: u32 = req.param("id")?;
+                Ok::<_, Error>(id.to_string())
+            }),
+        )
+        .route(
+            "/fail",
+            get(|_r: Request| async {
+                Err::<(), _>(Error::internal_from(std::io::Error::other("disk on fire")))
+            }),
+        )
         .layer(Logger::new());
     let s = TestServer::start(app);
     assert_eq!(s.get("/users/7", &[]).text(), "7");
@@ -49,13 +55,32 @@ fn requests_and_failures_are_logged() {
     drop(s); // shut down: every event has been written
 
     let out = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
-    let lines: Vec<&str> = out.lines().filter(|l| l.contains("peregrine::request")).collect();
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("peregrine::request"))
+        .collect();
     assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines[0].contains("method=GET") && lines[0].contains("path=/users/7"), "{}", lines[0]);
-    assert!(lines[0].contains("route=/users/{id}") && lines[0].contains("status=200"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("method=GET") && lines[0].contains("path=/users/7"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains("route=/users/{id}") && lines[0].contains("status=200"),
+        "{}",
+        lines[0]
+    );
     assert!(lines[0].contains("peer=127.0.0.1:"), "{}", lines[0]);
-    assert!(lines[1].contains("route=-") && lines[1].contains("status=404"), "{}", lines[1]);
+    assert!(
+        lines[1].contains("route=-") && lines[1].contains("status=404"),
+        "{}",
+        lines[1]
+    );
     assert!(lines[2].contains("status=500"), "{}", lines[2]);
     // The cause of the 500 is in the log (ERROR level), not in the response.
-    assert!(out.lines().any(|l| l.contains("ERROR") && l.contains("disk on fire")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("ERROR") && l.contains("disk on fire")),
+        "{out}"
+    );
 }

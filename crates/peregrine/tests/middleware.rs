@@ -11,17 +11,23 @@ use std::time::Duration;
 /// Records its name on the way in (request extension) and on the way out (response header).
 fn tracer(name: &'static str) -> impl peregrine::middleware::Middleware {
     from_fn(move |mut req: Request, next: Next| async move {
-        let mut seen = req.extension::<Vec<&'static str>>().cloned().unwrap_or_default();
+        let mut seen = req
+            .extension::<Vec<&'static str>>()
+            .cloned()
+            .unwrap_or_default();
         seen.push(name);
         req.insert_extension(seen);
         let mut res = next.run(req).await;
-        res.headers.push(("x-out".into(), name.as_bytes().to_vec().into()));
+        res.headers
+            .push(("x-out".into(), name.as_bytes().to_vec().into()));
         res
     })
 }
 
 async fn show_trail(req: Request) -> String {
-    req.extension::<Vec<&'static str>>().map(|v| v.join(">")).unwrap_or_default()
+    req.extension::<Vec<&'static str>>()
+        .map(|v| v.join(">"))
+        .unwrap_or_default()
 }
 
 #[test]
@@ -41,7 +47,10 @@ fn onion_order_and_group_scoping() {
     // Last added = outermost: in app-2, app-1, group-b, group-a; out in reverse.
     let r = s.get("/inner", &[]);
     assert_eq!(r.text(), "app-2>app-1>group-b>group-a");
-    assert_eq!(r.header_all("x-out"), ["group-a", "group-b", "app-1", "app-2"]);
+    assert_eq!(
+        r.header_all("x-out"),
+        ["group-a", "group-b", "app-1", "app-2"]
+    );
 
     // Group layers do not touch other routes; app layers do.
     let r = s.get("/plain", &[]);
@@ -68,7 +77,8 @@ fn short_circuit_and_route_visible_to_layers() {
     let route_tag = from_fn(|req: Request, next: Next| async move {
         let route = req.route().unwrap_or("none").to_owned();
         let mut res: Response = next.run(req).await;
-        res.headers.push(("x-route".into(), route.into_bytes().into()));
+        res.headers
+            .push(("x-route".into(), route.into_bytes().into()));
         res
     });
     let app = App::new()
@@ -87,9 +97,14 @@ fn short_circuit_and_route_visible_to_layers() {
 #[test]
 fn request_id_generated_propagated_and_visible() {
     let app = App::new()
-        .route("/id", get(|req: Request| async move {
-            req.extension::<RequestId>().map(|i| i.as_str().to_owned()).unwrap_or_default()
-        }))
+        .route(
+            "/id",
+            get(|req: Request| async move {
+                req.extension::<RequestId>()
+                    .map(|i| i.as_str().to_owned())
+                    .unwrap_or_default()
+            }),
+        )
         .layer(RequestIdLayer::new());
     let s = TestServer::start(app);
     let a = s.get("/id", &[]);
@@ -99,7 +114,10 @@ fn request_id_generated_propagated_and_visible() {
     assert_eq!(a.text(), ida, "handler sees the same id");
     assert_ne!(ida, b.header("x-request-id").unwrap());
     let r = s.get("/id", &["X-Request-Id: trace-123"]);
-    assert_eq!((r.text(), r.header("x-request-id")), ("trace-123", Some("trace-123")));
+    assert_eq!(
+        (r.text(), r.header("x-request-id")),
+        ("trace-123", Some("trace-123"))
+    );
     // An unusable incoming id is replaced.
     let r = s.get("/id", &[&format!("X-Request-Id: {}", "x".repeat(200))]);
     assert_eq!(r.header("x-request-id").unwrap().len(), 24);
@@ -113,7 +131,9 @@ fn cors_preflight_and_simple_requests() {
         .allow_credentials(true)
         .expose_headers(["x-total"])
         .max_age(600);
-    let app = App::new().route("/data", get(|_r: Request| async { "d" })).layer(cors);
+    let app = App::new()
+        .route("/data", get(|_r: Request| async { "d" }))
+        .layer(cors);
     let s = TestServer::start(app);
 
     let r = s.send(&request(
@@ -127,15 +147,24 @@ fn cors_preflight_and_simple_requests() {
         "",
     ));
     assert_eq!(r.status, 204);
-    assert_eq!(r.header("access-control-allow-origin"), Some("https://app.example"));
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
     assert_eq!(r.header("access-control-allow-methods"), Some("GET, POST"));
-    assert_eq!(r.header("access-control-allow-headers"), Some("content-type, x-custom"));
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("content-type, x-custom")
+    );
     assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
     assert_eq!(r.header("access-control-max-age"), Some("600"));
 
     let r = s.get("/data", &["Origin: https://app.example"]);
     assert_eq!(r.text(), "d");
-    assert_eq!(r.header("access-control-allow-origin"), Some("https://app.example"));
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
     assert_eq!(r.header("access-control-expose-headers"), Some("x-total"));
     assert!(r.header_all("vary").contains(&"Origin"));
 
@@ -146,7 +175,10 @@ fn cors_preflight_and_simple_requests() {
     let r = s.send(&request(
         "OPTIONS",
         "/data",
-        &["Origin: https://evil.example", "Access-Control-Request-Method: POST"],
+        &[
+            "Origin: https://evil.example",
+            "Access-Control-Request-Method: POST",
+        ],
         "",
     ));
     assert_eq!(r.status, 204);
@@ -160,7 +192,9 @@ fn cors_preflight_and_simple_requests() {
 
 #[test]
 fn cors_wildcard() {
-    let app = App::new().route("/x", get(|_r: Request| async { "x" })).layer(Cors::new());
+    let app = App::new()
+        .route("/x", get(|_r: Request| async { "x" }))
+        .layer(Cors::new());
     let s = TestServer::start(app);
     let r = s.get("/x", &["Origin: https://anyone.example"]);
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
@@ -169,22 +203,33 @@ fn cors_wildcard() {
 #[test]
 fn timeout_answers_503_and_fast_requests_pass() {
     let app = App::new()
-        .route("/slow", get(|_r: Request| async {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            "too late"
-        }))
+        .route(
+            "/slow",
+            get(|_r: Request| async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                "too late"
+            }),
+        )
         .route("/fast", get(|_r: Request| async { "quick" }))
         .layer(Timeout::new(Duration::from_millis(100)));
     let s = TestServer::start(app);
-    let j = s.get("/slow", &[]).assert_problem(503, "Service Unavailable");
-    assert!(j.get("detail").is_none(), "5xx answers carry no detail: {j}");
+    let j = s
+        .get("/slow", &[])
+        .assert_problem(503, "Service Unavailable");
+    assert!(
+        j.get("detail").is_none(),
+        "5xx answers carry no detail: {j}"
+    );
     assert_eq!(s.get("/fast", &[]).text(), "quick");
 
-    let app = App::new()
-        .route("/slow", get(|_r: Request| async {
+    let app = App::new().route(
+        "/slow",
+        get(|_r: Request| async {
             tokio::time::sleep(Duration::from_secs(30)).await;
             "too late"
-        }).layer(Timeout::new(Duration::from_millis(50)).with_status(504)));
+        })
+        .layer(Timeout::new(Duration::from_millis(50)).with_status(504)),
+    );
     let s = TestServer::start(app);
     s.get("/slow", &[]).assert_problem(504, "Gateway Timeout");
 }
@@ -197,29 +242,39 @@ fn compression_app() -> App {
     App::new()
         .route("/big", get(|_r: Request| async { big_text() }))
         .route("/small", get(|_r: Request| async { "tiny" }))
-        .route("/json", get(|_r: Request| async {
-            Json(serde_json::json!({ "items": vec!["alpha-beta-gamma"; 200] }))
-        }))
-        .route("/png", get(|_r: Request| async {
-            (200, [("content-type", "image/png")], vec![7u8; 5000])
-        }))
-        .route("/no-transform", get(|_r: Request| async {
-            (200, [("cache-control", "no-transform")], big_text())
-        }))
-        .route("/etag", get(|_r: Request| async {
-            (200, [("etag", "\"v1\"")], big_text())
-        }))
+        .route(
+            "/json",
+            get(|_r: Request| async {
+                Json(serde_json::json!({ "items": vec!["alpha-beta-gamma"; 200] }))
+            }),
+        )
+        .route(
+            "/png",
+            get(|_r: Request| async { (200, [("content-type", "image/png")], vec![7u8; 5000]) }),
+        )
+        .route(
+            "/no-transform",
+            get(|_r: Request| async { (200, [("cache-control", "no-transform")], big_text()) }),
+        )
+        .route(
+            "/etag",
+            get(|_r: Request| async { (200, [("etag", "\"v1\"")], big_text()) }),
+        )
         .layer(Compression::new())
 }
 
 fn gunzip(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(b).read_to_end(&mut out).unwrap();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .unwrap();
     out
 }
 fn unbrotli(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    brotli::Decompressor::new(b, 4096).read_to_end(&mut out).unwrap();
+    brotli::Decompressor::new(b, 4096)
+        .read_to_end(&mut out)
+        .unwrap();
     out
 }
 
@@ -233,7 +288,10 @@ fn compression_negotiation() {
     assert_eq!(r.header("vary"), Some("Accept-Encoding"));
     assert!(r.body.len() < text.len() / 4);
     assert_eq!(unbrotli(&r.body), text);
-    assert_eq!(r.header("content-length").unwrap(), r.body.len().to_string());
+    assert_eq!(
+        r.header("content-length").unwrap(),
+        r.body.len().to_string()
+    );
 
     let r = s.get("/big", &["Accept-Encoding: gzip"]);
     assert_eq!(r.header("content-encoding"), Some("gzip"));
@@ -246,7 +304,11 @@ fn compression_negotiation() {
     assert_eq!(r.body, text);
     let r = s.get("/big", &["Accept-Encoding: identity"]);
     assert_eq!(r.header("content-encoding"), None);
-    assert_eq!(r.header("vary"), Some("Accept-Encoding"), "identity answer still varies");
+    assert_eq!(
+        r.header("vary"),
+        Some("Accept-Encoding"),
+        "identity answer still varies"
+    );
 
     // No Accept-Encoding: identity.
     let r = s.get("/big", &[]);

@@ -4,54 +4,96 @@
 mod common;
 use common::{request, TestServer};
 use peregrine::middleware::{from_fn, Next};
-use peregrine::{get, App, Error, Html, IntoResponse, Json, Redirect, Request, Response, StreamBody};
+use peregrine::{
+    get, App, Error, Html, IntoResponse, Json, Redirect, Request, Response, StreamBody,
+};
 use std::time::Duration;
 
 fn app() -> App {
     App::new()
         .route("/text", get(|_r: Request| async { "plain" }))
-        .route("/string", get(|_r: Request| async { String::from("owned") }))
+        .route(
+            "/string",
+            get(|_r: Request| async { String::from("owned") }),
+        )
         .route("/bytes", get(|_r: Request| async { vec![0u8, 1, 2, 255] }))
         .route("/html", get(|_r: Request| async { Html("<p>hi</p>") }))
-        .route("/json", get(|_r: Request| async { Json(serde_json::json!({"a": [1, 2]})) }))
-        .route("/created", get(|_r: Request| async { (201, [("location", "/things/1")], "made") }))
+        .route(
+            "/json",
+            get(|_r: Request| async { Json(serde_json::json!({"a": [1, 2]})) }),
+        )
+        .route(
+            "/created",
+            get(|_r: Request| async { (201, [("location", "/things/1")], "made") }),
+        )
         .route("/unit", get(|_r: Request| async {}))
-        .route("/teapot", get(|_r: Request| async { Response::new(418).with_header("x-kind", &b"tea"[..]) }))
-        .route("/redirect", get(|_r: Request| async { Redirect::permanent("/new") }))
-        .route("/see-other", get(|_r: Request| async { Redirect::see_other("/done") }))
-        .route("/stream", get(|_r: Request| async {
-            let (tx, body) = StreamBody::channel(2);
-            tokio::spawn(async move {
-                for i in 0..5 {
-                    tx.send(format!("part {i}\n")).await.unwrap();
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+        .route(
+            "/teapot",
+            get(|_r: Request| async { Response::new(418).with_header("x-kind", &b"tea"[..]) }),
+        )
+        .route(
+            "/redirect",
+            get(|_r: Request| async { Redirect::permanent("/new") }),
+        )
+        .route(
+            "/see-other",
+            get(|_r: Request| async { Redirect::see_other("/done") }),
+        )
+        .route(
+            "/stream",
+            get(|_r: Request| async {
+                let (tx, body) = StreamBody::channel(2);
+                tokio::spawn(async move {
+                    for i in 0..5 {
+                        tx.send(format!("part {i}\n")).await.unwrap();
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                });
+                body.content_type("text/plain; charset=utf-8")
+            }),
+        )
+        .route(
+            "/error/internal",
+            get(|_r: Request| async {
+                let _n: u32 = "not a number".parse()?; // std error -> 500
+                Ok::<_, Error>("unreachable")
+            }),
+        )
+        .route(
+            "/error/custom",
+            get(|_r: Request| async {
+                Err::<(), _>(
+                    Error::new(409)
+                        .with_title("Version Conflict")
+                        .with_detail("etag mismatch"),
+                )
+            }),
+        )
+        .route(
+            "/error/internal-detail",
+            get(|_r: Request| async {
+                Err::<(), _>(Error::internal().with_detail("password=hunter2 at db.internal:5432"))
+            }),
+        )
+        .route(
+            "/panic",
+            get(|_r: Request| async {
+                if true {
+                    panic!("handler bug with secret /etc/shadow");
                 }
-            });
-            body.content_type("text/plain; charset=utf-8")
-        }))
-        .route("/error/internal", get(|_r: Request| async {
-            let _n: u32 = "not a number".parse()?; // std error -> 500
-            Ok::<_, Error>("unreachable")
-        }))
-        .route("/error/custom", get(|_r: Request| async {
-            Err::<(), _>(Error::new(409).with_title("Version Conflict").with_detail("etag mismatch"))
-        }))
-        .route("/error/internal-detail", get(|_r: Request| async {
-            Err::<(), _>(Error::internal().with_detail("password=hunter2 at db.internal:5432"))
-        }))
-        .route("/panic", get(|_r: Request| async {
-            if true {
-                panic!("handler bug with secret /etc/shadow");
-            }
-            "never"
-        }))
-        .route("/panic-after-await", get(|_r: Request| async {
-            tokio::task::yield_now().await;
-            let v: Vec<u8> = Vec::new();
-            #[allow(clippy::out_of_bounds_indexing)]
-            let x = v[3];
-            format!("{x}")
-        }))
+                "never"
+            }),
+        )
+        .route(
+            "/panic-after-await",
+            get(|_r: Request| async {
+                tokio::task::yield_now().await;
+                let v: Vec<u8> = Vec::new();
+                #[allow(clippy::out_of_bounds_indexing)]
+                let x = v[3];
+                format!("{x}")
+            }),
+        )
         .route("/ok", get(|_r: Request| async { "still serving" }))
 }
 
@@ -59,16 +101,28 @@ fn app() -> App {
 fn body_kinds_and_content_types() {
     let s = TestServer::start(app());
     let r = s.get("/text", &[]);
-    assert_eq!((r.status, r.header("content-type"), r.text()), (200, Some("text/plain; charset=utf-8"), "plain"));
+    assert_eq!(
+        (r.status, r.header("content-type"), r.text()),
+        (200, Some("text/plain; charset=utf-8"), "plain")
+    );
     assert_eq!(s.get("/string", &[]).text(), "owned");
     let r = s.get("/bytes", &[]);
-    assert_eq!((r.header("content-type"), &r.body[..]), (Some("application/octet-stream"), &[0u8, 1, 2, 255][..]));
-    assert_eq!(s.get("/html", &[]).header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        (r.header("content-type"), &r.body[..]),
+        (Some("application/octet-stream"), &[0u8, 1, 2, 255][..])
+    );
+    assert_eq!(
+        s.get("/html", &[]).header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
     let r = s.get("/json", &[]);
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert_eq!(r.json(), serde_json::json!({"a": [1, 2]}));
     let r = s.get("/created", &[]);
-    assert_eq!((r.status, r.header("location"), r.text()), (201, Some("/things/1"), "made"));
+    assert_eq!(
+        (r.status, r.header("location"), r.text()),
+        (201, Some("/things/1"), "made")
+    );
     let r = s.get("/unit", &[]);
     assert_eq!((r.status, r.header("content-length")), (200, Some("0")));
     let r = s.get("/teapot", &[]);
@@ -98,9 +152,14 @@ fn errors_are_problem_documents_without_internals() {
     let s = TestServer::start(app());
     let r = s.get("/error/internal", &[]);
     let j = r.assert_problem(500, "Internal Server Error");
-    assert_eq!(j, serde_json::json!({"type": "about:blank", "title": "Internal Server Error", "status": 500}));
+    assert_eq!(
+        j,
+        serde_json::json!({"type": "about:blank", "title": "Internal Server Error", "status": 500})
+    );
 
-    let j = s.get("/error/custom", &[]).assert_problem(409, "Version Conflict");
+    let j = s
+        .get("/error/custom", &[])
+        .assert_problem(409, "Version Conflict");
     assert_eq!(j["detail"], "etag mismatch");
 
     let r = s.get("/error/internal-detail", &[]);
@@ -136,6 +195,7 @@ fn panic_in_middleware_is_caught_too() {
         next.run(req).await.into_response()
     });
     let s = TestServer::start(app().layer(boom));
-    s.get("/ok", &["X-Boom: 1"]).assert_problem(500, "Internal Server Error");
+    s.get("/ok", &["X-Boom: 1"])
+        .assert_problem(500, "Internal Server Error");
     assert_eq!(s.get("/ok", &[]).text(), "still serving");
 }

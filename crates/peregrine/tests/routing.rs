@@ -3,37 +3,60 @@
 
 mod common;
 use common::{request, TestServer};
-use peregrine::{any, delete, get, on, post, put, App, Error, Request, Router};
+use peregrine::{any, delete, get, on, put, App, Error, Request, Router};
 
 async fn echo_route(req: Request) -> String {
     let params: Vec<String> = req.params().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{} {} [{}]", req.method(), req.route().unwrap_or("-"), params.join(","))
+    format!(
+        "{} {} [{}]",
+        req.method(),
+        req.route().unwrap_or("-"),
+        params.join(",")
+    )
 }
 
 fn app() -> App {
     let api = Router::new()
         .route("/", get(|_r: Request| async { "api root" }))
         .route("/orgs/{org}/teams/{team}", get(echo_route))
-        .nest("/admin", Router::new().route("/stats", get(|_r: Request| async { "stats" })));
+        .nest(
+            "/admin",
+            Router::new().route("/stats", get(|_r: Request| async { "stats" })),
+        );
     App::new()
         .route("/", get(|_r: Request| async { "root" }))
         .route("/users", get(echo_route).post(echo_route))
         .route("/users/me", get(|_r: Request| async { "static wins" }))
-        .route("/users/{id}", get(echo_route).put(echo_route).delete(echo_route))
+        .route(
+            "/users/{id}",
+            get(echo_route).put(echo_route).delete(echo_route),
+        )
         .route("/files/{*path}", get(echo_route))
-        .route("/decode/{name}", get(|req: Request| async move {
-            req.param_str("name").map(|s| s.into_owned())
-        }))
-        .route("/num/{n}", get(|req: Request| async move {
-            let n: i64 = req.param("n")?;
-            Ok::<_, Error>(format!("{}", n * 2))
-        }))
-        .route("/dav", on("PROPFIND", |_r: Request| async { (207, "multi") }))
+        .route(
+            "/decode/{name}",
+            get(|req: Request| async move { req.param_str("name").map(|s| s.into_owned()) }),
+        )
+        .route(
+            "/num/{n}",
+            get(|req: Request| async move {
+                let n: i64 = req.param("n")?;
+                Ok::<_, Error>(format!("{}", n * 2))
+            }),
+        )
+        .route(
+            "/dav",
+            on("PROPFIND", |_r: Request| async { (207, "multi") }),
+        )
         .route("/anything", any(echo_route))
-        .route("/explicit-options", get(echo_route).options(|_r: Request| async { (200, "mine") }))
-        .route("/explicit-head", get(|_r: Request| async { "from get" }).head(|_r: Request| async {
-            (200, [("x-head", "1")], "")
-        }))
+        .route(
+            "/explicit-options",
+            get(echo_route).options(|_r: Request| async { (200, "mine") }),
+        )
+        .route(
+            "/explicit-head",
+            get(|_r: Request| async { "from get" })
+                .head(|_r: Request| async { (200, [("x-head", "1")], "") }),
+        )
         .nest("/api/v1", api)
 }
 
@@ -44,14 +67,21 @@ fn static_param_and_priority() {
     assert_eq!(s.get("/users", &[]).text(), "GET /users []");
     assert_eq!(s.get("/users/me", &[]).text(), "static wins");
     assert_eq!(s.get("/users/42", &[]).text(), "GET /users/{id} [id=42]");
-    assert_eq!(s.get("/users/42/", &[]).status, 404, "trailing slash is another path");
+    assert_eq!(
+        s.get("/users/42/", &[]).status,
+        404,
+        "trailing slash is another path"
+    );
     assert_eq!(s.get("/users/42/x", &[]).status, 404);
 }
 
 #[test]
 fn catch_all_takes_the_rest() {
     let s = TestServer::start(app());
-    assert_eq!(s.get("/files/a/b/c.txt", &[]).text(), "GET /files/{*path} [path=a/b/c.txt]");
+    assert_eq!(
+        s.get("/files/a/b/c.txt", &[]).text(),
+        "GET /files/{*path} [path=a/b/c.txt]"
+    );
     assert_eq!(s.get("/files/x", &[]).text(), "GET /files/{*path} [path=x]");
     // matchit's catch-all needs at least one character.
     assert_eq!(s.get("/files/", &[]).status, 404);
@@ -73,7 +103,10 @@ fn parameters_are_percent_decoded_and_typed() {
     assert_eq!(s.get("/num/21", &[]).text(), "42");
     assert_eq!(s.get("/num/-4", &[]).text(), "-8");
     let j = s.get("/num/abc", &[]).assert_problem(400, "Bad Request");
-    assert_eq!(j["detail"], "path parameter `n`: invalid digit found in string");
+    assert_eq!(
+        j["detail"],
+        "path parameter `n`: invalid digit found in string"
+    );
 }
 
 #[test]
@@ -93,8 +126,14 @@ fn per_method_handlers_and_405() {
     let s = TestServer::start(app());
     let r = s.send(&request("POST", "/users", &[], "x"));
     assert_eq!(r.text(), "POST /users []");
-    assert_eq!(s.send(&request("PUT", "/users/1", &[], "")).text(), "PUT /users/{id} [id=1]");
-    assert_eq!(s.send(&request("DELETE", "/users/1", &[], "")).text(), "DELETE /users/{id} [id=1]");
+    assert_eq!(
+        s.send(&request("PUT", "/users/1", &[], "")).text(),
+        "PUT /users/{id} [id=1]"
+    );
+    assert_eq!(
+        s.send(&request("DELETE", "/users/1", &[], "")).text(),
+        "DELETE /users/{id} [id=1]"
+    );
 
     let r = s.send(&request("PATCH", "/users/1", &[], ""));
     r.assert_problem(405, "Method Not Allowed");
@@ -111,7 +150,10 @@ fn unknown_path_is_404_problem() {
     let j = r.assert_problem(404, "Not Found");
     assert_eq!(j.as_object().unwrap().len(), 3, "no detail leaks: {j}");
     // Also for methods no route has.
-    assert_eq!(s.send(&request("PROPFIND", "/nowhere", &[], "")).status, 404);
+    assert_eq!(
+        s.send(&request("PROPFIND", "/nowhere", &[], "")).status,
+        404
+    );
 }
 
 #[test]
@@ -122,8 +164,14 @@ fn extension_methods_and_any() {
     let r = s.send(&request("GET", "/dav", &[], ""));
     assert_eq!(r.status, 405);
     assert_eq!(r.header("allow"), Some("OPTIONS, PROPFIND"));
-    assert_eq!(s.send(&request("PATCH", "/anything", &[], "")).text(), "PATCH /anything []");
-    assert_eq!(s.send(&request("BREW", "/anything", &[], "")).text(), "BREW /anything []");
+    assert_eq!(
+        s.send(&request("PATCH", "/anything", &[], "")).text(),
+        "PATCH /anything []"
+    );
+    assert_eq!(
+        s.send(&request("BREW", "/anything", &[], "")).text(),
+        "BREW /anything []"
+    );
 }
 
 #[test]
@@ -201,7 +249,9 @@ fn many_requests_on_one_keep_alive_connection() {
         assert_eq!(r.text(), format!("GET /users/{{id}} [id={i}]"));
     }
     // Pipelined: several requests in one write, answers in order.
-    let batch: String = (0..5).map(|i| request("GET", &format!("/num/{i}"), &[], "")).collect();
+    let batch: String = (0..5)
+        .map(|i| request("GET", &format!("/num/{i}"), &[], ""))
+        .collect();
     c.write(batch.as_bytes());
     for i in 0..5 {
         assert_eq!(c.read(false).text(), (i * 2).to_string());

@@ -35,10 +35,15 @@ fn build_request(req: &Value) -> String {
 #[test]
 fn every_contract_scenario_is_answered_exactly() {
     let contract: Value =
-        serde_json::from_slice(&std::fs::read(contract_dir().join("scenarios.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(contract_dir().join("scenarios.json")).unwrap())
+            .unwrap();
     let s = TestServer::start(scenarios::app());
-    let required: Vec<&str> =
-        contract["required_headers"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let required: Vec<&str> = contract["required_headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     let list = contract["scenarios"].as_array().unwrap();
     assert!(list.len() >= 10);
     for sc in list {
@@ -49,13 +54,20 @@ fn every_contract_scenario_is_answered_exactly() {
         for round in 0..2 {
             conn.write(build_request(&sc["request"]).as_bytes());
             let r = conn.read(false);
-            let ctx = format!("{name} (round {round}): {:?} {:?}", r.headers, String::from_utf8_lossy(&r.body));
+            let ctx = format!(
+                "{name} (round {round}): {:?} {:?}",
+                r.headers,
+                String::from_utf8_lossy(&r.body)
+            );
             assert_eq!(r.status as u64, exp["status"].as_u64().unwrap(), "{ctx}");
             for h in &required {
                 assert!(r.header(h).is_some(), "missing {h}: {ctx}");
             }
             if let Some(prefix) = exp["content_type_prefix"].as_str() {
-                assert!(r.header("content-type").unwrap_or("").starts_with(prefix), "{ctx}");
+                assert!(
+                    r.header("content-type").unwrap_or("").starts_with(prefix),
+                    "{ctx}"
+                );
             }
             if let Some(body) = exp["body"].as_str() {
                 assert_eq!(r.text(), body, "{ctx}");
@@ -65,9 +77,14 @@ fn every_contract_scenario_is_answered_exactly() {
             }
             if let Some(file) = exp["json_file"].as_str() {
                 let want: Value =
-                    serde_json::from_slice(&std::fs::read(contract_dir().join(file)).unwrap()).unwrap();
+                    serde_json::from_slice(&std::fs::read(contract_dir().join(file)).unwrap())
+                        .unwrap();
                 assert_eq!(r.json(), want, "{ctx}");
-                assert!(r.body.len() > 8 * 1024, "large payload is ~10 KiB: {}", r.body.len());
+                assert!(
+                    r.body.len() > 8 * 1024,
+                    "large payload is ~10 KiB: {}",
+                    r.body.len()
+                );
             }
             for h in exp["headers"].as_array().into_iter().flatten() {
                 let h = h.as_str().unwrap();
@@ -91,11 +108,24 @@ fn scenario_app_rejects_bad_input_with_problems() {
     let s = TestServer::start(scenarios::app());
     s.get("/users/abc", &[]).assert_problem(400, "Bad Request");
     s.get("/search?q=x", &[]).assert_problem(400, "Bad Request");
-    let r = s.send(&common::request("POST", "/users", &["Content-Type: text/plain"], "{}"));
+    let r = s.send(&common::request(
+        "POST",
+        "/users",
+        &["Content-Type: text/plain"],
+        "{}",
+    ));
     r.assert_problem(415, "Unsupported Media Type");
-    let r = s.send(&common::request("POST", "/users", &["Content-Type: application/json"], "{\"name\":1}"));
+    let r = s.send(&common::request(
+        "POST",
+        "/users",
+        &["Content-Type: application/json"],
+        "{\"name\":1}",
+    ));
     r.assert_problem(400, "Bad Request");
     s.get("/nope", &[]).assert_problem(404, "Not Found");
     let r = s.send(&common::request("DELETE", "/json", &[], ""));
-    assert_eq!((r.status, r.header("allow")), (405, Some("GET, HEAD, OPTIONS")));
+    assert_eq!(
+        (r.status, r.header("allow")),
+        (405, Some("GET, HEAD, OPTIONS"))
+    );
 }

@@ -57,7 +57,13 @@ impl Default for Compression {
 impl Compression {
     /// gzip and brotli, bodies of 1 KiB and more.
     pub fn new() -> Self {
-        Compression { min_size: 1024, gzip_level: 5, brotli_quality: 4, gzip: true, brotli: true }
+        Compression {
+            min_size: 1024,
+            gzip_level: 5,
+            brotli_quality: 4,
+            gzip: true,
+            brotli: true,
+        }
     }
     /// Smallest body (in bytes) worth compressing.
     pub fn min_size(mut self, bytes: usize) -> Self {
@@ -98,7 +104,8 @@ impl Compression {
             Coding::Brotli => {
                 let mut out = Vec::with_capacity(data.len() / 3 + 64);
                 {
-                    let mut w = brotli::CompressorWriter::new(&mut out, 4096, self.brotli_quality, 22);
+                    let mut w =
+                        brotli::CompressorWriter::new(&mut out, 4096, self.brotli_quality, 22);
                     w.write_all(data)?;
                     w.flush()?;
                 }
@@ -111,7 +118,9 @@ impl Compression {
 /// Picks the coding for an `Accept-Encoding` value: the acceptable coding with the highest
 /// q-value, brotli first at equal q. `None` means identity.
 pub(crate) fn negotiate(accept: &[u8], gzip: bool, brotli: bool) -> Option<Coding> {
-    let Ok(accept) = std::str::from_utf8(accept) else { return None };
+    let Ok(accept) = std::str::from_utf8(accept) else {
+        return None;
+    };
     let (mut q_br, mut q_gzip, mut q_star) = (None, None, None);
     for item in accept.split(',') {
         let mut parts = item.split(';');
@@ -124,7 +133,12 @@ pub(crate) fn negotiate(accept: &[u8], gzip: bool, brotli: bool) -> Option<Codin
             if let Some((k, v)) = p.split_once('=') {
                 if k.trim().eq_ignore_ascii_case("q") {
                     // A malformed q-value makes the member unusable rather than preferred.
-                    q = v.trim().parse::<f32>().ok().filter(|q| (0.0..=1.0).contains(q)).unwrap_or(0.0);
+                    q = v
+                        .trim()
+                        .parse::<f32>()
+                        .ok()
+                        .filter(|q| (0.0..=1.0).contains(q))
+                        .unwrap_or(0.0);
                 }
             }
         }
@@ -136,8 +150,16 @@ pub(crate) fn negotiate(accept: &[u8], gzip: bool, brotli: bool) -> Option<Codin
             q_star = Some(q);
         }
     }
-    let br = if brotli { q_br.or(q_star).unwrap_or(0.0) } else { 0.0 };
-    let gz = if gzip { q_gzip.or(q_star).unwrap_or(0.0) } else { 0.0 };
+    let br = if brotli {
+        q_br.or(q_star).unwrap_or(0.0)
+    } else {
+        0.0
+    };
+    let gz = if gzip {
+        q_gzip.or(q_star).unwrap_or(0.0)
+    } else {
+        0.0
+    };
     if br <= 0.0 && gz <= 0.0 {
         None
     } else if br >= gz {
@@ -150,7 +172,11 @@ pub(crate) fn negotiate(accept: &[u8], gzip: bool, brotli: bool) -> Option<Codin
 /// Content types worth compressing (already-compressed formats such as images, video and
 /// archives are not).
 pub(crate) fn compressible(content_type: &[u8]) -> bool {
-    let ct = content_type.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii();
+    let ct = content_type
+        .split(|&b| b == b';')
+        .next()
+        .unwrap_or(b"")
+        .trim_ascii();
     let ct = ct.to_ascii_lowercase();
     ct.starts_with(b"text/")
         || ct.ends_with(b"+json")
@@ -171,7 +197,11 @@ fn find<'a>(res: &'a Response, name: &str) -> Option<&'a [u8]> {
 }
 
 fn add_vary(res: &mut Response) {
-    if let Some((_, v)) = res.headers.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case("vary")) {
+    if let Some((_, v)) = res
+        .headers
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case("vary"))
+    {
         let has = v.split(|&b| b == b',').any(|t| {
             let t = t.trim_ascii();
             t == b"*" || t.eq_ignore_ascii_case(b"accept-encoding")
@@ -182,7 +212,8 @@ fn add_vary(res: &mut Response) {
             *v = Cow::Owned(nv);
         }
     } else {
-        res.headers.push((Cow::Borrowed("vary"), Cow::Borrowed(b"Accept-Encoding")));
+        res.headers
+            .push((Cow::Borrowed("vary"), Cow::Borrowed(b"Accept-Encoding")));
     }
 }
 
@@ -205,7 +236,8 @@ impl Middleware for Compression {
                 return res;
             }
             if find(&res, "cache-control").is_some_and(|v| {
-                v.windows(12).any(|w| w.eq_ignore_ascii_case(b"no-transform"))
+                v.windows(12)
+                    .any(|w| w.eq_ignore_ascii_case(b"no-transform"))
             }) {
                 return res;
             }
@@ -225,7 +257,10 @@ impl Middleware for Compression {
                 }
             };
             res.body = ResponseBody::Full(Bytes::from(compressed));
-            res.headers.push((Cow::Borrowed("content-encoding"), Cow::Borrowed(coding.token())));
+            res.headers.push((
+                Cow::Borrowed("content-encoding"),
+                Cow::Borrowed(coding.token()),
+            ));
             // A strong validator names exact bytes; the compressed bytes differ (RFC 9110 §8.8.1).
             for (n, v) in res.headers.iter_mut() {
                 if n.eq_ignore_ascii_case("etag") && v.first() == Some(&b'"') {
@@ -245,13 +280,22 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        assert_eq!(negotiate(b"gzip, deflate, br", true, true), Some(Coding::Brotli));
+        assert_eq!(
+            negotiate(b"gzip, deflate, br", true, true),
+            Some(Coding::Brotli)
+        );
         assert_eq!(negotiate(b"gzip", true, true), Some(Coding::Gzip));
-        assert_eq!(negotiate(b"br;q=0.5, gzip;q=0.8", true, true), Some(Coding::Gzip));
+        assert_eq!(
+            negotiate(b"br;q=0.5, gzip;q=0.8", true, true),
+            Some(Coding::Gzip)
+        );
         assert_eq!(negotiate(b"br;q=0, gzip;q=0", true, true), None);
         assert_eq!(negotiate(b"identity", true, true), None);
         assert_eq!(negotiate(b"*", true, true), Some(Coding::Brotli));
-        assert_eq!(negotiate(b"*;q=0.1, br;q=0", true, true), Some(Coding::Gzip));
+        assert_eq!(
+            negotiate(b"*;q=0.1, br;q=0", true, true),
+            Some(Coding::Gzip)
+        );
         assert_eq!(negotiate(b"GZIP;Q=0.9", true, true), Some(Coding::Gzip));
         assert_eq!(negotiate(b"br;q=abc, gzip", true, true), Some(Coding::Gzip));
         assert_eq!(negotiate(b"br", true, false), None);

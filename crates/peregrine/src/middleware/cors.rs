@@ -69,7 +69,10 @@ impl Cors {
     /// Allows `origin` (exact match, e.g. `https://app.example`); call again for more. Once an
     /// origin is given, only listed origins are allowed.
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
-        self.cfg().origins.get_or_insert_with(Vec::new).push(origin.into());
+        self.cfg()
+            .origins
+            .get_or_insert_with(Vec::new)
+            .push(origin.into());
         self
     }
     /// The methods allowed in preflight answers.
@@ -102,7 +105,11 @@ impl Cors {
 }
 
 fn join<I: IntoIterator<Item = S>, S: AsRef<str>>(items: I) -> String {
-    items.into_iter().map(|s| s.as_ref().to_owned()).collect::<Vec<_>>().join(", ")
+    items
+        .into_iter()
+        .map(|s| s.as_ref().to_owned())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn owned(s: &str) -> Cow<'static, [u8]> {
@@ -113,7 +120,9 @@ impl Config {
     /// The `Access-Control-Allow-Origin` value for `origin`, if allowed.
     fn allow_origin_value(&self, origin: &str) -> Option<Cow<'static, [u8]>> {
         match &self.origins {
-            Some(list) if list.iter().any(|o| o.eq_ignore_ascii_case(origin)) => Some(owned(origin)),
+            Some(list) if list.iter().any(|o| o.eq_ignore_ascii_case(origin)) => {
+                Some(owned(origin))
+            }
             Some(_) => None,
             // Credentials are never combined with the wildcard (the Fetch standard forbids it),
             // and without a list we refuse rather than reflect arbitrary origins.
@@ -154,7 +163,11 @@ impl Middleware for Cors {
         if preflight {
             let mut res = Response::new(204);
             push(&mut res, "access-control-allow-origin", allow);
-            push(&mut res, "access-control-allow-methods", owned(&cfg.methods));
+            push(
+                &mut res,
+                "access-control-allow-methods",
+                owned(&cfg.methods),
+            );
             let headers = match (&cfg.headers, req.header("access-control-request-headers")) {
                 (Some(h), _) => Some(owned(h)),
                 (None, Some(asked)) => Some(owned(asked)),
@@ -164,7 +177,11 @@ impl Middleware for Cors {
                 push(&mut res, "access-control-allow-headers", h);
             }
             if cfg.credentials {
-                push(&mut res, "access-control-allow-credentials", Cow::Borrowed(b"true"));
+                push(
+                    &mut res,
+                    "access-control-allow-credentials",
+                    Cow::Borrowed(b"true"),
+                );
             }
             if let Some(age) = cfg.max_age {
                 push(&mut res, "access-control-max-age", owned(&age.to_string()));
@@ -172,7 +189,9 @@ impl Middleware for Cors {
             push(
                 &mut res,
                 "vary",
-                Cow::Borrowed(b"Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
+                Cow::Borrowed(
+                    b"Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+                ),
             );
             return Box::pin(std::future::ready(res));
         }
@@ -183,7 +202,11 @@ impl Middleware for Cors {
             let mut res = fut.await;
             push(&mut res, "access-control-allow-origin", allow);
             if credentials {
-                push(&mut res, "access-control-allow-credentials", Cow::Borrowed(b"true"));
+                push(
+                    &mut res,
+                    "access-control-allow-credentials",
+                    Cow::Borrowed(b"true"),
+                );
             }
             if let Some(e) = expose {
                 push(&mut res, "access-control-expose-headers", e);
@@ -203,13 +226,22 @@ mod tests {
     #[test]
     fn origin_rules() {
         let any = Cors::new();
-        assert_eq!(any.inner.allow_origin_value("https://x").as_deref(), Some(&b"*"[..]));
+        assert_eq!(
+            any.inner.allow_origin_value("https://x").as_deref(),
+            Some(&b"*"[..])
+        );
         let listed = Cors::new().allow_origin("https://a.example");
         assert_eq!(
-            listed.inner.allow_origin_value("https://a.example").as_deref(),
+            listed
+                .inner
+                .allow_origin_value("https://a.example")
+                .as_deref(),
             Some(&b"https://a.example"[..])
         );
-        assert!(listed.inner.allow_origin_value("https://b.example").is_none());
+        assert!(listed
+            .inner
+            .allow_origin_value("https://b.example")
+            .is_none());
         let creds_any = Cors::new().allow_credentials(true);
         assert!(creds_any.inner.allow_origin_value("https://x").is_none());
     }

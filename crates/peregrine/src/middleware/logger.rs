@@ -42,7 +42,7 @@ impl Middleware for Logger {
                 target: "peregrine::request",
                 %method,
                 %path,
-                route = route.as_deref().unwrap_or("-"),
+                route = %route.as_deref().unwrap_or("-"),
                 status = res.status,
                 micros = start.elapsed().as_micros() as u64,
                 %peer,

@@ -133,18 +133,28 @@ struct Layered {
 impl Handler for Layered {
     #[inline]
     fn call(&self, req: Request) -> BoxFuture<Response> {
-        self.layer.call(req, Next { inner: self.inner.clone() })
+        self.layer.call(
+            req,
+            Next {
+                inner: self.inner.clone(),
+            },
+        )
     }
 }
 
 /// Wraps `handler` in `layers`, the last one outermost. Done once at startup.
 pub(crate) fn wrap(handler: Arc<dyn Handler>, layers: &[Arc<dyn Middleware>]) -> Arc<dyn Handler> {
     layers.iter().fold(handler, |inner, layer| {
-        Arc::new(Layered { layer: layer.clone(), inner }) as Arc<dyn Handler>
+        Arc::new(Layered {
+            layer: layer.clone(),
+            inner,
+        }) as Arc<dyn Handler>
     })
 }
 
 /// Is this header present in the response (case-insensitive name)?
 pub(crate) fn has_header(res: &Response, name: &str) -> bool {
-    res.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+    res.headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case(name))
 }

@@ -48,7 +48,11 @@ impl RequestIdLayer {
     }
     /// Uses another header name (e.g. `x-correlation-id`).
     pub fn with_header(header: &'static str) -> Self {
-        RequestIdLayer { header, prefix: random_u64(), counter: AtomicU64::new(0) }
+        RequestIdLayer {
+            header,
+            prefix: random_u64(),
+            counter: AtomicU64::new(0),
+        }
     }
 
     fn next_id(&self) -> String {
@@ -86,7 +90,8 @@ impl Middleware for RequestIdLayer {
         Box::pin(async move {
             let mut res = fut.await;
             if !has_header(&res, header) {
-                res.headers.push((Cow::Borrowed(header), Cow::Owned(id.into_bytes())));
+                res.headers
+                    .push((Cow::Borrowed(header), Cow::Owned(id.into_bytes())));
             }
             res
         })

@@ -41,7 +41,9 @@ impl Middleware for Timeout {
                 Ok(res) => res,
                 Err(_) => {
                     tracing::warn!(limit_ms = limit.as_millis() as u64, "request timed out");
-                    Error::new(status).with_detail("the request took too long").into_response()
+                    Error::new(status)
+                        .with_detail("the request took too long")
+                        .into_response()
                 }
             }
         })

@@ -19,20 +19,28 @@ impl TestServer {
     }
 
     pub fn start_with(app: App, tweak: impl FnOnce(&mut ServerConfig)) -> Self {
-        let mut cfg = ServerConfig::default();
-        cfg.addr = "127.0.0.1:0".parse().unwrap();
-        cfg.workers = 1;
-        cfg.shutdown_timeout = Duration::from_secs(2);
+        let mut cfg = ServerConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            workers: 1,
+            shutdown_timeout: Duration::from_secs(2),
+            ..ServerConfig::default()
+        };
         tweak(&mut cfg);
         let handle = app.serve(cfg).expect("server starts");
         let addr = handle.local_addr();
-        TestServer { handle: Some(handle), addr }
+        TestServer {
+            handle: Some(handle),
+            addr,
+        }
     }
 
     pub fn connect(&self) -> Conn {
         let s = TcpStream::connect(self.addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        Conn { r: BufReader::new(s.try_clone().unwrap()), w: s }
+        Conn {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
     }
 
     /// One request on a fresh connection.
@@ -112,8 +120,16 @@ impl Resp {
     /// Checks a problem document: content type, status member equal to the status, and the
     /// given title.
     pub fn assert_problem(&self, status: u16, title: &str) -> serde_json::Value {
-        assert_eq!(self.status, status, "status; body: {:?}", String::from_utf8_lossy(&self.body));
-        assert_eq!(self.header("content-type"), Some("application/problem+json"));
+        assert_eq!(
+            self.status,
+            status,
+            "status; body: {:?}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
         let j = self.json();
         assert_eq!(j["type"], "about:blank");
         assert_eq!(j["title"], title);
@@ -145,7 +161,10 @@ impl Conn {
             headers.push((n.to_owned(), v.trim().to_owned()));
         }
         let find = |name: &str| {
-            headers.iter().find(|(n, _): &&(String, String)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+            headers
+                .iter()
+                .find(|(n, _): &&(String, String)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
         };
         let mut body = Vec::new();
         let chunked = find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
@@ -155,7 +174,8 @@ impl Conn {
             loop {
                 let mut size = String::new();
                 self.r.read_line(&mut size).unwrap();
-                let n = usize::from_str_radix(size.trim_end().split(';').next().unwrap(), 16).unwrap();
+                let n =
+                    usize::from_str_radix(size.trim_end().split(';').next().unwrap(), 16).unwrap();
                 if n == 0 {
                     let mut end = String::new();
                     self.r.read_line(&mut end).unwrap();
@@ -170,6 +190,11 @@ impl Conn {
             self.r.read_exact(&mut b).unwrap();
             body = b;
         }
-        Resp { status, headers, body, chunked }
+        Resp {
+            status,
+            headers,
+            body,
+            chunked,
+        }
     }
 }
