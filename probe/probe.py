@@ -70,7 +70,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     sweep_doc: dict = {}
     if not args.no_sweeps and (cats is None or cats - {"H"}):
         sweep_doc = await sweeps.run_sweeps(
-            host, port, quick=args.quick, concurrency=max(args.concurrency, 64), timeout=args.timeout
+            host, port, quick=args.quick, concurrency=max(args.concurrency, 128), timeout=args.timeout
         )
     rob: list[dict] = []
     if not args.no_robustness and (cats is None or "H" in cats):

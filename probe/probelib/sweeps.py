@@ -130,7 +130,7 @@ async def _run_slice(host: str, port: int, items: list[tuple[str, bytes]], concu
     loop = asyncio.get_running_loop()
     counts: dict[str, Counter] = {}
     examples: dict[str, list[dict]] = {}
-    close_wait = min(timeout, 0.5)
+    close_wait = min(timeout, 0.3)
 
     async def one(fam: str, req: bytes) -> None:
         done = loop.create_future()
