@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# CI: build the Peregrine scenarios example server, start it on a free port, run the full
+# compliance probe (corpus, generated sweeps, robustness) with --require-must, and write
+# probe/out/ci.json and probe/out/ci.md. The server is killed on exit, whatever happens.
+#
+# Environment:
+#   PROBE_SERVER_TIMEOUT  seconds; if set, passed to the server as HEADER_TIMEOUT/BODY_TIMEOUT
+#                         and to the probe as --header-timeout/--body-timeout (default: the
+#                         engine's defaults, 10 s, which the probe then waits out)
+#   PROBE_ARGS            extra probe arguments (e.g. "--quick")
+#   CARGO_TARGET_DIR      honoured as usual
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target_dir="${CARGO_TARGET_DIR:-target}"
+if [ -f crates/peregrine/examples/scenarios.rs ]; then
+    cargo build --release -q -p peregrine --example scenarios
+    bin="$target_dir/release/examples/scenarios"
+else
+    # Until the framework's scenarios example exists: the engine's hello example (GET /plaintext).
+    cargo build --release -q -p peregrine-server --example hello
+    bin="$target_dir/release/examples/hello"
+fi
+
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+timeout_s="${PROBE_SERVER_TIMEOUT:-10}"
+server_env=(ADDR="127.0.0.1:$port" WORKERS=2)
+if [ -n "${PROBE_SERVER_TIMEOUT:-}" ]; then
+    server_env+=(HEADER_TIMEOUT="$PROBE_SERVER_TIMEOUT" BODY_TIMEOUT="$PROBE_SERVER_TIMEOUT")
+fi
+mkdir -p probe/out
+# The idle-connections scenario opens 5000 sockets; let the server have them too.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+env "${server_env[@]}" "$bin" > probe/out/ci-server.log 2>&1 &
+server_pid=$!
+cleanup() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+for _ in $(seq 1 150); do
+    if python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then
+        break
+    fi
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        echo "run_ci: server exited early:" >&2
+        cat probe/out/ci-server.log >&2
+        exit 1
+    fi
+    sleep 0.2
+done
+
+echo "run_ci: probing $bin on 127.0.0.1:$port (pid $server_pid)"
+# shellcheck disable=SC2086
+python3 probe/probe.py --target "127.0.0.1:$port" --json probe/out/ci.json --markdown probe/out/ci.md \
+    --server-pid "$server_pid" --header-timeout "$timeout_s" --body-timeout "$timeout_s" \
+    --require-must ${PROBE_ARGS:-}
