@@ -260,9 +260,13 @@ mod x86 {
         }
     }
 
+    // The helpers below carry no `#[target_feature]` (which would forbid `#[inline(always)]`):
+    // they are always inlined into `parse_sse42` / `parse_avx2`, which are compiled with the
+    // features, so the intrinsics inline there as single instructions. Calling them anywhere
+    // else would be unsound on CPUs without the features, hence `unsafe fn`.
+
     /// Bitmask of the 16 bytes at `p` that are NOT in the class.
-    #[inline]
-    #[target_feature(enable = "ssse3")]
+    #[inline(always)]
     unsafe fn misses16(p: *const u8, lo_t: __m128i, hi_t: __m128i) -> u32 {
         let m0f = _mm_set1_epi8(0x0F);
         let v = _mm_loadu_si128(p as *const __m128i);
@@ -272,8 +276,7 @@ mod x86 {
         _mm_movemask_epi8(_mm_cmpeq_epi8(hit, _mm_setzero_si128())) as u32
     }
 
-    #[inline]
-    #[target_feature(enable = "ssse3,sse4.2")]
+    #[inline(always)]
     unsafe fn skip_sse(buf: &[u8], mut i: usize, class: &Class) -> usize {
         let lo_t = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
         let hi_t = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
@@ -288,8 +291,7 @@ mod x86 {
         skip_scalar(buf, i, class)
     }
 
-    #[inline]
-    #[target_feature(enable = "avx2")]
+    #[inline(always)]
     unsafe fn skip_avx2(buf: &[u8], mut i: usize, class: &Class) -> usize {
         let lo_128 = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
         let hi_128 = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
