@@ -295,9 +295,10 @@ impl Service for AppService {
     #[inline]
     fn call(&self, inner: peregrine_server::Request) -> AppFuture {
         let shared = &self.shared;
-        let (route, params) = match shared.matcher.at(inner.path()) {
+        let path = inner.path();
+        let (route, params) = match shared.matcher.at(path) {
             Ok(m) => {
-                let base = inner.path().as_ptr() as usize;
+                let base = path.as_ptr() as usize;
                 // matchit hands out slices of the path we gave it, in pattern order; keep their
                 // offsets so the request owns no strings.
                 let params = m

@@ -66,7 +66,7 @@ fn app() -> App {
         )
         .route(
             "/missing-state",
-            get(|req: Request| async move { req.state::<String>().map(|s| s.clone()) }),
+            get(|req: Request| async move { req.state::<String>().cloned() }),
         )
         .route(
             "/bytes",
@@ -180,10 +180,8 @@ fn bytes_and_limits() {
     s.send(&request("POST", "/small", &[], "abcde"))
         .assert_problem(413, "Content Too Large");
     // Chunked body over the limit.
-    let chunked = format!(
-        "POST /small HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n"
-    );
-    s.send(&chunked).assert_problem(413, "Content Too Large");
+    let chunked = "POST /small HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n";
+    s.send(chunked).assert_problem(413, "Content Too Large");
     let chunked = "POST /small HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n";
     assert_eq!(s.send(chunked).text(), "3 bytes");
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Instructions per request (noise-free, shared/docs/measuring.md item 4): run the scenarios
+# example under `valgrind --tool=cachegrind --cache-sim=no` with one worker, send N1 then (in a
+# second run) N2 keep-alive requests on one connection, and divide the difference of the
+# instruction totals by N2 - N1. Startup and shutdown cancel out.
+#
+# usage: crates/peregrine/bench/instructions-per-request.sh [BINARY] [N1] [N2] [PATH...]
+set -euo pipefail
+BIN=${1:-target/release/examples/scenarios}
+N1=${2:-2000}
+N2=${3:-12000}
+shift 3 || true
+PATHS=("$@")
+[ ${#PATHS[@]} -eq 0 ] && PATHS=(/plaintext /users/42 /json)
+PORT=${PORT:-18282}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+client() { # path count: sequential keep-alive GETs, each response read fully and checked
+  python3 - "$PORT" "$1" "$2" <<'PY'
+import socket, sys
+port, path, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+s = socket.create_connection(("127.0.0.1", port))
+req = f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+buf = b""
+for _ in range(n):
+    s.sendall(req)
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(65536)
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
+    while len(buf) < length:
+        buf += s.recv(65536)
+    buf = buf[length:]
+PY
+}
+
+run() { # path count -> total instructions
+  local out="$TMP/cg.$RANDOM"
+  ADDR=127.0.0.1:$PORT WORKERS=1 valgrind --tool=cachegrind --cache-sim=no \
+    --cachegrind-out-file="$out" "$BIN" >/dev/null 2>"$TMP/vg.log" &
+  local pid=$!
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$PORT/plaintext" >/dev/null 2>&1 && break; sleep 0.1; done
+  client "$1" "$2"
+  kill -TERM $pid
+  wait $pid || true
+  awk '/^summary:/ {print $2}' "$out"
+}
+
+for p in "${PATHS[@]}"; do
+  a=$(run "$p" "$N1")
+  b=$(run "$p" "$N2")
+  awk -v p="$p" -v a="$a" -v b="$b" -v n1="$N1" -v n2="$N2" \
+    'BEGIN {printf "path=%s instructions_per_request=%.0f\n", p, (b - a) / (n2 - n1)}'
+done
