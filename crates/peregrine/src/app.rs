@@ -62,18 +62,49 @@ impl App {
     }
 
     /// Adds a route; see [`Router::route`] for the path syntax.
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get, post};
+    /// async fn list(_: Request) -> &'static str { "[]" }
+    /// async fn create(_: Request) -> (u16, &'static str) { (201, "{}") }
+    /// async fn file(req: Request) -> Result<String, peregrine::Error> {
+    ///     Ok(req.param_str("path")?.into_owned())
+    /// }
+    /// let app = App::new()
+    ///     .route("/items", get(list).post(create))
+    ///     .route("/files/{*path}", get(file));
+    /// # let _ = app;
+    /// ```
     pub fn route(mut self, path: &str, methods: MethodRouter) -> Self {
         self.router = self.router.route(path, methods);
         self
     }
 
     /// Mounts a group under `prefix`; see [`Router::nest`].
+    ///
+    /// ```
+    /// use peregrine::{App, Request, Router, get};
+    /// let v1 = Router::new().route("/status", get(|_r: Request| async { "ok" }));
+    /// let app = App::new().nest("/api/v1", v1); // GET /api/v1/status
+    /// # let _ = app;
+    /// ```
     pub fn nest(mut self, prefix: &str, group: Router) -> Self {
         self.router = self.router.nest(prefix, group);
         self
     }
 
     /// Adds the routes of `group` at the top level, with its own layers.
+    ///
+    /// ```
+    /// use peregrine::{App, Request, Router, get};
+    /// use peregrine::middleware::Timeout;
+    /// use std::time::Duration;
+    /// let slow = Router::new()
+    ///     .route("/report", get(|_r: Request| async { "done" }))
+    ///     .layer(Timeout::new(Duration::from_secs(30))); // only for this group
+    /// let app = App::new().route("/", get(|_r: Request| async { "home" })).merge(slow);
+    /// # let _ = app;
+    /// ```
     pub fn merge(mut self, group: Router) -> Self {
         self.router = self.router.merge(group);
         self
@@ -97,6 +128,25 @@ impl App {
     /// Registers shared state of type `T`, read by handlers with [`Request::state`]. Several
     /// states of different types may be registered; registering a type again replaces it.
     /// Use interior mutability (atomics, `Mutex`) for state that changes.
+    ///
+    /// ```
+    /// use peregrine::{App, Error, Request, get};
+    /// use std::sync::Mutex;
+    ///
+    /// struct Config { greeting: String }
+    /// struct Log(Mutex<Vec<String>>);
+    ///
+    /// async fn greet(req: Request) -> Result<String, Error> {
+    ///     let who = req.param_str("who")?;
+    ///     req.state::<Log>()?.0.lock().unwrap().push(who.to_string());
+    ///     Ok(format!("{} {who}", req.state::<Config>()?.greeting))
+    /// }
+    /// let app = App::new()
+    ///     .with_state(Config { greeting: "hello".into() })
+    ///     .with_state(Log(Mutex::new(Vec::new())))
+    ///     .route("/greet/{who}", get(greet));
+    /// # let _ = app;
+    /// ```
     pub fn with_state<T: Send + Sync + 'static>(mut self, state: T) -> Self {
         let id = TypeId::of::<T>();
         self.states.retain(|(t, _)| *t != id);
@@ -106,12 +156,23 @@ impl App {
 
     /// Limit for reading whole bodies with [`Request::bytes`], `text`, `json` and `form`
     /// (413 past it). The engine's own `max_body_size` applies first.
+    ///
+    /// ```
+    /// let app = peregrine::App::new().body_limit(64 * 1024);
+    /// # let _ = app;
+    /// ```
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
         self
     }
 
     /// Answers requests that match no route (instead of the 404 problem document).
+    ///
+    /// ```
+    /// use peregrine::{App, Html, Request};
+    /// let app = App::new().fallback(|_req: Request| async { (404, Html("<h1>Lost?</h1>")) });
+    /// # let _ = app;
+    /// ```
     pub fn fallback<H: Handler>(mut self, handler: H) -> Self {
         self.fallback = Some(Arc::new(handler));
         self
@@ -121,6 +182,14 @@ impl App {
     ///
     /// # Panics
     /// If two route patterns conflict (for example `/users/{id}` and `/users/{name}`).
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// use peregrine::server::{Server, ServerConfig};
+    /// let service = App::new().route("/", get(|_r: Request| async { "hi" })).into_service();
+    /// // Hand it to the engine yourself, e.g. Server::new(ServerConfig::default()).serve(service)
+    /// # let _ = (service, Server::new(ServerConfig::default()));
+    /// ```
     pub fn into_service(self) -> AppService {
         match self.try_into_service() {
             Ok(s) => s,
@@ -129,6 +198,17 @@ impl App {
     }
 
     /// Compiles the route table, reporting a conflict between patterns as an error.
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// let err = App::new()
+    ///     .route("/users/{id}", get(|_r: Request| async { "a" }))
+    ///     .route("/users/{name}", get(|_r: Request| async { "b" }))
+    ///     .try_into_service()
+    ///     .err()
+    ///     .unwrap();
+    /// assert!(err.contains("/users/{name}"));
+    /// ```
     pub fn try_into_service(self) -> Result<AppService, String> {
         let mut matcher = matchit::Router::new();
         let mut routes = Vec::new();
