@@ -6,6 +6,7 @@
 //! borrow is ever held across an `.await`.
 
 use crate::body::BodyError;
+use crate::idle::{Idle, IdleWait};
 use crate::response::{Response, ResponseBody};
 use crate::worker::WorkerShared;
 use crate::{Body, Request, Service};
@@ -232,6 +233,14 @@ impl Conn {
                 _ => return,
             }
         }
+    }
+
+    pub(crate) fn shared(&self) -> &WorkerShared {
+        &self.shared
+    }
+
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.stream
     }
 
     fn pending_output(&self) -> usize {
@@ -670,27 +679,81 @@ async fn call_service<S: Service>(service: &S, conn: &Conn, req: Request) -> Res
 }
 
 /// Serves one connection until it closes.
+/// Per-connection driver state that survives idle periods.
+#[derive(Default)]
+struct DriveState {
+    /// Requests served on this connection.
+    served: u64,
+    /// When the head being received must be complete (set on the first wait for it).
+    head_deadline: Option<Instant>,
+    /// Whether the bytes received since the last parse may complete (or break) a head.
+    parse_due: bool,
+}
+
+/// What the busy part of the driver asks for.
+enum Next {
+    /// Everything received was answered and written: wait for the next request.
+    Idle,
+    Close(Close),
+}
+
+/// Serves one connection until it closes.
+///
+/// The task's own future only holds what an idle connection needs (the wait for readability,
+/// the idle timer, the shutdown notification); the work of answering requests runs in a boxed
+/// future that exists only while the connection is busy. Tokio sizes a task's allocation by its
+/// largest state, so this keeps an idle keep-alive connection at a few hundred bytes.
 pub(crate) async fn serve<S: Service>(service: &S, conn: Rc<Conn>) {
-    let close = drive(service, &conn).await;
+    let mut st = DriveState::default();
+    let close = loop {
+        if conn.shared.is_shutting_down() {
+            break Close::Now;
+        }
+        let mut wait = IdleWait::new(&conn);
+        let got = loop {
+            conn.release_buffers();
+            match (&mut wait).await {
+                Idle::Close => break None,
+                Idle::Readable => {}
+            }
+            match conn.try_fill() {
+                Ok(Some(f)) => break Some(f),
+                // Readiness was stale: still idle (the registration and its age are kept).
+                Ok(None) => continue,
+                Err(_) => break None,
+            }
+        };
+        drop(wait);
+        match got {
+            None => break Close::Now,
+            Some(_) => st.parse_due = true,
+        }
+        match Box::pin(busy(service, &conn, &mut st)).await {
+            Next::Idle => {}
+            Next::Close(c) => break c,
+        }
+    };
     match close {
         Close::Now => {
-            let _ = conn.flush().await;
+            let _ = Box::pin(conn.flush()).await;
         }
-        Close::Linger => conn.linger().await,
+        Close::Linger => Box::pin(conn.linger()).await,
     }
 }
 
-async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
+/// Answers requests until everything received was answered (→ [`Next::Idle`]) or the connection
+/// must close.
+async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> Next {
     let cfg = &conn.shared.config;
-    let mut served: u64 = 0;
-    // When the head being received must be complete (set on the first wait for it).
-    let mut head_deadline: Option<Instant> = None;
-    // Whether the bytes received since the last parse may complete (or break) a head.
-    let mut parse_due = false;
+    let DriveState {
+        served,
+        head_deadline,
+        parse_due,
+    } = st;
     loop {
         // 1. Answer every complete request in the buffer, in order.
         loop {
-            if !parse_due || conn.io.borrow().rbuf.is_empty() {
+            if !*parse_due || conn.io.borrow().rbuf.is_empty() {
                 break;
             }
             let parsed = {
@@ -708,25 +771,25 @@ async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
             let (head, fields) = match parsed {
                 Err(e) => {
                     conn.push_error(e.status, e.reason, false);
-                    return Close::Linger;
+                    return Next::Close(Close::Linger);
                 }
                 Ok(None) => {
-                    parse_due = false;
+                    *parse_due = false;
                     break;
                 }
                 Ok(Some(x)) => x,
             };
-            head_deadline = None;
-            served += 1;
+            *head_deadline = None;
+            *served += 1;
             let head_request = head.method_kind == Method::Head;
             if head.expect == Expectation::Unknown {
                 conn.push_error(417, "unsupported expectation", head_request);
-                return Close::Linger;
+                return Next::Close(Close::Linger);
             }
             if let BodyFraming::Length(n) = head.framing {
                 if n > cfg.max_body_size {
                     conn.push_error(413, "request body too large", head_request);
-                    return Close::Linger;
+                    return Next::Close(Close::Linger);
                 }
             }
             let (bytes, gen) = {
@@ -753,7 +816,7 @@ async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
             let mut keep_alive = head.keep_alive()
                 && cfg
                     .max_requests_per_connection
-                    .map_or(true, |max| served < max);
+                    .map_or(true, |max| *served < max);
             let resp = call_service(service, conn, req).await;
             keep_alive &= !conn.shared.is_shutting_down();
             let resp = match resp {
@@ -761,7 +824,7 @@ async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
                 Err(()) => {
                     tracing::error!(peer = %conn.peer, "handler panicked; answering 500");
                     conn.push_error(500, "internal server error", head_request);
-                    return Close::Linger;
+                    return Next::Close(Close::Linger);
                 }
             };
             // Decide now whether the rest of the body can be skipped to keep the connection.
@@ -784,7 +847,7 @@ async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
                 if resp.status < 400 {
                     // The handler answered success on a body that did not arrive intact.
                     conn.push_error(err.status(), &err.to_string(), head_request);
-                    return Close::Linger;
+                    return Next::Close(Close::Linger);
                 }
             }
             if conn
@@ -792,81 +855,51 @@ async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
                 .await
                 .is_err()
             {
-                return Close::Now;
+                return Next::Close(Close::Now);
             }
             if !keep_alive {
-                return Close::Linger;
+                return Next::Close(Close::Linger);
             }
             if !conn.drain_body().await {
-                return Close::Linger;
+                return Next::Close(Close::Linger);
             }
             if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
-                return Close::Now;
+                return Next::Close(Close::Now);
             }
             // What follows the request in the buffer is new input for the parser.
-            parse_due = true;
+            *parse_due = true;
         }
 
         // 2. Nothing complete is left: send the batch, then wait for more input.
         if conn.flush().await.is_err() {
-            return Close::Now;
+            return Next::Close(Close::Now);
         }
         if conn.io.borrow().eof {
             // The client half-closed: everything it sent was answered.
-            return Close::Now;
+            return Next::Close(Close::Now);
         }
-        let idle = conn.io.borrow().rbuf.is_empty();
+        if conn.io.borrow().rbuf.is_empty() {
+            return Next::Idle;
+        }
         let before = conn.io.borrow().rbuf.len();
-        let outcome = if idle {
-            if conn.shared.is_shutting_down() {
-                return Close::Now;
-            }
-            let idle_deadline = Instant::now() + cfg.idle_timeout;
-            loop {
-                conn.release_buffers();
-                tokio::select! {
-                    biased;
-                    r = conn.stream.readable() => {
-                        if r.is_err() {
-                            return Close::Now;
-                        }
-                    }
-                    _ = tokio::time::sleep_until(idle_deadline) => return Close::Now,
-                    _ = conn.shared.shutdown.notified() => return Close::Now,
-                }
-                match conn.try_fill() {
-                    Ok(Some(f)) => break Ok(f),
-                    // Readiness was stale: still idle.
-                    Ok(None) => continue,
-                    Err(e) => break Err(e),
-                }
-            }
-        } else {
-            let deadline =
-                *head_deadline.get_or_insert_with(|| Instant::now() + cfg.header_timeout);
-            conn.fill(deadline).await
-        };
+        let deadline = *head_deadline.get_or_insert_with(|| Instant::now() + cfg.header_timeout);
+        let outcome = conn.fill(deadline).await;
         match outcome {
-            Err(_) => return Close::Now,
+            Err(_) => return Next::Close(Close::Now),
             Ok(Fill::Eof) => {
                 // Answer what is complete; a partial request is dropped without a word.
-                parse_due = true;
+                *parse_due = true;
             }
             Ok(Fill::TimedOut) => {
-                if before == 0 {
-                    return Close::Now;
-                }
                 conn.push_error(408, "request header timeout", false);
-                return Close::Linger;
+                return Next::Close(Close::Linger);
             }
             Ok(Fill::Data) => {
-                // Re-parse only when the new bytes can change the verdict: a line end, the
-                // first bytes of a head, or a head as long as the limits allow. This keeps a
+                // Re-parse only when the new bytes can change the verdict: a line end or a head as long as the limits allow. This keeps a
                 // byte-per-packet client from costing a full re-parse per byte.
                 let io = conn.io.borrow();
                 let len = io.rbuf.len();
-                parse_due |= idle
-                    || io.rbuf[before..].contains(&b'\n')
+                *parse_due |= io.rbuf[before..].contains(&b'\n')
                     || len > cfg.limits.max_target_len + cfg.limits.max_header_bytes;
             }
         }
@@ -874,5 +907,43 @@ async fn drive<S: Service>(service: &S, conn: &Rc<Conn>) -> Close {
             // Parse what is there once more, then the loop above ends with `eof` set.
             continue;
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    #[test]
+    fn print_sizes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                .await
+                .unwrap();
+            let shared = std::rc::Rc::new(crate::worker::WorkerShared::new(
+                crate::ServerConfig::default(),
+            ));
+            let conn = std::rc::Rc::new(super::Conn::new(c, "1.1.1.1:1".parse().unwrap(), shared));
+            let svc = crate::service_fn(|_r: crate::Request| async { crate::Response::text("x") });
+            let fut = super::serve(&svc, conn.clone());
+            eprintln!(
+                "busy future: {}",
+                std::mem::size_of_val(&super::busy(&svc, &conn, &mut Default::default()))
+            );
+            eprintln!("serve future: {}", std::mem::size_of_val(&fut));
+            eprintln!("Conn: {}", std::mem::size_of::<super::Conn>());
+            eprintln!("Io: {}", std::mem::size_of::<super::Io>());
+            eprintln!("BodyState: {}", std::mem::size_of::<super::BodyState>());
+            eprintln!(
+                "TcpStream: {}",
+                std::mem::size_of::<tokio::net::TcpStream>()
+            );
+            eprintln!("Sleep: {}", std::mem::size_of::<tokio::time::Sleep>());
+            eprintln!("Request: {}", std::mem::size_of::<crate::Request>());
+            eprintln!("idle Entry: {}", std::mem::size_of::<crate::idle::IdleWait<'_>>());
+        });
     }
 }

@@ -11,6 +11,7 @@
 pub mod body;
 pub mod config;
 mod conn;
+mod idle;
 pub mod request;
 pub mod response;
 pub mod server;

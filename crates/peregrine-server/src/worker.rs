@@ -2,6 +2,7 @@
 //! and every connection it accepted (no work stealing).
 
 use crate::conn::{self, Conn, READ_BUF_INITIAL};
+use crate::idle::IdleSet;
 use crate::{ServerConfig, Service};
 use bytes::BytesMut;
 use peregrine_codec::FieldSpan;
@@ -13,8 +14,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 
-/// Buffers kept per worker for reuse; beyond this they are freed.
-const POOL_MAX: usize = 64;
+/// Buffers kept per worker for reuse; beyond this they are freed. Only connections that are
+/// busy at the same moment on one thread need buffers, so a few suffice.
+const POOL_MAX: usize = 16;
 /// Output buffers larger than this are freed rather than pooled (after a big response).
 const OUT_POOL_MAX_CAP: usize = 64 * 1024;
 
@@ -87,24 +89,24 @@ pub(crate) struct WorkerShared {
     read_pool: RefCell<Vec<BytesMut>>,
     out_pool: RefCell<Vec<Vec<u8>>>,
     shutting_down: Cell<bool>,
-    /// Woken (all waiters) when shutdown starts, so idle connections close.
-    pub(crate) shutdown: Notify,
+    /// Idle connections, woken when they time out or shutdown starts.
+    pub(crate) idle: IdleSet,
     live: Cell<usize>,
     all_closed: Notify,
 }
 
 impl WorkerShared {
-    fn new(config: ServerConfig) -> Self {
+    pub(crate) fn new(config: ServerConfig) -> Self {
         let n = config.limits.max_fields.max(1);
         WorkerShared {
-            config,
             fields: RefCell::new(vec![FieldSpan::default(); n].into_boxed_slice()),
             read_pool: RefCell::new(Vec::new()),
             out_pool: RefCell::new(Vec::new()),
             shutting_down: Cell::new(false),
-            shutdown: Notify::new(),
+            idle: IdleSet::new(config.idle_timeout),
             live: Cell::new(0),
             all_closed: Notify::new(),
+            config,
         }
     }
 
@@ -194,6 +196,15 @@ pub(crate) fn run<S: Service>(
         drop(ready);
         let shared = Rc::new(WorkerShared::new(config));
         let service = Rc::new(service);
+        let sweeper = shared.clone();
+        tokio::task::spawn_local(async move {
+            let mut tick = tokio::time::interval(sweeper.idle.tick_len());
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                sweeper.idle.sweep();
+            }
+        });
         tokio::select! {
             _ = accept_loop(&listener, &shared, &service, &global) => {}
             _ = stop.wait_for(|s| *s) => {}
@@ -201,7 +212,7 @@ pub(crate) fn run<S: Service>(
         // Stop accepting: connections still in this listener's backlog are refused.
         drop(listener);
         shared.shutting_down.set(true);
-        shared.shutdown.notify_waiters();
+        shared.idle.wake_all();
         let deadline = tokio::time::sleep(shared.config.shutdown_timeout);
         tokio::pin!(deadline);
         while shared.live.get() > 0 {
