@@ -94,6 +94,23 @@ fn app() -> App {
             }),
         )
         .route(
+            "/upload",
+            post(|mut req: Request| async move {
+                // Streaming read: chunk sizes as they come, never the whole body in memory.
+                let (mut total, mut pieces) = (0usize, 0usize);
+                while let Some(chunk) = req
+                    .body_mut()
+                    .chunk()
+                    .await
+                    .map_err(|e| Error::new(e.status()).with_detail(e.to_string()))?
+                {
+                    total += chunk.len();
+                    pieces += 1;
+                }
+                Ok::<_, Error>(format!("{total} {pieces}"))
+            }),
+        )
+        .route(
             "/form",
             post(|mut req: Request| async move {
                 let u: NewUser = req.form().await?;
@@ -303,4 +320,22 @@ fn form_bodies() {
             .starts_with("invalid form body"),
         "{j}"
     );
+}
+
+#[test]
+fn streaming_upload_reads_every_byte() {
+    let s = TestServer::start(app());
+    // Split "total pieces": how the bytes were cut into pieces depends on the network.
+    let read = |r: common::Resp| -> (usize, usize) {
+        let (a, b) = r.text().split_once(' ').unwrap();
+        (a.parse().unwrap(), b.parse().unwrap())
+    };
+    // Far above the app body limit: a streaming reader is not bound by it.
+    let body = "y".repeat(200_000);
+    let (total, pieces) = read(s.send(&request("POST", "/upload", &[], &body)));
+    assert_eq!(total, 200_000);
+    assert!(pieces >= 1);
+    let chunked = "POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+    assert_eq!(read(s.send(chunked)).0, 11);
+    assert_eq!(read(s.send(&request("POST", "/upload", &[], ""))), (0, 0));
 }

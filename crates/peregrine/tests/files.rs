@@ -168,4 +168,14 @@ fn large_files_stream_intact() {
     let expected: Vec<u8> = (0..3 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
     assert_eq!(r.body.len(), expected.len());
     assert!(r.body == expected);
+    // HEAD: same headers, no body.
+    let r = s.send(&request("HEAD", "/static/big.bin", &[], ""));
+    assert_eq!(r.status, 200);
+    assert!(r.header("etag").is_some());
+    let mut c = s.connect();
+    c.write(request("HEAD", "/static/big.bin", &[], "").as_bytes());
+    let _ = c.read(true);
+    // The connection is still in sync after a HEAD of a streamed body.
+    c.write(request("GET", "/static/hello.txt", &[], "").as_bytes());
+    assert_eq!(c.read(false).text(), "hello file\n");
 }

@@ -95,6 +95,15 @@ fn app() -> App {
             }),
         )
         .route("/ok", get(|_r: Request| async { "still serving" }))
+        .route(
+            "/unserializable",
+            get(|_r: Request| async {
+                // JSON object keys must be strings: serialisation fails at run time.
+                let mut m = std::collections::BTreeMap::new();
+                m.insert(vec![1u8], 1);
+                Json(m)
+            }),
+        )
 }
 
 #[test]
@@ -198,4 +207,13 @@ fn panic_in_middleware_is_caught_too() {
     s.get("/ok", &["X-Boom: 1"])
         .assert_problem(500, "Internal Server Error");
     assert_eq!(s.get("/ok", &[]).text(), "still serving");
+}
+
+#[test]
+fn json_serialisation_failure_is_a_500_problem() {
+    let s = TestServer::start(app());
+    let j = s
+        .get("/unserializable", &[])
+        .assert_problem(500, "Internal Server Error");
+    assert_eq!(j.as_object().unwrap().len(), 3);
 }
