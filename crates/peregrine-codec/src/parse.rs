@@ -10,7 +10,7 @@ use crate::request::{
     BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, Parsed, RequestHead, Span,
     Version,
 };
-use crate::scan::{Scan, TARGET, TCHAR, VALUE};
+use crate::scan::{Scan, HOST, TARGET, TCHAR, VALUE};
 use crate::{Limits, ParseError};
 
 /// Methods longer than this are refused with 501 before the request line completes: no method we
@@ -72,25 +72,16 @@ pub(crate) fn parse_core<S: Scan>(
 
     // --- Method: 1*tchar then exactly one SP. ---
     let m_start = pos;
-    let m_bound = len.min(m_start + MAX_METHOD_LEN + 1);
-    let m_end = S::skip(&buf[..m_bound], m_start, &TCHAR);
-    if m_end - m_start > MAX_METHOD_LEN {
-        return Err(ParseError::new(501, "method too long"));
-    }
-    if m_end == len {
-        return Ok(Parsed::Incomplete);
-    }
-    if buf[m_end] != b' ' {
-        if m_end == m_start {
-            bad!("invalid byte before the request line");
+    // Most requests are GETs: recognise `GET ` with one comparison and skip the scan.
+    let (m_end, method_kind) = if buf.len() >= pos + 4 && &buf[pos..pos + 4] == b"GET " {
+        (pos + 3, Method::Get)
+    } else {
+        let m_end = scan_method::<S>(buf, m_start)?;
+        match m_end {
+            Some(m_end) => (m_end, method_kind(&buf[m_start..m_end])),
+            None => return Ok(Parsed::Incomplete),
         }
-        bad!("invalid byte in method");
-    }
-    if m_end == m_start {
-        bad!("empty method");
-    }
-    let method = &buf[m_start..m_end];
-    let method_kind = method_kind(method);
+    };
 
     // --- Request-target: RFC 3986 characters, %HH validated, then exactly one SP. ---
     let t_start = m_end + 1;
@@ -175,7 +166,7 @@ pub(crate) fn parse_core<S: Scan>(
         (target, None)
     } else if method_kind == Method::Connect {
         // authority-form: uri-host ":" port, nothing else.
-        validate_authority(tgt, true)?;
+        validate_authority::<S>(buf, t_start, t_end, true)?;
         target_authority = Some(target);
         (target, None)
     } else if let Some(after_scheme) = absolute_form_authority_start(tgt) {
@@ -184,7 +175,7 @@ pub(crate) fn parse_core<S: Scan>(
             .iter()
             .position(|&b| b == b'/' || b == b'?')
             .map_or(t_end, |i| a_start + i);
-        validate_authority(&buf[a_start..a_end], false)?;
+        validate_authority::<S>(buf, a_start, a_end, false)?;
         if buf[a_end..t_end].iter().any(|&b| b == b'[' || b == b']') {
             bad!("'[' or ']' in path or query");
         }
@@ -313,7 +304,7 @@ pub(crate) fn parse_core<S: Scan>(
                     bad!("more than one Host header field");
                 }
                 if !value.is_empty() {
-                    validate_authority(value, false)?;
+                    validate_authority::<S>(buf, v_start, vt, false)?;
                 }
                 host = Some(span(v_start, vt));
             }
@@ -400,6 +391,30 @@ pub(crate) fn parse_core<S: Scan>(
     }))
 }
 
+/// Scans `1*tchar SP` from `m_start`; `Ok(Some(end))` is the index of the SP.
+#[inline(always)]
+fn scan_method<S: Scan>(buf: &[u8], m_start: usize) -> Result<Option<usize>, ParseError> {
+    let len = buf.len();
+    let m_bound = len.min(m_start + MAX_METHOD_LEN + 1);
+    let m_end = S::skip(&buf[..m_bound], m_start, &TCHAR);
+    if m_end - m_start > MAX_METHOD_LEN {
+        return Err(ParseError::new(501, "method too long"));
+    }
+    if m_end == len {
+        return Ok(None);
+    }
+    if buf[m_end] != b' ' {
+        if m_end == m_start {
+            bad!("invalid byte before the request line");
+        }
+        bad!("invalid byte in method");
+    }
+    if m_end == m_start {
+        bad!("empty method");
+    }
+    Ok(Some(m_end))
+}
+
 #[inline(always)]
 fn method_kind(m: &[u8]) -> Method {
     match m {
@@ -476,8 +491,19 @@ fn absolute_form_authority_start(t: &[u8]) -> Option<usize> {
 /// with `need_port` an authority-form target). Rejects userinfo, path, query, fragment,
 /// whitespace, controls, list separators, empty hosts, and ports that are empty, non-numeric or
 /// above 65535.
-pub(crate) fn validate_authority(a: &[u8], need_port: bool) -> Result<(), ParseError> {
-    let (host, port) = if a.first() == Some(&b'[') {
+///
+/// The authority is `buf[start..end]`; taking the whole buffer lets the vector scan read past
+/// `end` (the result is clipped), so a short Host value still gets a full-width scan.
+#[inline(always)]
+pub(crate) fn validate_authority<S: Scan>(
+    buf: &[u8],
+    start: usize,
+    end: usize,
+    need_port: bool,
+) -> Result<(), ParseError> {
+    let a = &buf[start..end];
+    // One pass: the host (IP literal, or reg-name/IPv4 by table lookup), then `:` and the port.
+    let host_end = if a.first() == Some(&b'[') {
         let close = match a.iter().position(|&b| b == b']') {
             Some(c) => c,
             None => bad!("unterminated IP literal in authority"),
@@ -492,53 +518,56 @@ pub(crate) fn validate_authority(a: &[u8], need_port: bool) -> Result<(), ParseE
         {
             bad!("invalid IP literal in authority");
         }
-        match &a[close + 1..] {
-            [] => (&a[..=close], None),
-            [b':', port @ ..] => (&a[..=close], Some(port)),
-            _ => bad!("invalid bytes after IP literal in authority"),
+        if !matches!(a.get(close + 1), None | Some(b':')) {
+            bad!("invalid bytes after IP literal in authority");
         }
+        close + 1
     } else {
-        match a.iter().position(|&b| b == b':') {
-            Some(c) => (&a[..c], Some(&a[c + 1..])),
-            None => (a, None),
-        }
-    };
-    if host.is_empty() {
-        bad!("empty host in authority");
-    }
-    if host[0] != b'[' {
         let mut i = 0;
-        while i < host.len() {
-            match host[i] {
+        loop {
+            i = S::skip(buf, start + i, &HOST).min(end) - start;
+            let Some(&b) = a.get(i) else { break };
+            match b {
+                b':' => break,
                 b'%' => {
-                    if i + 2 >= host.len() || !is_hex(host[i + 1]) || !is_hex(host[i + 2]) {
+                    if i + 2 >= a.len() || !is_hex(a[i + 1]) || !is_hex(a[i + 2]) {
                         bad!("'%' not followed by two hex digits in host");
                     }
                     i += 3;
-                    continue;
                 }
                 b'@' => bad!("userinfo in authority"),
                 b',' => bad!("list value where one host is expected"),
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {}
-                b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b';' | b'=' => {}
                 _ => bad!("invalid byte in host"),
             }
-            i += 1;
         }
+        if i == 0 {
+            bad!("empty host in authority");
+        }
+        i
+    };
+    if host_end == a.len() {
+        if need_port {
+            bad!("authority-form request-target without a port");
+        }
+        return Ok(());
     }
-    match port {
-        None if need_port => bad!("authority-form request-target without a port"),
-        None => {}
-        Some([]) => bad!("empty port in authority"),
-        Some(p) => {
-            if p.len() > 5 || !p.iter().all(u8::is_ascii_digit) {
-                bad!("invalid port in authority");
-            }
-            let n = p.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'));
-            if n > 65535 {
-                bad!("invalid port in authority");
-            }
+    // a[host_end] == b':'
+    let port = &a[host_end + 1..];
+    if port.is_empty() {
+        bad!("empty port in authority");
+    }
+    if port.len() > 5 {
+        bad!("invalid port in authority");
+    }
+    let mut n = 0u32;
+    for &d in port {
+        if !d.is_ascii_digit() {
+            bad!("invalid port in authority");
         }
+        n = n * 10 + u32::from(d - b'0');
+    }
+    if n > 65535 {
+        bad!("invalid port in authority");
     }
     Ok(())
 }

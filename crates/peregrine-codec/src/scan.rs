@@ -102,6 +102,14 @@ pub(crate) const fn is_target_plain(b: u8) -> bool {
         | b':' | b'@' | b'/')
 }
 
+/// RFC 3986 reg-name bytes other than `%`: unreserved and sub-delims, minus `,` (a comma in a
+/// Host value is a list, which http1-rules.md C rejects).
+pub(crate) const fn is_reg_name(b: u8) -> bool {
+    matches!(b,
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~'
+        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b';' | b'=')
+}
+
 const fn table_of(kind: u8) -> [bool; 256] {
     let mut t = [false; 256];
     let mut i = 0;
@@ -110,7 +118,8 @@ const fn table_of(kind: u8) -> [bool; 256] {
         t[i] = match kind {
             0 => is_tchar(b),
             1 => is_value_byte(b),
-            _ => is_target_plain(b),
+            2 => is_target_plain(b),
+            _ => is_reg_name(b),
         };
         i += 1;
     }
@@ -123,6 +132,8 @@ pub(crate) static TCHAR: Class = Class::new(table_of(0));
 pub(crate) static VALUE: Class = Class::new(table_of(1));
 /// Plain request-target bytes.
 pub(crate) static TARGET: Class = Class::new(table_of(2));
+/// Host (reg-name) bytes.
+pub(crate) static HOST: Class = Class::new(table_of(3));
 
 /// Which instruction set a scan (and a whole parse) uses.
 #[doc(hidden)]
@@ -332,7 +343,7 @@ mod tests {
 
     #[test]
     fn nibble_tables_match_scalar_tables_for_all_bytes() {
-        for class in [&TCHAR, &VALUE, &TARGET] {
+        for class in [&TCHAR, &VALUE, &TARGET, &HOST] {
             for b in 0..=255u8 {
                 assert_eq!(class.contains(b), class.contains_nibble(b), "byte {b:#04x}");
             }
@@ -355,7 +366,7 @@ mod tests {
     fn every_path_finds_the_same_stop_byte_at_every_position() {
         // A stop byte at every offset of buffers of every length up to 80, for every byte value:
         // covers the 32-, 16- and scalar-tail parts of every path.
-        for class in [&TCHAR, &VALUE, &TARGET] {
+        for class in [&TCHAR, &VALUE, &TARGET, &HOST] {
             let fill = (0..=255u8).find(|&b| class.contains(b)).unwrap();
             for len in 0..80usize {
                 for stop_at in 0..=len {
