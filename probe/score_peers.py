@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Score the lab's peers with the probe: start each peer from lab/peers/peers.toml, probe it, stop it.
+
+Usage:
+    python3 probe/score_peers.py [--peers hyper,axum,...] [--quick] [--build] [--out probe/results]
+
+Writes ``<out>/<peer>.json`` and ``<out>/<peer>.md`` per peer and ``<out>/README.md`` with one
+table of scores and, per peer, the MUST cases it fails. Peers are started as the lab runner starts
+them (``run`` in ``dir`` with ``ADDR`` and ``WORKERS=1`` plus the peer's ``env``), each in its own
+process group, which is killed afterwards. Only ``kind = "server"`` peers that serve
+``post_json`` are scored (the corpus needs POST /users). Without ``--build`` a peer whose build
+output is missing is reported as not built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEERS_DIR = os.path.join(ROOT, "lab", "peers")
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port: int, proc: subprocess.Popen, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+def score(peer: dict, args, out: str) -> dict:
+    name = peer["name"]
+    cwd = os.path.normpath(os.path.join(PEERS_DIR, peer["dir"]))
+    if args.build:
+        for cmd in peer.get("build", []):
+            subprocess.run(cmd, cwd=cwd, check=True)
+    exe = peer["run"][0]
+    if "/" in exe and not os.path.exists(os.path.join(cwd, exe)):
+        return {"peer": name, "error": f"not built ({exe} missing; use --build)"}
+    port = free_port()
+    env = dict(os.environ, ADDR=f"127.0.0.1:{port}", WORKERS="1", **peer.get("env", {}))
+    log = open(os.path.join(out, f"{name}.server.log"), "w")
+    proc = subprocess.Popen(peer["run"], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if not wait_port(port, proc, 60):
+            return {"peer": name, "error": "did not start (see server log)"}
+        cmd = [sys.executable, os.path.join(HERE, "probe.py"), "--target", f"127.0.0.1:{port}",
+               "--json", os.path.join(out, f"{name}.json"), "--markdown", os.path.join(out, f"{name}.md"),
+               "--server-pid", str(proc.pid)]  # fmt: skip
+        if args.quick:
+            cmd.append("--quick")
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        print(p.stdout.strip() or p.stderr.strip(), flush=True)
+        if p.returncode != 0:
+            return {"peer": name, "error": f"probe failed: {p.stderr.strip()[-300:]}"}
+        with open(os.path.join(out, f"{name}.json")) as f:
+            doc = json.load(f)
+        return {"peer": name, "label": peer.get("label", name), "doc": doc, "seconds": round(time.monotonic() - t0)}
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+
+
+def summary(results: list[dict], quick: bool) -> str:
+    lines = [
+        "# Compliance probe: scores of the lab's peers",
+        "",
+        f"Mode: {'quick (reduced sweep)' if quick else 'full (131,778 sweep requests)'}; "
+        f"generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python3 probe/score_peers.py"
+        f"{' --quick' if quick else ''}`. Each peer runs with WORKERS=1 and its default timeouts; the probe "
+        "uses its defaults (2 s per case, header/body timeouts assumed 10 s). Per-peer details: `<peer>.md`.",
+        "",
+        "| peer | MUST | SHOULD | score % | sweeps passed | robustness | server |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['peer']} | – | – | – | – | – | {r['error']} |")
+            continue
+        o = r["doc"]["overall"]
+        rob = o["robustness"]
+        skipped = f" ({rob['skipped']} skipped)" if rob["skipped"] else ""
+        lines.append(
+            f"| {r['label']} | {o['must']['passed']}/{o['must']['total']} | {o['should']['passed']}/{o['should']['total']} "
+            f"| {o['score']} | {o['sweeps']['passed']}/{o['sweeps']['total']} | {rob['passed']}/{rob['total']}"
+            f"{skipped} | {r['doc']['meta'].get('server_header', '')} |"
+        )
+    lines += ["", "## Failed MUST cases and robustness scenarios per peer", ""]
+    for r in results:
+        if "error" in r:
+            continue
+        doc = r["doc"]
+        fails = [c for c in doc["cases"] if c["level"] == "MUST" and not c["passed"]]
+        rob = [x for x in doc["robustness"] if not x["passed"] and not x.get("skipped")]
+        lines.append(f"### {r['label']} ({len(fails)} MUST cases, {len(rob)} robustness)")
+        lines.append("")
+        if not fails and not rob:
+            lines.append("None.")
+        for c in fails:
+            lines.append(f"- `{c['id']}` {c['description']}: expected {c['expected']}; got {c['observed']}")
+        for x in rob:
+            lines.append(f"- `{x['id']}`: expected {x['expected']}; got {x['observed']}")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peers", help="comma-separated peer names (default: every eligible peer)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--build", action="store_true", help="run each peer's build commands first")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = ap.parse_args()
+    with open(os.path.join(PEERS_DIR, "peers.toml"), "rb") as f:
+        peers = tomllib.load(f)["peer"]
+    eligible = [p for p in peers if p.get("kind") == "server" and "post_json" in p.get("scenarios", [])]
+    if args.peers:
+        wanted = args.peers.split(",")
+        eligible = [p for p in eligible if p["name"] in wanted]
+    os.makedirs(args.out, exist_ok=True)
+    results = [score(p, args, args.out) for p in eligible]
+    with open(os.path.join(args.out, "README.md"), "w") as f:
+        f.write(summary(results, args.quick))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
