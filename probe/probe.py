@@ -24,8 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from probelib import corpus, report, robustness, runner, sweeps  # noqa: E402
-from probelib.client import exchange  # noqa: E402
+from probelib import corpus, report, robustness, runner, sweeps
+from probelib.client import exchange
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

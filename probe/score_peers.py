@@ -61,7 +61,11 @@ def score(peer: dict, args, out: str) -> dict:
         return {"peer": name, "error": f"not built ({exe} missing; use --build)"}
     port = free_port()
     env = dict(os.environ, ADDR=f"127.0.0.1:{port}", WORKERS="1", **peer.get("env", {}))
-    log = open(os.path.join(out, f"{name}.server.log"), "w")
+    with open(os.path.join(out, f"{name}.server.log"), "w") as log:
+        return _probe_running(peer, args, out, name, cwd, env, port, log)
+
+
+def _probe_running(peer, args, out, name, cwd, env, port, log) -> dict:
     proc = subprocess.Popen(peer["run"], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         if not wait_port(port, proc, 60):
@@ -72,7 +76,7 @@ def score(peer: dict, args, out: str) -> dict:
         if args.quick:
             cmd.append("--quick")
         t0 = time.monotonic()
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.run(cmd, check=False, capture_output=True, text=True)
         print(p.stdout.strip() or p.stderr.strip(), flush=True)
         if p.returncode != 0:
             return {"peer": name, "error": f"probe failed: {p.stderr.strip()[-300:]}"}
@@ -88,17 +92,18 @@ def score(peer: dict, args, out: str) -> dict:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        log.close()
 
 
 def summary(results: list[dict], quick: bool) -> str:
     lines = [
         "# Compliance probe: scores of the lab's peers",
         "",
-        f"Mode: {'quick (reduced sweep)' if quick else 'full (131,778 sweep requests)'}; "
-        f"generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python3 probe/score_peers.py"
-        f"{' --quick' if quick else ''}`. Each peer runs with WORKERS=1 and its default timeouts; the probe "
-        "uses its defaults (2 s per case, header/body timeouts assumed 10 s). Per-peer details: `<peer>.md`.",
+        (
+            f"Mode: {'quick (reduced sweep)' if quick else 'full (131,778 sweep requests)'}; "
+            f"generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python3 probe/score_peers.py"
+            f"{' --quick' if quick else ''}`. Each peer runs with WORKERS=1 and its default timeouts; the probe "
+            "uses its defaults (2 s per case, header/body timeouts assumed 10 s). Per-peer details: `<peer>.md`."
+        ),
         "",
         "| peer | MUST | SHOULD | score % | sweeps passed | robustness | server |",
         "|---|---:|---:|---:|---:|---:|---|",

@@ -98,7 +98,7 @@ async def exchange(
     deadline = t0 + timeout
     try:
         sock = await open_socket(host, port, timeout)
-    except (OSError, asyncio.TimeoutError) as e:
+    except (TimeoutError, OSError) as e:
         obs.error = f"connect: {e!r}"
         return obs
 
@@ -124,7 +124,7 @@ async def exchange(
                 break
             try:
                 data = await asyncio.wait_for(loop.sock_recv(sock, 65536), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             except ConnectionResetError:
                 obs.closed, obs.close_kind = True, "reset"
@@ -145,10 +145,8 @@ async def exchange(
                     break
     finally:
         wtask.cancel()
-        try:
-            await wtask
-        except BaseException:
-            pass
+        # The writer was cancelled or hit a closed socket; both are expected here.
+        await asyncio.gather(wtask, return_exceptions=True)
         linger_zero(sock)
         sock.close()
     obs.elapsed = time.monotonic() - t0

@@ -50,7 +50,7 @@ def decode(text: str) -> bytes:
         elif e == "x":
             hh = text[i + 2 : i + 4]
             if len(hh) != 2 or not set(hh) <= _HEX:
-                raise EscapeError(f"bad \\x escape at offset {i}: {text[i:i+4]!r}")
+                raise EscapeError(f"bad \\x escape at offset {i}: {text[i : i + 4]!r}")
             out.append(int(hh, 16))
             i += 4
         elif e == "{":

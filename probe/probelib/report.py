@@ -59,7 +59,9 @@ def must_failures(doc: dict) -> list[str]:
     for name, fam in doc["sweeps"].get("families", {}).items():
         if fam["passed"] != fam["total"]:
             out.append(f"sweep {name}: {fam['total'] - fam['passed']} of {fam['total']} failed")
-    out += [f"robustness {r['id']}: {r['observed']}" for r in doc["robustness"] if not r.get("skipped") and not r["passed"]]
+    out += [
+        f"robustness {r['id']}: {r['observed']}" for r in doc["robustness"] if not r.get("skipped") and not r["passed"]
+    ]
     return out
 
 
@@ -72,19 +74,27 @@ def markdown(doc: dict) -> str:
     lines = [
         f"# HTTP/1.1 compliance probe: `{doc['target']}`",
         "",
-        f"Server: {doc['meta'].get('server_header') or 'unknown'} · probe run {doc['meta'].get('started', '')}"
-        f" · mode {doc['meta'].get('mode', '')} · {doc['meta'].get('duration_s', '?')} s",
+        (
+            f"Server: {doc['meta'].get('server_header') or 'unknown'} · probe run {doc['meta'].get('started', '')}"
+            f" · mode {doc['meta'].get('mode', '')} · {doc['meta'].get('duration_s', '?')} s"
+        ),
         "",
         "| | passed | total | % |",
         "|---|---:|---:|---:|",
         f"| MUST cases | {o['must']['passed']} | {o['must']['total']} | {o['must_score']} |",
-        f"| SHOULD cases | {o['should']['passed']} | {o['should']['total']} | "
-        f"{_pct(o['should']['passed'], o['should']['total'])} |",
-        f"| all cases (score) | {o['must']['passed'] + o['should']['passed']} | "
-        f"{o['must']['total'] + o['should']['total']} | **{o['score']}** |",
+        (
+            f"| SHOULD cases | {o['should']['passed']} | {o['should']['total']} | "
+            f"{_pct(o['should']['passed'], o['should']['total'])} |"
+        ),
+        (
+            f"| all cases (score) | {o['must']['passed'] + o['should']['passed']} | "
+            f"{o['must']['total'] + o['should']['total']} | **{o['score']}** |"
+        ),
         f"| generated sweep requests | {o['sweeps']['passed']} | {o['sweeps']['total']} | {o['sweeps']['score']} |",
-        f"| robustness scenarios | {o['robustness']['passed']} | {o['robustness']['total']} | "
-        f"{_pct(o['robustness']['passed'], o['robustness']['total'])} |",
+        (
+            f"| robustness scenarios | {o['robustness']['passed']} | {o['robustness']['total']} | "
+            f"{_pct(o['robustness']['passed'], o['robustness']['total'])} |"
+        ),
         "",
         "## Categories",
         "",
@@ -113,8 +123,10 @@ def markdown(doc: dict) -> str:
             "",
             "## Generated sweeps",
             "",
-            f"{doc['sweeps'].get('requests', 0)} requests in {doc['sweeps'].get('duration_s', '?')} s "
-            f"({doc['sweeps'].get('rate', '?')} req/s). A request passes when answered 400 and closed.",
+            (
+                f"{doc['sweeps'].get('requests', 0)} requests in {doc['sweeps'].get('duration_s', '?')} s "
+                f"({doc['sweeps'].get('rate', '?')} req/s). A request passes when answered 400 and closed."
+            ),
             "",
             "| family | passed | total | failing examples |",
             "|---|---:|---:|---|",

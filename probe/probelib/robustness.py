@@ -101,7 +101,7 @@ async def _read_until_close(loop, sock: socket.socket, deadline: float) -> tuple
             return bytes(buf), "", 0.0
         try:
             data = await asyncio.wait_for(loop.sock_recv(sock, 65536), left)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return bytes(buf), "", 0.0
         except OSError:
             return bytes(buf), "reset", time.monotonic()
@@ -153,8 +153,12 @@ async def slowloris(host: str, port: int, o: Options) -> dict:
     took = t_close - t0
     ok = all(s == 408 for s in st)
     return _result(
-        sid, desc, expected, ok, f"{'/'.join(map(str, st)) or 'no response'}, then {how} after {took:.1f} s",
-        seconds=round(took, 2)
+        sid,
+        desc,
+        expected,
+        ok,
+        f"{'/'.join(map(str, st)) or 'no response'}, then {how} after {took:.1f} s",
+        seconds=round(took, 2),
     )
 
 
@@ -178,8 +182,12 @@ async def slow_body(host: str, port: int, o: Options) -> dict:
     took = t_close - t0
     ok = all(s == 408 for s in st)
     return _result(
-        sid, desc, expected, ok, f"{'/'.join(map(str, st)) or 'no response'}, then {how} after {took:.1f} s",
-        seconds=round(took, 2)
+        sid,
+        desc,
+        expected,
+        ok,
+        f"{'/'.join(map(str, st)) or 'no response'}, then {how} after {took:.1f} s",
+        seconds=round(took, 2),
     )
 
 
@@ -214,7 +222,7 @@ async def idle_connections(host: str, port: int, o: Options) -> dict:
         async with sem:
             try:
                 s = await open_socket(host, port, 10.0)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 return
             socks.append(s)
             try:
@@ -228,7 +236,7 @@ async def idle_connections(host: str, port: int, o: Options) -> dict:
                     buf += d
                 if b"Hello, World!" in buf:
                     answered += 1
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 return
 
     t0 = time.monotonic()
@@ -269,7 +277,9 @@ async def huge_header(host: str, port: int, o: Options) -> dict:
     sid, desc = "H-huge-header-line", "one 1 MiB header line"
     expected = "431 (or 400), then close"
     req = b"GET /plaintext HTTP/1.1\r\nHost: h\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
-    obs = await exchange(host, port, [req[i : i + 65536] for i in range(0, len(req), 65536)], timeout=max(o.timeout, 5.0))
+    obs = await exchange(
+        host, port, [req[i : i + 65536] for i in range(0, len(req), 65536)], timeout=max(o.timeout, 5.0)
+    )
     st = [r.status for r in obs.finals]
     ok = len(st) == 1 and st[0] in (431, 400) and obs.closed and not obs.garbage
     return _result(sid, desc, expected, ok, obs.summary())
@@ -300,7 +310,7 @@ async def pipeline_no_read(host: str, port: int, o: Options) -> dict:
             try:
                 await asyncio.wait_for(loop.sock_sendall(sock, chunk), 1.0)
                 sent += len(chunk)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 blocked = True  # the server stopped reading: back-pressure works
             except OSError as e:
                 closed = f"server closed/reset ({e.errno})"
@@ -317,9 +327,11 @@ async def pipeline_no_read(host: str, port: int, o: Options) -> dict:
     observed = (
         f"sent {sent // len(GET)} requests ({sent >> 20} MiB) in {duration:g} s"
         f"{', server stopped reading' if blocked else ''}{', ' + closed if closed else ''}; "
-        f"RSS {rss0} -> peak {peak} KiB (+{growth} KiB); new client {'served' if ok_served else 'NOT served'} in {took:.2f} s"
+        f"RSS {rss0} -> peak {peak} KiB (+{growth} KiB); new client {'served' if ok_served else 'NOT served: ' + summary} in {took:.2f} s"
     )
-    return _result(sid, desc, expected, passed, observed, rss_before_kib=rss0, rss_peak_kib=peak, requests_sent=sent // len(GET))
+    return _result(
+        sid, desc, expected, passed, observed, rss_before_kib=rss0, rss_peak_kib=peak, requests_sent=sent // len(GET)
+    )
 
 
 async def half_close(host: str, port: int, o: Options) -> dict:
@@ -338,7 +350,7 @@ async def reset_mid_request(host: str, port: int, o: Options) -> dict:
     for i in range(100):
         try:
             s = await open_socket(host, port, o.timeout)
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             return _result(sid, desc, expected, False, f"connect {i} failed: {e!r}")
         try:
             await loop.sock_sendall(s, partials[i % len(partials)])
@@ -349,7 +361,9 @@ async def reset_mid_request(host: str, port: int, o: Options) -> dict:
         s.close()
     await asyncio.sleep(0.2)
     ok, took, summary = await served(host, port, o.timeout)
-    return _result(sid, desc, expected, ok, f"new client {'served' if ok else 'NOT served'} in {took:.2f} s ({summary})")
+    return _result(
+        sid, desc, expected, ok, f"new client {'served' if ok else 'NOT served'} in {took:.2f} s ({summary})"
+    )
 
 
 async def reset_mid_response(host: str, port: int, o: Options) -> dict:
@@ -359,13 +373,13 @@ async def reset_mid_response(host: str, port: int, o: Options) -> dict:
     for i in range(20):
         try:
             s = await open_socket(host, port, o.timeout)
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             return _result(sid, desc, expected, False, f"connect {i} failed: {e!r}")
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             await asyncio.wait_for(loop.sock_sendall(s, GET * 2000), o.timeout)
             await asyncio.wait_for(loop.sock_recv(s, 100), o.timeout)
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             pass
         linger_zero(s)
         s.close()
@@ -378,17 +392,26 @@ async def reset_mid_response(host: str, port: int, o: Options) -> dict:
             alive = False
     ok, took, summary = await served(host, port, o.timeout)
     return _result(
-        sid, desc, expected, ok and alive,
-        f"new client {'served' if ok else 'NOT served'} in {took:.2f} s ({summary}){'' if alive else '; server process gone'}"
+        sid,
+        desc,
+        expected,
+        ok and alive,
+        f"new client {'served' if ok else 'NOT served'} in {took:.2f} s ({summary}){'' if alive else '; server process gone'}",
     )
 
 
-async def one_byte_writes(host: str, port: int, o: Options, req: bytes, sid: str, what: str, status: int, needle: bytes) -> dict:
+async def one_byte_writes(
+    host: str, port: int, o: Options, req: bytes, sid: str, what: str, status: int, needle: bytes
+) -> dict:
     desc = f"{what} sent one byte per write (TCP_NODELAY, 2 ms apart)"
     expected = f"{status} with the same body as when sent whole"
     obs = await exchange(
-        host, port, [req[i : i + 1] for i in range(len(req))], timeout=o.timeout + 0.002 * len(req) * 3,
-        want_responses=1, write_gap=0.002,
+        host,
+        port,
+        [req[i : i + 1] for i in range(len(req))],
+        timeout=o.timeout + 0.002 * len(req) * 3,
+        want_responses=1,
+        write_gap=0.002,
     )
     ok = bool(obs.finals) and obs.finals[0].status == status and needle in obs.finals[0].body
     return _result(sid, desc, expected, ok, obs.summary())
@@ -399,8 +422,14 @@ async def run_all(host: str, port: int, o: Options) -> list[dict]:
     the connection-heavy ones run alone so they do not disturb each other."""
     slow = asyncio.gather(slowloris(host, port, o), slow_body(host, port, o))
     out = []
-    out.append(await one_byte_writes(host, port, o, GET, "H-one-byte-per-write", "GET /plaintext", 200, b"Hello, World!"))
-    out.append(await one_byte_writes(host, port, o, POST, "H-one-byte-per-write-post", "POST /users with a JSON body", 201, b"a@b"))
+    out.append(
+        await one_byte_writes(host, port, o, GET, "H-one-byte-per-write", "GET /plaintext", 200, b"Hello, World!")
+    )
+    out.append(
+        await one_byte_writes(
+            host, port, o, POST, "H-one-byte-per-write-post", "POST /users with a JSON body", 201, b"a@b"
+        )
+    )
     out.append(await half_close(host, port, o))
     out.append(await huge_header(host, port, o))
     out.append(await reset_mid_request(host, port, o))

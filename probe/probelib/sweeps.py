@@ -56,7 +56,11 @@ def families(quick: bool) -> dict[str, list[bytes]]:
     fam["query_byte"] = [
         _path_req(t)
         for b in QUERY_INVALID
-        for t in (b"/plaintext?" + bytes([b]) + b"a=1", b"/plaintext?a=" + bytes([b]) + b"1", b"/plaintext?a=1" + bytes([b]))
+        for t in (
+            b"/plaintext?" + bytes([b]) + b"a=1",
+            b"/plaintext?a=" + bytes([b]) + b"1",
+            b"/plaintext?a=1" + bytes([b]),
+        )
     ]
     fam["field_name_byte"] = [
         _field_req(line)
@@ -69,7 +73,9 @@ def families(quick: bool) -> dict[str, list[bytes]]:
         for line in (b"X-A: " + bytes([b]) + b"v", b"X-A: v" + bytes([b]) + b"w", b"X-A: v" + bytes([b]))
     ]
     if quick:
-        pairs = [(a, ord("0")) for a in range(256) if a not in HEX] + [(ord("4"), b) for b in range(256) if b not in HEX]
+        pairs = [(a, ord("0")) for a in range(256) if a not in HEX] + [
+            (ord("4"), b) for b in range(256) if b not in HEX
+        ]
     else:
         pairs = [(a, b) for a in range(256) for b in range(256) if not (a in HEX and b in HEX)]
     fam["pct_path"] = [_path_req(b"/plain%" + bytes([a, b]) + b"text") for a, b in pairs]
@@ -80,7 +86,7 @@ def families(quick: bool) -> dict[str, list[bytes]]:
 class _Conn(asyncio.Protocol):
     """One sweep request: send, collect, note EOF/reset. Lean on purpose (>100k of these)."""
 
-    __slots__ = ("req", "buf", "done", "head", "transport", "closed")
+    __slots__ = ("buf", "closed", "done", "head", "req", "transport")
 
     def __init__(self, req: bytes, done: asyncio.Future):
         self.req = req
@@ -139,7 +145,7 @@ async def _run_slice(host: str, port: int, items: list[tuple[str, bytes]], concu
             transport, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: _Conn(req, done), host, port), timeout
             )
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             outcome = f"connect error {type(e).__name__}"
         else:
             try:
@@ -177,7 +183,9 @@ def _worker(args) -> tuple[dict, dict]:
     return asyncio.run(_run_slice(host, port, items, concurrency, timeout))
 
 
-async def run_sweeps(host: str, port: int, *, quick: bool, concurrency: int, timeout: float, processes: int = 0) -> dict:
+async def run_sweeps(
+    host: str, port: int, *, quick: bool, concurrency: int, timeout: float, processes: int = 0
+) -> dict:
     """Run every family; returns the ``sweeps`` section of the report."""
     fams = families(quick)
     items = [(name, req) for name, reqs in fams.items() for req in reqs]

@@ -42,13 +42,11 @@ def _checks(case: Case, obs: Observation) -> list[str]:
         elif check == "no_content_length":
             if finals and finals[0].header("content-length") is not None:
                 errs.append(f"{finals[0].status} response carries Content-Length")
-        elif check == "closed":
-            if not obs.closed:
-                errs.append("connection not closed after the response")
-    if case.body_contains is not None:
-        idx = max(case.responses - 1, 0)
-        if len(finals) > idx and case.body_contains.encode() not in finals[idx].body:
-            errs.append(f"body lacks {case.body_contains!r}")
+        elif check == "closed" and not obs.closed:
+            errs.append("connection not closed after the response")
+    idx = max(case.responses - 1, 0)
+    if case.body_contains is not None and len(finals) > idx and case.body_contains.encode() not in finals[idx].body:
+        errs.append(f"body lacks {case.body_contains!r}")
     return errs
 
 

@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-import lenient_server  # noqa: E402
+import lenient_server
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ echoing the body. Run standalone with ``python3 lenient_server.py PORT``.
 
 from __future__ import annotations
 
-import socket
 import socketserver
 import sys
 import threading
@@ -104,7 +103,7 @@ class Handler(socketserver.BaseRequestHandler):
                 except ValueError:
                     raise _Bad() from None
                 if size <= 0:
-                    while (t := self._read_line()) not in (b"", None):
+                    while self._read_line() not in (b"", None):
                         pass
                     break
                 chunk = self._read_n(size)
@@ -122,9 +121,11 @@ class Handler(socketserver.BaseRequestHandler):
 
     def _send(self, status: int, ctype: bytes, body: bytes, head: bool = False) -> None:
         reason = {200: b"OK", 201: b"Created", 400: b"Bad Request"}[status]
-        msg = (
-            b"HTTP/1.1 %d %s\r\nServer: lenient\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
-            % (status, reason, ctype, len(body))
+        msg = b"HTTP/1.1 %d %s\r\nServer: lenient\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (
+            status,
+            reason,
+            ctype,
+            len(body),
         )
         self.request.sendall(msg + (b"" if head else body))
 
@@ -137,7 +138,7 @@ class Handler(socketserver.BaseRequestHandler):
                 except _Bad:
                     self._send(400, b"text/plain", b"bad")
                     self.buf = b""
-        except (OSError, socket.timeout):
+        except (TimeoutError, OSError):
             return
 
 

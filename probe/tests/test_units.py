@@ -64,7 +64,8 @@ def test_parse_garbage():
 
 
 def _case(expect, **kw) -> Case:
-    base = dict(id="T-1", category="A", description="t", writes=[b"x"], expect=expect, level="MUST", ref="-")
+    base = {"id": "T-1", "category": "A", "description": "t", "writes": [b"x"], "expect": expect, "level": "MUST"}
+    base["ref"] = "-"
     base.update(kw)
     return Case(**base)
 
@@ -138,5 +139,11 @@ def test_corpus_shape():
         assert c.raw, c.id
     raw = b"\n".join(c.raw for c in cases)
     # The smuggling classes the issue names are all represented.
-    for needle in (b"Transfer-Encoding: xchunked", b"Content-Length : ", b"0x22\r\n", b"\r\n Transfer-Encoding", b"\x00"):
+    for needle in (
+        b"Transfer-Encoding: xchunked",
+        b"Content-Length : ",
+        b"0x22\r\n",
+        b"\r\n Transfer-Encoding",
+        b"\x00",
+    ):
         assert needle in raw, needle
