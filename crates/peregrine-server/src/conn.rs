@@ -78,7 +78,6 @@ pub(crate) struct Io {
 /// One connection, shared by the driver and the body of the request being answered.
 pub(crate) struct Conn {
     stream: TcpStream,
-    peer: SocketAddr,
     shared: Rc<WorkerShared>,
     io: RefCell<Io>,
 }
@@ -106,16 +105,17 @@ enum Step {
 }
 
 impl Conn {
-    pub(crate) fn new(stream: TcpStream, peer: SocketAddr, shared: Rc<WorkerShared>) -> Self {
+    /// A connection about to answer what was read into `rbuf` (`eof`: the client closed).
+    fn new(stream: TcpStream, shared: Rc<WorkerShared>, rbuf: BytesMut, eof: bool) -> Self {
+        let out = shared.take_out_buf();
         Conn {
             stream,
-            peer,
             shared,
             io: RefCell::new(Io {
-                rbuf: BytesMut::new(),
-                out: Vec::new(),
+                rbuf,
+                out,
                 out_pos: 0,
-                eof: false,
+                eof,
                 body: BodyState::Done,
                 gen: 0,
                 continue_pending: false,
@@ -150,25 +150,13 @@ impl Conn {
         if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
             io.rbuf.reserve(READ_BUF_INITIAL);
         }
-        let spare = io.rbuf.capacity() - io.rbuf.len();
-        match self.stream.try_read_buf(&mut io.rbuf) {
-            Ok(0) => {
+        match read_into(&self.stream, &mut io.rbuf)? {
+            None => Ok(None),
+            Some(0) => {
                 io.eof = true;
                 Ok(Some(Fill::Eof))
             }
-            Ok(n) => {
-                if n < spare {
-                    // A short read drained the socket: forget the readiness now (as tokio's
-                    // own `poll_read` does) instead of paying a `read(2)` that returns EAGAIN.
-                    // Edge-triggered epoll reports any later data as a new event.
-                    let _ = self.stream.try_io(Interest::READABLE, || {
-                        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-                    });
-                }
-                Ok(Some(Fill::Data))
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
+            Some(_) => Ok(Some(Fill::Data)),
         }
     }
 
@@ -233,14 +221,6 @@ impl Conn {
                 _ => return,
             }
         }
-    }
-
-    pub(crate) fn shared(&self) -> &WorkerShared {
-        &self.shared
-    }
-
-    pub(crate) fn stream(&self) -> &TcpStream {
-        &self.stream
     }
 
     fn pending_output(&self) -> usize {
@@ -475,7 +455,9 @@ impl Conn {
         match body {
             ResponseBody::Empty => Ok(()),
             ResponseBody::Full(b) => self.write_direct(&b).await,
-            ResponseBody::Stream(s) => self.write_stream(s, version == Version::Http11).await,
+            ResponseBody::Stream(s) => {
+                Box::pin(self.write_stream(s, version == Version::Http11)).await
+            }
         }
     }
 
@@ -593,6 +575,27 @@ impl Conn {
     }
 }
 
+/// One non-blocking read into `buf` (which has spare capacity): `Some(n)` bytes read (0 at
+/// EOF), `None` if there was nothing to read.
+fn read_into(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+    let spare = buf.capacity() - buf.len();
+    match stream.try_read_buf(buf) {
+        Ok(n) => {
+            if n > 0 && n < spare {
+                // A short read drained the socket: forget the readiness now (as tokio's own
+                // `poll_read` does) instead of paying a `read(2)` that returns EAGAIN.
+                // Edge-triggered epoll reports any later data as a new event.
+                let _ = stream.try_io(Interest::READABLE, || {
+                    Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                });
+            }
+            Ok(Some(n))
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn write_chunk_size(out: &mut Vec<u8>, n: usize) {
     let mut buf = [0u8; 16];
     let mut i = buf.len();
@@ -661,33 +664,29 @@ fn encode_head(
 
 /// Runs the handler future inside the connection task, catching panics, and meanwhile keeps
 /// writing earlier responses.
-async fn call_service<S: Service>(service: &S, conn: &Conn, req: Request) -> Result<Response, ()> {
-    let fut = catch_unwind(AssertUnwindSafe(|| service.call(req))).map_err(|_| ())?;
-    // Boxed so that the connection task stays small while idle, whatever the handler's size.
-    let mut fut: Pin<Box<S::Future>> = Box::pin(fut);
-    poll_fn(
-        move |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+fn call_service<'a, S: Service>(
+    service: &S,
+    conn: &'a Conn,
+    req: Request,
+) -> impl Future<Output = Result<Response, ()>> + 'a {
+    // The handler future is created here, not inside an `async` block, so the request is not
+    // kept in the driver's state; it is boxed so that the driver's size does not depend on it.
+    let mut fut: Option<Pin<Box<S::Future>>> = catch_unwind(AssertUnwindSafe(|| service.call(req)))
+        .ok()
+        .map(Box::pin);
+    poll_fn(move |cx| {
+        let Some(f) = fut.as_mut() else {
+            return Poll::Ready(Err(()));
+        };
+        match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(cx))) {
             Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
             Ok(Poll::Pending) => {
                 conn.poll_write_progress(cx);
                 Poll::Pending
             }
             Err(_) => Poll::Ready(Err(())),
-        },
-    )
-    .await
-}
-
-/// Serves one connection until it closes.
-/// Per-connection driver state that survives idle periods.
-#[derive(Default)]
-struct DriveState {
-    /// Requests served on this connection.
-    served: u64,
-    /// When the head being received must be complete (set on the first wait for it).
-    head_deadline: Option<Instant>,
-    /// Whether the bytes received since the last parse may complete (or break) a head.
-    parse_due: bool,
+        }
+    })
 }
 
 /// What the busy part of the driver asks for.
@@ -697,63 +696,120 @@ enum Next {
     Close(Close),
 }
 
-/// Serves one connection until it closes.
-///
-/// The task's own future only holds what an idle connection needs (the wait for readability,
-/// the idle timer, the shutdown notification); the work of answering requests runs in a boxed
-/// future that exists only while the connection is busy. Tokio sizes a task's allocation by its
-/// largest state, so this keeps an idle keep-alive connection at a few hundred bytes.
-pub(crate) async fn serve<S: Service>(service: &S, conn: Rc<Conn>) {
-    let mut st = DriveState::default();
-    let close = loop {
-        if conn.shared.is_shutting_down() {
-            break Close::Now;
+/// Where an idle connection's socket lives: inline in the task while idle, inside an
+/// `Rc<Conn>` while answering (the request body reaches it from the handler). If a handler kept
+/// a body alive past its response, the `Rc` cannot be unwrapped and the connection stays shared.
+enum Home {
+    Inline(TcpStream),
+    Shared(Rc<Conn>),
+}
+
+impl Home {
+    fn stream(&self) -> &TcpStream {
+        match self {
+            Home::Inline(s) => s,
+            Home::Shared(c) => &c.stream,
         }
-        let mut wait = IdleWait::new(&conn);
-        let got = loop {
-            conn.release_buffers();
-            match (&mut wait).await {
-                Idle::Close => break None,
-                Idle::Readable => {}
+    }
+
+    fn into_conn(self, shared: &Rc<WorkerShared>, rbuf: BytesMut, eof: bool) -> Rc<Conn> {
+        match self {
+            Home::Inline(stream) => Rc::new(Conn::new(stream, shared.clone(), rbuf, eof)),
+            Home::Shared(conn) => {
+                {
+                    let mut io = conn.io.borrow_mut();
+                    io.rbuf = rbuf;
+                    io.eof = eof;
+                    if io.out.capacity() == 0 {
+                        io.out = shared.take_out_buf();
+                    }
+                }
+                conn
             }
-            match conn.try_fill() {
-                Ok(Some(f)) => break Some(f),
-                // Readiness was stale: still idle (the registration and its age are kept).
-                Ok(None) => continue,
-                Err(_) => break None,
+        }
+    }
+
+    fn from_conn(conn: Rc<Conn>) -> Home {
+        conn.release_buffers();
+        match Rc::try_unwrap(conn) {
+            Ok(c) => Home::Inline(c.stream),
+            Err(conn) => Home::Shared(conn),
+        }
+    }
+}
+
+/// Serves one connection until it closes; `_guard` is released at the end.
+///
+/// While idle, the task holds only the socket, the peer address and a small wait (see
+/// [`IdleWait`]): no buffers, no timer, no `Conn`. The work of answering requests runs in a
+/// boxed future that exists only while the connection is busy. Tokio sizes a task's allocation
+/// by its largest state, so this keeps an idle keep-alive connection well under 1 KiB.
+pub(crate) fn serve<S: Service, G: 'static>(
+    service: Rc<S>,
+    shared: Rc<WorkerShared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    guard: G,
+) -> impl Future<Output = ()> {
+    // Built outside the `async` block and used in place inside it: moving a captured value into
+    // a new local would give it a second slot in the future (rust-lang/rust#62958).
+    let mut home = Home::Inline(stream);
+    async move {
+        let _guard = &guard;
+        let mut served: u64 = 0;
+        let (conn, close) = loop {
+            if shared.is_shutting_down() {
+                return;
+            }
+            let got = {
+                let mut wait = IdleWait::new(home.stream(), &shared);
+                loop {
+                    match (&mut wait).await {
+                        Idle::Close => break None,
+                        Idle::Readable => {}
+                    }
+                    let mut rbuf = shared.take_read_buf();
+                    match read_into(home.stream(), &mut rbuf) {
+                        Ok(Some(n)) => break Some((rbuf, n == 0)),
+                        // Readiness was stale: still idle (registration and age are kept).
+                        Ok(None) => shared.put_read_buf(rbuf),
+                        Err(_) => break None,
+                    }
+                }
+            };
+            let Some((rbuf, eof)) = got else { return };
+            let conn = home.into_conn(&shared, rbuf, eof);
+            match Box::pin(busy(&*service, &conn, &mut served, peer)).await {
+                Next::Idle => home = Home::from_conn(conn),
+                Next::Close(c) => break (conn, c),
             }
         };
-        drop(wait);
-        match got {
-            None => break Close::Now,
-            Some(_) => st.parse_due = true,
+        match close {
+            Close::Now => {
+                let _ = Box::pin(conn.flush()).await;
+            }
+            Close::Linger => Box::pin(conn.linger()).await,
         }
-        match Box::pin(busy(service, &conn, &mut st)).await {
-            Next::Idle => {}
-            Next::Close(c) => break c,
-        }
-    };
-    match close {
-        Close::Now => {
-            let _ = Box::pin(conn.flush()).await;
-        }
-        Close::Linger => Box::pin(conn.linger()).await,
     }
 }
 
 /// Answers requests until everything received was answered (→ [`Next::Idle`]) or the connection
 /// must close.
-async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> Next {
+async fn busy<S: Service>(
+    service: &S,
+    conn: &Rc<Conn>,
+    served: &mut u64,
+    peer: SocketAddr,
+) -> Next {
     let cfg = &conn.shared.config;
-    let DriveState {
-        served,
-        head_deadline,
-        parse_due,
-    } = st;
+    // When the head being received must be complete (set on the first wait for it).
+    let mut head_deadline: Option<Instant> = None;
+    // Whether the bytes received since the last parse may complete (or break) a head.
+    let mut parse_due = true;
     loop {
         // 1. Answer every complete request in the buffer, in order.
         loop {
-            if !*parse_due || conn.io.borrow().rbuf.is_empty() {
+            if !parse_due || conn.io.borrow().rbuf.is_empty() {
                 break;
             }
             let parsed = {
@@ -774,12 +830,12 @@ async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> 
                     return Next::Close(Close::Linger);
                 }
                 Ok(None) => {
-                    *parse_due = false;
+                    parse_due = false;
                     break;
                 }
                 Ok(Some(x)) => x,
             };
-            *head_deadline = None;
+            head_deadline = None;
             *served += 1;
             let head_request = head.method_kind == Method::Head;
             if head.expect == Expectation::Unknown {
@@ -811,7 +867,7 @@ async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> 
                 BodyFraming::Length(n) => Body::from_conn(conn.clone(), gen, Some(n)),
                 BodyFraming::Chunked => Body::from_conn(conn.clone(), gen, None),
             };
-            let req = Request::from_parts(bytes, head, fields, conn.peer, body);
+            let req = Request::from_parts(bytes, head, fields, peer, body);
 
             let mut keep_alive = head.keep_alive()
                 && cfg
@@ -822,7 +878,7 @@ async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> 
             let resp = match resp {
                 Ok(r) => r,
                 Err(()) => {
-                    tracing::error!(peer = %conn.peer, "handler panicked; answering 500");
+                    tracing::error!(%peer, "handler panicked; answering 500");
                     conn.push_error(500, "internal server error", head_request);
                     return Next::Close(Close::Linger);
                 }
@@ -867,7 +923,7 @@ async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> 
                 return Next::Close(Close::Now);
             }
             // What follows the request in the buffer is new input for the parser.
-            *parse_due = true;
+            parse_due = true;
         }
 
         // 2. Nothing complete is left: send the batch, then wait for more input.
@@ -888,7 +944,7 @@ async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> 
             Err(_) => return Next::Close(Close::Now),
             Ok(Fill::Eof) => {
                 // Answer what is complete; a partial request is dropped without a word.
-                *parse_due = true;
+                parse_due = true;
             }
             Ok(Fill::TimedOut) => {
                 conn.push_error(408, "request header timeout", false);
@@ -899,7 +955,7 @@ async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> 
                 // byte-per-packet client from costing a full re-parse per byte.
                 let io = conn.io.borrow();
                 let len = io.rbuf.len();
-                *parse_due |= io.rbuf[before..].contains(&b'\n')
+                parse_due |= io.rbuf[before..].contains(&b'\n')
                     || len > cfg.limits.max_target_len + cfg.limits.max_header_bytes;
             }
         }
@@ -912,8 +968,11 @@ async fn busy<S: Service>(service: &S, conn: &Rc<Conn>, st: &mut DriveState) -> 
 
 #[cfg(test)]
 mod size_tests {
+    /// What an idle connection costs is mostly the task tokio allocates for it, sized by the
+    /// largest state of its future; this guards the budget against accidental growth (an
+    /// inlined timer, buffer or request would add hundreds of bytes).
     #[test]
-    fn print_sizes() {
+    fn idle_connection_future_stays_small() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -926,24 +985,12 @@ mod size_tests {
             let shared = std::rc::Rc::new(crate::worker::WorkerShared::new(
                 crate::ServerConfig::default(),
             ));
-            let conn = std::rc::Rc::new(super::Conn::new(c, "1.1.1.1:1".parse().unwrap(), shared));
-            let svc = crate::service_fn(|_r: crate::Request| async { crate::Response::text("x") });
-            let fut = super::serve(&svc, conn.clone());
-            eprintln!(
-                "busy future: {}",
-                std::mem::size_of_val(&super::busy(&svc, &conn, &mut Default::default()))
-            );
-            eprintln!("serve future: {}", std::mem::size_of_val(&fut));
-            eprintln!("Conn: {}", std::mem::size_of::<super::Conn>());
-            eprintln!("Io: {}", std::mem::size_of::<super::Io>());
-            eprintln!("BodyState: {}", std::mem::size_of::<super::BodyState>());
-            eprintln!(
-                "TcpStream: {}",
-                std::mem::size_of::<tokio::net::TcpStream>()
-            );
-            eprintln!("Sleep: {}", std::mem::size_of::<tokio::time::Sleep>());
-            eprintln!("Request: {}", std::mem::size_of::<crate::Request>());
-            eprintln!("idle Entry: {}", std::mem::size_of::<crate::idle::IdleWait<'_>>());
+            let svc = std::rc::Rc::new(crate::service_fn(|_r: crate::Request| async {
+                crate::Response::text("x")
+            }));
+            let fut = super::serve(svc, shared, c, "127.0.0.1:1".parse().unwrap(), ());
+            let size = std::mem::size_of_val(&fut);
+            assert!(size <= 256, "connection future is {size} bytes");
         });
     }
 }

@@ -8,12 +8,13 @@
 //! `Notified` future per connection would cost more than the whole budget of an idle
 //! connection (under 1 KiB).
 
-use crate::conn::Conn;
+use crate::worker::WorkerShared;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+use tokio::net::TcpStream;
 
 /// 24 bytes: the registry is a per-connection cost too.
 enum Entry {
@@ -123,13 +124,18 @@ pub(crate) enum Idle {
 
 /// Waits until an idle connection can read, times out, or the worker shuts down.
 pub(crate) struct IdleWait<'a> {
-    conn: &'a Conn,
+    stream: &'a TcpStream,
+    shared: &'a WorkerShared,
     key: Option<usize>,
 }
 
 impl<'a> IdleWait<'a> {
-    pub(crate) fn new(conn: &'a Conn) -> Self {
-        IdleWait { conn, key: None }
+    pub(crate) fn new(stream: &'a TcpStream, shared: &'a WorkerShared) -> Self {
+        IdleWait {
+            stream,
+            shared,
+            key: None,
+        }
     }
 }
 
@@ -138,11 +144,11 @@ impl Future for IdleWait<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Idle> {
         let this = self.get_mut();
-        let shared = this.conn.shared();
+        let shared = this.shared;
         if shared.is_shutting_down() {
             return Poll::Ready(Idle::Close);
         }
-        match this.conn.stream().poll_read_ready(cx) {
+        match this.stream.poll_read_ready(cx) {
             Poll::Ready(Ok(())) => return Poll::Ready(Idle::Readable),
             Poll::Ready(Err(_)) => return Poll::Ready(Idle::Close),
             Poll::Pending => {}
@@ -162,7 +168,7 @@ impl Future for IdleWait<'_> {
 impl Drop for IdleWait<'_> {
     fn drop(&mut self) {
         if let Some(k) = self.key.take() {
-            self.conn.shared().idle.remove(k);
+            self.shared.idle.remove(k);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One worker: a thread with a tokio current-thread runtime, its own `SO_REUSEPORT` listener,
 //! and every connection it accepted (no work stealing).
 
-use crate::conn::{self, Conn, READ_BUF_INITIAL};
+use crate::conn::{self, READ_BUF_INITIAL};
 use crate::idle::IdleSet;
 use crate::{ServerConfig, Service};
 use bytes::BytesMut;
@@ -254,13 +254,13 @@ async fn accept_loop<S: Service>(
         };
         // Responses are written once per batch, so Nagle would only add delay.
         let _ = stream.set_nodelay(true);
-        let live = Live::new(shared);
-        let conn = Rc::new(Conn::new(stream, peer, shared.clone()));
-        let service = service.clone();
-        tokio::task::spawn_local(async move {
-            conn::serve(&*service, conn).await;
-            drop(live);
-            drop(slot);
-        });
+        let guard = (Live::new(shared), slot);
+        tokio::task::spawn_local(conn::serve(
+            service.clone(),
+            shared.clone(),
+            stream,
+            peer,
+            guard,
+        ));
     }
 }
