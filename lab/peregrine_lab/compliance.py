@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from . import config
@@ -20,6 +21,9 @@ def summarize_probe(data: dict) -> dict:
         "must": overall.get("must"),
         "should": overall.get("should"),
         "score": overall.get("score"),
+        "must_score": overall.get("must_score"),
+        "sweeps": overall.get("sweeps"),
+        "robustness": overall.get("robustness"),
         "cases": len(data.get("cases", [])),
         "failed": failed,
         "failed_must": failed_must,
@@ -27,8 +31,9 @@ def summarize_probe(data: dict) -> dict:
     }
 
 
-def run_probe(host: str, port: int, out_dir: Path, name: str, quick: bool,
-              timeout: float = 120.0, probe: Path = config.PROBE_SCRIPT) -> dict:
+def run_probe(host: str, port: int, out_dir: Path, name: str, args: tuple[str, ...] = (),
+              timeout: float = 120.0, probe: Path = config.PROBE_SCRIPT,
+              server_pid: int | None = None) -> dict:
     """Run the probe against a live server; returns {"status": "ok"|"n/a"|"error", ...}."""
     if not probe.exists():
         return {"status": "n/a", "message": f"probe not found at {probe}"}
@@ -37,13 +42,16 @@ def run_probe(host: str, port: int, out_dir: Path, name: str, quick: bool,
     md_out = out_dir / f"probe-{name}.md"
     cmd = [sys.executable, str(probe), "--target", f"{host}:{port}", "--json", str(json_out),
            "--markdown", str(md_out)]
-    if quick:
-        cmd.append("--quick")
+    cmd += list(args)
+    if server_pid is not None:
+        cmd += ["--server-pid", str(server_pid)]
+    start = time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                            cwd=config.REPO_DIR)
     except subprocess.TimeoutExpired:
         return {"status": "error", "message": f"probe did not finish within {timeout:.0f} s"}
+    seconds = round(time.monotonic() - start, 1)
     if not json_out.exists():
         tail = (p.stderr or p.stdout).strip()[-400:]
         return {"status": "error", "message": f"probe exited with {p.returncode} and wrote no "
@@ -53,4 +61,5 @@ def run_probe(host: str, port: int, out_dir: Path, name: str, quick: bool,
     except json.JSONDecodeError as e:
         return {"status": "error", "message": f"probe JSON unreadable: {e}"}
     # The probe's exit code says whether the server passed every MUST; the JSON is what counts.
-    return {"status": "ok", "quick": quick, "report": str(md_out.name), **summarize_probe(data)}
+    return {"status": "ok", "args": list(args), "seconds": seconds, "report": str(md_out.name),
+            **summarize_probe(data)}

@@ -74,7 +74,12 @@ def cell_estimate(profile: config.Profile) -> float:
 
 
 def server_estimate(profile: config.Profile) -> float:
-    probe = {"quick": 8.0, "full": 40.0}.get(profile.probe or "", 0.0)
+    if profile.probe is None:
+        probe = 0.0
+    elif "--quick" in profile.probe:
+        probe = 6.0 if "--no-robustness" in profile.probe else 20.0
+    else:
+        probe = 90.0
     return 2.5 + profile.idle_connections / 1500 + probe
 
 
@@ -337,12 +342,12 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
             else:
                 progress.done(cell_estimate(prof))
                 progress.line(peer.name, f"{s.name} c={c} pipeline={p}: FAILED: {rec['message']}")
-        if prof.probe:
+        if prof.probe is not None:
             if server.alive():
-                progress.line(peer.name, f"compliance probe ({prof.probe})")
+                progress.line(peer.name, f"compliance probe {' '.join(prof.probe)}".rstrip())
                 entry["compliance"] = compliance.run_probe(
-                    HOST, opts.port, opts.out_dir / "probe", peer.name, quick=prof.probe == "quick",
-                    timeout=120 if prof.probe == "quick" else 600)
+                    HOST, opts.port, opts.out_dir / "probe", peer.name, args=prof.probe,
+                    timeout=180 if "--quick" in prof.probe else 900, server_pid=server.pid)
                 c = entry["compliance"]
                 if c.get("status") == "ok":
                     progress.line(peer.name, f"compliance score {c.get('score')}, "

@@ -1,0 +1,89 @@
+"""The runner end to end on Python stand-in servers (lab/tests/fixtures/peers.toml): build, start,
+parity, idle memory, cells, failures and skips, results JSON, report and charts. Short runs."""
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from peregrine_lab import cli, config, procs, runner
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")
+def test_runner_end_to_end(tmp_path):
+    prof = config.Profile(
+        name="test", description="runner test", scenarios=("plaintext", "param"),
+        servers=("peregrine", "faulty", "nostart", "notool"),
+        cells=((4, 0), (4, 4)), pipeline_scenarios=("plaintext",), runs=2, duration=1.0,
+        warmup=0.0, idle_connections=20, probe=None)
+    opts = runner.Options(profile=prof, out_dir=tmp_path, split=config.cpu_split(),
+                          port=_free_port(), command="test", peers_file=FIXTURES / "peers.toml")
+    res = runner.run(opts)
+    assert res["complete"] and res["schema"] == 1
+
+    servers = {s["name"]: s for s in res["servers"]}
+    assert servers["peregrine"]["status"] == "ok"
+    assert servers["peregrine"]["startup_ms"] > 0
+    assert servers["peregrine"]["idle_memory"]["opened"] == 20
+    assert servers["notool"]["status"] == "skipped"
+    assert "no-such-toolchain-for-tests" in servers["notool"]["message"]
+    assert servers["nostart"]["status"] == "start-failed"
+    assert "cannot bind" in servers["nostart"]["message"]  # the tail of its log is shown
+    assert servers["faulty"]["parity"]["param"]["ok"] is False
+
+    cells = {(c["server"], c["scenario"], c["concurrency"], c["pipeline"]): c
+             for c in res["cells"]}
+    ok = cells[("peregrine", "plaintext", 4, 0)]
+    assert ok["status"] == "ok" and len(ok["runs"]) == 2
+    for run in ok["runs"]:
+        assert run["requests"] > 0 and run["problems"] == []
+        assert run["cpu_us_per_req"] > 0 and run["peak_rss_bytes"] > 0
+    assert ok["median"]["rps"] > 0 and ok["cv"]["rps"] is not None
+    assert cells[("peregrine", "plaintext", 4, 4)]["status"] == "ok"
+    # Pipelining only where the profile asks for it.
+    assert ("peregrine", "param", 4, 4) not in cells
+    assert cells[("faulty", "param", 4, 0)]["status"] == "parity-failed"
+    assert cells[("faulty", "plaintext", 4, 0)]["status"] == "ok"
+    assert cells[("nostart", "param", 4, 0)]["status"] == "n/a"
+    assert cells[("notool", "plaintext", 4, 0)]["status"] == "skipped"
+    assert cells[("nostart", "plaintext", 4, 0)]["status"] == "start-failed"
+
+    # Nothing left running, and the saved JSON is what run() returned.
+    assert not procs.port_in_use("127.0.0.1", opts.port)
+    assert not procs._live
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["cells"] == res["cells"]
+    assert cli.main(["report", str(tmp_path)]) == 0
+    assert "parity ✗" in (tmp_path / "report.md").read_text()
+
+
+def test_busy_port_is_a_clear_error(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    try:
+        opts = runner.Options(profile=config.PROFILES["quick"], out_dir=tmp_path,
+                              split=config.cpu_split(), port=s.getsockname()[1],
+                              peers_file=FIXTURES / "peers.toml")
+        with pytest.raises(runner.LabError, match="is busy"):
+            runner.run(opts)
+    finally:
+        s.close()
+
+
+def test_unknown_server_name_lists_known_ones(tmp_path, capsys):
+    rc = cli.main(["quick", "--servers", "nope", "--peers", str(FIXTURES / "peers.toml"),
+                   "--out", str(tmp_path), "--port", str(_free_port())])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "unknown server(s) nope" in err and "peregrine" in err
