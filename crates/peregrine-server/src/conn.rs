@@ -8,12 +8,10 @@
 use crate::body::BodyError;
 use crate::idle::{Idle, IdleWait};
 use crate::response::{Response, ResponseBody};
-use crate::worker::WorkerShared;
+use crate::worker::{HeadCache, WorkerShared};
 use crate::{Body, Request, Service};
 use bytes::{Buf, Bytes, BytesMut};
-use peregrine_codec::response::{
-    status_forbids_body, status_line, write_content_length, DateCache,
-};
+use peregrine_codec::response::{status_forbids_body, write_content_length};
 use peregrine_codec::{
     BodyFraming, ChunkedDecoder, ChunkedStep, Expectation, Method, Parsed, Version,
 };
@@ -360,13 +358,10 @@ impl Conn {
     fn push_error(&self, status: u16, reason: &str, head_only: bool) {
         let mut io = self.io.borrow_mut();
         let out = &mut io.out;
-        out.extend_from_slice(status_line(status));
-        DateCache::write_date_header(out);
-        if let Some(name) = self.shared.config.server_name {
-            out.extend_from_slice(b"Server: ");
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
+        self.shared
+            .head_cache
+            .borrow()
+            .write_prefix(out, status, true);
         out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
         write_content_length(out, reason.len() as u64 + 1);
         out.extend_from_slice(b"Connection: close\r\n\r\n");
@@ -415,7 +410,7 @@ impl Conn {
                     &mut io.out,
                     status,
                     &headers,
-                    self.shared.config.server_name,
+                    &self.shared.head_cache.borrow(),
                 );
             if !valid {
                 io.out.truncate(mark);
@@ -625,27 +620,24 @@ fn encode_head(
         std::borrow::Cow<'static, str>,
         std::borrow::Cow<'static, [u8]>,
     )],
-    server_name: Option<&'static str>,
+    cache: &HeadCache,
 ) -> bool {
-    out.extend_from_slice(status_line(status));
-    DateCache::write_date_header(out);
     let own_server = headers
         .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("server"));
-    if let (Some(name), false) = (server_name, own_server) {
-        out.extend_from_slice(b"Server: ");
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
+        .any(|(n, _)| n.len() == 6 && n.eq_ignore_ascii_case("server"));
+    cache.write_prefix(out, status, !own_server);
     for (name, value) in headers {
         let n = name.as_bytes();
         // Framing, Date and Connection are the engine's: a handler's value could contradict
-        // the body actually sent.
-        if n.eq_ignore_ascii_case(b"content-length")
-            || n.eq_ignore_ascii_case(b"transfer-encoding")
-            || n.eq_ignore_ascii_case(b"connection")
-            || n.eq_ignore_ascii_case(b"date")
-        {
+        // the body actually sent. (Length first: most fields are none of these.)
+        let engine_owned = match n.len() {
+            4 => n.eq_ignore_ascii_case(b"date"),
+            10 => n.eq_ignore_ascii_case(b"connection"),
+            14 => n.eq_ignore_ascii_case(b"content-length"),
+            17 => n.eq_ignore_ascii_case(b"transfer-encoding"),
+            _ => false,
+        };
+        if engine_owned {
             continue;
         }
         if n.is_empty()

@@ -6,9 +6,10 @@ use peregrine_codec::{BodyFraming, FieldSpan, Method, ParseError, RequestHead, S
 use smallvec::SmallVec;
 use std::net::SocketAddr;
 
-/// Header fields kept inline in the request; more spill to the heap. Sixteen covers what
-/// browsers and load generators send without an allocation.
-pub(crate) type FieldTable = SmallVec<[FieldSpan; 16]>;
+/// Header fields kept inline in the request; more spill to the heap. Eight covers load
+/// generators, curl and most API clients without an allocation while keeping the request small
+/// (it is moved into the handler's future).
+pub(crate) type FieldTable = SmallVec<[FieldSpan; 8]>;
 
 /// A request as handed to a [`crate::Service`]. The head is parsed and validated already; the
 /// body is read on demand through [`Request::body_mut`].
