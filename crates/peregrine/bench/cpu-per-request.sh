@@ -4,6 +4,7 @@
 # CPU 0, utime+stime of every server thread before/after, divided by the responses wrk counted.
 #
 # usage: crates/peregrine/bench/cpu-per-request.sh [BINARY] [SECONDS] [CONNECTIONS] [ROUNDS]
+#        PIPELINE=16 ... pipelines 16 requests per write (bench/pipeline.lua)
 # prints one line per path and round, then the median per path and the ratio to /plaintext.
 set -euo pipefail
 BIN=${1:-target/release/examples/scenarios}
@@ -11,7 +12,11 @@ DUR=${2:-10}
 CONNS=${3:-50}
 ROUNDS=${4:-3}
 PORT=${PORT:-18181}
-PATHS=(/plaintext /users/42 /json)
+PIPELINE=${PIPELINE:-0}
+read -r -a PATHS <<<"${PATHS:-/plaintext /users/42 /json}"
+HERE=$(cd "$(dirname "$0")" && pwd)
+WRK_ARGS=()
+[ "$PIPELINE" -gt 0 ] && WRK_ARGS=(-s "$HERE/pipeline.lua")
 TCK=$(getconf CLK_TCK)
 
 ADDR=127.0.0.1:$PORT WORKERS=1 taskset -c 1 "$BIN" >/dev/null 2>&1 &
@@ -30,9 +35,9 @@ ticks() { # total utime+stime of all threads of the server
 declare -A RES
 for round in $(seq "$ROUNDS"); do
   for p in "${PATHS[@]}"; do
-    taskset -c 0 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$PORT$p" >/dev/null # warm-up
+    taskset -c 0 wrk -t1 -c"$CONNS" -d2s "${WRK_ARGS[@]}" "http://127.0.0.1:$PORT$p" -- "$PIPELINE" >/dev/null # warm-up
     before=$(ticks)
-    out=$(taskset -c 0 wrk -t1 -c"$CONNS" -d"${DUR}s" "http://127.0.0.1:$PORT$p")
+    out=$(taskset -c 0 wrk -t1 -c"$CONNS" -d"${DUR}s" "${WRK_ARGS[@]}" "http://127.0.0.1:$PORT$p" -- "$PIPELINE")
     after=$(ticks)
     reqs=$(echo "$out" | awk '/requests in/ {print $1}')
     non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')

@@ -28,17 +28,19 @@ async fn json(_req: Request) -> Json<Message> {
 }
 
 #[derive(Serialize)]
-struct User {
+struct User<'a> {
     id: u64,
-    name: String,
+    name: std::fmt::Arguments<'a>,
 }
 
-async fn user(req: Request) -> Result<Json<User>, Error> {
+async fn user(req: Request) -> Result<Response, Error> {
     let id: u64 = req.param("id")?;
+    // `format_args!` is serialised straight into the JSON output: no intermediate String.
     Ok(Json(User {
         id,
-        name: format!("user-{id}"),
-    }))
+        name: format_args!("user-{id}"),
+    })
+    .into_response())
 }
 
 #[derive(Serialize, Deserialize)]

@@ -132,6 +132,10 @@ impl Request {
     /// parameter (a programming error, logged).
     pub fn param_str(&self, name: &str) -> Result<Cow<'_, str>, Error> {
         let raw = self.param_raw(name).ok_or_else(|| missing_param(name))?;
+        if !raw.contains('%') {
+            // Nothing to decode (the usual case): the raw text is the value.
+            return Ok(Cow::Borrowed(raw));
+        }
         percent_encoding::percent_decode_str(raw)
             .decode_utf8()
             .map_err(|_| {

@@ -138,18 +138,43 @@ pub struct Json<T>(pub T);
 impl<T: Serialize> IntoResponse for Json<T> {
     #[inline]
     fn into_response(self) -> Response {
-        // 128 bytes covers typical small API answers in one allocation; BytesMut grows otherwise
-        // and turns into Bytes without copying.
-        let mut buf = BytesMut::with_capacity(128);
-        match serde_json::to_writer(BufWriter(&mut buf), &self.0) {
-            Ok(()) => full(APPLICATION_JSON, buf.freeze()),
+        match serialize_json(&self.0) {
+            Ok(body) => full(APPLICATION_JSON, body),
             Err(e) => Error::internal_from(e).into_response(),
         }
     }
 }
 
-/// `io::Write` over a `BytesMut` (bytes' own writer adapter would need its `BufMut` import and
-/// an extra type; this is the whole of it).
+/// Scratch space kept by each worker thread for serialising; beyond this capacity it is
+/// released after use so one huge answer does not pin memory.
+const SCRATCH_KEEP: usize = 64 * 1024;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Serialises into the worker's scratch buffer, then copies into an exactly-sized `Bytes`.
+/// One allocation per answer: growing a fresh buffer would reallocate (and copy) as it grows,
+/// and turning a `Vec` with spare capacity into `Bytes` costs a second allocation.
+pub(crate) fn serialize_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Bytes> {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            let res =
+                serde_json::to_writer(&mut *buf, value).map(|()| Bytes::copy_from_slice(&buf));
+            if buf.capacity() > SCRATCH_KEEP {
+                *buf = Vec::new();
+            }
+            res
+        }
+        // Re-entered from inside a Serialize impl: use a buffer of its own.
+        Err(_) => {
+            let mut buf = BytesMut::with_capacity(128);
+            serde_json::to_writer(BufWriter(&mut buf), value).map(|()| buf.freeze())
+        }
+    })
+}
+/// `io::Write` over a `BytesMut` (the fallback path of [`serialize_json`]).
 struct BufWriter<'a>(&'a mut BytesMut);
 impl std::io::Write for BufWriter<'_> {
     #[inline]
