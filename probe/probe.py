@@ -4,12 +4,13 @@
 Usage:
     python3 probe/probe.py --target 127.0.0.1:PORT --json OUT.json [--markdown OUT.md] [--quick]
         [--categories A,B,...] [--no-sweeps] [--no-robustness] [--server-pid PID]
-        [--concurrency N] [--timeout S] [--require-must]
+        [--concurrency N] [--timeout S] [--require-must] [--require-all]
         [--header-timeout S] [--body-timeout S] [--idle-connections N]
 
 The target must implement the lab contract (GET /plaintext -> 200 "Hello, World!",
 POST /users echoes JSON -> 201). Exit status is 0 even when cases fail, unless --require-must is
-given: then 1 if any MUST case, any generated sweep request or any robustness scenario failed.
+given: then 1 if any MUST case, any generated sweep request or any robustness scenario failed
+(--require-all: any case at all).
 Standard library only (Python >= 3.11).
 """
 
@@ -44,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--body-timeout", type=float, default=10.0, help="server's body timeout, s (default 10)")
     p.add_argument("--idle-connections", type=int, default=5000, help="idle connections to open (default 5000)")
     p.add_argument("--require-must", action="store_true", help="exit 1 if any MUST case/sweep/robustness fails")
+    p.add_argument("--require-all", action="store_true", help="like --require-must, and SHOULD cases must pass too")
     p.add_argument("--corpus", help="corpus directory (default: probe/corpus)")
     return p.parse_args(argv)
 
@@ -117,8 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         f"robustness {o['robustness']['passed']}/{o['robustness']['total']} "
         f"(skipped {o['robustness']['skipped']}) in {doc['meta']['duration_s']} s"
     )
-    if args.require_must:
+    if args.require_must or args.require_all:
         fails = report.must_failures(doc)
+        if args.require_all:
+            fails += [
+                f"case {r['id']} (SHOULD): {r['observed']}"
+                for r in doc["cases"]
+                if r["level"] == "SHOULD" and not r["passed"]
+            ]
         if fails:
             print(f"probe: {len(fails)} MUST-level failure(s):", file=sys.stderr)
             for line in fails[:50]:

@@ -56,7 +56,12 @@ def score(peer: dict, args, out: str) -> dict:
     if args.build:
         for cmd in peer.get("build", []):
             subprocess.run(cmd, cwd=cwd, check=True)
-    exe = peer["run"][0]
+    run = list(peer["run"])
+    if run[0].startswith("target/") and os.environ.get("CARGO_TARGET_DIR"):
+        # Peregrine's own peers live in the workspace target dir; honour a relocated one.
+        run[0] = os.path.join(os.environ["CARGO_TARGET_DIR"], run[0][len("target/") :])
+    peer = dict(peer, run=run)
+    exe = run[0]
     if "/" in exe and not os.path.exists(os.path.join(cwd, exe)):
         return {"peer": name, "error": f"not built ({exe} missing; use --build)"}
     port = free_port()
