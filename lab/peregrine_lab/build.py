@@ -23,8 +23,13 @@ class BuildResult:
     log: str | None = None
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "seconds": round(self.seconds, 2), "message": self.message,
-                "missing": self.missing, "log": self.log}
+        return {
+            "ok": self.ok,
+            "seconds": round(self.seconds, 2),
+            "message": self.message,
+            "missing": self.missing,
+            "log": self.log,
+        }
 
 
 def build_env() -> dict[str, str]:
@@ -48,8 +53,11 @@ class Builder:
     def build(self, peer: Peer) -> BuildResult:
         missing = missing_tools(peer)
         if missing:
-            return BuildResult(False, message=f"skipped: needs {', '.join(missing)} "
-                                              "(not found on PATH)", missing=missing)
+            return BuildResult(
+                False,
+                message=f"skipped: needs {', '.join(missing)} (not found on PATH)",
+                missing=missing,
+            )
         if not peer.dir.is_dir():
             return BuildResult(False, message=f"folder {peer.dir} does not exist")
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -60,18 +68,25 @@ class Builder:
                 key = (str(peer.dir), tuple(cmd))
                 if key in self._done:
                     ok, msg = self._done[key]
-                    log.write(f"$ {' '.join(cmd)}  (already run for another peer: "
-                              f"{'ok' if ok else 'failed'})\n")
+                    log.write(
+                        f"$ {' '.join(cmd)}  (already run for another peer: "
+                        f"{'ok' if ok else 'failed'})\n"
+                    )
                     if not ok:
-                        return BuildResult(False, time.monotonic() - start, msg,
-                                           log=str(log_path))
+                        return BuildResult(False, time.monotonic() - start, msg, log=str(log_path))
                     continue
                 log.write(f"$ {' '.join(cmd)}\n")
                 log.flush()
                 try:
-                    p = subprocess.run(cmd, cwd=peer.dir, env=build_env(), stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       timeout=1800)
+                    p = subprocess.run(
+                        cmd,
+                        cwd=peer.dir,
+                        env=build_env(),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        timeout=1800,
+                    )
                     ok = p.returncode == 0
                     msg = "" if ok else f"`{' '.join(cmd)}` exited with {p.returncode}"
                 except (OSError, subprocess.TimeoutExpired) as e:
@@ -80,8 +95,12 @@ class Builder:
                 if not ok:
                     log.flush()
                     tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-12:])
-                    return BuildResult(False, time.monotonic() - start,
-                                       f"{msg}; end of {log_path}:\n{tail}", log=str(log_path))
+                    return BuildResult(
+                        False,
+                        time.monotonic() - start,
+                        f"{msg}; end of {log_path}:\n{tail}",
+                        log=str(log_path),
+                    )
         return BuildResult(True, time.monotonic() - start, log=str(log_path))
 
 
@@ -90,8 +109,9 @@ def peer_version(peer: Peer) -> str | None:
     if not peer.version or not peer.dir.is_dir():
         return None
     try:
-        p = subprocess.run(peer.version, cwd=peer.dir, env=build_env(), capture_output=True,
-                           text=True, timeout=60)
+        p = subprocess.run(
+            peer.version, cwd=peer.dir, env=build_env(), capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     out = (p.stdout.strip() or p.stderr.strip()).splitlines()

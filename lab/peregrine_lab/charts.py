@@ -22,13 +22,15 @@ METADATA = {"Date": None}
 def _panels(res):
     grouped = report.groups(res)
     titles = {s["name"]: s.get("title", s["name"]) for s in res.get("scenarios", [])}
-    return [((scen, pipe), cells, titles.get(scen, scen)) for (scen, pipe), cells in
-            grouped.items()]
+    return [
+        ((scen, pipe), cells, titles.get(scen, scen)) for (scen, pipe), cells in grouped.items()
+    ]
 
 
 def _servers_in(cells, order):
-    return [s for s in order if any(k[0] == s and c.get("status") == "ok"
-                                    for k, c in cells.items())]
+    return [
+        s for s in order if any(k[0] == s and c.get("status") == "ok" for k, c in cells.items())
+    ]
 
 
 def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
@@ -43,9 +45,9 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
     heights = [len(_servers_in(p[1], order)) for p in panels]
     fig_h = max(3.0, 0.32 * max(heights) + 1.2) * nrows
     fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, fig_h), squeeze=False)
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
-    for ax, ((scen, pipe), cells, title) in zip(axes.flat, panels):
+    for ax, ((_scen, pipe), cells, title) in zip(axes.flat, panels, strict=False):
         servers = _servers_in(cells, order)
         concs = sorted({c for (_, c) in cells})
         n = len(concs)
@@ -62,8 +64,9 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
         ax.set_yticks(range(len(servers)))
         ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
         ax.invert_yaxis()
-        ax.set_title(f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})",
-                     fontsize=10)
+        ax.set_title(
+            f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})", fontsize=10
+        )
         ax.set_xlabel(xlabel, fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
         ax.margins(x=0.12)  # room for the value labels
@@ -89,10 +92,10 @@ def _latency_chart(res, path: Path) -> Path | None:
     heights = [len(_servers_in(p[1], order)) for p in panels]
     fig_h = max(3.0, 0.32 * max(heights) + 1.2) * nrows
     fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, fig_h), squeeze=False)
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, ((scen, pipe), cells, title) in zip(axes.flat, panels):
+    for ax, ((_scen, pipe), cells, title) in zip(axes.flat, panels, strict=False):
         servers = _servers_in(cells, order)
         concs = sorted({c for (_, c) in cells})
         n = len(concs)
@@ -106,15 +109,17 @@ def _latency_chart(res, path: Path) -> Path | None:
                     if v is not None:
                         ys.append(i + (j - (n - 1) / 2) * height)
                         vals.append(v / 1000)
-                bars = ax.barh(ys, vals, height=height * 0.95, color=color, alpha=alpha,
-                               label=f"{lab} c={c}")
+                bars = ax.barh(
+                    ys, vals, height=height * 0.95, color=color, alpha=alpha, label=f"{lab} c={c}"
+                )
                 if key == "p99_us":
                     ax.bar_label(bars, labels=[_num(v) for v in vals], fontsize=6, padding=2)
         ax.set_yticks(range(len(servers)))
         ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
         ax.invert_yaxis()
-        ax.set_title(f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})",
-                     fontsize=10)
+        ax.set_title(
+            f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})", fontsize=10
+        )
         ax.set_xlabel("latency, ms (dark: p50, light: p99; lower is better)", fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
@@ -132,24 +137,36 @@ def _memory_chart(res, path: Path) -> Path | None:
     rows = []
     for s in res.get("servers", []):
         idle = (s.get("idle_memory") or {}).get("per_connection_bytes")
-        peaks = [report._value(c, "peak_rss_bytes") for c in res.get("cells", [])
-                 if c["server"] == s["name"]]
+        peaks = [
+            report._value(c, "peak_rss_bytes")
+            for c in res.get("cells", [])
+            if c["server"] == s["name"]
+        ]
         peaks = [p for p in peaks if p is not None]
         if idle is not None or peaks:
-            rows.append((labels.get(s["name"], s["name"]),
-                         None if idle is None else idle / 1024,
-                         max(peaks) / 2**20 if peaks else None))
+            rows.append(
+                (
+                    labels.get(s["name"], s["name"]),
+                    None if idle is None else idle / 1024,
+                    max(peaks) / 2**20 if peaks else None,
+                )
+            )
     if not rows:
         return None
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, max(3.0, 0.32 * len(rows) + 1.4)))
     names = [r[0] for r in rows]
     for ax, idx, xlabel, title in (
-            (a1, 1, "KiB per idle keep-alive connection", "Idle memory per connection"),
-            (a2, 2, "MiB (VmHWM summed over the process tree)", "Peak RSS under load")):
+        (a1, 1, "KiB per idle keep-alive connection", "Idle memory per connection"),
+        (a2, 2, "MiB (VmHWM summed over the process tree)", "Peak RSS under load"),
+    ):
         vals = [r[idx] if r[idx] is not None else 0 for r in rows]
         bars = ax.barh(range(len(rows)), vals, color="#4c72b0" if idx == 1 else "#dd8452")
-        ax.bar_label(bars, labels=["" if r[idx] is None else _num(r[idx]) for r in rows],
-                     fontsize=6, padding=2)
+        ax.bar_label(
+            bars,
+            labels=["" if r[idx] is None else _num(r[idx]) for r in rows],
+            fontsize=6,
+            padding=2,
+        )
         ax.margins(x=0.12)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(names, fontsize=8)
@@ -181,19 +198,21 @@ def _num(v: float) -> str:
 def _suptitle(res) -> str:
     st = res.get("settings", {})
     m = res.get("machine", {})
-    return (f"Peregrine lab, profile {res.get('profile')}: {m.get('cpu_model')}, server on CPU "
-            f"{','.join(map(str, st.get('server_cpus', [])))}, {st.get('loadgen')} on CPU "
-            f"{','.join(map(str, st.get('client_cpus', [])))}; medians of {st.get('runs')} runs")
+    return (
+        f"Peregrine lab, profile {res.get('profile')}: {m.get('cpu_model')}, server on CPU "
+        f"{','.join(map(str, st.get('server_cpus', [])))}, {st.get('loadgen')} on CPU "
+        f"{','.join(map(str, st.get('client_cpus', [])))}; medians of {st.get('runs')} runs"
+    )
 
 
 def write_all(res: dict, out_dir: Path) -> list[Path]:
     d = Path(out_dir) / "charts"
     d.mkdir(parents=True, exist_ok=True)
     made = [
-        _bar_chart(res, "rps", "requests per second (higher is better)", 1.0,
-                   d / "throughput.svg"),
-        _bar_chart(res, "cpu_us_per_req", "server CPU µs per request (lower is better)", 1.0,
-                   d / "cpu.svg"),
+        _bar_chart(res, "rps", "requests per second (higher is better)", 1.0, d / "throughput.svg"),
+        _bar_chart(
+            res, "cpu_us_per_req", "server CPU µs per request (lower is better)", 1.0, d / "cpu.svg"
+        ),
         _latency_chart(res, d / "latency.svg"),
         _memory_chart(res, d / "memory.svg"),
     ]

@@ -31,10 +31,14 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="./scripts/lab",
         description="Measure Peregrine and its peers side by side, or regenerate a report.",
-        epilog="profiles: " + "; ".join(f"{k}: {v.description}"
-                                        for k, v in config.PROFILES.items()))
-    p.add_argument("what", choices=list(config.PROFILES) + ["report", "list"],
-                   help="a profile to run, `report DIR` to regenerate a report, or `list`")
+        epilog="profiles: "
+        + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items()),
+    )
+    p.add_argument(
+        "what",
+        choices=list(config.PROFILES) + ["report", "list"],
+        help="a profile to run, `report DIR` to regenerate a report, or `list`",
+    )
     p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
     p.add_argument("--servers", type=_names, help="comma-separated server names (peers.toml)")
     p.add_argument("--scenarios", type=_names, help="comma-separated scenario names (contract)")
@@ -48,16 +52,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=39080, help="port the servers listen on")
     p.add_argument("--out", type=Path, help="output folder (default lab/results/PROFILE)")
     p.add_argument("--reference", default="peregrine", help="server the ratios are taken to")
-    p.add_argument("--peers", type=Path, default=config.PEERS_TOML,
-                   help="peers registry to use (default lab/peers/peers.toml)")
+    p.add_argument(
+        "--peers",
+        type=Path,
+        default=config.PEERS_TOML,
+        help="peers registry to use (default lab/peers/peers.toml)",
+    )
     p.add_argument("--skip-build", action="store_true", help="use what is already built")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    command = os.environ.get("PEREGRINE_LAB_COMMAND") or \
-        "./scripts/lab " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    command = os.environ.get("PEREGRINE_LAB_COMMAND") or "./scripts/lab " + " ".join(
+        shlex.quote(a) for a in (argv or sys.argv[1:])
+    )
 
     if args.what == "report":
         if not args.dir:
@@ -72,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.what == "list":
         from .peers import load_contract, load_peers
+
         try:
             for p in load_peers(args.peers):
                 print(f"{p.name:18} {p.kind:7} {p.label}  [{', '.join(p.scenarios)}]")
@@ -84,8 +94,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     prof = config.with_overrides(
-        config.PROFILES[args.what], concurrency=args.concurrency, pipeline=args.pipeline,
-        runs=args.runs, duration=args.duration, servers=args.servers, scenarios=args.scenarios)
+        config.PROFILES[args.what],
+        concurrency=args.concurrency,
+        pipeline=args.pipeline,
+        runs=args.runs,
+        duration=args.duration,
+        servers=args.servers,
+        scenarios=args.scenarios,
+    )
     if prof.runs < 1:
         print("error: --runs must be at least 1", file=sys.stderr)
         return 2
@@ -95,9 +111,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = args.out or (config.LAB_DIR / "results" / prof.name)
-    opts = runner.Options(profile=prof, out_dir=out, split=split, loadgen=args.loadgen,
-                          port=args.port, skip_build=args.skip_build, reference=args.reference,
-                          command=command, peers_file=args.peers)
+    opts = runner.Options(
+        profile=prof,
+        out_dir=out,
+        split=split,
+        loadgen=args.loadgen,
+        port=args.port,
+        skip_build=args.skip_build,
+        reference=args.reference,
+        command=command,
+        peers_file=args.peers,
+    )
     try:
         res = runner.run(opts)
     except (runner.LabError, RegistryError) as e:
@@ -112,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"partial results kept in {out}", file=sys.stderr)
         return 130
     rc = _write_outputs(res, out)
-    print(f"done in {res['wall_seconds']:.0f} s: {out / 'results.json'}, "
-          f"{out / 'report.md'}, {out / 'charts'}/")
+    print(
+        f"done in {res['wall_seconds']:.0f} s: {out / 'results.json'}, "
+        f"{out / 'report.md'}, {out / 'charts'}/"
+    )
     return rc
 
 

@@ -65,7 +65,8 @@ PROFILES: dict[str, Profile] = {
             description=(
                 "every server on the main scenarios at 50 connections without pipelining, plus "
                 "plaintext with 16 pipelined requests per connection; 3 short runs per cell; idle "
-                "memory with 1000 connections; the probe's quick corpus and sweep without its robustness "
+                "memory with 1000 connections; the probe's quick corpus and sweep without its "
+                "robustness "
                 "scenarios"
             ),
             scenarios=MAIN_SCENARIOS,

@@ -37,9 +37,15 @@ class LoadResult:
         return self.requests / self.duration_s if self.duration_s > 0 else 0.0
 
     def to_json(self) -> dict:
-        return {"requests": self.requests, "duration_s": self.duration_s, "bytes": self.bytes,
-                "rps": self.rps, "errors": dict(self.errors), "latency_us": dict(self.latency_us),
-                "status_counts": dict(self.status_counts)}
+        return {
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "bytes": self.bytes,
+            "rps": self.rps,
+            "errors": dict(self.errors),
+            "latency_us": dict(self.latency_us),
+            "status_counts": dict(self.status_counts),
+        }
 
 
 def parse_wrk_output(stdout: str) -> LoadResult:
@@ -47,7 +53,7 @@ def parse_wrk_output(stdout: str) -> LoadResult:
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
             try:
-                data = json.loads(line[len(MARKER):])
+                data = json.loads(line[len(MARKER) :])
             except json.JSONDecodeError as e:
                 raise LoadgenError(f"unreadable wrk report line {line!r}: {e}") from e
             try:
@@ -56,8 +62,9 @@ def parse_wrk_output(stdout: str) -> LoadResult:
                     duration_s=int(data["duration_us"]) / 1e6,
                     bytes=int(data.get("bytes", 0)),
                     errors={k: int(v) for k, v in data["errors"].items()},
-                    latency_us={k: (None if v is None else float(v))
-                                for k, v in data["latency_us"].items()},
+                    latency_us={
+                        k: (None if v is None else float(v)) for k, v in data["latency_us"].items()
+                    },
                 )
             except (KeyError, TypeError, ValueError) as e:
                 raise LoadgenError(f"incomplete wrk report {data!r}: {e}") from e
@@ -82,18 +89,33 @@ def parse_oha_output(stdout: str) -> LoadResult:
             return None if v is None else float(v) * 1e6
 
         duration = float(summary["total"])
-        lat = {"min": us(summary.get("fastest")), "mean": us(summary.get("average")),
-               "max": us(summary.get("slowest")), "p50": us(pct.get("p50")),
-               "p90": us(pct.get("p90")), "p99": us(pct.get("p99")),
-               "p999": us(pct.get("p99.9"))}
+        lat = {
+            "min": us(summary.get("fastest")),
+            "mean": us(summary.get("average")),
+            "max": us(summary.get("slowest")),
+            "p50": us(pct.get("p50")),
+            "p90": us(pct.get("p90")),
+            "p99": us(pct.get("p99")),
+            "p999": us(pct.get("p99.9")),
+        }
     except (KeyError, TypeError, ValueError) as e:
         raise LoadgenError(f"unexpected oha JSON layout: {e}") from e
-    errors = {"connect": 0, "read": 0, "write": 0, "timeout": 0,
-              "status": sum(v for k, v in statuses.items() if int(k) >= 400),
-              "other": sum(errors_by_kind.values())}
-    return LoadResult(requests=total, duration_s=duration,
-                      bytes=int(summary.get("totalData", 0) or 0), errors=errors,
-                      latency_us=lat, status_counts=statuses)
+    errors = {
+        "connect": 0,
+        "read": 0,
+        "write": 0,
+        "timeout": 0,
+        "status": sum(v for k, v in statuses.items() if int(k) >= 400),
+        "other": sum(errors_by_kind.values()),
+    }
+    return LoadResult(
+        requests=total,
+        duration_s=duration,
+        bytes=int(summary.get("totalData", 0) or 0),
+        errors=errors,
+        latency_us=lat,
+        status_counts=statuses,
+    )
 
 
 def check_statuses(result: LoadResult, expected_status: int) -> list[str]:
@@ -110,8 +132,9 @@ def check_statuses(result: LoadResult, expected_status: int) -> list[str]:
     if expected_status < 400 and bad:
         problems.append(f"{bad} answer(s) with status >= 400 (expected {expected_status})")
     if expected_status >= 400 and bad != result.requests:
-        problems.append(f"{result.requests - bad} answer(s) with status < 400 "
-                        f"(expected {expected_status})")
+        problems.append(
+            f"{result.requests - bad} answer(s) with status < 400 (expected {expected_status})"
+        )
     if result.status_counts:
         other = {k: v for k, v in result.status_counts.items() if int(k) != expected_status}
         if other:
@@ -121,23 +144,63 @@ def check_statuses(result: LoadResult, expected_status: int) -> list[str]:
     return problems
 
 
-def wrk_command(url: str, scenario: Scenario, *, concurrency: int, threads: int,
-                duration: float, pipeline: int, body_file: Path | None,
-                timeout: float = 5.0) -> list[str]:
+def wrk_command(
+    url: str,
+    scenario: Scenario,
+    *,
+    concurrency: int,
+    threads: int,
+    duration: float,
+    pipeline: int,
+    body_file: Path | None,
+    timeout: float = 5.0,
+) -> list[str]:
     threads = max(1, min(threads, concurrency))
     args = [str(pipeline), scenario.method, str(body_file) if body_file else "-"]
     args += [f"{k}: {v}" for k, v in scenario.headers.items()]
-    return ["wrk", "-t", str(threads), "-c", str(concurrency),
-            # wrk reads whole seconds only ("1.5s" is an error).
-            "-d", f"{max(1, round(duration))}s",
-            "--timeout", f"{max(1, round(timeout))}s",
-            "-s", str(config.WRK_SCRIPT), url, "--", *args]
+    return [
+        "wrk",
+        "-t",
+        str(threads),
+        "-c",
+        str(concurrency),
+        # wrk reads whole seconds only ("1.5s" is an error).
+        "-d",
+        f"{max(1, round(duration))}s",
+        "--timeout",
+        f"{max(1, round(timeout))}s",
+        "-s",
+        str(config.WRK_SCRIPT),
+        url,
+        "--",
+        *args,
+    ]
 
 
-def oha_command(url: str, scenario: Scenario, *, concurrency: int, threads: int,
-                duration: float, body_file: Path | None, timeout: float = 5.0) -> list[str]:
-    cmd = ["oha", "--no-tui", "--output-format", "json", "-z", f"{duration}s",
-           "-c", str(concurrency), "-t", f"{timeout}s", "-m", scenario.method]
+def oha_command(
+    url: str,
+    scenario: Scenario,
+    *,
+    concurrency: int,
+    threads: int,
+    duration: float,
+    body_file: Path | None,
+    timeout: float = 5.0,
+) -> list[str]:
+    cmd = [
+        "oha",
+        "--no-tui",
+        "--output-format",
+        "json",
+        "-z",
+        f"{duration}s",
+        "-c",
+        str(concurrency),
+        "-t",
+        f"{timeout}s",
+        "-m",
+        scenario.method,
+    ]
     for k, v in scenario.headers.items():
         cmd += ["-H", f"{k}: {v}"]
     if body_file:
@@ -149,33 +212,58 @@ def available(name: str) -> bool:
     return shutil.which(name) is not None
 
 
-def run(loadgen: str, url: str, scenario: Scenario, *, concurrency: int, pipeline: int,
-        duration: float, client_cpus: str | None, threads: int, body_file: Path | None,
-        timeout: float = 5.0) -> LoadResult:
+def run(
+    loadgen: str,
+    url: str,
+    scenario: Scenario,
+    *,
+    concurrency: int,
+    pipeline: int,
+    duration: float,
+    client_cpus: str | None,
+    threads: int,
+    body_file: Path | None,
+    timeout: float = 5.0,
+) -> LoadResult:
     """Run one load-generator pass, pinned to the client CPUs, and parse its figures."""
     if loadgen == "wrk":
-        cmd = wrk_command(url, scenario, concurrency=concurrency, threads=threads,
-                          duration=duration, pipeline=pipeline, body_file=body_file,
-                          timeout=timeout)
+        cmd = wrk_command(
+            url,
+            scenario,
+            concurrency=concurrency,
+            threads=threads,
+            duration=duration,
+            pipeline=pipeline,
+            body_file=body_file,
+            timeout=timeout,
+        )
         parse = parse_wrk_output
     elif loadgen == "oha":
         if pipeline > 1:
             raise LoadgenError("oha cannot pipeline requests; use wrk for pipelined cells")
-        cmd = oha_command(url, scenario, concurrency=concurrency, threads=threads,
-                          duration=duration, body_file=body_file, timeout=timeout)
+        cmd = oha_command(
+            url,
+            scenario,
+            concurrency=concurrency,
+            threads=threads,
+            duration=duration,
+            body_file=body_file,
+            timeout=timeout,
+        )
         parse = parse_oha_output
     else:
         raise LoadgenError(f"unknown load generator {loadgen!r} (wrk or oha)")
     if client_cpus:
         cmd = ["taskset", "-c", client_cpus] + cmd
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True,
-                              timeout=duration + timeout + 30)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + timeout + 30)
     except subprocess.TimeoutExpired as e:
         raise LoadgenError(f"{loadgen} did not finish: {' '.join(cmd)}") from e
     if proc.returncode != 0:
-        raise LoadgenError(f"{loadgen} exited with {proc.returncode}: "
-                           f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+        raise LoadgenError(
+            f"{loadgen} exited with {proc.returncode}: "
+            f"{(proc.stderr or proc.stdout).strip()[-500:]}"
+        )
     return parse(proc.stdout)
 
 

@@ -27,7 +27,7 @@ def _stat_fields(pid: int) -> list[str] | None:
         raw = (PROC / str(pid) / "stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return raw[raw.rindex(")") + 2:].split()
+    return raw[raw.rindex(")") + 2 :].split()
 
 
 def process_tree(pid: int) -> list[int]:
@@ -41,7 +41,7 @@ def process_tree(pid: int) -> list[int]:
         if f is None:
             continue
         parent[int(entry.name)] = int(f[1])  # field 4: ppid
-        group[int(entry.name)] = int(f[2])   # field 5: pgrp
+        group[int(entry.name)] = int(f[2])  # field 5: pgrp
     if pid not in parent:
         return []
     found = {pid}
@@ -146,14 +146,20 @@ class IdleMemory:
         return (self.rss_after - self.rss_before) / self.opened
 
     def to_json(self) -> dict:
-        return {"connections": self.connections, "opened": self.opened,
-                "rss_before_bytes": self.rss_before, "rss_after_bytes": self.rss_after,
-                "per_connection_bytes": self.per_connection, "seconds": round(self.seconds, 3),
-                "error": self.error}
+        return {
+            "connections": self.connections,
+            "opened": self.opened,
+            "rss_before_bytes": self.rss_before,
+            "rss_after_bytes": self.rss_after,
+            "per_connection_bytes": self.per_connection,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
 
 
-def idle_memory(host: str, port: int, leader: int, scenario, n: int,
-                timeout: float = 5.0, settle: float = 0.5) -> IdleMemory:
+def idle_memory(
+    host: str, port: int, leader: int, scenario, n: int, timeout: float = 5.0, settle: float = 0.5
+) -> IdleMemory:
     """Open `n` keep-alive connections that each send one request and read its answer, then stay
     idle; return the RSS growth of the server tree. Connections are opened one after the other so
     the server's accept backlog never overflows."""
@@ -174,8 +180,7 @@ def idle_memory(host: str, port: int, leader: int, scenario, n: int,
             socks.append(s)
             try:
                 s.sendall(req)
-                parity.read_response(parity._Reader(s, time.monotonic() + timeout),
-                                     scenario.method)
+                parity.read_response(parity._Reader(s, time.monotonic() + timeout), scenario.method)
             except (OSError, parity.ProtocolError) as e:
                 error = f"connection {i + 1} of {n}: {e}"
                 break

@@ -62,7 +62,7 @@ class _Reader:
         self.sock.settimeout(remaining)
         try:
             chunk = self.sock.recv(65536)
-        except socket.timeout as e:
+        except TimeoutError as e:
             raise ProtocolError("timed out waiting for the response") from e
         except ConnectionError as e:
             raise ProtocolError(f"connection error: {e}") from e
@@ -76,19 +76,19 @@ class _Reader:
         while True:
             i = self.buf.find(marker)
             if i >= 0:
-                out, self.buf = self.buf[:i], self.buf[i + len(marker):]
+                out, self.buf = self.buf[:i], self.buf[i + len(marker) :]
                 return out
             if len(self.buf) > limit:
                 raise ProtocolError(f"no {marker!r} within {limit} bytes")
             if not self._fill():
                 raise ProtocolError(
-                    f"connection closed before {marker!r} ({len(self.buf)} bytes pending)")
+                    f"connection closed before {marker!r} ({len(self.buf)} bytes pending)"
+                )
 
     def exactly(self, n: int) -> bytes:
         while len(self.buf) < n:
             if not self._fill():
-                raise ProtocolError(
-                    f"connection closed after {len(self.buf)} of {n} body bytes")
+                raise ProtocolError(f"connection closed after {len(self.buf)} of {n} body bytes")
         out, self.buf = self.buf[:n], self.buf[n:]
         return out
 
@@ -167,8 +167,9 @@ def read_response(reader: _Reader, method: str) -> Response:
     return resp
 
 
-def exchange(host: str, port: int, scenario: Scenario, count: int = 2,
-             timeout: float = 5.0) -> list[Response]:
+def exchange(
+    host: str, port: int, scenario: Scenario, count: int = 2, timeout: float = 5.0
+) -> list[Response]:
     """Send the scenario's request `count` times on one connection, one after the other."""
     req = build_request(scenario, host, port)
     out = []
@@ -235,8 +236,10 @@ def check_response(scenario: Scenario, resp: Response, required_headers: list[st
             problems.append(f"body is not JSON: {_short(resp.body)!r}")
         else:
             if got != want_json:
-                problems.append(f"JSON body {_short(json.dumps(got).encode())} differs from "
-                                f"the contract's {_short(json.dumps(want_json).encode())}")
+                problems.append(
+                    f"JSON body {_short(json.dumps(got).encode())} differs from "
+                    f"the contract's {_short(json.dumps(want_json).encode())}"
+                )
     return problems
 
 
@@ -250,12 +253,18 @@ class ParityResult:
     body_bytes: int | None = None
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "problems": self.problems, "status": self.status,
-                "headers": [list(h) for h in self.headers], "body_bytes": self.body_bytes}
+        return {
+            "ok": self.ok,
+            "problems": self.problems,
+            "status": self.status,
+            "headers": [list(h) for h in self.headers],
+            "body_bytes": self.body_bytes,
+        }
 
 
-def check(host: str, port: int, scenario: Scenario, required_headers: list[str],
-          timeout: float = 5.0) -> ParityResult:
+def check(
+    host: str, port: int, scenario: Scenario, required_headers: list[str], timeout: float = 5.0
+) -> ParityResult:
     """Send the request twice on one keep-alive connection and check both answers."""
     try:
         responses = exchange(host, port, scenario, count=2, timeout=timeout)
@@ -266,8 +275,10 @@ def check(host: str, port: int, scenario: Scenario, required_headers: list[str],
         except (ProtocolError, OSError) as e2:
             return ParityResult(scenario.name, False, [f"no valid response: {e2}"])
         problems = check_response(scenario, single[0], required_headers)
-        problems.append(f"second request on the same connection failed ({e}): the load "
-                        "generator needs keep-alive")
+        problems.append(
+            f"second request on the same connection failed ({e}): the load "
+            "generator needs keep-alive"
+        )
         r = single[0]
         return ParityResult(scenario.name, False, problems, r.status, r.headers, len(r.body))
     problems = []
@@ -280,5 +291,6 @@ def check(host: str, port: int, scenario: Scenario, required_headers: list[str],
     conn = [v.lower() for v in first.values("connection")]
     if any("close" in v for v in conn):
         problems.append("answered with Connection: close: the load generator needs keep-alive")
-    return ParityResult(scenario.name, not problems, problems, first.status, first.headers,
-                        len(first.body))
+    return ParityResult(
+        scenario.name, not problems, problems, first.status, first.headers, len(first.body)
+    )

@@ -28,8 +28,14 @@ class Scenario:
     contract_dir: Path
 
     def summary(self) -> dict:
-        return {"name": self.name, "title": self.title, "main": self.main,
-                "method": self.method, "path": self.path, "status": self.expect.get("status")}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "main": self.main,
+            "method": self.method,
+            "path": self.path,
+            "status": self.expect.get("status"),
+        }
 
 
 @dataclass(frozen=True)
@@ -42,13 +48,15 @@ class Contract:
             if s.name == name:
                 return s
         raise RegistryError(
-            f"unknown scenario {name!r}; the contract has: {', '.join(self.names())}")
+            f"unknown scenario {name!r}; the contract has: {', '.join(self.names())}"
+        )
 
     def names(self) -> list[str]:
         return [s.name for s in self.scenarios]
 
     def select(self, wanted) -> list[Scenario]:
-        """`wanted` is None (all), config.MAIN_SCENARIOS, or a list of names (contract order kept)."""
+        """`wanted` is None (all), config.MAIN_SCENARIOS, or a list of names (contract order
+        kept)."""
         if wanted is None:
             return list(self.scenarios)
         if wanted == config.MAIN_SCENARIOS:
@@ -83,8 +91,9 @@ def load_contract(path: Path = config.SCENARIOS_JSON) -> Contract:
         )
     if not scenarios:
         raise RegistryError(f"the scenario contract {path} lists no scenarios")
-    return Contract(scenarios=scenarios,
-                    required_headers=[h.lower() for h in data.get("required_headers", [])])
+    return Contract(
+        scenarios=scenarios, required_headers=[h.lower() for h in data.get("required_headers", [])]
+    )
 
 
 @dataclass(frozen=True)
@@ -109,8 +118,13 @@ class Peer:
         return self.kind == "floor"
 
     def summary(self) -> dict:
-        return {"name": self.name, "label": self.label, "language": self.language,
-                "kind": self.kind, "scenarios": list(self.scenarios)}
+        return {
+            "name": self.name,
+            "label": self.label,
+            "language": self.language,
+            "kind": self.kind,
+            "scenarios": list(self.scenarios),
+        }
 
 
 def load_peers(path: Path = config.PEERS_TOML) -> list[Peer]:
@@ -130,8 +144,19 @@ def load_peers(path: Path = config.PEERS_TOML) -> list[Peer]:
         if name in seen:
             raise RegistryError(f"{path}: peer {name!r} defined twice")
         seen.add(name)
-        known = {"name", "label", "language", "kind", "dir", "requires", "build", "run", "env",
-                 "version", "scenarios"}
+        known = {
+            "name",
+            "label",
+            "language",
+            "kind",
+            "dir",
+            "requires",
+            "build",
+            "run",
+            "env",
+            "version",
+            "scenarios",
+        }
         peers.append(
             Peer(
                 name=name,
@@ -161,5 +186,6 @@ def select_peers(peers: list[Peer], wanted) -> list[Peer]:
     unknown = [w for w in wanted if w not in names]
     if unknown:
         raise RegistryError(
-            f"unknown server(s) {', '.join(unknown)}; peers.toml has: {', '.join(sorted(names))}")
+            f"unknown server(s) {', '.join(unknown)}; peers.toml has: {', '.join(sorted(names))}"
+        )
     return [p for p in peers if p.name in wanted]

@@ -121,8 +121,9 @@ class Server:
         _kill_group(self.proc)
 
 
-def start_server(cmd: list[str], cwd: Path, env: dict[str, str], cpus: str | None,
-                 log_path: Path) -> Server:
+def start_server(
+    cmd: list[str], cwd: Path, env: dict[str, str], cpus: str | None, log_path: Path
+) -> Server:
     """Spawn `cmd` in `cwd`, pinned to `cpus` with taskset, in a new session (own process group),
     stdout/stderr to `log_path`. Raising RLIMIT_NOFILE is inherited from this process."""
     full = (["taskset", "-c", cpus] if cpus else []) + list(cmd)
@@ -130,8 +131,15 @@ def start_server(cmd: list[str], cwd: Path, env: dict[str, str], cpus: str | Non
     log = open(log_path, "wb")
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(full, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            full,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError as e:
         log.close()
         raise StartError(f"cannot run {' '.join(full)}: {e}") from e

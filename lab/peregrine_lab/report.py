@@ -16,16 +16,26 @@ NA = "n/a"
 # metric key in cell["median"], title, unit note, higher-is-better, formatter
 METRICS = [
     ("rps", "Requests per second", "higher is better", True, lambda v: f"{v:,.0f}"),
-    ("cpu_us_per_req", "Server CPU µs per request", "lower is better", False,
-     lambda v: f"{v:.2f}"),
+    ("cpu_us_per_req", "Server CPU µs per request", "lower is better", False, lambda v: f"{v:.2f}"),
     ("p50_us", "Latency p50 (ms)", "lower is better", False, lambda v: f"{v / 1000:.2f}"),
     ("p99_us", "Latency p99 (ms)", "lower is better", False, lambda v: f"{v / 1000:.2f}"),
-    ("peak_rss_bytes", "Peak RSS under load (MiB)", "lower is better", False,
-     lambda v: f"{v / 2**20:.1f}"),
+    (
+        "peak_rss_bytes",
+        "Peak RSS under load (MiB)",
+        "lower is better",
+        False,
+        lambda v: f"{v / 2**20:.1f}",
+    ),
 ]
 
-STATUS_TEXT = {"n/a": NA, "parity-failed": "parity ✗", "failed": "failed",
-               "start-failed": "no start", "build-failed": "no build", "skipped": "skipped"}
+STATUS_TEXT = {
+    "n/a": NA,
+    "parity-failed": "parity ✗",
+    "failed": "failed",
+    "start-failed": "no start",
+    "build-failed": "no build",
+    "skipped": "skipped",
+}
 
 
 def reference_server(res: dict) -> str | None:
@@ -52,12 +62,14 @@ def _labels(res: dict) -> dict[str, str]:
     return out
 
 
-def groups(res: dict) -> "OrderedDict[tuple[str, int], dict]":
+def groups(res: dict) -> OrderedDict[tuple[str, int], dict]:
     """Cells grouped by (scenario, pipeline) → {(server, concurrency): cell}, in scenario order."""
     order = [s["name"] for s in res.get("scenarios", [])]
     out: OrderedDict = OrderedDict()
-    cells = sorted(res.get("cells", []), key=lambda c: (
-        order.index(c["scenario"]) if c["scenario"] in order else 99, c["pipeline"]))
+    cells = sorted(
+        res.get("cells", []),
+        key=lambda c: (order.index(c["scenario"]) if c["scenario"] in order else 99, c["pipeline"]),
+    )
     for c in cells:
         out.setdefault((c["scenario"], c["pipeline"]), {})[(c["server"], c["concurrency"])] = c
     return out
@@ -117,16 +129,23 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
     if len(concs) == 1:
         # One concurrency level: one table with the metrics as columns.
         c = concs[0]
-        header = ["server"] + [f"{title} ({'↑' if hi else '↓'})"
-                               for _, title, _, hi, _ in METRICS]
+        header = ["server"] + [f"{title} ({'↑' if hi else '↓'})" for _, title, _, hi, _ in METRICS]
         rows = []
         for s in present:
             row = [labels.get(s, s)]
             for key, _, _, hi, fmt in METRICS:
                 best = _best([_value(cells.get((x, c)), key) for x in present], hi)
                 refv = _value(cells.get((ref, c)), key) if ref and s != ref else None
-                row.append(_cell_text(cells.get((s, c)), key, fmt, best, refv,
-                                      show_cv=key in ("rps", "cpu_us_per_req")))
+                row.append(
+                    _cell_text(
+                        cells.get((s, c)),
+                        key,
+                        fmt,
+                        best,
+                        refv,
+                        show_cv=key in ("rps", "cpu_us_per_req"),
+                    )
+                )
             rows.append(row)
         lines.append(f"{len(present)} servers at {c} connections.")
         lines.append("")
@@ -141,8 +160,16 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
             for c in concs:
                 best = _best([_value(cells.get((x, c)), key) for x in present], hi)
                 refv = _value(cells.get((ref, c)), key) if ref and s != ref else None
-                row.append(_cell_text(cells.get((s, c)), key, fmt, best, refv,
-                                      show_cv=key in ("rps", "cpu_us_per_req")))
+                row.append(
+                    _cell_text(
+                        cells.get((s, c)),
+                        key,
+                        fmt,
+                        best,
+                        refv,
+                        show_cv=key in ("rps", "cpu_us_per_req"),
+                    )
+                )
             rows.append(row)
         lines.append(f"**{title}** ({note})")
         lines.append("")
@@ -169,9 +196,13 @@ def _overview(res, grouped, servers, labels, ref) -> list[str]:
     scen_names = [s for (s, p) in grouped if p == p0]
     if not scen_names:
         return []
-    lines = [f"## Overview: server CPU µs per request at {c0} connections, {_pipe_text(p0)}",
-             "", "Lower is better; best per column in bold"
-             + (f"; ratio to {labels.get(ref, ref)} in parentheses." if ref else "."), ""]
+    lines = [
+        f"## Overview: server CPU µs per request at {c0} connections, {_pipe_text(p0)}",
+        "",
+        "Lower is better; best per column in bold"
+        + (f"; ratio to {labels.get(ref, ref)} in parentheses." if ref else "."),
+        "",
+    ]
     header = ["server"] + [f"`{s}`" for s in scen_names]
     rows = []
     for srv in servers:
@@ -182,16 +213,28 @@ def _overview(res, grouped, servers, labels, ref) -> list[str]:
             cells = grouped[(s, p0)]
             best = _best([_value(cells.get((x, c0)), "cpu_us_per_req") for x in servers], False)
             refv = _value(cells.get((ref, c0)), "cpu_us_per_req") if ref and srv != ref else None
-            row.append(_cell_text(cells.get((srv, c0)), "cpu_us_per_req", lambda v: f"{v:.2f}",
-                                  best, refv, show_cv=False))
+            row.append(
+                _cell_text(
+                    cells.get((srv, c0)),
+                    "cpu_us_per_req",
+                    lambda v: f"{v:.2f}",
+                    best,
+                    refv,
+                    show_cv=False,
+                )
+            )
         rows.append(row)
     return lines + _table(header, rows) + [""]
 
 
 def _find(res, server, scenario, c, p):
     for cell in res.get("cells", []):
-        if (cell["server"], cell["scenario"], cell["concurrency"], cell["pipeline"]) == \
-                (server, scenario, c, p):
+        if (cell["server"], cell["scenario"], cell["concurrency"], cell["pipeline"]) == (
+            server,
+            scenario,
+            c,
+            p,
+        ):
             return cell
     return None
 
@@ -209,16 +252,27 @@ def targets(res: dict) -> list[dict]:
             ov = _value(_find(res, other, "plaintext", c, p), "cpu_us_per_req")
             r = stats.ratio(eng, ov)
             if r is not None:
-                out.append({"what": f"peregrine-hello / {other}, plaintext, c={c}, "
-                                    f"{_pipe_text(p)}", "ratio": r, "limit": lim,
-                            "met": (r <= lim) if lim else None})
+                out.append(
+                    {
+                        "what": f"peregrine-hello / {other}, plaintext, c={c}, {_pipe_text(p)}",
+                        "ratio": r,
+                        "limit": lim,
+                        "met": (r <= lim) if lim else None,
+                    }
+                )
         base = _value(_find(res, "peregrine", "plaintext", c, p), "cpu_us_per_req")
         for scen in ("param", "json"):
             v = _value(_find(res, "peregrine", scen, c, p), "cpu_us_per_req")
             r = stats.ratio(v, base)
             if r is not None:
-                out.append({"what": f"peregrine {scen} / plaintext, c={c}, {_pipe_text(p)}",
-                            "ratio": r, "limit": 1.10, "met": r <= 1.10})
+                out.append(
+                    {
+                        "what": f"peregrine {scen} / plaintext, c={c}, {_pipe_text(p)}",
+                        "ratio": r,
+                        "limit": 1.10,
+                        "met": r <= 1.10,
+                    }
+                )
     return out
 
 
@@ -232,14 +286,19 @@ def render(res: dict) -> str:
     git = res.get("git", {})
     titles = _scenario_titles(res)
     grouped = groups(res)
+    dirty = " (with uncommitted changes)" if git.get("dirty") else ""
+    loadavg = ", ".join(f"{x:.2f}" for x in m.get("loadavg_at_start", []))
 
     L = [f"# Peregrine lab report: profile `{res.get('profile')}`", ""]
     if not res.get("complete", True):
-        L += ["> **Incomplete run**: the run stopped before every server was measured; what "
-              "follows is what it measured.", ""]
+        L += [
+            "> **Incomplete run**: the run stopped before every server was measured; what "
+            "follows is what it measured.",
+            "",
+        ]
     L += [
         f"Generated {res.get('generated_at')} by `{res.get('command') or '?'}` at commit "
-        f"`{(git.get('commit') or '?')[:12]}`{' (with uncommitted changes)' if git.get('dirty') else ''}; "
+        f"`{(git.get('commit') or '?')[:12]}`{dirty}; "
         f"wall time {_dur(res.get('wall_seconds'))}.",
         "",
         f"**What this profile measured**: {res.get('profile_description', '')}.",
@@ -255,9 +314,10 @@ def render(res: dict) -> str:
         f"{st.get('duration')} s; figures are medians, ±x% is the coefficient of variation |",
         f"| load generator | {tools.get(st.get('loadgen', 'wrk')) or '?'} |",
         f"| toolchains | {_tools_line(tools)} |",
-        f"| load average at start | {', '.join(f'{x:.2f}' for x in m.get('loadavg_at_start', []))} |",
+        f"| load average at start | {loadavg} |",
         "",
-        f"Ratios in parentheses are to **{labels.get(ref, ref)}** (same cell, same run)." if ref
+        f"Ratios in parentheses are to **{labels.get(ref, ref)}** (same cell, same run)."
+        if ref
         else "No Peregrine server in this run: no ratios.",
         "Server CPU µs per request = user + system CPU time of the server's whole process tree "
         "during the run ÷ responses the load generator counted. "
@@ -272,49 +332,80 @@ def render(res: dict) -> str:
 
     for (scen, pipe), cells in grouped.items():
         t = titles.get(scen, {"title": scen})
-        L.append(f"## {t.get('title', scen)}: `{t.get('method', 'GET')} {t.get('path', '')}`, "
-                 f"{_pipe_text(pipe)}")
+        L.append(
+            f"## {t.get('title', scen)}: `{t.get('method', 'GET')} {t.get('path', '')}`, "
+            f"{_pipe_text(pipe)}"
+        )
         L.append("")
         L += _group_tables(res, scen, pipe, cells, servers, labels, ref)
 
     tg = targets(res)
     if tg:
         L += ["## Targets from the engine and framework issues (server CPU µs per request)", ""]
-        rows = [[t["what"], f"{t['ratio']:.3f}",
-                 f"≤ {t['limit']:.2f}" if t["limit"] else "(reference)",
-                 "" if t["met"] is None else ("met" if t["met"] else "**not met**")]
-                for t in tg]
+        rows = [
+            [
+                t["what"],
+                f"{t['ratio']:.3f}",
+                f"≤ {t['limit']:.2f}" if t["limit"] else "(reference)",
+                "" if t["met"] is None else ("met" if t["met"] else "**not met**"),
+            ]
+            for t in tg
+        ]
         L += _table(["comparison", "ratio", "target", ""], rows) + [""]
 
     L += ["## Servers, memory and compliance", ""]
     rows = []
     for s in res.get("servers", []):
         im = s.get("idle_memory") or {}
-        peaks = [(_value(c, "peak_rss_bytes")) for c in res.get("cells", [])
-                 if c["server"] == s["name"]]
+        peaks = [
+            (_value(c, "peak_rss_bytes")) for c in res.get("cells", []) if c["server"] == s["name"]
+        ]
         peaks = [p for p in peaks if p is not None]
         comp = s.get("compliance") or {}
         if comp.get("status") == "ok":
             must = comp.get("must") or {}
             should = comp.get("should") or {}
-            comp_text = (f"{comp.get('score')}% (MUST {must.get('passed')}/{must.get('total')}, "
-                         f"SHOULD {should.get('passed')}/{should.get('total')})")
+            comp_text = (
+                f"{comp.get('score')}% (MUST {must.get('passed')}/{must.get('total')}, "
+                f"SHOULD {should.get('passed')}/{should.get('total')})"
+            )
         else:
             comp_text = NA if not comp else f"{NA} ({comp.get('status')})"
         idle = NA
         if im.get("per_connection_bytes") is not None:
             idle = f"{_kib(im['per_connection_bytes'])} ({im.get('opened')} conns)"
-        rows.append([labels.get(s["name"], s["name"]), s.get("language", ""),
-                     s.get("version") or "?", _status_text(s),
-                     NA if s.get("startup_ms") is None else f"{s['startup_ms']:.0f}",
-                     idle, _mib(max(peaks)) if peaks else NA, comp_text])
-    L += _table(["server", "language", "version", "status", "startup (ms)",
-                 "idle KiB / keep-alive conn", "peak RSS under load (MiB)", "compliance"], rows)
+        rows.append(
+            [
+                labels.get(s["name"], s["name"]),
+                s.get("language", ""),
+                s.get("version") or "?",
+                _status_text(s),
+                NA if s.get("startup_ms") is None else f"{s['startup_ms']:.0f}",
+                idle,
+                _mib(max(peaks)) if peaks else NA,
+                comp_text,
+            ]
+        )
+    L += _table(
+        [
+            "server",
+            "language",
+            "version",
+            "status",
+            "startup (ms)",
+            "idle KiB / keep-alive conn",
+            "peak RSS under load (MiB)",
+            "compliance",
+        ],
+        rows,
+    )
     L.append("")
 
-    failed_cases = [(s["name"], s["compliance"]) for s in res.get("servers", [])
-                    if (s.get("compliance") or {}).get("status") == "ok"
-                    and s["compliance"].get("failed")]
+    failed_cases = [
+        (s["name"], s["compliance"])
+        for s in res.get("servers", [])
+        if (s.get("compliance") or {}).get("status") == "ok" and s["compliance"].get("failed")
+    ]
     if failed_cases:
         L += ["### Compliance cases failed", ""]
         for name, comp in failed_cases:
@@ -332,8 +423,10 @@ def render(res: dict) -> str:
     for s in res.get("servers", []):
         for scen, pr in (s.get("parity") or {}).items():
             if not pr.get("ok"):
-                problems.append(f"- **{labels.get(s['name'], s['name'])}** on `{scen}`: "
-                                + "; ".join(pr.get("problems", [])))
+                problems.append(
+                    f"- **{labels.get(s['name'], s['name'])}** on `{scen}`: "
+                    + "; ".join(pr.get("problems", []))
+                )
     if problems:
         L += ["## Parity mismatches (these cells were not measured)", ""] + problems + [""]
     failures = [c for c in res.get("cells", []) if c["status"] in ("failed", "start-failed")]
@@ -345,15 +438,25 @@ def render(res: dict) -> str:
             prefix = "" if msg.startswith(s.get("status", "")) else f"{s.get('status')}: "
             L.append(f"- **{labels.get(s['name'], s['name'])}**: {prefix}{msg}")
         for c in failures:
-            L.append(f"- {labels.get(c['server'], c['server'])}, `{c['scenario']}` c={c['concurrency']} "
-                     f"pipeline={c['pipeline']}: {_one_line(c.get('message', ''))}")
+            L.append(
+                f"- {labels.get(c['server'], c['server'])}, `{c['scenario']}` c={c['concurrency']} "
+                f"pipeline={c['pipeline']}: {_one_line(c.get('message', ''))}"
+            )
         L.append("")
     L += ["## Charts", ""]
-    for name, title in (("throughput", "Requests per second"), ("cpu", "Server CPU per request"),
-                        ("latency", "Latency p50 and p99"), ("memory", "Memory")):
+    for name, title in (
+        ("throughput", "Requests per second"),
+        ("cpu", "Server CPU per request"),
+        ("latency", "Latency p50 and p99"),
+        ("memory", "Memory"),
+    ):
         L.append(f"![{title}](charts/{name}.svg)")
-    L += ["", "Every raw figure (each run, warm-up, errors, versions) is in `results.json`; "
-          "`./scripts/lab report DIR` regenerates this page and the charts from it.", ""]
+    L += [
+        "",
+        "Every raw figure (each run, warm-up, errors, versions) is in `results.json`; "
+        "`./scripts/lab report DIR` regenerates this page and the charts from it.",
+        "",
+    ]
     return "\n".join(L)
 
 

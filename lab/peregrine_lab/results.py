@@ -8,7 +8,7 @@ import os
 import platform
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import config
@@ -89,19 +89,21 @@ def machine_info() -> dict:
 def git_info(repo: Path = config.REPO_DIR) -> dict:
     def run(*args):
         try:
-            p = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
-                               timeout=20)
+            p = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=20)
             return p.stdout.strip() if p.returncode == 0 else None
         except (OSError, subprocess.TimeoutExpired):
             return None
 
     status = run("status", "--porcelain", "--untracked-files=no")
-    return {"commit": run("rev-parse", "HEAD"), "describe": run("describe", "--always", "--dirty"),
-            "dirty": bool(status) if status is not None else None}
+    return {
+        "commit": run("rev-parse", "HEAD"),
+        "describe": run("describe", "--always", "--dirty"),
+        "dirty": bool(status) if status is not None else None,
+    }
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def save(results: dict, out_dir: Path) -> Path:

@@ -53,8 +53,11 @@ class Progress:
 
     def line(self, server: str, what: str) -> None:
         elapsed = time.monotonic() - self.start
-        print(f"[{_fmt_secs(elapsed)} elapsed, ~{_fmt_secs(self.remaining)} left] "
-              f"{server}: {what}", file=self.stream, flush=True)
+        print(
+            f"[{_fmt_secs(elapsed)} elapsed, ~{_fmt_secs(self.remaining)} left] {server}: {what}",
+            file=self.stream,
+            flush=True,
+        )
 
 
 def plan_cells(profile: config.Profile, scenarios: list[Scenario]):
@@ -62,8 +65,11 @@ def plan_cells(profile: config.Profile, scenarios: list[Scenario]):
     out = []
     for s in scenarios:
         for c, p in profile.cells:
-            if p > 0 and profile.pipeline_scenarios is not None \
-                    and s.name not in profile.pipeline_scenarios:
+            if (
+                p > 0
+                and profile.pipeline_scenarios is not None
+                and s.name not in profile.pipeline_scenarios
+            ):
                 continue
             out.append((s, c, p))
     return out
@@ -92,36 +98,68 @@ def _server_env(peer: Peer, port: int, workers: int) -> dict[str, str]:
     return env
 
 
-def _cell_record(peer: Peer, scen: Scenario, c: int, p: int, status: str, message: str = "",
-                 runs=None, warmup=None) -> dict:
+def _cell_record(
+    peer: Peer,
+    scen: Scenario,
+    c: int,
+    p: int,
+    status: str,
+    message: str = "",
+    runs=None,
+    warmup=None,
+) -> dict:
     runs = runs or []
     med, spread = stats.summarize(runs, CELL_KEYS)
-    return {"server": peer.name, "scenario": scen.name, "concurrency": c, "pipeline": p,
-            "status": status, "message": message, "warmup": warmup, "runs": runs,
-            "median": med, "cv": spread}
+    return {
+        "server": peer.name,
+        "scenario": scen.name,
+        "concurrency": c,
+        "pipeline": p,
+        "status": status,
+        "message": message,
+        "warmup": warmup,
+        "runs": runs,
+        "median": med,
+        "cv": spread,
+    }
 
 
-def measure_cell(opts: Options, server: procs.Server, scen: Scenario, c: int, p: int,
-                 body_file: Path | None) -> dict:
+def measure_cell(
+    opts: Options, server: procs.Server, scen: Scenario, c: int, p: int, body_file: Path | None
+) -> dict:
     """Warm up, then `runs` timed passes, each with CPU and peak RSS of the server tree."""
     prof = opts.profile
     url = f"http://{HOST}:{opts.port}{scen.path}"
     expected = int(scen.expect.get("status", 200))
-    common = dict(concurrency=c, pipeline=p, client_cpus=opts.split.client_list,
-                  threads=len(opts.split.client), body_file=body_file, timeout=prof.timeout)
+    common = dict(
+        concurrency=c,
+        pipeline=p,
+        client_cpus=opts.split.client_list,
+        threads=len(opts.split.client),
+        body_file=body_file,
+        timeout=prof.timeout,
+    )
     warm = None
     if prof.warmup > 0:
         w = loadgen.run(opts.loadgen, url, scen, duration=prof.warmup, **common)
         warm = {"requests": w.requests, "rps": w.rps, "errors": w.errors}
         problems = loadgen.check_statuses(w, expected)
         if problems:
-            return {"status": "failed", "message": "warm-up: " + "; ".join(problems),
-                    "warmup": warm, "runs": []}
+            return {
+                "status": "failed",
+                "message": "warm-up: " + "; ".join(problems),
+                "warmup": warm,
+                "runs": [],
+            }
     runs = []
     for i in range(prof.runs):
         if not server.alive():
-            return {"status": "failed", "message": f"server exited during run {i + 1}",
-                    "warmup": warm, "runs": runs}
+            return {
+                "status": "failed",
+                "message": f"server exited during run {i + 1}",
+                "warmup": warm,
+                "runs": runs,
+            }
         pids = metrics.process_tree(server.pid)
         peak_reset = metrics.reset_peak_rss(pids)
         before = metrics.Sample.take(server.pid)
@@ -129,21 +167,27 @@ def measure_cell(opts: Options, server: procs.Server, scen: Scenario, c: int, p:
         after = metrics.Sample.take(server.pid)
         cpu = after.cpu_since(before)
         run = res.to_json()
-        run.update({
-            "p50_us": res.latency_us.get("p50"),
-            "p99_us": res.latency_us.get("p99"),
-            "server_cpu_s": cpu,
-            "cpu_us_per_req": cpu * 1e6 / res.requests if res.requests else None,
-            "peak_rss_bytes": after.peak_rss if peak_reset else None,
-            "rss_after_bytes": after.rss,
-            "server_processes": len(after.pids),
-        })
+        run.update(
+            {
+                "p50_us": res.latency_us.get("p50"),
+                "p99_us": res.latency_us.get("p99"),
+                "server_cpu_s": cpu,
+                "cpu_us_per_req": cpu * 1e6 / res.requests if res.requests else None,
+                "peak_rss_bytes": after.peak_rss if peak_reset else None,
+                "rss_after_bytes": after.rss,
+                "server_processes": len(after.pids),
+            }
+        )
         problems = loadgen.check_statuses(res, expected)
         run["problems"] = problems
         runs.append(run)
         if problems:
-            return {"status": "failed", "message": f"run {i + 1}: " + "; ".join(problems),
-                    "warmup": warm, "runs": runs}
+            return {
+                "status": "failed",
+                "message": f"run {i + 1}: " + "; ".join(problems),
+                "warmup": warm,
+                "runs": runs,
+            }
     return {"status": "ok", "message": "", "warmup": warm, "runs": runs}
 
 
@@ -152,13 +196,17 @@ def run(opts: Options) -> dict:
     procs.install_handlers()
     started = time.monotonic()
     if not loadgen.available(opts.loadgen):
-        raise LabError(f"load generator {opts.loadgen!r} not found on PATH "
-                       "(./scripts/lab installs wrk with apt-get; oha: `cargo install oha`)")
+        raise LabError(
+            f"load generator {opts.loadgen!r} not found on PATH "
+            "(./scripts/lab installs wrk with apt-get; oha: `cargo install oha`)"
+        )
     if not loadgen.available("taskset"):
         raise LabError("taskset not found (Debian package util-linux)")
     if procs.port_in_use(HOST, opts.port):
-        raise LabError(f"port {HOST}:{opts.port} is busy: something already listens there; "
-                       "stop it or choose another with --port")
+        raise LabError(
+            f"port {HOST}:{opts.port} is busy: something already listens there; "
+            "stop it or choose another with --port"
+        )
     contract = load_contract()
     peers = select_peers(load_peers(opts.peers_file), list(prof.servers) if prof.servers else None)
     scenarios = contract.select(prof.scenarios)
@@ -174,11 +222,18 @@ def run(opts: Options) -> dict:
         "command": opts.command,
         "profile": prof.name,
         "profile_description": prof.description,
-        "settings": {**prof.to_json(), "loadgen": opts.loadgen, "port": opts.port,
-                     "server_cpus": list(opts.split.server), "client_cpus": list(opts.split.client),
-                     "workers": opts.split.workers, "loadgen_threads": len(opts.split.client),
-                     "nofile_limit": nofile, "reference": opts.reference,
-                     "cpu_split_notes": opts.split.notes},
+        "settings": {
+            **prof.to_json(),
+            "loadgen": opts.loadgen,
+            "port": opts.port,
+            "server_cpus": list(opts.split.server),
+            "client_cpus": list(opts.split.client),
+            "workers": opts.split.workers,
+            "loadgen_threads": len(opts.split.client),
+            "nofile_limit": nofile,
+            "reference": opts.reference,
+            "cpu_split_notes": opts.split.notes,
+        },
         "machine": results.machine_info(),
         "tools": results.tool_versions(),
         "git": results.git_info(),
@@ -190,10 +245,12 @@ def run(opts: Options) -> dict:
     }
     for note in opts.split.notes:
         print(f"note: {note}", flush=True)
-    print(f"profile {prof.name}: {len(peers)} server(s), {len(scenarios)} scenario(s), "
-          f"{len(cells)} cell shape(s); server CPUs {opts.split.server_list} "
-          f"(WORKERS={opts.split.workers}), {opts.loadgen} on CPUs {opts.split.client_list}",
-          flush=True)
+    print(
+        f"profile {prof.name}: {len(peers)} server(s), {len(scenarios)} scenario(s), "
+        f"{len(cells)} cell shape(s); server CPUs {opts.split.server_list} "
+        f"(WORKERS={opts.split.workers}), {opts.loadgen} on CPUs {opts.split.client_list}",
+        flush=True,
+    )
 
     # Build everything first so the measuring phase is not interleaved with compilers.
     builder = build.Builder(logs)
@@ -201,9 +258,11 @@ def run(opts: Options) -> dict:
     for i, peer in enumerate(peers, 1):
         if opts.skip_build:
             missing = build.missing_tools(peer)
-            built[peer.name] = build.BuildResult(not missing, message=(
-                f"skipped: needs {', '.join(missing)}" if missing else "build skipped"),
-                missing=missing)
+            built[peer.name] = build.BuildResult(
+                not missing,
+                message=(f"skipped: needs {', '.join(missing)}" if missing else "build skipped"),
+                missing=missing,
+            )
             continue
         steps = " && ".join(" ".join(cmd) for cmd in peer.build) or "(nothing to build)"
         print(f"[build {i}/{len(peers)}] {peer.name}: {steps}", flush=True)
@@ -213,9 +272,11 @@ def run(opts: Options) -> dict:
             print(f"[build {i}/{len(peers)}] {peer.name}: NOT BUILT: {b.message}", flush=True)
 
     measured_peers = [p for p in peers if built[p.name].ok]
-    estimate = sum(server_estimate(prof)
-                   + cell_estimate(prof) * sum(1 for s, _, _ in cells if s.name in p.scenarios)
-                   for p in measured_peers)
+    estimate = sum(
+        server_estimate(prof)
+        + cell_estimate(prof) * sum(1 for s, _, _ in cells if s.name in p.scenarios)
+        for p in measured_peers
+    )
     progress = Progress(estimate)
     body_dir = Path(tempfile.mkdtemp(prefix="peregrine-lab-"))
 
@@ -230,16 +291,24 @@ def run(opts: Options) -> dict:
     try:
         for peer in peers:
             b = built[peer.name]
-            entry = {**peer.summary(), "build": b.to_json(), "version": None,
-                     "status": "ok" if b.ok else ("skipped" if b.missing else "build-failed"),
-                     "message": "" if b.ok else b.message, "startup_ms": None, "parity": {},
-                     "idle_memory": None, "compliance": None}
+            entry = {
+                **peer.summary(),
+                "build": b.to_json(),
+                "version": None,
+                "status": "ok" if b.ok else ("skipped" if b.missing else "build-failed"),
+                "message": "" if b.ok else b.message,
+                "startup_ms": None,
+                "parity": {},
+                "idle_memory": None,
+                "compliance": None,
+            }
             res["servers"].append(entry)
             if not b.ok:
                 for s, c, p in cells:
                     st = "n/a" if s.name not in peer.scenarios else entry["status"]
-                    res["cells"].append(_cell_record(peer, s, c, p, st, b.message
-                                                     if st != "n/a" else ""))
+                    res["cells"].append(
+                        _cell_record(peer, s, c, p, st, b.message if st != "n/a" else "")
+                    )
                 continue
             entry["version"] = build.peer_version(peer)
             _measure_server(opts, peer, entry, res, cells, contract, progress, logs, body_file)
@@ -264,13 +333,19 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
             res["cells"].append(_cell_record(peer, s, c, p, "n/a"))
     progress.line(peer.name, f"starting on CPUs {opts.split.server_list}")
     if procs.port_in_use(HOST, opts.port):
-        raise LabError(f"port {HOST}:{opts.port} is busy before starting {peer.name} "
-                       "(a previous server did not release it, or another program took it)")
+        raise LabError(
+            f"port {HOST}:{opts.port} is busy before starting {peer.name} "
+            "(a previous server did not release it, or another program took it)"
+        )
     server = None
     try:
-        server = procs.start_server(peer.run, peer.dir,
-                                    _server_env(peer, opts.port, opts.split.workers),
-                                    opts.split.server_list, logs / f"server-{peer.name}.log")
+        server = procs.start_server(
+            peer.run,
+            peer.dir,
+            _server_env(peer, opts.port, opts.split.workers),
+            opts.split.server_list,
+            logs / f"server-{peer.name}.log",
+        )
         waited = procs.wait_for_port(HOST, opts.port, server.proc, timeout=30)
         entry["startup_ms"] = round(waited * 1000, 1)
     except procs.StartError as e:
@@ -286,46 +361,70 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
         return
     try:
         # Parity: every scenario the peer claims, before any timing.
-        served = sorted({s.name for s, _, _ in mine},
-                        key=lambda n: contract.names().index(n))
+        served = sorted({s.name for s, _, _ in mine}, key=lambda n: contract.names().index(n))
         ok_scenarios = []
         for name in served:
             scen = contract.by_name(name)
-            pr = parity.check(HOST, opts.port, scen, contract.required_headers,
-                              timeout=prof.timeout)
+            pr = parity.check(
+                HOST, opts.port, scen, contract.required_headers, timeout=prof.timeout
+            )
             entry["parity"][name] = pr.to_json()
             if pr.ok:
                 ok_scenarios.append(name)
             else:
                 progress.line(peer.name, f"parity MISMATCH on {name}: {'; '.join(pr.problems)}")
-        progress.line(peer.name, f"started in {entry['startup_ms']} ms; parity ok on "
-                                 f"{len(ok_scenarios)}/{len(served)} scenario(s)")
+        progress.line(
+            peer.name,
+            f"started in {entry['startup_ms']} ms; parity ok on "
+            f"{len(ok_scenarios)}/{len(served)} scenario(s)",
+        )
         # Idle memory right after start, before load inflates the allocator's pools.
         if prof.idle_connections > 0:
-            idle_scen = next((contract.by_name(n) for n in ["plaintext"] + ok_scenarios
-                              if n in ok_scenarios), None)
+            idle_scen = next(
+                (contract.by_name(n) for n in ["plaintext"] + ok_scenarios if n in ok_scenarios),
+                None,
+            )
             if idle_scen is not None:
-                progress.line(peer.name, f"idle memory with {prof.idle_connections} "
-                                         f"keep-alive connections ({idle_scen.name})")
-                im = metrics.idle_memory(HOST, opts.port, server.pid, idle_scen,
-                                         prof.idle_connections, timeout=prof.timeout)
+                progress.line(
+                    peer.name,
+                    f"idle memory with {prof.idle_connections} "
+                    f"keep-alive connections ({idle_scen.name})",
+                )
+                im = metrics.idle_memory(
+                    HOST,
+                    opts.port,
+                    server.pid,
+                    idle_scen,
+                    prof.idle_connections,
+                    timeout=prof.timeout,
+                )
                 entry["idle_memory"] = {**im.to_json(), "scenario": idle_scen.name}
                 if im.error:
                     progress.line(peer.name, f"idle memory: {im.error}")
         progress.done(2.5 + prof.idle_connections / 1500)
         for s, c, p in mine:
             if not server.alive():
-                res["cells"].append(_cell_record(peer, s, c, p, "failed",
-                                                 "server exited earlier"))
+                res["cells"].append(_cell_record(peer, s, c, p, "failed", "server exited earlier"))
                 progress.done(cell_estimate(prof))
                 continue
             if s.name not in ok_scenarios:
-                res["cells"].append(_cell_record(
-                    peer, s, c, p, "parity-failed", "; ".join(entry["parity"][s.name]["problems"])))
+                res["cells"].append(
+                    _cell_record(
+                        peer,
+                        s,
+                        c,
+                        p,
+                        "parity-failed",
+                        "; ".join(entry["parity"][s.name]["problems"]),
+                    )
+                )
                 progress.done(cell_estimate(prof))
                 continue
-            progress.line(peer.name, f"{s.name} c={c} pipeline={p}: warm-up {prof.warmup:g} s "
-                                     f"+ {prof.runs} x {prof.duration:g} s")
+            progress.line(
+                peer.name,
+                f"{s.name} c={c} pipeline={p}: warm-up {prof.warmup:g} s "
+                f"+ {prof.runs} x {prof.duration:g} s",
+            )
             try:
                 m = measure_cell(opts, server, s, c, p, body_file(s))
             except loadgen.LoadgenError as e:
@@ -335,10 +434,13 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
             med = rec["median"]
             if rec["status"] == "ok":
                 progress.done(cell_estimate(prof))
-                progress.line(peer.name, f"{s.name} c={c} pipeline={p}: "
-                                         f"{med['rps']:,.0f} req/s, "
-                                         f"{_or_na(med['cpu_us_per_req'], '{:.2f}')} CPU us/req, "
-                                         f"p99 {_or_na(med['p99_us'], '{:.0f}')} us")
+                progress.line(
+                    peer.name,
+                    f"{s.name} c={c} pipeline={p}: "
+                    f"{med['rps']:,.0f} req/s, "
+                    f"{_or_na(med['cpu_us_per_req'], '{:.2f}')} CPU us/req, "
+                    f"p99 {_or_na(med['p99_us'], '{:.0f}')} us",
+                )
             else:
                 progress.done(cell_estimate(prof))
                 progress.line(peer.name, f"{s.name} c={c} pipeline={p}: FAILED: {rec['message']}")
@@ -346,20 +448,30 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
             if server.alive():
                 progress.line(peer.name, f"compliance probe {' '.join(prof.probe)}".rstrip())
                 entry["compliance"] = compliance.run_probe(
-                    HOST, opts.port, opts.out_dir / "probe", peer.name, args=prof.probe,
-                    timeout=180 if "--quick" in prof.probe else 900, server_pid=server.pid)
+                    HOST,
+                    opts.port,
+                    opts.out_dir / "probe",
+                    peer.name,
+                    args=prof.probe,
+                    timeout=180 if "--quick" in prof.probe else 900,
+                    server_pid=server.pid,
+                )
                 c = entry["compliance"]
                 if c.get("status") == "ok":
-                    progress.line(peer.name, f"compliance score {c.get('score')}, "
-                                             f"{len(c.get('failed') or [])} case(s) failed")
+                    progress.line(
+                        peer.name,
+                        f"compliance score {c.get('score')}, "
+                        f"{len(c.get('failed') or [])} case(s) failed",
+                    )
                 else:
                     progress.line(peer.name, f"compliance: {c.get('status')}: {c.get('message')}")
             else:
                 entry["compliance"] = {"status": "error", "message": "server not running"}
         progress.done(server_estimate(prof) - 2.5 - prof.idle_connections / 1500)
         if not server.alive():
-            entry["message"] = (entry["message"] + " " if entry["message"] else "") + \
-                f"server exited with status {server.proc.returncode} during the run"
+            entry["message"] = (
+                entry["message"] + " " if entry["message"] else ""
+            ) + f"server exited with status {server.proc.returncode} during the run"
     finally:
         server.stop()
 

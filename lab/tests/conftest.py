@@ -21,8 +21,9 @@ class RunningServer:
     def __init__(self, faults=()):
         self.httpd = contract_server.serve("127.0.0.1:0", set(faults))
         self.host, self.port = self.httpd.server_address[:2]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     def stop(self):

@@ -82,16 +82,21 @@ class Handler(BaseHTTPRequestHandler):
             q = parse_qs(url.query)
             self._json(200, {"q": q["q"][0], "limit": int(q["limit"][0])})
         elif len(parts) == 8 and parts[:3] == ["api", "v1", "orgs"]:
-            self._json(200, {"org": int(parts[3]), "team": int(parts[5]),
-                             "member": int(parts[7])})
+            self._json(200, {"org": int(parts[3]), "team": int(parts[5]), "member": int(parts[7])})
         elif url.path == "/middleware":
-            headers = {f"x-mw-{i}": "1" for i in range(1, 6)
-                       if not (i == 3 and "middleware" in self.faults)}
+            headers = {
+                f"x-mw-{i}": "1"
+                for i in range(1, 6)
+                if not (i == 3 and "middleware" in self.faults)
+            }
             self._send(200, "text/plain", b"OK", headers)
         elif url.path == "/error":
             status = 200 if "error_status" in self.faults else 500
-            self._json(status, {"type": "about:blank", "title": "Internal Server Error",
-                                "status": 500}, "application/problem+json")
+            self._json(
+                status,
+                {"type": "about:blank", "title": "Internal Server Error", "status": 500},
+                "application/problem+json",
+            )
         elif url.path == "/large":
             data = json.loads(json.dumps(LARGE))
             if "large" in self.faults:

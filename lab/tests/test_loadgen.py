@@ -58,13 +58,22 @@ def test_check_statuses():
 
 
 def test_parse_oha_json():
-    out = json.dumps({
-        "summary": {"successRate": 1.0, "total": 2.0, "slowest": 0.01, "fastest": 0.0001,
-                    "average": 0.0005, "requestsPerSec": 5000.0, "totalData": 130000},
-        "latencyPercentiles": {"p50": 0.0004, "p90": 0.0008, "p99": 0.002, "p99.9": 0.005},
-        "statusCodeDistribution": {"200": 9990, "404": 10},
-        "errorDistribution": {"connection closed": 2},
-    })
+    out = json.dumps(
+        {
+            "summary": {
+                "successRate": 1.0,
+                "total": 2.0,
+                "slowest": 0.01,
+                "fastest": 0.0001,
+                "average": 0.0005,
+                "requestsPerSec": 5000.0,
+                "totalData": 130000,
+            },
+            "latencyPercentiles": {"p50": 0.0004, "p90": 0.0008, "p99": 0.002, "p99.9": 0.005},
+            "statusCodeDistribution": {"200": 9990, "404": 10},
+            "errorDistribution": {"connection closed": 2},
+        }
+    )
     r = loadgen.parse_oha_output(out)
     assert r.requests == 10000 and r.rps == 5000.0
     assert r.latency_us["p50"] == pytest.approx(400.0)
@@ -78,15 +87,23 @@ def test_parse_oha_json():
 def test_wrk_command_passes_method_body_and_headers(tmp_path):
     post = CONTRACT.by_name("post_json")
     body = tmp_path / "b"
-    cmd = loadgen.wrk_command("http://127.0.0.1:1/users", post, concurrency=64, threads=1,
-                              duration=1.4, pipeline=16, body_file=body)
+    cmd = loadgen.wrk_command(
+        "http://127.0.0.1:1/users",
+        post,
+        concurrency=64,
+        threads=1,
+        duration=1.4,
+        pipeline=16,
+        body_file=body,
+    )
     assert cmd[:7] == ["wrk", "-t", "1", "-c", "64", "-d", "1s"]
     assert str(config.WRK_SCRIPT) in cmd
-    tail = cmd[cmd.index("--") + 1:]
+    tail = cmd[cmd.index("--") + 1 :]
     assert tail == ["16", "POST", str(body), "Content-Type: application/json"]
     # Never more threads than connections (wrk refuses that).
-    cmd1 = loadgen.wrk_command("http://x/", post, concurrency=1, threads=4, duration=1,
-                               pipeline=0, body_file=None)
+    cmd1 = loadgen.wrk_command(
+        "http://x/", post, concurrency=1, threads=4, duration=1, pipeline=0, body_file=None
+    )
     assert cmd1[1:5] == ["-t", "1", "-c", "1"]
 
 
@@ -99,9 +116,18 @@ def _run(srv, name, pipeline=0, concurrency=4, tmp_path=None):
     if scen.body:
         body = tmp_path / f"{name}.body"
         body.write_bytes(scen.body)
-    return loadgen.run("wrk", f"http://{srv.host}:{srv.port}{scen.path}", scen,
-                       concurrency=concurrency, pipeline=pipeline, duration=1, client_cpus=None,
-                       threads=1, body_file=body, timeout=3)
+    return loadgen.run(
+        "wrk",
+        f"http://{srv.host}:{srv.port}{scen.path}",
+        scen,
+        concurrency=concurrency,
+        pipeline=pipeline,
+        duration=1,
+        client_cpus=None,
+        threads=1,
+        body_file=body,
+        timeout=3,
+    )
 
 
 @needs_wrk
@@ -160,9 +186,18 @@ def test_real_wrk_pipelines_the_requested_depth(tmp_path):
     t.start()
     scen = CONTRACT.by_name("plaintext")
     try:
-        loadgen.run("wrk", f"http://127.0.0.1:{ls.getsockname()[1]}/plaintext", scen,
-                    concurrency=1, pipeline=8, duration=1, client_cpus=None, threads=1,
-                    body_file=None, timeout=1)
+        loadgen.run(
+            "wrk",
+            f"http://127.0.0.1:{ls.getsockname()[1]}/plaintext",
+            scen,
+            concurrency=1,
+            pipeline=8,
+            duration=1,
+            client_cpus=None,
+            threads=1,
+            body_file=None,
+            timeout=1,
+        )
     except loadgen.LoadgenError:
         pass  # the raw server closes after one batch; only what wrk sent matters here
     t.join(5)

@@ -18,7 +18,8 @@ TESTS = Path(__file__).resolve().parent
 TREE = """
 import os, subprocess, sys, time
 kids = [subprocess.Popen([sys.executable, "-c",
-        "import time\\nt=time.process_time()\\nwhile time.process_time()-t<0.3: pass\\ntime.sleep(60)"])
+        "import time\\nt=time.process_time()\\n"
+        "while time.process_time()-t<0.3: pass\\ntime.sleep(60)"])
         for _ in range(2)]
 print("ready", flush=True)
 time.sleep(60)
@@ -35,8 +36,9 @@ def _wait_for(pred, timeout=10.0):
 
 
 def test_tree_cpu_and_memory_cover_children(tmp_path):
-    srv = procs.start_server([sys.executable, "-c", TREE], tmp_path, dict(os.environ), None,
-                             tmp_path / "tree.log")
+    srv = procs.start_server(
+        [sys.executable, "-c", TREE], tmp_path, dict(os.environ), None, tmp_path / "tree.log"
+    )
     try:
         before = metrics.Sample.take(srv.pid)
         assert _wait_for(lambda: len(metrics.process_tree(srv.pid)) == 3)
@@ -72,8 +74,13 @@ def test_stat_parsing_survives_odd_command_names(tmp_path):
 
 
 def test_start_failure_and_port_wait(tmp_path):
-    srv = procs.start_server([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path,
-                             dict(os.environ), None, tmp_path / "fail.log")
+    srv = procs.start_server(
+        [sys.executable, "-c", "import sys; sys.exit(3)"],
+        tmp_path,
+        dict(os.environ),
+        None,
+        tmp_path / "fail.log",
+    )
     with pytest.raises(procs.StartError, match="exited with status 3"):
         procs.wait_for_port("127.0.0.1", 9, srv.proc, timeout=10)
     srv.stop()
@@ -99,8 +106,9 @@ def test_idle_memory_counts_connections(tmp_path):
     port = port_sock.getsockname()[1]
     port_sock.close()
     env = dict(os.environ, ADDR=f"127.0.0.1:{port}")
-    srv = procs.start_server([sys.executable, "contract_server.py"], TESTS, env, None,
-                             tmp_path / "srv.log")
+    srv = procs.start_server(
+        [sys.executable, "contract_server.py"], TESTS, env, None, tmp_path / "srv.log"
+    )
     try:
         procs.wait_for_port("127.0.0.1", port, srv.proc, timeout=20)
         scen = load_contract().by_name("plaintext")

@@ -24,20 +24,23 @@ def test_correct_server_passes_every_scenario(contract_srv):
         assert res.status == scen.expect["status"]
 
 
-@pytest.mark.parametrize("fault, scenario, needle", [
-    ("status", "plaintext", "status 201, expected 200"),
-    ("body", "plaintext", "body 'Hello World', expected 'Hello, World!'"),
-    ("content_type", "json", "Content-Type 'text/plain', expected application/json"),
-    ("json", "param", "JSON body"),
-    ("missing_date", "plaintext", "missing header date"),
-    ("missing_server", "json", "missing header server"),
-    ("close", "plaintext", "keep-alive"),
-    ("cl_204", "empty", "header content-length present"),
-    ("middleware", "middleware", "missing header x-mw-3"),
-    ("large", "large_json", "JSON body"),
-    ("chunked_no_cl", "json", "missing header content-length"),
-    ("error_status", "error", "status 200, expected 500"),
-])
+@pytest.mark.parametrize(
+    "fault, scenario, needle",
+    [
+        ("status", "plaintext", "status 201, expected 200"),
+        ("body", "plaintext", "body 'Hello World', expected 'Hello, World!'"),
+        ("content_type", "json", "Content-Type 'text/plain', expected application/json"),
+        ("json", "param", "JSON body"),
+        ("missing_date", "plaintext", "missing header date"),
+        ("missing_server", "json", "missing header server"),
+        ("close", "plaintext", "keep-alive"),
+        ("cl_204", "empty", "header content-length present"),
+        ("middleware", "middleware", "missing header x-mw-3"),
+        ("large", "large_json", "JSON body"),
+        ("chunked_no_cl", "json", "missing header content-length"),
+        ("error_status", "error", "status 200, expected 500"),
+    ],
+)
 def test_each_contract_break_is_detected(make_server, fault, scenario, needle):
     srv = make_server(fault)
     res = check(srv, scenario)
@@ -78,25 +81,35 @@ def _one_shot_server(payload: bytes):
             with c:
                 c.recv(65536)
                 c.sendall(payload)
+
     t = threading.Thread(target=loop, daemon=True)
     t.start()
     return ls, stop
 
 
-@pytest.mark.parametrize("payload, needle", [
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nTransfer-Encoding: chunked\r\n\r\n"
-     b"Hello, World!", "both Transfer-Encoding and Content-Length"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nHello, World!", "body bytes"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Length: 14\r\n\r\nHello, World!",
-     "several Content-Length"),
-    (b"garbage\r\n\r\n", "bad status line"),
-    (b"", "no valid response"),
-])
+@pytest.mark.parametrize(
+    "payload, needle",
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"Hello, World!",
+            "both Transfer-Encoding and Content-Length",
+        ),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nHello, World!", "body bytes"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Length: 14\r\n\r\nHello, World!",
+            "several Content-Length",
+        ),
+        (b"garbage\r\n\r\n", "bad status line"),
+        (b"", "no valid response"),
+    ],
+)
 def test_malformed_responses_are_reported(payload, needle):
     ls, stop = _one_shot_server(payload)
     try:
-        res = parity.check("127.0.0.1", ls.getsockname()[1], CONTRACT.by_name("plaintext"),
-                           REQ, timeout=2)
+        res = parity.check(
+            "127.0.0.1", ls.getsockname()[1], CONTRACT.by_name("plaintext"), REQ, timeout=2
+        )
     finally:
         stop.set()
         ls.close()

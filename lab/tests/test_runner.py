@@ -22,12 +22,26 @@ def _free_port():
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")
 def test_runner_end_to_end(tmp_path):
     prof = config.Profile(
-        name="test", description="runner test", scenarios=("plaintext", "param"),
+        name="test",
+        description="runner test",
+        scenarios=("plaintext", "param"),
         servers=("peregrine", "faulty", "nostart", "notool"),
-        cells=((4, 0), (4, 4)), pipeline_scenarios=("plaintext",), runs=2, duration=1.0,
-        warmup=0.0, idle_connections=20, probe=None)
-    opts = runner.Options(profile=prof, out_dir=tmp_path, split=config.cpu_split(),
-                          port=_free_port(), command="test", peers_file=FIXTURES / "peers.toml")
+        cells=((4, 0), (4, 4)),
+        pipeline_scenarios=("plaintext",),
+        runs=2,
+        duration=1.0,
+        warmup=0.0,
+        idle_connections=20,
+        probe=None,
+    )
+    opts = runner.Options(
+        profile=prof,
+        out_dir=tmp_path,
+        split=config.cpu_split(),
+        port=_free_port(),
+        command="test",
+        peers_file=FIXTURES / "peers.toml",
+    )
     res = runner.run(opts)
     assert res["complete"] and res["schema"] == 1
 
@@ -41,8 +55,7 @@ def test_runner_end_to_end(tmp_path):
     assert "cannot bind" in servers["nostart"]["message"]  # the tail of its log is shown
     assert servers["faulty"]["parity"]["param"]["ok"] is False
 
-    cells = {(c["server"], c["scenario"], c["concurrency"], c["pipeline"]): c
-             for c in res["cells"]}
+    cells = {(c["server"], c["scenario"], c["concurrency"], c["pipeline"]): c for c in res["cells"]}
     ok = cells[("peregrine", "plaintext", 4, 0)]
     assert ok["status"] == "ok" and len(ok["runs"]) == 2
     for run in ok["runs"]:
@@ -72,9 +85,13 @@ def test_busy_port_is_a_clear_error(tmp_path):
     s.bind(("127.0.0.1", 0))
     s.listen(1)
     try:
-        opts = runner.Options(profile=config.PROFILES["quick"], out_dir=tmp_path,
-                              split=config.cpu_split(), port=s.getsockname()[1],
-                              peers_file=FIXTURES / "peers.toml")
+        opts = runner.Options(
+            profile=config.PROFILES["quick"],
+            out_dir=tmp_path,
+            split=config.cpu_split(),
+            port=s.getsockname()[1],
+            peers_file=FIXTURES / "peers.toml",
+        )
         with pytest.raises(runner.LabError, match="is busy"):
             runner.run(opts)
     finally:
@@ -82,8 +99,19 @@ def test_busy_port_is_a_clear_error(tmp_path):
 
 
 def test_unknown_server_name_lists_known_ones(tmp_path, capsys):
-    rc = cli.main(["quick", "--servers", "nope", "--peers", str(FIXTURES / "peers.toml"),
-                   "--out", str(tmp_path), "--port", str(_free_port())])
+    rc = cli.main(
+        [
+            "quick",
+            "--servers",
+            "nope",
+            "--peers",
+            str(FIXTURES / "peers.toml"),
+            "--out",
+            str(tmp_path),
+            "--port",
+            str(_free_port()),
+        ]
+    )
     assert rc == 1
     err = capsys.readouterr().err
     assert "unknown server(s) nope" in err and "peregrine" in err
