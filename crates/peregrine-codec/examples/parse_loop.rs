@@ -40,6 +40,7 @@ fn main() {
     };
     let limits = Limits::default();
     let mut fields = [FieldSpan::default(); 100];
+    let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut parsed = 0usize;
     for _ in 0..n {
         let mut rest = black_box(buf);
@@ -58,7 +59,6 @@ fn main() {
                 }
             } else {
                 {
-                    let mut headers = [httparse::EMPTY_HEADER; 32];
                     let mut req = httparse::Request::new(&mut headers);
                     match req.parse(rest) {
                         Ok(httparse::Status::Complete(len)) => {

@@ -242,7 +242,8 @@ pub(crate) fn parse_core<S: Scan>(
         // One field line is at most `max_field_line` bytes before its CRLF.
         let line_bound = len.min(pos + limits.max_field_line + 1);
         let line = &buf[..line_bound];
-        let name_end = S::skip(line, pos, &TCHAR);
+        // Both ends at once; `value_end` is only meaningful once the name ended with `:`.
+        let (name_end, value_end) = S::field_line(line, pos);
         if name_end == line_bound {
             if line_bound - pos > limits.max_field_line {
                 return Err(ParseError::new(431, "header field line too long"));
@@ -261,7 +262,8 @@ pub(crate) fn parse_core<S: Scan>(
         while v_start < line_bound && (buf[v_start] == b' ' || buf[v_start] == b'\t') {
             v_start += 1;
         }
-        let v_end = S::skip(line, v_start, &VALUE);
+        let v_end = value_end;
+        debug_assert!(v_end >= v_start);
         if v_end == line_bound {
             if line_bound - pos > limits.max_field_line {
                 return Err(ParseError::new(431, "header field line too long"));

@@ -15,6 +15,7 @@
 //! assert!(out.starts_with(b"HTTP/1.1 200 OK\r\nDate: "));
 //! ```
 
+use crate::Version;
 use std::cell::Cell;
 use std::io::Write as _;
 use std::sync::OnceLock;
@@ -134,6 +135,24 @@ fn other_status_line(code: u16) -> &'static [u8] {
     &table[usize::from(code - 100)]
 }
 
+/// The `Connection` line a response needs, per http1-rules.md G: `close` when the connection
+/// will be closed after this response (always after an error, or when the client asked); for an
+/// HTTP/1.0 client that asked for `keep-alive` and will get it, `keep-alive`; otherwise nothing
+/// (persistence is the HTTP/1.1 default).
+///
+/// ```
+/// use peregrine_codec::{response::{connection_header, CONNECTION_CLOSE}, Version};
+/// assert_eq!(connection_header(Version::Http11, false), Some(CONNECTION_CLOSE));
+/// assert_eq!(connection_header(Version::Http11, true), None);
+/// ```
+pub fn connection_header(version: Version, keep_open: bool) -> Option<&'static [u8]> {
+    match (keep_open, version) {
+        (false, _) => Some(CONNECTION_CLOSE),
+        (true, Version::Http10) => Some(CONNECTION_KEEP_ALIVE),
+        (true, Version::Http11) => None,
+    }
+}
+
 /// Whether a response with this status must not carry a body (1xx, 204, 304).
 pub fn status_forbids_body(code: u16) -> bool {
     (100..200).contains(&code) || code == 204 || code == 304
@@ -223,6 +242,23 @@ mod tests {
             out,
             b"Content-Length: 0\r\nContent-Length: 18446744073709551615\r\n"
         );
+    }
+
+    #[test]
+    fn connection_lines() {
+        assert_eq!(
+            connection_header(Version::Http10, true),
+            Some(CONNECTION_KEEP_ALIVE)
+        );
+        assert_eq!(
+            connection_header(Version::Http10, false),
+            Some(CONNECTION_CLOSE)
+        );
+        assert_eq!(
+            connection_header(Version::Http11, false),
+            Some(CONNECTION_CLOSE)
+        );
+        assert_eq!(connection_header(Version::Http11, true), None);
     }
 
     #[test]

@@ -199,6 +199,16 @@ impl Isa {
 pub(crate) trait Scan {
     /// Index of the first byte of `buf[start..]` that is not in `class`, or `buf.len()`.
     fn skip(buf: &[u8], start: usize, class: &Class) -> usize;
+
+    /// For a field line starting at `pos`: the index of the first byte that is not `tchar` (the
+    /// end of the name) and of the first byte that is not a field-value byte (where the value
+    /// ends). Every `tchar`, `:` and OWS byte is a value byte, so the second is the end of the
+    /// value whenever the name is followed by `:`. Paths may compute both from the same loads.
+    #[inline(always)]
+    fn field_line(buf: &[u8], pos: usize) -> (usize, usize) {
+        let name_end = Self::skip(buf, pos, &TCHAR);
+        (name_end, Self::skip(buf, name_end, &VALUE))
+    }
 }
 
 /// The portable path.
@@ -240,7 +250,7 @@ pub(crate) use x86::{Avx2, Sse42};
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod x86 {
-    use super::{skip_scalar, Class, Scan};
+    use super::{skip_scalar, Class, Scan, TCHAR, VALUE};
     #[cfg(target_arch = "x86")]
     use core::arch::x86::*;
     #[cfg(target_arch = "x86_64")]
@@ -269,6 +279,47 @@ mod x86 {
             // `Isa::Avx2.is_available()`.
             unsafe { skip_avx2(buf, start, class) }
         }
+
+        #[inline(always)]
+        fn field_line(buf: &[u8], pos: usize) -> (usize, usize) {
+            // Most field lines fit in 32 bytes: one load classified twice gives both ends.
+            if pos + 32 <= buf.len() {
+                // SAFETY: as for `skip`; and pos + 32 <= len, so the load is in bounds.
+                let (not_tchar, not_value) = unsafe { misses32_two(buf.as_ptr().add(pos)) };
+                if not_tchar != 0 {
+                    let name_end = pos + not_tchar.trailing_zeros() as usize;
+                    let value_end = if not_value != 0 {
+                        pos + not_value.trailing_zeros() as usize
+                    } else {
+                        Self::skip(buf, pos + 32, &VALUE)
+                    };
+                    return (name_end, value_end);
+                }
+            }
+            let name_end = Self::skip(buf, pos, &TCHAR);
+            (name_end, Self::skip(buf, name_end, &VALUE))
+        }
+    }
+
+    /// Bitmasks of the 32 bytes at `p` that are not `tchar` and not field-value bytes.
+    #[inline(always)]
+    unsafe fn misses32_two(p: *const u8) -> (u32, u32) {
+        let m0f = _mm256_set1_epi8(0x0F);
+        let v = _mm256_loadu_si256(p as *const __m256i);
+        let lo = _mm256_and_si256(v, m0f);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+        (miss32(lo, hi, &TCHAR), miss32(lo, hi, &VALUE))
+    }
+
+    /// Bitmask of the bytes (given as nibble vectors) that are not in `class`.
+    #[inline(always)]
+    unsafe fn miss32(lo: __m256i, hi: __m256i, class: &Class) -> u32 {
+        let lo_t =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(class.lo.as_ptr() as *const __m128i));
+        let hi_t =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(class.hi.as_ptr() as *const __m128i));
+        let hit = _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32
     }
 
     // The helpers below carry no `#[target_feature]` (which would forbid `#[inline(always)]`):
@@ -359,6 +410,36 @@ mod tests {
             Isa::Avx2 => Avx2::skip(buf, start, class),
             #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
             _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn field_line_gives_the_same_ends_on_every_path() {
+        // Lines of every shape around the 32-byte block: name length, value length, terminator.
+        for name_len in 0..40 {
+            for value_len in 0..40 {
+                for stop in [&b"\r\n"[..], b"\n", b"\0", b"", b"\x7f"] {
+                    let mut line = vec![b'n'; name_len];
+                    line.extend_from_slice(b": ");
+                    line.extend(std::iter::repeat_n(b'v', value_len));
+                    line.extend_from_slice(stop);
+                    for pos in [0, 1] {
+                        if pos > line.len() {
+                            continue;
+                        }
+                        let want = Scalar::field_line(&line, pos);
+                        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                        for isa in Isa::available() {
+                            let got = match isa {
+                                Isa::Scalar => Scalar::field_line(&line, pos),
+                                Isa::Sse42 => Sse42::field_line(&line, pos),
+                                Isa::Avx2 => Avx2::field_line(&line, pos),
+                            };
+                            assert_eq!(got, want, "{isa:?} name {name_len} value {value_len}");
+                        }
+                    }
+                }
+            }
         }
     }
 
