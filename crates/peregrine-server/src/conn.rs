@@ -20,7 +20,6 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -654,33 +653,6 @@ fn encode_head(
     true
 }
 
-/// Runs the handler future inside the connection task, catching panics, and meanwhile keeps
-/// writing earlier responses.
-fn call_service<'a, S: Service>(
-    service: &S,
-    conn: &'a Conn,
-    req: Request,
-) -> impl Future<Output = Result<Response, ()>> + 'a {
-    // The handler future is created here, not inside an `async` block, so the request is not
-    // kept in the driver's state; it is boxed so that the driver's size does not depend on it.
-    let mut fut: Option<Pin<Box<S::Future>>> = catch_unwind(AssertUnwindSafe(|| service.call(req)))
-        .ok()
-        .map(Box::pin);
-    poll_fn(move |cx| {
-        let Some(f) = fut.as_mut() else {
-            return Poll::Ready(Err(()));
-        };
-        match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(cx))) {
-            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-            Ok(Poll::Pending) => {
-                conn.poll_write_progress(cx);
-                Poll::Pending
-            }
-            Err(_) => Poll::Ready(Err(())),
-        }
-    })
-}
-
 /// What the busy part of the driver asks for.
 enum Next {
     /// Everything received was answered and written: wait for the next request.
@@ -865,7 +837,26 @@ async fn busy<S: Service>(
                 && cfg
                     .max_requests_per_connection
                     .map_or(true, |max| *served < max);
-            let resp = call_service(service, conn, req).await;
+            // The handler future lives in this (boxed, per-batch) future: no allocation per
+            // request. Panics, in `call` or in `poll`, are caught and answered with 500.
+            let resp = match catch_unwind(AssertUnwindSafe(|| service.call(req))) {
+                Err(_) => Err(()),
+                Ok(fut) => {
+                    let mut fut = std::pin::pin!(fut);
+                    poll_fn(
+                        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+                            Ok(Poll::Pending) => {
+                                // Meanwhile, keep writing earlier responses of the batch.
+                                conn.poll_write_progress(cx);
+                                Poll::Pending
+                            }
+                            Err(_) => Poll::Ready(Err(())),
+                        },
+                    )
+                    .await
+                }
+            };
             keep_alive &= !conn.shared.is_shutting_down();
             let resp = match resp {
                 Ok(r) => r,
@@ -908,7 +899,9 @@ async fn busy<S: Service>(
             if !keep_alive {
                 return Next::Close(Close::Linger);
             }
-            if !conn.drain_body().await {
+            // (A streamed response may have read the body meanwhile.)
+            let body_done = matches!(conn.io.borrow().body, BodyState::Done);
+            if !body_done && !conn.drain_body().await {
                 return Next::Close(Close::Linger);
             }
             if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
