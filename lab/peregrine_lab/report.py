@@ -303,6 +303,7 @@ def render(res: dict) -> str:
         "",
         f"**What this profile measured**: {res.get('profile_description', '')}.",
         "",
+        *_overrides_lines(res),
         "| | |",
         "|---|---|",
         f"| machine | {m.get('cpu_model')}, {m.get('nproc')} CPUs, "
@@ -458,6 +459,28 @@ def render(res: dict) -> str:
         "",
     ]
     return "\n".join(L)
+
+
+def _overrides_lines(res: dict) -> list[str]:
+    ov = res.get("overrides") or {}
+    if not ov:
+        return []
+    parts = [
+        f"{k} {_short_val(v['used'])} (profile: {_short_val(v['profile'])})" for k, v in ov.items()
+    ]
+    return ["**Changed on the command line**: " + "; ".join(parts) + ".", ""]
+
+
+def _short_val(v) -> str:
+    if v is None:
+        return "all"
+    if isinstance(v, list):
+        return (
+            " ".join(_short_val(x) if isinstance(x, list) else str(x) for x in v)
+            if not all(isinstance(x, list) for x in v)
+            else ", ".join(f"c={x[0]}/p={x[1]}" for x in v)
+        )
+    return str(v)
 
 
 def _status_text(s):

@@ -222,6 +222,7 @@ def run(opts: Options) -> dict:
         "command": opts.command,
         "profile": prof.name,
         "profile_description": prof.description,
+        "overrides": _overrides(prof),
         "settings": {
             **prof.to_json(),
             "loadgen": opts.loadgen,
@@ -474,6 +475,16 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
             ) + f"server exited with status {server.proc.returncode} during the run"
     finally:
         server.stop()
+
+
+def _overrides(prof: config.Profile) -> dict:
+    """Settings given on the command line that differ from the named profile's defaults, so the
+    report does not describe a reduced run as the full profile."""
+    base = config.PROFILES.get(prof.name)
+    if base is None:
+        return {}
+    mine, theirs = prof.to_json(), base.to_json()
+    return {k: {"profile": theirs[k], "used": v} for k, v in mine.items() if theirs.get(k) != v}
 
 
 def _or_na(v, fmt):

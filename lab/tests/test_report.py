@@ -1,0 +1,170 @@
+"""Report and charts from a stored results.json (a real run of the lab against the Python stand-in
+servers of fixtures/peers.toml, with 2 concurrency levels, pipelining and the probe)."""
+
+import copy
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from peregrine_lab import charts, cli, report, results
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "results.json"
+
+
+@pytest.fixture(scope="module")
+def res():
+    return results.load(FIXTURE)
+
+
+def _section(md: str, title_start: str) -> str:
+    start = md.index(title_start)
+    end = md.find("\n## ", start + 1)
+    return md[start : end if end > 0 else None]
+
+
+def test_tables_have_servers_as_rows_and_concurrency_as_columns(res):
+    md = report.render(res)
+    sec = _section(md, "## Hello text: `GET /plaintext`, no pipelining")
+    assert "**Requests per second** (higher is better)" in sec
+    assert "| server | c = 1 | c = 8 |" in sec
+    rows = [line for line in sec.splitlines() if line.startswith("| contract server")]
+    assert rows, sec
+
+
+def test_best_per_column_is_bold_and_unique_per_column(res):
+    md = report.render(res)
+    sec = _section(md, "## Hello text: `GET /plaintext`, no pipelining")
+    table = sec.split("**Requests per second**")[1].split("**Server CPU")[0]
+    lines = [ln for ln in table.splitlines() if ln.startswith("| ") and "server |" not in ln]
+    cols = list(
+        zip(*[[c.strip() for c in ln.strip("|").split("|")][1:] for ln in lines], strict=True)
+    )
+    for col in cols:
+        assert sum(1 for c in col if c.startswith("**")) == 1, col
+
+
+def test_best_value_is_the_maximum_rps(res):
+    cells = [
+        c
+        for c in res["cells"]
+        if c["scenario"] == "plaintext"
+        and c["pipeline"] == 0
+        and c["concurrency"] == 8
+        and c["status"] == "ok"
+    ]
+    best = max(c["median"]["rps"] for c in cells)
+    md = report.render(res)
+    assert f"**{best:,.0f}**" in md
+
+
+def test_ratios_to_peregrine_and_status_words(res):
+    md = report.render(res)
+    assert (
+        "Ratios in parentheses are to **contract server (Python, stands in for Peregrine)**" in md
+    )
+    assert "×)" in md  # ratios present for the other servers
+    faulty_param = [
+        ln
+        for ln in _section(md, "## Route parameter").splitlines()
+        if ln.startswith("| faulty server")
+    ]
+    assert faulty_param and "parity ✗" in faulty_param[0]
+    assert "no start" in md and "skipped" in md
+    # A scenario the floor stand-in does not serve shows n/a, never a number.
+    json_floor = [
+        ln
+        for ln in _section(md, "## JSON message").splitlines()
+        if ln.startswith("| floor stand-in")
+    ]
+    assert json_floor and set(c.strip() for c in json_floor[0].strip("|").split("|")[1:]) == {"n/a"}
+
+
+def test_parity_failures_and_compliance_sections(res):
+    md = report.render(res)
+    par = _section(md, "## Parity mismatches")
+    assert "faulty server" in par and "`param`" in par and "user-43" in par
+    servers = _section(md, "## Servers, memory and compliance")
+    assert "idle KiB / keep-alive conn" in servers
+    comp = [s for s in res["servers"] if (s.get("compliance") or {}).get("status") == "ok"]
+    assert comp, "the fixture holds probe results"
+    assert f"{comp[0]['compliance']['score']}%" in servers
+    fails = _section(md, "## Failures")
+    assert "server that exits at once" in fails and "peer whose toolchain is missing" in fails
+
+
+def test_report_marks_incomplete_runs(res):
+    partial = copy.deepcopy(res)
+    partial["complete"] = False
+    assert "**Incomplete run**" in report.render(partial)
+
+
+def test_targets_compute_engine_and_framework_ratios():
+    def cell(server, scenario, c, p, cpu):
+        return {
+            "server": server,
+            "scenario": scenario,
+            "concurrency": c,
+            "pipeline": p,
+            "status": "ok",
+            "median": {"cpu_us_per_req": cpu},
+        }
+
+    res = {
+        "settings": {"cells": [[50, 0], [64, 16]]},
+        "cells": [
+            cell("peregrine-hello", "plaintext", 50, 0, 8.2),
+            cell("floor", "plaintext", 50, 0, 8.0),
+            cell("peregrine-hello", "plaintext", 64, 16, 0.9),
+            cell("floor", "plaintext", 64, 16, 0.6),
+            cell("hyper", "plaintext", 64, 16, 1.2),
+            cell("peregrine", "plaintext", 50, 0, 10.0),
+            cell("peregrine", "param", 50, 0, 10.5),
+            cell("peregrine", "json", 50, 0, 11.5),
+        ],
+    }
+    t = {x["what"]: x for x in report.targets(res)}
+    assert t["peregrine-hello / floor, plaintext, c=50, no pipelining"]["met"] is True
+    piped = t["peregrine-hello / floor, plaintext, c=64, 16 requests pipelined per connection"]
+    assert piped["ratio"] == pytest.approx(1.5) and piped["met"] is False
+    assert (
+        t["peregrine-hello / hyper, plaintext, c=64, 16 requests pipelined per connection"]["met"]
+        is None
+    )
+    assert t["peregrine param / plaintext, c=50, no pipelining"]["met"] is True
+    assert t["peregrine json / plaintext, c=50, no pipelining"]["met"] is False
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    """`./scripts/lab report DIR` on a copy of the stored results (charts are the slow part:
+    made once for the tests below)."""
+    d = tmp_path_factory.mktemp("report")
+    shutil.copy(FIXTURE, d / "results.json")
+    assert cli.main(["report", str(d)]) == 0
+    return d
+
+
+def test_report_command_regenerates_from_json(regenerated):
+    md = (regenerated / "report.md").read_text()
+    assert md == report.render(json.loads(FIXTURE.read_text()))
+
+
+def test_report_command_fails_clearly_without_results(tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path / "missing")]) == 1
+    assert "cannot read results" in capsys.readouterr().err
+
+
+def test_charts_are_valid_svg_with_server_labels(res, regenerated, tmp_path):
+    made = sorted((regenerated / "charts").glob("*.svg"))
+    assert [p.name for p in made] == ["cpu.svg", "latency.svg", "memory.svg", "throughput.svg"]
+    for p in made:
+        root = ET.parse(p).getroot()
+        assert root.tag.endswith("svg")
+        assert "contract server" in p.read_text()  # labels kept as text (svg.fonttype none)
+    # Deterministic output: the same results give the same bytes.
+    again = sorted(charts.write_all(res, tmp_path))
+    for a, b in zip(made, again, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
