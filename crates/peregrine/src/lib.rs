@@ -38,6 +38,7 @@
 
 mod app;
 pub mod config;
+pub mod cookie;
 mod error;
 pub mod fs;
 mod handler;

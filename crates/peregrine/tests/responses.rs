@@ -3,6 +3,7 @@
 
 mod common;
 use common::{request, TestServer};
+use peregrine::cookie::{SameSite, SetCookie};
 use peregrine::middleware::{from_fn, Next};
 use peregrine::{
     get, App, Error, Html, IntoResponse, Json, Redirect, Request, Response, StreamBody,
@@ -95,6 +96,24 @@ fn app() -> App {
             }),
         )
         .route("/ok", get(|_r: Request| async { "still serving" }))
+        .route(
+            "/login",
+            get(|req: Request| async move {
+                let who = req.cookie("sid").unwrap_or("nobody").to_owned();
+                let set = SetCookie::new("sid", "abc123")
+                    .path("/")
+                    .http_only(true)
+                    .same_site(SameSite::Lax);
+                Ok::<_, Error>(Response::text(who).with_header("set-cookie", set.to_header()?))
+            }),
+        )
+        .route(
+            "/bad-cookie",
+            get(|_r: Request| async {
+                let set = SetCookie::new("sid", "a;b");
+                Ok::<_, Error>(Response::new(204).with_header("set-cookie", set.to_header()?))
+            }),
+        )
         .route(
             "/unserializable",
             get(|_r: Request| async {
@@ -216,4 +235,18 @@ fn json_serialisation_failure_is_a_500_problem() {
         .get("/unserializable", &[])
         .assert_problem(500, "Internal Server Error");
     assert_eq!(j.as_object().unwrap().len(), 3);
+}
+
+#[test]
+fn cookies_round_trip_and_invalid_ones_are_refused() {
+    let s = TestServer::start(app());
+    let r = s.get("/login", &[]);
+    assert_eq!(r.text(), "nobody");
+    let set = r.header("set-cookie").unwrap();
+    assert_eq!(set, "sid=abc123; Path=/; HttpOnly; SameSite=Lax");
+    let r = s.get("/login", &["Cookie: sid=abc123"]);
+    assert_eq!(r.text(), "abc123");
+    let r = s.get("/bad-cookie", &[]);
+    r.assert_problem(500, "Internal Server Error");
+    assert_eq!(r.header("set-cookie"), None);
 }

@@ -1,0 +1,217 @@
+//! `Set-Cookie` values (RFC 6265), built and checked.
+
+use crate::error::Error;
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+/// The `SameSite` attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SameSite {
+    /// Sent only with same-site requests.
+    Strict,
+    /// Also sent with top-level navigations from other sites.
+    Lax,
+    /// Sent with every request (requires `Secure`).
+    None,
+}
+
+/// A cookie to set, rendered as a `Set-Cookie` header value. Names must be tokens and values
+/// cookie-octets (RFC 6265 §4.1.1); anything else is refused with a (logged) 500 rather than
+/// sent, since it would let data split or inject header attributes.
+///
+/// ```
+/// use peregrine::{Request, Response, Error};
+/// use peregrine::cookie::{SameSite, SetCookie};
+///
+/// async fn login(_req: Request) -> Result<Response, Error> {
+///     let cookie = SetCookie::new("sid", "abc123")
+///         .path("/")
+///         .http_only(true)
+///         .secure(true)
+///         .same_site(SameSite::Lax)
+///         .max_age(std::time::Duration::from_secs(3600));
+///     Ok(Response::new(204).with_header("set-cookie", cookie.to_header()?))
+/// }
+/// # let _ = login;
+/// assert_eq!(
+///     SetCookie::new("a", "1").path("/").http_only(true).to_header().unwrap(),
+///     b"a=1; Path=/; HttpOnly".to_vec()
+/// );
+/// ```
+#[derive(Debug, Clone)]
+pub struct SetCookie {
+    name: Cow<'static, str>,
+    value: Cow<'static, str>,
+    path: Option<Cow<'static, str>>,
+    domain: Option<Cow<'static, str>>,
+    max_age: Option<Duration>,
+    expires: Option<SystemTime>,
+    secure: bool,
+    http_only: bool,
+    same_site: Option<SameSite>,
+}
+
+impl SetCookie {
+    /// A session cookie `name=value`.
+    pub fn new(name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) -> Self {
+        SetCookie {
+            name: name.into(),
+            value: value.into(),
+            path: None,
+            domain: None,
+            max_age: None,
+            expires: None,
+            secure: false,
+            http_only: false,
+            same_site: None,
+        }
+    }
+    /// A cookie that deletes `name` in the browser (empty value, `Max-Age=0`).
+    pub fn removal(name: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(name, "").max_age(Duration::ZERO)
+    }
+    /// `Path`.
+    pub fn path(mut self, path: impl Into<Cow<'static, str>>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+    /// `Domain`.
+    pub fn domain(mut self, domain: impl Into<Cow<'static, str>>) -> Self {
+        self.domain = Some(domain.into());
+        self
+    }
+    /// `Max-Age` (whole seconds).
+    pub fn max_age(mut self, age: Duration) -> Self {
+        self.max_age = Some(age);
+        self
+    }
+    /// `Expires`.
+    pub fn expires(mut self, at: SystemTime) -> Self {
+        self.expires = Some(at);
+        self
+    }
+    /// `Secure`.
+    pub fn secure(mut self, yes: bool) -> Self {
+        self.secure = yes;
+        self
+    }
+    /// `HttpOnly`.
+    pub fn http_only(mut self, yes: bool) -> Self {
+        self.http_only = yes;
+        self
+    }
+    /// `SameSite`.
+    pub fn same_site(mut self, s: SameSite) -> Self {
+        self.same_site = Some(s);
+        self
+    }
+
+    /// The header value, or a 500 error if a part is not allowed in a cookie.
+    pub fn to_header(&self) -> Result<Vec<u8>, Error> {
+        let bad = |what: &str| {
+            Err(Error::internal()
+                .with_detail(format!("refusing to send a cookie with an invalid {what}")))
+        };
+        if self.name.is_empty() || !self.name.bytes().all(is_token) {
+            return bad("name");
+        }
+        let value = self
+            .value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(&self.value);
+        if !value.bytes().all(is_cookie_octet) {
+            return bad("value");
+        }
+        let attr_ok = |s: &str| s.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b';');
+        if !self.path.as_deref().map_or(true, attr_ok) {
+            return bad("path");
+        }
+        if !self.domain.as_deref().map_or(true, attr_ok) {
+            return bad("domain");
+        }
+        let mut out = format!("{}={}", self.name, self.value);
+        if let Some(p) = &self.path {
+            out.push_str("; Path=");
+            out.push_str(p);
+        }
+        if let Some(d) = &self.domain {
+            out.push_str("; Domain=");
+            out.push_str(d);
+        }
+        if let Some(a) = self.max_age {
+            out.push_str("; Max-Age=");
+            out.push_str(itoa::Buffer::new().format(a.as_secs()));
+        }
+        if let Some(e) = self.expires {
+            out.push_str("; Expires=");
+            out.push_str(&httpdate::fmt_http_date(e));
+        }
+        if self.secure || self.same_site == Some(SameSite::None) {
+            // Browsers reject SameSite=None without Secure.
+            out.push_str("; Secure");
+        }
+        if self.http_only {
+            out.push_str("; HttpOnly");
+        }
+        match self.same_site {
+            Some(SameSite::Strict) => out.push_str("; SameSite=Strict"),
+            Some(SameSite::Lax) => out.push_str("; SameSite=Lax"),
+            Some(SameSite::None) => out.push_str("; SameSite=None"),
+            None => {}
+        }
+        Ok(out.into_bytes())
+    }
+}
+
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// cookie-octet: %x21 / %x23-2B / %x2D-3A / %x3C-5B / %x5D-7E
+fn is_cookie_octet(b: u8) -> bool {
+    matches!(b, 0x21 | 0x23..=0x2b | 0x2d..=0x3a | 0x3c..=0x5b | 0x5d..=0x7e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_attributes() {
+        let c = SetCookie::new("sid", "x1")
+            .domain("example.com")
+            .max_age(Duration::from_secs(60))
+            .expires(SystemTime::UNIX_EPOCH + Duration::from_secs(784111777))
+            .same_site(SameSite::None);
+        assert_eq!(
+            String::from_utf8(c.to_header().unwrap()).unwrap(),
+            "sid=x1; Domain=example.com; Max-Age=60; Expires=Sun, 06 Nov 1994 08:49:37 GMT; Secure; SameSite=None"
+        );
+        assert_eq!(
+            SetCookie::removal("sid").to_header().unwrap(),
+            b"sid=; Max-Age=0".to_vec()
+        );
+        assert_eq!(
+            SetCookie::new("q", "\"quoted\"").to_header().unwrap(),
+            b"q=\"quoted\"".to_vec()
+        );
+    }
+
+    #[test]
+    fn refuses_injection() {
+        assert_eq!(
+            SetCookie::new("a", "1; Domain=evil")
+                .to_header()
+                .unwrap_err()
+                .status(),
+            500
+        );
+        assert!(SetCookie::new("a b", "1").to_header().is_err());
+        assert!(SetCookie::new("", "1").to_header().is_err());
+        assert!(SetCookie::new("a", "x\r\nset-cookie: b=2")
+            .to_header()
+            .is_err());
+        assert!(SetCookie::new("a", "1").path("/;x").to_header().is_err());
+    }
+}
