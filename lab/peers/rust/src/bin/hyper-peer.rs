@@ -1,6 +1,8 @@
 //! Bare hyper 1.x peer: one accept loop on a multi-threaded tokio runtime with `WORKERS` worker
 //! threads, HTTP/1.1 connections served by `hyper::server::conn::http1`, requests routed by hand.
 //!
+//! The one non-default setting is `pipeline_flush(true)` (see `main`).
+//!
 //! It serves every scenario except `middleware`: bare hyper has no middleware layers of its own,
 //! and one handler setting five headers would not be the scenario.
 
@@ -165,7 +167,15 @@ fn main() {
         .expect("tokio runtime")
         .block_on(async move {
             let listener = TcpListener::bind(addr).await.expect("bind ADDR");
-            let http = Arc::new(http1::Builder::new());
+            let http = Arc::new({
+                let mut builder = http1::Builder::new();
+                // hyper's own option for pipelined requests: responses to requests that arrived
+                // together are flushed together instead of one write per response. Off by default
+                // (hyper calls it experimental); measured here it cuts hyper's CPU per request with
+                // 16 pipelined from ~2.7 to ~0.9 us and changes nothing without pipelining.
+                builder.pipeline_flush(true);
+                builder
+            });
             loop {
                 let (stream, _) = match listener.accept().await {
                     Ok(conn) => conn,
