@@ -57,7 +57,8 @@ def score(peer: dict, args, out: str) -> dict:
         for cmd in peer.get("build", []):
             subprocess.run(cmd, cwd=cwd, check=True)
     run = list(peer["run"])
-    if run[0].startswith("target/") and os.environ.get("CARGO_TARGET_DIR"):
+    in_workspace = os.path.samefile(cwd, ROOT)
+    if in_workspace and run[0].startswith("target/") and os.environ.get("CARGO_TARGET_DIR"):
         # Peregrine's own peers live in the workspace target dir; honour a relocated one.
         run[0] = os.path.join(os.environ["CARGO_TARGET_DIR"], run[0][len("target/") :])
     peer = dict(peer, run=run)
@@ -104,18 +105,20 @@ def summary(results: list[dict], quick: bool) -> str:
         "# Compliance probe: scores of the lab's peers",
         "",
         (
-            f"Mode: {'quick (reduced sweep)' if quick else 'full (131,778 sweep requests)'}; "
-            f"generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python3 probe/score_peers.py"
-            f"{' --quick' if quick else ''}`. Each peer runs with WORKERS=1 and its default timeouts; the probe "
-            "uses its defaults (2 s per case, header/body timeouts assumed 10 s). Per-peer details: `<peer>.md`."
+            f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python3 probe/score_peers.py"
+            f"{' --quick' if quick else ''}`; rows not probed in that run keep their earlier result (last column). "
+            "Each peer runs with WORKERS=1 and its own default timeouts; the probe uses its defaults: 2 s per "
+            "case, and the rules' 10 s header/body timeouts, so a server whose defaults are longer fails the "
+            "slowloris and slow-body scenarios by that standard. `full` = 131,778 generated sweep requests, "
+            "`quick` = 2,610. Per-peer details: `<peer>.md`."
         ),
         "",
-        "| peer | MUST | SHOULD | score % | sweeps passed | robustness | server |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| peer | MUST | SHOULD | score % | sweeps passed | robustness | server | mode, run |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['peer']} | – | – | – | – | – | {r['error']} |")
+            lines.append(f"| {r['peer']} | – | – | – | – | – | {r['error']} | |")
             continue
         o = r["doc"]["overall"]
         rob = o["robustness"]
@@ -123,7 +126,8 @@ def summary(results: list[dict], quick: bool) -> str:
         lines.append(
             f"| {r['label']} | {o['must']['passed']}/{o['must']['total']} | {o['should']['passed']}/{o['should']['total']} "
             f"| {o['score']} | {o['sweeps']['passed']}/{o['sweeps']['total']} | {rob['passed']}/{rob['total']}"
-            f"{skipped} | {r['doc']['meta'].get('server_header', '')} |"
+            f"{skipped} | {r['doc']['meta'].get('server_header', '')} | {r['doc']['meta'].get('mode', '')}, "
+            f"{r['doc']['meta'].get('started', '')} |"
         )
     lines += ["", "## Failed MUST cases and robustness scenarios per peer", ""]
     for r in results:
@@ -154,11 +158,18 @@ def main() -> int:
     with open(os.path.join(PEERS_DIR, "peers.toml"), "rb") as f:
         peers = tomllib.load(f)["peer"]
     eligible = [p for p in peers if p.get("kind") == "server" and "post_json" in p.get("scenarios", [])]
-    if args.peers:
-        wanted = args.peers.split(",")
-        eligible = [p for p in eligible if p["name"] in wanted]
+    wanted = args.peers.split(",") if args.peers else [p["name"] for p in eligible]
     os.makedirs(args.out, exist_ok=True)
-    results = [score(p, args, args.out) for p in eligible]
+    results = []
+    for p in eligible:
+        if p["name"] in wanted:
+            results.append(score(p, args, args.out))
+            continue
+        # Not probed this time: keep an earlier result in the summary if there is one.
+        path = os.path.join(args.out, f"{p['name']}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                results.append({"peer": p["name"], "label": p.get("label", p["name"]), "doc": json.load(f)})
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write(summary(results, args.quick))
     return 0
