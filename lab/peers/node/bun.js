@@ -27,6 +27,8 @@ function start() {
     port,
     reusePort: workers() > 1,
     development: false,
+    // Bun closes idle connections after 10 s by default; 65 s like the other peers (see common.js).
+    idleTimeout: 65,
     routes: {
       '/plaintext': { GET: () => new Response('Hello, World!', { headers: TEXT }) },
       '/json': { GET: () => json({ message: 'Hello, World!' }) },

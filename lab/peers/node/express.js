@@ -4,7 +4,7 @@
 // functions, errors go through an error-handling middleware.
 
 const express = require('express');
-const { addr, clustered, PROBLEM, fail, buildLarge, newUser } = require('./common');
+const { addr, clustered, PROBLEM, fail, buildLarge, newUser, keepAlive } = require('./common');
 
 const LARGE = buildLarge();
 const UINT = /^[0-9]{1,15}$/;
@@ -88,10 +88,12 @@ function build() {
 
 clustered(() => {
   const { host, port } = addr();
-  build().listen(port, host, (err) => {
-    if (err) {
-      console.error(err);
-      process.exit(1);
-    }
-  });
+  keepAlive(
+    build().listen(port, host, (err) => {
+      if (err) {
+        console.error(err);
+        process.exit(1);
+      }
+    }),
+  );
 });

@@ -4,7 +4,7 @@
 
 const { Hono } = require('hono');
 const { serve } = require('@hono/node-server');
-const { addr, clustered, PROBLEM, fail, buildLarge, newUser } = require('./common');
+const { addr, clustered, PROBLEM, fail, buildLarge, newUser, keepAlive } = require('./common');
 
 const LARGE = buildLarge();
 const UINT = /^[0-9]{1,15}$/;
@@ -81,5 +81,5 @@ function build() {
 
 clustered(() => {
   const { host, port } = addr();
-  serve({ fetch: build().fetch, hostname: host, port });
+  keepAlive(serve({ fetch: build().fetch, hostname: host, port }));
 });

@@ -5,7 +5,7 @@
 // into the problem+json 500 by the dispatcher.
 
 const http = require('node:http');
-const { addr, clustered, PROBLEM, fail, buildLarge, uint, newUser } = require('./common');
+const { addr, clustered, PROBLEM, fail, buildLarge, uint, newUser, keepAlive } = require('./common');
 
 const LARGE = buildLarge();
 const HELLO = 'Hello, World!';
@@ -119,5 +119,5 @@ function handle(req, res) {
 
 clustered(() => {
   const { host, port } = addr();
-  http.createServer(handle).listen(port, host);
+  keepAlive(http.createServer(handle)).listen(port, host);
 });

@@ -6,7 +6,7 @@
 const Koa = require('koa');
 const { Router } = require('@koa/router');
 const { bodyParser } = require('@koa/bodyparser');
-const { addr, clustered, PROBLEM, fail, buildLarge, newUser } = require('./common');
+const { addr, clustered, PROBLEM, fail, buildLarge, newUser, keepAlive } = require('./common');
 
 const LARGE = buildLarge();
 const UINT = /^[0-9]{1,15}$/;
@@ -95,5 +95,5 @@ function build() {
 
 clustered(() => {
   const { host, port } = addr();
-  build().listen(port, host);
+  keepAlive(build().listen(port, host));
 });

@@ -136,6 +136,9 @@ fn main() -> std::io::Result<()> {
                 .route("/empty", web::get().to(empty))
         })
         .workers(workers)
+        // actix closes idle keep-alive connections after 5 s by default; the lab's idle-memory step
+        // holds thousands of idle connections for longer than that, so 65 s (nginx's Debian value).
+        .keep_alive(std::time::Duration::from_secs(65))
         // The lab stops servers with SIGTERM; do not linger 30 s draining connections.
         .shutdown_timeout(1)
         .bind(addr)?
