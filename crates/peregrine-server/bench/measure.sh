@@ -7,11 +7,21 @@
 #
 # usage: bench/measure.sh [BINARY...]   (each must listen on $ADDR, honour WORKERS and answer
 #        GET /plaintext with "Hello, World!")
-#   default: the release hello example (cargo build --release -p peregrine-server --example hello)
+#   default: the release hello example (cargo build --release -p peregrine-server --example hello),
+#   then the lab's floor program and hyper peer if they are built (lab/peers/floor/floor,
+#   lab/peers/rust/target/release/hyper-peer). The first binary is compared with the others:
+#   a summary prints its ratios against each.
 # env: DURATION (default 5s), PORT (default 18080), IDLE_CONNS (default 5000)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -gt 0 ] || set -- "$here/../../../target/engine/release/examples/hello"
+root=$(cd "$here/../../.." && pwd)
+if [ $# -eq 0 ]; then
+  set -- "${CARGO_TARGET_DIR:-$root/target}/release/examples/hello"
+  for peer in "$root/lab/peers/floor/floor" "$root/lab/peers/rust/target/release/hyper-peer"; do
+    [ -x "$peer" ] && set -- "$@" "$peer"
+  done
+fi
+summary=$(mktemp)
 path=/plaintext
 port=${PORT:-18080}
 dur=${DURATION:-5s}
@@ -53,6 +63,8 @@ run() { # label, wrk args...
   local non2xx; non2xx=$(echo "$out" | awk '/Non-2xx/ { print $NF }')
   awk -v l="$label" -v c=$((c1 - c0)) -v n="$n" -v t="$tck" -v r="$rps" -v e="${non2xx:-0}" \
     'BEGIN { printf "%-28s %8.3f us/request  (%d ticks, %d responses, %s req/s, non-2xx %s)\n", l, c / t * 1e6 / n, c, n, r, e }'
+  awk -v b="$(basename "$bin")" -v l="$label" -v c=$((c1 - c0)) -v n="$n" -v t="$tck" \
+    'BEGIN { printf "%s\t%s\t%.4f\n", b, l, c / t * 1e6 / n }' >>"$summary"
 }
 run "c=50" -c50
 run "c=64, 16 pipelined" -c64 -s "$pipeline_lua"
@@ -84,6 +96,8 @@ PY
 r1=$(cat /tmp/peregrine-idle-rss)
 awk -v a="$r0" -v b="$r1" -v n="$idle_n" \
   'BEGIN { printf "idle memory: RSS %d KiB -> %d KiB with %d connections: %.0f bytes/connection\n", a, b, n, (b - a) * 1024 / n }'
+awk -v bn="$(basename "$bin")" -v a="$r0" -v b="$r1" -v n="$idle_n" \
+  'BEGIN { printf "%s\tidle bytes/connection\t%.0f\n", bn, (b - a) * 1024 / n }' >>"$summary"
 kill $pid
 wait $pid 2>/dev/null || true
 trap - EXIT
@@ -92,3 +106,20 @@ trap - EXIT
 for b in "$@"; do
   measure_one "$(realpath "$b")"
 done
+
+echo
+echo "== summary (same run; ratio = $(basename "$1") / other)"
+awk -F'\t' '
+  NR == FNR { v[$1 FS $2] = $3; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 }; if (!($2 in ms)) { ms[$2] = 1; mo[++m] = $2 }; next }
+  END {
+    first = order[1]
+    for (j = 1; j <= m; j++) {
+      line = sprintf("%-24s %s %.3f", mo[j], first, v[first FS mo[j]])
+      for (i = 2; i <= k; i++) {
+        o = order[i]; x = v[o FS mo[j]]
+        line = line sprintf(" | %s %.3f (ratio %.2f)", o, x, x > 0 ? v[first FS mo[j]] / x : 0)
+      }
+      print line
+    }
+  }' "$summary" "$summary"
+rm -f "$summary"
