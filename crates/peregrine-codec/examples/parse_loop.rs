@@ -5,6 +5,11 @@
 //! `cargo run --release -p peregrine-codec --example parse_loop -- <impl> <input> <n>`
 //! where impl is `best`, `scalar`, `sse42`, `avx2` or `httparse`, and input is `minimal`,
 //! `browser` or `pipelined16` (counted as 16 requests per iteration).
+//!
+//! `parse_loop compare <rounds>` instead times every implementation on every input in
+//! interleaved rounds and prints, per pair, the fastest round (ns/request) and the ratio
+//! httparse / peregrine. The minimum over interleaved rounds is what survives a noisy, shared
+//! machine best: other load only ever adds time.
 
 use peregrine_codec::{
     parse_request_head, parse_request_head_with, FieldSpan, Isa, Limits, Parsed,
@@ -16,6 +21,10 @@ mod inputs;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "compare" {
+        compare(args[2].parse().expect("rounds"));
+        return;
+    }
     let (imp, input, n) = match &args[..] {
         [_, imp, input, n] => (imp.as_str(), input.as_str(), n.parse::<usize>().expect("n")),
         _ => panic!(
@@ -74,4 +83,82 @@ fn main() {
         }
     }
     println!("{parsed}");
+}
+
+/// Parses every request in `buf` once; returns how many there were.
+#[inline(never)]
+fn once<'b>(
+    imp: &str,
+    buf: &'b [u8],
+    fields: &mut [FieldSpan],
+    headers: &mut [httparse::Header<'b>],
+) -> usize {
+    let limits = Limits::default();
+    let mut rest = buf;
+    let mut n = 0;
+    while !rest.is_empty() {
+        let len = if imp == "httparse" {
+            let mut req = httparse::Request::new(headers);
+            match req.parse(rest) {
+                Ok(httparse::Status::Complete(len)) => len,
+                other => panic!("{other:?}"),
+            }
+        } else {
+            let r = match imp {
+                "best" => parse_request_head(rest, &limits, fields),
+                "scalar" => parse_request_head_with(Isa::Scalar, rest, &limits, fields),
+                "sse42" => parse_request_head_with(Isa::Sse42, rest, &limits, fields),
+                _ => parse_request_head_with(Isa::Avx2, rest, &limits, fields),
+            };
+            match r {
+                Ok(Parsed::Complete(h)) => black_box(h).head_len,
+                other => panic!("{other:?}"),
+            }
+        };
+        rest = &rest[len..];
+        n += 1;
+    }
+    n
+}
+
+fn compare(rounds: usize) {
+    let pipelined = inputs::MINIMAL.repeat(16);
+    let inputs: [(&str, &[u8]); 3] = [
+        ("minimal", inputs::MINIMAL),
+        ("browser", inputs::BROWSER),
+        ("pipelined16", &pipelined),
+    ];
+    let imps = ["best", "scalar", "sse42", "avx2", "httparse"];
+    let mut fields = [FieldSpan::default(); 100];
+    for (name, buf) in inputs {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let per_round = (200_000 / buf.len()).max(1000);
+        let mut best = [f64::INFINITY; 5];
+        for _ in 0..rounds {
+            for (k, imp) in imps.iter().enumerate() {
+                if !matches!(*imp, "best" | "scalar" | "httparse")
+                    && !Isa::available().any(|i| format!("{i:?}").eq_ignore_ascii_case(imp))
+                {
+                    continue;
+                }
+                let start = std::time::Instant::now();
+                let mut reqs = 0;
+                for _ in 0..per_round {
+                    reqs += once(imp, black_box(buf), &mut fields, &mut headers);
+                }
+                let ns = start.elapsed().as_nanos() as f64 / reqs as f64;
+                best[k] = best[k].min(ns);
+            }
+        }
+        let line: Vec<String> = imps
+            .iter()
+            .zip(best)
+            .map(|(imp, ns)| format!("{imp} {ns:.1}"))
+            .collect();
+        println!(
+            "{name:12} ns/request (min of {rounds} rounds): {}  | httparse/peregrine = {:.2}x",
+            line.join(", "),
+            best[4] / best[0]
+        );
+    }
 }

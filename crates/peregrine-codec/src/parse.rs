@@ -259,7 +259,7 @@ pub(crate) fn parse_core<S: Scan>(
         }
 
         let mut v_start = name_end + 1;
-        while v_start < line_bound && (buf[v_start] == b' ' || buf[v_start] == b'\t') {
+        while let Some(b' ' | b'\t') = line.get(v_start) {
             v_start += 1;
         }
         let v_end = value_end;
@@ -284,14 +284,14 @@ pub(crate) fn parse_core<S: Scan>(
         if next - hdr_start > hdr_limit {
             return Err(ParseError::new(431, "header section too large"));
         }
-        // Trailing OWS is not part of the value. The value is known to contain a non-OWS byte
-        // or be empty, so this stops at v_start at the latest.
-        let mut vt = v_end;
-        while vt > v_start && (buf[vt - 1] == b' ' || buf[vt - 1] == b'\t') {
-            vt -= 1;
+        // Trailing OWS is not part of the value (leading OWS was skipped, so a value that is
+        // all OWS is empty).
+        let mut value = &buf[v_start..v_end];
+        while let [rest @ .., b' ' | b'\t'] = value {
+            value = rest;
         }
+        let vt = v_start + value.len();
         let name = &buf[pos..name_end];
-        let value = &buf[v_start..vt];
         fields[n] = FieldSpan {
             name: span(pos, name_end),
             value: span(v_start, vt),
