@@ -7,6 +7,7 @@ can state exactly what a run measured.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -48,9 +49,8 @@ class Profile:
     timeout: float = 5.0
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d["cells"] = [list(c) for c in self.cells]
-        return d
+        # Through JSON so tuples become lists, as they are when read back from results.json.
+        return json.loads(json.dumps(asdict(self)))
 
 
 def _product(concurrency, pipeline):

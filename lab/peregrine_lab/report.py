@@ -192,7 +192,15 @@ def _overview(res, grouped, servers, labels, ref) -> list[str]:
     shapes = [tuple(x) for x in res.get("settings", {}).get("cells", [])]
     if not shapes:
         return []
-    c0, p0 = shapes[0]
+    # The seeds' usual operating point (50 connections, no pipelining) when measured, else the
+    # highest concurrency without pipelining, else the first shape.
+    unpiped = sorted(c for c, p in shapes if p <= 1)
+    if (50, 0) in shapes:
+        c0, p0 = 50, 0
+    elif unpiped:
+        c0, p0 = unpiped[-1], 0
+    else:
+        c0, p0 = shapes[0]
     scen_names = [s for (s, p) in grouped if p == p0]
     if not scen_names:
         return []
@@ -320,6 +328,8 @@ def render(res: dict) -> str:
         f"Ratios in parentheses are to **{labels.get(ref, ref)}** (same cell, same run)."
         if ref
         else "No Peregrine server in this run: no ratios.",
+        "Latency is not reported for pipelined cells: wrk times whole batches there and its "
+        "coordinated-omission correction corrupts the percentiles. "
         "Server CPU µs per request = user + system CPU time of the server's whole process tree "
         "during the run ÷ responses the load generator counted. "
         "† the floor is a C program that counts request terminators and writes a fixed "
@@ -379,7 +389,7 @@ def render(res: dict) -> str:
             [
                 labels.get(s["name"], s["name"]),
                 s.get("language", ""),
-                s.get("version") or "?",
+                version_text(s.get("version")),
                 _status_text(s),
                 NA if s.get("startup_ms") is None else f"{s['startup_ms']:.0f}",
                 idle,
@@ -414,10 +424,11 @@ def render(res: dict) -> str:
             others = [f for f in comp["failed"] if f not in must]
             parts = []
             if must:
-                parts.append("MUST: " + ", ".join(f"`{x}`" for x in must))
+                parts.append(f"{len(must)} MUST: " + _ids(must))
             if others:
-                parts.append("other: " + ", ".join(f"`{x}`" for x in others))
-            L.append(f"- **{labels.get(name, name)}**: " + "; ".join(parts))
+                parts.append(f"{len(others)} other: " + _ids(others))
+            where = f" (details: `probe/{comp['report']}`)" if comp.get("report") else ""
+            L.append(f"- **{labels.get(name, name)}**: " + "; ".join(parts) + where)
         L.append("")
 
     problems = []
@@ -430,7 +441,7 @@ def render(res: dict) -> str:
                 )
     if problems:
         L += ["## Parity mismatches (these cells were not measured)", ""] + problems + [""]
-    failures = [c for c in res.get("cells", []) if c["status"] in ("failed", "start-failed")]
+    failures = [c for c in res.get("cells", []) if c["status"] == "failed"]
     not_run = [s for s in res.get("servers", []) if s.get("status") != "ok" or s.get("message")]
     if failures or not_run:
         L += ["## Failures", ""]
@@ -481,6 +492,25 @@ def _short_val(v) -> str:
             else ", ".join(f"c={x[0]}/p={x[1]}" for x in v)
         )
     return str(v)
+
+
+def _ids(ids: list[str], n: int = 15) -> str:
+    shown = ", ".join(f"`{x}`" for x in ids[:n])
+    return shown + (f" and {len(ids) - n} more" if len(ids) > n else "")
+
+
+def version_text(v: str | None) -> str:
+    """Readable form of a version line; `cargo pkgid` prints
+    `registry+https://...#hyper@1.12.0` or `path+file:///.../crates/peregrine#0.1.0`."""
+    if not v:
+        return "?"
+    if "#" in v and "+" in v.split("#", 1)[0]:
+        url, tail = v.split("#", 1)
+        if "@" in tail:
+            name, ver = tail.split("@", 1)
+            return f"{name} {ver}"
+        return f"{url.rstrip('/').rsplit('/', 1)[-1]} {tail}"
+    return v
 
 
 def _status_text(s):

@@ -168,3 +168,13 @@ def test_charts_are_valid_svg_with_server_labels(res, regenerated, tmp_path):
     again = sorted(charts.write_all(res, tmp_path))
     for a, b in zip(made, again, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_version_text_shortens_cargo_pkgids():
+    assert (
+        report.version_text("registry+https://github.com/rust-lang/crates.io-index#hyper@1.12.0")
+        == "hyper 1.12.0"
+    )
+    assert report.version_text("path+file:///work/main/crates/peregrine#0.1.0") == "peregrine 0.1.0"
+    assert report.version_text("v20.20.2") == "v20.20.2"
+    assert report.version_text(None) == "?"
