@@ -58,10 +58,8 @@ def kill_all() -> None:
 
 def _on_signal(signum, frame):
     kill_all()
-    # Re-raise as the conventional exit: KeyboardInterrupt for SIGINT so callers unwind.
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise SystemExit(128 + signum)
+    # Unwind like Ctrl-C, so the caller writes the partial report and exits with 130.
+    raise KeyboardInterrupt
 
 
 def install_handlers() -> None:
@@ -69,8 +67,10 @@ def install_handlers() -> None:
     if _handlers_installed:
         return
     atexit.register(kill_all)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
+    # SIGINT too: a shell starting the lab in the background sets SIGINT to "ignore", and
+    # Python then keeps it ignored; the lab must still stop its servers on it.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
     _handlers_installed = True
 
 

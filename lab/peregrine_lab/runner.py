@@ -321,6 +321,9 @@ def run(opts: Options) -> dict:
             results.save(res, out)
     finally:
         procs.kill_all()
+        # Interrupted or failed: keep what was measured (marked incomplete) for the report.
+        res["wall_seconds"] = round(time.monotonic() - started, 1)
+        results.save(res, out)
         for f in body_dir.glob("*"):
             f.unlink()
         body_dir.rmdir()
@@ -449,7 +452,7 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
                     f"{s.name} c={c} pipeline={p}: "
                     f"{med['rps']:,.0f} req/s, "
                     f"{_or_na(med['cpu_us_per_req'], '{:.2f}')} CPU us/req, "
-                    f"p99 {_or_na(med['p99_us'], '{:.0f}')} us",
+                    f"p99 {_or_na(med['p99_us'], '{:.0f} us')}",
                 )
             else:
                 progress.done(cell_estimate(prof))

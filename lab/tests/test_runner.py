@@ -2,13 +2,17 @@
 parity, idle memory, cells, failures and skips, results JSON, report and charts. Short runs."""
 
 import json
+import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from peregrine_lab import cli, config, procs, runner
+from peregrine_lab import cli, config, metrics, procs, runner
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -115,3 +119,62 @@ def test_unknown_server_name_lists_known_ones(tmp_path, capsys):
     assert rc == 1
     err = capsys.readouterr().err
     assert "unknown server(s) nope" in err and "peregrine" in err
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie is gone for our purpose (it no longer runs); check its state.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_stops_every_server_and_keeps_partial_results(tmp_path, sig):
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(FIXTURES.parents[1]))
+    lab = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "peregrine_lab",
+            "quick",
+            "--peers",
+            str(FIXTURES / "peers.toml"),
+            "--servers",
+            "peregrine",
+            "--out",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--skip-build",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    servers = []
+    try:
+        for line in lab.stdout:
+            if "warm-up" in line:  # the server is up and being measured
+                servers = [p for p in metrics.process_tree(lab.pid) if p != lab.pid]
+                break
+        assert servers, "the lab never reached a measuring step"
+        lab.send_signal(sig)
+        rest = lab.communicate(timeout=60)[0]
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+    assert lab.returncode == 130, rest
+    assert "every server stopped" in rest
+    assert all(_gone(p) for p in servers)
+    assert not procs.port_in_use("127.0.0.1", port)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["complete"] is False
+    assert "**Incomplete run**" in (tmp_path / "report.md").read_text()
