@@ -17,6 +17,8 @@ from . import report  # noqa: E402
 plt.rcParams["svg.hashsalt"] = "peregrine-lab"
 plt.rcParams["svg.fonttype"] = "none"
 METADATA = {"Date": None}
+BAR_COLOR = "#4c72b0"
+REF_COLOR = "#dd8452"
 
 
 def _panels(res):
@@ -37,6 +39,7 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
     panels = _panels(res)
     order = [s["name"] for s in res.get("servers", [])]
     labels = report._labels(res)
+    ref = report.reference_server(res)
     panels = [p for p in panels if _servers_in(p[1], order)]
     if not panels:
         return None
@@ -59,10 +62,19 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
                 if v is not None:
                     ys.append(i + (j - (n - 1) / 2) * height)
                     vals.append(v * scale)
-            bars = ax.barh(ys, vals, height=height * 0.95, label=f"c={c}")
+            colors = None
+            if n == 1:
+                # One concurrency level: colour the reference server's bar apart.
+                colors = [
+                    REF_COLOR if s == ref else BAR_COLOR
+                    for s in servers
+                    if report._value(cells.get((s, c)), key) is not None
+                ]
+            bars = ax.barh(ys, vals, height=height * 0.95, label=f"c={c}", color=colors)
             ax.bar_label(bars, labels=[_num(v) for v in vals], fontsize=6, padding=2)
         ax.set_yticks(range(len(servers)))
         ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
+        _mark_reference(ax, servers, ref)
         ax.invert_yaxis()
         ax.set_title(
             f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})", fontsize=10
@@ -73,8 +85,7 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
         ax.grid(axis="x", alpha=0.3)
         if n > 1:
             ax.legend(fontsize=7)
-    fig.suptitle(_suptitle(res), fontsize=9)
-    fig.tight_layout()
+    _finish(fig, res)
     fig.savefig(path, format="svg", metadata=METADATA)
     plt.close(fig)
     return path
@@ -84,6 +95,7 @@ def _latency_chart(res, path: Path) -> Path | None:
     panels = _panels(res)
     order = [s["name"] for s in res.get("servers", [])]
     labels = report._labels(res)
+    ref = report.reference_server(res)
     panels = [p for p in panels if _servers_in(p[1], order)]
     if not panels:
         return None
@@ -116,6 +128,7 @@ def _latency_chart(res, path: Path) -> Path | None:
                     ax.bar_label(bars, labels=[_num(v) for v in vals], fontsize=6, padding=2)
         ax.set_yticks(range(len(servers)))
         ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
+        _mark_reference(ax, servers, ref)
         ax.invert_yaxis()
         ax.set_title(
             f"{title} ({'no pipelining' if pipe <= 1 else f'pipelined {pipe}'})", fontsize=10
@@ -125,8 +138,7 @@ def _latency_chart(res, path: Path) -> Path | None:
         ax.grid(axis="x", alpha=0.3)
         ax.margins(x=0.12)
         ax.legend(fontsize=7)
-    fig.suptitle(_suptitle(res), fontsize=9)
-    fig.tight_layout()
+    _finish(fig, res)
     fig.savefig(path, format="svg", metadata=METADATA)
     plt.close(fig)
     return path
@@ -177,11 +189,24 @@ def _memory_chart(res, path: Path) -> Path | None:
         for i, r in enumerate(rows):
             if r[idx] is None:
                 ax.text(0, i, " n/a", va="center", fontsize=7)
-    fig.suptitle(_suptitle(res), fontsize=9)
-    fig.tight_layout()
+    _finish(fig, res)
     fig.savefig(path, format="svg", metadata=METADATA)
     plt.close(fig)
     return path
+
+
+def _finish(fig, res) -> None:
+    """Title over the panels, with room kept for it (tight_layout alone lets it overlap)."""
+    fig.suptitle(_suptitle(res), fontsize=9)
+    height = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / height))
+
+
+def _mark_reference(ax, servers, ref) -> None:
+    """Bold tick label for the server the report's ratios are taken to."""
+    for label, name in zip(ax.get_yticklabels(), servers, strict=False):
+        if name == ref:
+            label.set_fontweight("bold")
 
 
 def _num(v: float) -> str:
