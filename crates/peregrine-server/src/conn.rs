@@ -124,7 +124,10 @@ impl Conn {
     /// read buffer.
     async fn fill(&self, deadline: Instant) -> io::Result<Fill> {
         loop {
-            match timeout_at(deadline, self.stream.readable()).await {
+            // Boxed: waiting is the slow path, and a timer inline would double the size of
+            // every future that can read (the per-batch future is allocated per request when
+            // clients do not pipeline; small enough, it comes from the allocator's fast path).
+            match Box::pin(timeout_at(deadline, self.stream.readable())).await {
                 Err(_) => return Ok(Fill::TimedOut),
                 Ok(r) => r?,
             }
@@ -177,10 +180,11 @@ impl Conn {
                     return Ok(());
                 }
             }
-            self.wait_writable().await?;
+            Box::pin(self.wait_writable()).await?;
         }
     }
 
+    /// Waits until the socket is writable again (boxed by callers: it holds a timer).
     async fn wait_writable(&self) -> io::Result<()> {
         match timeout(self.shared.config.write_timeout, self.stream.writable()).await {
             Ok(r) => r,
@@ -195,7 +199,9 @@ impl Conn {
         while pos < data.len() {
             match self.stream.try_write(&data[pos..]) {
                 Ok(n) => pos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Box::pin(self.wait_writable()).await?
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -866,6 +872,15 @@ async fn busy<S: Service>(
                     return Next::Close(Close::Linger);
                 }
             };
+            // A streamed response may read the request body while it is sent: the client that
+            // waits for `100 Continue` must get it before the final response head.
+            if matches!(resp.body, ResponseBody::Stream(_)) && !head_request {
+                let mut io = conn.io.borrow_mut();
+                if io.continue_pending && !matches!(io.body, BodyState::Done) {
+                    io.continue_pending = false;
+                    io.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                }
+            }
             // Decide now whether the rest of the body can be skipped to keep the connection.
             let (body_failed, must_close) = {
                 let io = conn.io.borrow();
@@ -973,6 +988,21 @@ mod size_tests {
             let svc = std::rc::Rc::new(crate::service_fn(|_r: crate::Request| async {
                 crate::Response::text("x")
             }));
+            let conn = std::rc::Rc::new(super::Conn::new(
+                tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                    .await
+                    .unwrap(),
+                shared.clone(),
+                bytes::BytesMut::new(),
+                false,
+            ));
+            let mut served = 0;
+            let busy = super::busy(&*svc, &conn, &mut served, "127.0.0.1:1".parse().unwrap());
+            // Allocated per batch (per request without pipelining): kept within the size glibc
+            // serves from its per-thread cache (1032 bytes) for a small handler.
+            let busy_size = std::mem::size_of_val(&busy);
+            assert!(busy_size <= 1024, "per-batch future is {busy_size} bytes");
+            drop(busy);
             let fut = super::serve(svc, shared, c, "127.0.0.1:1".parse().unwrap(), ());
             let size = std::mem::size_of_val(&fut);
             assert!(size <= 256, "connection future is {size} bytes");

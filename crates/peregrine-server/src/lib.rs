@@ -5,6 +5,40 @@
 //! [`peregrine_codec`] parser. Handlers are async and may await anything in the tokio ecosystem;
 //! their futures run on the worker that owns the connection and need not be `Send`.
 //!
+//! ```no_run
+//! use peregrine_server::{service_fn, Method, Request, Response, Server, ServerConfig};
+//!
+//! let service = service_fn(|mut req: Request| async move {
+//!     match (req.method_kind(), req.path()) {
+//!         (Method::Get, "/plaintext") => Response::text("Hello, World!"),
+//!         (Method::Post, "/echo") => match req.body_mut().to_bytes(64 * 1024).await {
+//!             Ok(body) => Response::text(body),
+//!             Err(e) => Response::text(e.to_string()).with_status(e.status()),
+//!         },
+//!         _ => Response::new(404),
+//!     }
+//! });
+//! Server::new(ServerConfig::default()).run_until_signal(service).unwrap();
+//! ```
+//!
+//! ## How a connection is driven
+//!
+//! * One task per connection. While idle it holds only its socket, the peer address and a small
+//!   registration with the worker's idle sweeper: no buffers, no timer (under 1 KiB per idle
+//!   keep-alive connection, tokio's own task and I/O registration included).
+//! * When bytes arrive it takes a read buffer from the worker's pool, parses every complete
+//!   request in it, runs the handlers in order (their futures live inside the connection's
+//!   future), appends the responses to one output buffer and writes them with one `write(2)` per
+//!   batch. An invalid request after valid ones: the valid ones are answered, then the error
+//!   with `Connection: close`, then the connection closes (after a bounded lingering read, so
+//!   the client sees the answer rather than a reset).
+//! * Request bodies are pulled from the socket only when the handler reads them (`100 Continue`
+//!   is sent then); what the handler leaves unread is drained (up to 256 KiB) or the connection
+//!   is closed. Large response bodies are written from their own buffers; streamed ones are sent
+//!   chunked with the pending output bounded by [`ServerConfig::max_pending_output`].
+//! * Limits and timeouts are in [`ServerConfig`]; graceful shutdown through
+//!   [`ServerHandle::shutdown`] or SIGTERM/SIGINT ([`Server::run_until_signal`]).
+//!
 //! API CONTRACT: the public items below are what the framework crate (`peregrine`) is written
 //! against. Their names and signatures are fixed; internals are free.
 

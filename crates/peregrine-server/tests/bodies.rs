@@ -224,3 +224,17 @@ fn get_with_body_reads_exactly_content_length() {
     assert_eq!(c.read_response().body_str(), "Hello, World!");
     h.shutdown();
 }
+
+#[test]
+fn expect_100_continue_with_streamed_echo_sends_100_before_the_response() {
+    let (h, _) = start(config());
+    let mut c = Client::new(h.local_addr());
+    c.send(
+        b"POST /echo-stream HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n",
+    );
+    assert_eq!(c.read_response().status, 100);
+    c.send(b"data");
+    let r = c.read_response();
+    assert_eq!((r.status, r.body_str()), (200, "data"));
+    h.shutdown();
+}
