@@ -130,6 +130,23 @@ class Sample:
         return sum(max(0.0, t - before.cpu.get(p, 0.0)) for p, t in self.cpu.items())
 
 
+def cpu_busy_seconds(cpus) -> float:
+    """Busy time (everything but idle and iowait) of the given CPUs since boot, from /proc/stat.
+
+    Compared with the server's own CPU time over a run, it tells how much of the server CPUs went
+    to other work (other processes, interrupts): a measure of how quiet the machine was."""
+    wanted = {f"cpu{c}" for c in cpus}
+    busy = 0
+    for line in (PROC / "stat").read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] in wanted:
+            vals = [int(x) for x in parts[1:]]
+            # user nice system idle iowait irq softirq steal guest guest_nice; guest time is
+            # already included in user.
+            busy += sum(vals[:8]) - vals[3] - vals[4]
+    return busy / CLK_TCK
+
+
 @dataclass
 class IdleMemory:
     connections: int

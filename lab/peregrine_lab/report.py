@@ -324,6 +324,7 @@ def render(res: dict) -> str:
         f"| load generator | {tools.get(st.get('loadgen', 'wrk')) or '?'} |",
         f"| toolchains | {_tools_line(tools)} |",
         f"| load average at start | {loadavg} |",
+        *_interference_row(res),
         "",
         f"Ratios in parentheses are to **{labels.get(ref, ref)}** (same cell, same run)."
         if ref
@@ -470,6 +471,25 @@ def render(res: dict) -> str:
         "",
     ]
     return "\n".join(L)
+
+
+def _interference_row(res: dict) -> list[str]:
+    shares = [
+        r["server_cpus_other_share"]
+        for c in res.get("cells", [])
+        for r in c.get("runs", [])
+        if r.get("server_cpus_other_share") is not None
+    ]
+    if not shares:
+        return []
+    shares.sort()
+    med = stats.median(shares)
+    text = (
+        f"| other work on the server CPUs | median {med * 100:.1f}% of their time during the "
+        f"runs, max {shares[-1] * 100:.1f}% (other processes and interrupts; high values mean "
+        "a busy machine and noisier figures) |"
+    )
+    return [text]
 
 
 def _overrides_lines(res: dict) -> list[str]:

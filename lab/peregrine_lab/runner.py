@@ -162,10 +162,14 @@ def measure_cell(
             }
         pids = metrics.process_tree(server.pid)
         peak_reset = metrics.reset_peak_rss(pids)
+        busy0, t0 = metrics.cpu_busy_seconds(opts.split.server), time.monotonic()
         before = metrics.Sample.take(server.pid)
         res = loadgen.run(opts.loadgen, url, scen, duration=prof.duration, **common)
         after = metrics.Sample.take(server.pid)
+        busy1, t1 = metrics.cpu_busy_seconds(opts.split.server), time.monotonic()
         cpu = after.cpu_since(before)
+        # Share of the server CPUs' time spent on anything but the server during the run.
+        other = max(0.0, (busy1 - busy0) - cpu) / ((t1 - t0) * len(opts.split.server))
         run = res.to_json()
         # With pipelining wrk times whole batches, and its coordinated-omission correction
         # (which assumes one request in flight per connection) corrupts the percentiles (p99 is
@@ -176,6 +180,7 @@ def measure_cell(
                 "p50_us": None if pipelined else res.latency_us.get("p50"),
                 "p99_us": None if pipelined else res.latency_us.get("p99"),
                 "server_cpu_s": cpu,
+                "server_cpus_other_share": round(min(other, 1.0), 4),
                 "cpu_us_per_req": cpu * 1e6 / res.requests if res.requests else None,
                 "peak_rss_bytes": after.peak_rss if peak_reset else None,
                 "rss_after_bytes": after.rss,
