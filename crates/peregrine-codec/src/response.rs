@@ -268,6 +268,23 @@ mod tests {
     }
 
     #[test]
+    fn date_line_is_refreshed_when_the_second_changes() {
+        let read = || {
+            let mut out = Vec::new();
+            DateCache::write_date_header(&mut out);
+            httpdate::parse_http_date(std::str::from_utf8(&out[6..out.len() - 2]).unwrap()).unwrap()
+        };
+        let first = read();
+        // Sleeping past the next whole second must give a later Date (the cache is keyed by the
+        // second, not refreshed on a timer).
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert!(read() > first);
+        // Each thread has its own cache, and a fresh thread formats its own line.
+        let other = std::thread::spawn(read).join().unwrap();
+        assert!(other > first);
+    }
+
+    #[test]
     fn date_line_is_well_formed_and_current() {
         let mut out = Vec::new();
         DateCache::write_date_header(&mut out);

@@ -29,6 +29,13 @@ fn interesting_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
 /// Checks path agreement and prefix consistency for `buf`.
 fn check_consistency(buf: &[u8], limits: &Limits) {
     let (whole, _) = parse_all(buf, limits);
+    if let Err(e) = whole {
+        assert!(
+            matches!(e.status, 400 | 414 | 431 | 501 | 505),
+            "unexpected status {e}"
+        );
+        assert!(!e.reason.is_empty());
+    }
     let end = match whole {
         Ok(Parsed::Complete(h)) => h.head_len,
         _ => buf.len(),

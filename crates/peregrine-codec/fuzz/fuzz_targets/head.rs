@@ -41,6 +41,9 @@ fuzz_target!(|data: &[u8]| {
     let limits = limits(selector);
     let mut fields = [FieldSpan::default(); 8];
     let whole = parse(Isa::Scalar, buf, &limits, &mut fields);
+    if let Err(e) = whole {
+        assert!(matches!(e.status, 400 | 414 | 431 | 501 | 505) && !e.reason.is_empty());
+    }
     let filled: Vec<FieldSpan> = match whole {
         Ok(Parsed::Complete(h)) => fields[..h.field_count].to_vec(),
         _ => Vec::new(),
