@@ -121,3 +121,22 @@ def test_idle_memory_counts_connections(tmp_path):
         assert im.to_json()["per_connection_bytes"] == im.per_connection
     finally:
         srv.stop()
+
+
+def test_cpu_busy_seconds_grows_while_a_cpu_works():
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    before = metrics.cpu_busy_seconds([cpu])
+    p = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            str(cpu),
+            sys.executable,
+            "-c",
+            "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass",
+        ]
+    )
+    p.wait()
+    # The child burnt 0.3 s on that CPU; the CPU's busy time grew at least by most of it.
+    assert metrics.cpu_busy_seconds([cpu]) - before >= 0.25
+    assert metrics.cpu_busy_seconds([]) == 0.0
