@@ -150,6 +150,8 @@ proptest! {
 
         let (r, fields) = parse_all(&buf, &Limits::default());
         let h = match r { Ok(Parsed::Complete(h)) => h, other => panic!("{other:?} for {:?}", show(&buf)) };
+        // Fed one byte at a time (every prefix), it is incomplete until the last byte.
+        check_consistency(&buf, &Limits::default());
         prop_assert_eq!(h.head_len, buf.len());
         prop_assert_eq!(h.method.slice(&buf), method.as_bytes());
         prop_assert_eq!(h.path.slice(&buf), path.as_bytes());
