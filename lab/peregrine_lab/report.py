@@ -307,7 +307,13 @@ def render(res: dict) -> str:
     L += [
         f"Generated {res.get('generated_at')} by `{res.get('command') or '?'}` at commit "
         f"`{(git.get('commit') or '?')[:12]}`{dirty}; "
-        f"wall time {_dur(res.get('wall_seconds'))}.",
+        f"wall time {_dur(res.get('wall_seconds'))}"
+        + (
+            f" (building: {_dur(res['build_seconds'])}; measuring: "
+            f"{_dur(res['wall_seconds'] - res['build_seconds'])})."
+            if res.get("build_seconds") is not None and res.get("wall_seconds") is not None
+            else "."
+        ),
         "",
         f"**What this profile measured**: {res.get('profile_description', '')}.",
         "",

@@ -264,6 +264,7 @@ def run(opts: Options) -> dict:
 
     # Build everything first so the measuring phase is not interleaved with compilers.
     builder = build.Builder(logs)
+    build_start = time.monotonic()
     built: dict[str, build.BuildResult] = {}
     for i, peer in enumerate(peers, 1):
         if opts.skip_build:
@@ -281,6 +282,7 @@ def run(opts: Options) -> dict:
         if not b.ok:
             print(f"[build {i}/{len(peers)}] {peer.name}: NOT BUILT: {b.message}", flush=True)
 
+    res["build_seconds"] = round(time.monotonic() - build_start, 1)
     measured_peers = [p for p in peers if built[p.name].ok]
     estimate = sum(
         server_estimate(prof)
