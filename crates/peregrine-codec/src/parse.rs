@@ -258,7 +258,11 @@ pub(crate) fn parse_core<S: Scan>(
             _ => bad!("invalid byte in header field name"),
         }
 
+        // Leading OWS: usually exactly one SP.
         let mut v_start = name_end + 1;
+        if line.get(v_start) == Some(&b' ') {
+            v_start += 1;
+        }
         while let Some(b' ' | b'\t') = line.get(v_start) {
             v_start += 1;
         }
