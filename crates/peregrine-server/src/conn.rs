@@ -30,6 +30,8 @@ use tokio::time::{timeout, timeout_at, Instant};
 /// Size of a fresh read buffer. Requests of load generators and browsers fit in it; it grows
 /// on demand (up to the codec's head limits, or by what a body read asks for).
 pub(crate) const READ_BUF_INITIAL: usize = 4096;
+/// Largest read buffer reserved for a request body read.
+const BODY_READ_MAX: usize = 64 * 1024;
 /// Read at least this much spare capacity before each `read(2)`.
 const READ_SPARE: usize = 1024;
 /// Bodies of at most this size are copied into the output buffer (one write per batch); larger
@@ -317,6 +319,15 @@ impl Conn {
                 if io.continue_pending {
                     io.continue_pending = false;
                     io.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                }
+                // Read bodies in larger pieces than heads: up to what is still expected, at
+                // most 64 KiB per read (the handler holds what it was given, not this buffer).
+                let want = match io.body {
+                    BodyState::Length(rem) => rem.min(BODY_READ_MAX as u64) as usize,
+                    _ => BODY_READ_MAX / 4,
+                };
+                if io.rbuf.capacity() - io.rbuf.len() < want {
+                    io.rbuf.reserve(want);
                 }
             }
             // Before waiting for the client, send it what it may be waiting for: earlier
@@ -647,7 +658,12 @@ fn encode_head(
         }
         if n.is_empty()
             || !n.iter().all(|&b| is_tchar(b))
-            || value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
+            || value
+                .iter()
+                // No early exit: the loop vectorises, and values are short.
+                .fold(false, |bad, &b| {
+                    bad | (b == b'\r') | (b == b'\n') | (b == 0)
+                })
         {
             return false;
         }

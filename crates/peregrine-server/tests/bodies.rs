@@ -238,3 +238,30 @@ fn expect_100_continue_with_streamed_echo_sends_100_before_the_response() {
     assert_eq!((r.status, r.body_str()), (200, "data"));
     h.shutdown();
 }
+
+#[test]
+fn large_body_is_read_whole() {
+    let (h, _) = start(ServerConfig {
+        max_body_size: 2 << 20,
+        ..config()
+    });
+    let mut c = Client::new(h.local_addr());
+    let body: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    c.send(
+        format!(
+            "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    let writer = {
+        let mut s = c.stream.try_clone().unwrap();
+        let body = body.clone();
+        std::thread::spawn(move || std::io::Write::write_all(&mut s, &body).unwrap())
+    };
+    let r = c.read_response();
+    writer.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body == body, "echoed body differs");
+    h.shutdown();
+}
