@@ -2,7 +2,7 @@
 
 use crate::error::Error;
 use crate::handler::{BoxFuture, Handler};
-use crate::middleware::{self, Middleware};
+use crate::middleware::{self, Hook, Layer, Middleware};
 use crate::request::{Request, NO_ROUTE};
 use crate::response::IntoResponse;
 use crate::router::{self, MethodRouter, Router};
@@ -37,7 +37,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// ```
 pub struct App {
     router: Router,
-    layers: Vec<Arc<dyn Middleware>>,
+    layers: Vec<Layer>,
     states: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
     body_limit: usize,
     fallback: Option<Arc<dyn Handler>>,
@@ -121,7 +121,26 @@ impl App {
     /// # let _ = app;
     /// ```
     pub fn layer<M: Middleware>(mut self, layer: M) -> Self {
-        self.layers.push(Arc::new(layer));
+        self.layers.push(Layer::Async(Arc::new(layer)));
+        self
+    }
+
+    /// Adds an application-wide synchronous [`Hook`] (runs like a layer, in the order added).
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::Response;
+    /// struct NoSniff;
+    /// impl Hook for NoSniff {
+    ///     fn after(&self, res: &mut Response) {
+    ///         res.headers.push(("x-content-type-options".into(), b"nosniff"[..].into()));
+    ///     }
+    /// }
+    /// let app = peregrine::App::new().hook(NoSniff);
+    /// # let _ = app;
+    /// ```
+    pub fn hook<H: Hook>(mut self, hook: H) -> Self {
+        self.layers.push(Layer::Hook(Arc::new(hook)));
         self
     }
 
@@ -217,6 +236,7 @@ impl App {
             matcher
                 .insert(path.as_str(), routes.len() as u32)
                 .map_err(|e| format!("route {path}: {e}"))?;
+            let methods = methods.build();
             let allow = methods.allow();
             for m in String::from_utf8_lossy(&allow).split(", ") {
                 if !all_methods.iter().any(|x| x == m) {
@@ -329,7 +349,7 @@ impl Shared {
             }
         };
         match found.or(m.any.as_ref()) {
-            Some(h) => Selected::Handler(h),
+            Some(e) => Selected::Handler(&e.handler),
             None if kind == Method::Options => Selected::Ready(allow_response(&route.allow)),
             None => Selected::Ready(
                 Error::new(405)

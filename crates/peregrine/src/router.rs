@@ -1,7 +1,7 @@
 //! Route tables: per-method handlers, groups with a prefix, layers per group.
 
 use crate::handler::Handler;
-use crate::middleware::{self, Middleware};
+use crate::middleware::{self, Hook, Layer, Middleware};
 use peregrine_server::Method;
 use std::sync::Arc;
 
@@ -42,9 +42,33 @@ fn slot_by_name(name: &str) -> Option<usize> {
 /// ```
 #[derive(Clone, Default)]
 pub struct MethodRouter {
-    pub(crate) slots: [Option<Arc<dyn Handler>>; METHOD_SLOTS],
-    pub(crate) other: Vec<(Box<str>, Arc<dyn Handler>)>,
-    pub(crate) any: Option<Arc<dyn Handler>>,
+    pub(crate) slots: [Option<Endpoint>; METHOD_SLOTS],
+    pub(crate) other: Vec<(Box<str>, Endpoint)>,
+    pub(crate) any: Option<Endpoint>,
+}
+
+/// A handler and the layers around it (innermost first). Layers are only collected while
+/// routes are declared; [`Endpoint::build`] composes them once, when the app is compiled.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) handler: Arc<dyn Handler>,
+    layers: Vec<Layer>,
+}
+
+impl Endpoint {
+    fn new(handler: Arc<dyn Handler>) -> Self {
+        Endpoint {
+            handler,
+            layers: Vec::new(),
+        }
+    }
+    /// The handler with its layers composed around it.
+    pub(crate) fn build(self) -> Endpoint {
+        Endpoint {
+            handler: middleware::wrap(self.handler, &self.layers),
+            layers: Vec::new(),
+        }
+    }
 }
 
 macro_rules! method_fns {
@@ -89,7 +113,7 @@ method_fns! {
 /// A route answering every method with `handler`.
 pub fn any<H: Handler>(handler: H) -> MethodRouter {
     MethodRouter {
-        any: Some(Arc::new(handler)),
+        any: Some(Endpoint::new(Arc::new(handler))),
         ..MethodRouter::default()
     }
 }
@@ -107,6 +131,7 @@ pub fn on<H: Handler>(method: &str, handler: H) -> MethodRouter {
 
 impl MethodRouter {
     fn set_slot(mut self, i: usize, h: Arc<dyn Handler>) -> Self {
+        let h = Endpoint::new(h);
         assert!(
             self.slots[i].is_none(),
             "handler for {} set twice",
@@ -132,13 +157,14 @@ impl MethodRouter {
             !self.other.iter().any(|(n, _)| &**n == method),
             "handler for {method} set twice"
         );
-        self.other.push((method.into(), Arc::new(handler)));
+        self.other
+            .push((method.into(), Endpoint::new(Arc::new(handler))));
         self
     }
 
     /// Handles every method not otherwise set.
     pub fn any<H: Handler>(mut self, handler: H) -> Self {
-        self.any = Some(Arc::new(handler));
+        self.any = Some(Endpoint::new(Arc::new(handler)));
         self
     }
 
@@ -151,19 +177,34 @@ impl MethodRouter {
     /// # let _ = r;
     /// ```
     pub fn layer<M: Middleware>(self, layer: M) -> Self {
-        self.layer_arc(Arc::new(layer))
+        self.push_layer(Layer::Async(Arc::new(layer)))
     }
 
-    pub(crate) fn layer_arc(mut self, layer: Arc<dyn Middleware>) -> Self {
-        let layers = [layer];
-        for h in self.slots.iter_mut().flatten() {
-            *h = middleware::wrap(h.clone(), &layers);
+    /// Wraps this route's handlers in a synchronous [`Hook`] (see there: consecutive hooks
+    /// cost one allocation per request together, not one each).
+    pub fn hook<H: Hook>(self, hook: H) -> Self {
+        self.push_layer(Layer::Hook(Arc::new(hook)))
+    }
+
+    pub(crate) fn push_layer(mut self, layer: Layer) -> Self {
+        for e in self.endpoints_mut() {
+            e.layers.push(layer.clone());
         }
-        for (_, h) in self.other.iter_mut() {
-            *h = middleware::wrap(h.clone(), &layers);
-        }
-        if let Some(h) = self.any.as_mut() {
-            *h = middleware::wrap(h.clone(), &layers);
+        self
+    }
+
+    fn endpoints_mut(&mut self) -> impl Iterator<Item = &mut Endpoint> {
+        self.slots
+            .iter_mut()
+            .flatten()
+            .chain(self.other.iter_mut().map(|(_, e)| e))
+            .chain(self.any.iter_mut())
+    }
+
+    /// Every handler with its layers composed (done once, at compile time).
+    pub(crate) fn build(mut self) -> MethodRouter {
+        for e in self.endpoints_mut() {
+            *e = e.clone().build();
         }
         self
     }
@@ -237,7 +278,7 @@ fn is_tchar(b: u8) -> bool {
 pub struct Router {
     routes: Vec<(String, MethodRouter)>,
     nested: Vec<(String, Router)>,
-    layers: Vec<Arc<dyn Middleware>>,
+    layers: Vec<Layer>,
 }
 
 impl Router {
@@ -287,7 +328,14 @@ impl Router {
     /// Wraps every route of this group (including nested groups) in `layer`; the layer added
     /// last is the outermost.
     pub fn layer<M: Middleware>(mut self, layer: M) -> Self {
-        self.layers.push(Arc::new(layer));
+        self.layers.push(Layer::Async(Arc::new(layer)));
+        self
+    }
+
+    /// Wraps every route of this group in a synchronous [`Hook`]; layers and hooks nest in
+    /// the order they are added.
+    pub fn hook<H: Hook>(mut self, hook: H) -> Self {
+        self.layers.push(Layer::Hook(Arc::new(hook)));
         self
     }
 
@@ -308,7 +356,7 @@ impl Router {
             for (_, m) in out.iter_mut() {
                 let mut mr = std::mem::take(m);
                 for l in &self.layers {
-                    mr = mr.layer_arc(l.clone());
+                    mr = mr.push_layer(l.clone());
                 }
                 *m = mr;
             }

@@ -3,7 +3,9 @@
 
 mod common;
 use common::{request, TestServer};
-use peregrine::middleware::{from_fn, Compression, Cors, Next, RequestId, RequestIdLayer, Timeout};
+use peregrine::middleware::{
+    from_fn, Compression, Cors, Hook, Next, RequestId, RequestIdLayer, Timeout,
+};
 use peregrine::{get, App, Error, IntoResponse, Json, Request, Response, Router};
 use std::io::Read;
 use std::time::Duration;
@@ -335,4 +337,87 @@ fn compression_skips_small_incompressible_and_no_transform() {
     // A strong ETag becomes weak on the compressed variant, stays strong on identity.
     assert_eq!(s.get("/etag", &ae).header("etag"), Some("W/\"v1\""));
     assert_eq!(s.get("/etag", &[]).header("etag"), Some("\"v1\""));
+}
+
+/// A hook that records like `tracer`, and answers 403 in `before` when asked to.
+struct HookTracer {
+    name: &'static str,
+    refuse: bool,
+}
+
+impl Hook for HookTracer {
+    fn before(&self, req: &mut Request) -> Result<(), Response> {
+        let mut seen = req
+            .extension::<Vec<&'static str>>()
+            .cloned()
+            .unwrap_or_default();
+        seen.push(self.name);
+        req.insert_extension(seen);
+        if self.refuse && req.header("x-refuse") == Some(self.name) {
+            return Err(Error::forbidden().into_response());
+        }
+        Ok(())
+    }
+    fn after(&self, res: &mut Response) {
+        res.headers
+            .push(("x-out".into(), self.name.as_bytes().to_vec().into()));
+    }
+}
+
+fn hook(name: &'static str) -> HookTracer {
+    HookTracer { name, refuse: true }
+}
+
+#[test]
+fn hooks_and_async_layers_nest_in_declaration_order() {
+    let group = Router::new()
+        .route("/g", get(show_trail).hook(hook("route-h")))
+        .hook(hook("group-h1"))
+        .layer(tracer("group-a"))
+        .hook(hook("group-h2"));
+    let app = App::new()
+        .route("/plain", get(show_trail))
+        .merge(group)
+        .hook(hook("app-h1"))
+        .hook(hook("app-h2"))
+        .layer(tracer("app-a"));
+    let s = TestServer::start(app);
+
+    let r = s.get("/g", &[]);
+    assert_eq!(
+        r.text(),
+        "app-a>app-h2>app-h1>group-h2>group-a>group-h1>route-h"
+    );
+    assert_eq!(
+        r.header_all("x-out"),
+        ["route-h", "group-h1", "group-a", "group-h2", "app-h1", "app-h2", "app-a"]
+    );
+    assert_eq!(s.get("/plain", &[]).text(), "app-a>app-h2>app-h1");
+    // App-wide hooks see 404s.
+    let r = s.get("/nope", &[]);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header_all("x-out"), ["app-h1", "app-h2", "app-a"]);
+}
+
+#[test]
+fn hook_short_circuit_skips_inner_layers_only() {
+    let app = App::new()
+        .route(
+            "/x",
+            get(|_r: Request| async { "handler ran" }).hook(hook("inner")),
+        )
+        .hook(hook("mid"))
+        .hook(hook("outer"));
+    let s = TestServer::start(app);
+    // "mid" refuses: "inner" and the handler do not run; "mid" itself and "outer" see the
+    // answer on the way out only if they are outside the one that answered.
+    let r = s.get("/x", &["X-Refuse: mid"]);
+    r.assert_problem(403, "Forbidden");
+    assert_eq!(r.header_all("x-out"), ["outer"]);
+    let r = s.get("/x", &["X-Refuse: inner"]);
+    r.assert_problem(403, "Forbidden");
+    assert_eq!(r.header_all("x-out"), ["mid", "outer"]);
+    let r = s.get("/x", &[]);
+    assert_eq!(r.text(), "handler ran");
+    assert_eq!(r.header_all("x-out"), ["inner", "mid", "outer"]);
 }

@@ -124,7 +124,60 @@ where
     }
 }
 
-/// A handler with one layer around it.
+/// A layer as declared: asynchronous middleware or a synchronous hook.
+#[derive(Clone)]
+pub(crate) enum Layer {
+    Async(Arc<dyn Middleware>),
+    Hook(Arc<dyn Hook>),
+}
+
+/// A synchronous layer: code that runs before the inner layers and handler (and may answer
+/// instead of them) and after them (on the response), without awaiting anything.
+///
+/// Hooks exist for speed: an asynchronous [`Middleware`] wraps the rest of the stack in a
+/// future of its own (one allocation per layer and request), while any run of consecutive
+/// hooks is composed into a single wrapper — five hooks cost one allocation per request, as
+/// one would. Use a hook for header-adding, checking and rewriting layers; use [`Middleware`]
+/// when the layer must await (timeouts, rate limiters calling out, body transforms).
+///
+/// Onion order holds across both kinds: the layer added last is the outermost. When a hook's
+/// `before` answers, the hooks and layers inside it do not run, and those outside it still see
+/// the response in their `after`.
+///
+/// ```
+/// use peregrine::middleware::Hook;
+/// use peregrine::{App, Error, IntoResponse, Request, Response, get};
+///
+/// /// Refuses requests without an API key; tags answers.
+/// struct ApiKey;
+///
+/// impl Hook for ApiKey {
+///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+///         match req.header("x-api-key") {
+///             Some("letmein") => Ok(()),
+///             _ => Err(Error::unauthorized().into_response()),
+///         }
+///     }
+///     fn after(&self, res: &mut Response) {
+///         res.headers.push(("x-api".into(), b"v1"[..].into()));
+///     }
+/// }
+/// let app = App::new().route("/", get(|_r: Request| async { "hi" })).hook(ApiKey);
+/// # let _ = app;
+/// ```
+pub trait Hook: Send + Sync + 'static {
+    /// Runs before the inner layers; `Err(response)` answers with it (short-circuit).
+    fn before(&self, req: &mut Request) -> Result<(), Response> {
+        let _ = req;
+        Ok(())
+    }
+    /// Runs on the response on its way out.
+    fn after(&self, res: &mut Response) {
+        let _ = res;
+    }
+}
+
+/// A handler with one asynchronous layer around it.
 struct Layered {
     layer: Arc<dyn Middleware>,
     inner: Arc<dyn Handler>,
@@ -142,14 +195,68 @@ impl Handler for Layered {
     }
 }
 
-/// Wraps `handler` in `layers`, the last one outermost. Done once at startup.
-pub(crate) fn wrap(handler: Arc<dyn Handler>, layers: &[Arc<dyn Middleware>]) -> Arc<dyn Handler> {
-    layers.iter().fold(handler, |inner, layer| {
-        Arc::new(Layered {
-            layer: layer.clone(),
-            inner,
-        }) as Arc<dyn Handler>
-    })
+/// A handler with a run of hooks around it, outermost first.
+struct Hooked {
+    hooks: Arc<[Arc<dyn Hook>]>,
+    inner: Arc<dyn Handler>,
+}
+
+impl Handler for Hooked {
+    fn call(&self, mut req: Request) -> BoxFuture<Response> {
+        for (i, h) in self.hooks.iter().enumerate() {
+            if let Err(mut res) = h.before(&mut req) {
+                // Only the hooks outside the one that answered see the response.
+                for outer in self.hooks[..i].iter().rev() {
+                    outer.after(&mut res);
+                }
+                return Box::pin(std::future::ready(res));
+            }
+        }
+        let fut = self.inner.call(req);
+        let hooks = self.hooks.clone();
+        Box::pin(async move {
+            let mut res = fut.await;
+            for h in hooks.iter().rev() {
+                h.after(&mut res);
+            }
+            res
+        })
+    }
+}
+
+/// Wraps `handler` in `layers` (innermost first, so the last is the outermost), merging each
+/// run of consecutive hooks into one wrapper. Done once at startup.
+pub(crate) fn wrap(handler: Arc<dyn Handler>, layers: &[Layer]) -> Arc<dyn Handler> {
+    let mut inner = handler;
+    let mut i = 0;
+    while i < layers.len() {
+        match &layers[i] {
+            Layer::Async(m) => {
+                inner = Arc::new(Layered {
+                    layer: m.clone(),
+                    inner,
+                });
+                i += 1;
+            }
+            Layer::Hook(_) => {
+                let start = i;
+                while i < layers.len() && matches!(layers[i], Layer::Hook(_)) {
+                    i += 1;
+                }
+                // Outermost first: the declaration order reversed.
+                let hooks: Arc<[Arc<dyn Hook>]> = layers[start..i]
+                    .iter()
+                    .rev()
+                    .map(|l| match l {
+                        Layer::Hook(h) => h.clone(),
+                        Layer::Async(_) => unreachable!("run holds hooks only"),
+                    })
+                    .collect();
+                inner = Arc::new(Hooked { hooks, inner });
+            }
+        }
+    }
+    inner
 }
 
 /// Is this header present in the response (case-insensitive name)?
