@@ -305,7 +305,7 @@ pub(crate) fn parse_core<S: Scan>(
         // Fields that decide framing, routing or connection handling. Dispatch on length first
         // so that ordinary fields cost one comparison.
         match name.len() {
-            4 if name.eq_ignore_ascii_case(b"host") => {
+            4 if name_is(name, b"host") => {
                 if host.is_some() {
                     bad!("more than one Host header field");
                 }
@@ -314,7 +314,7 @@ pub(crate) fn parse_core<S: Scan>(
                 }
                 host = Some(span(v_start, vt));
             }
-            6 if name.eq_ignore_ascii_case(b"expect") => {
+            6 if name_is(name, b"expect") => {
                 expect = if value.eq_ignore_ascii_case(b"100-continue")
                     && expect != Expectation::Unknown
                 {
@@ -323,10 +323,10 @@ pub(crate) fn parse_core<S: Scan>(
                     Expectation::Unknown
                 };
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if name_is(name, b"connection") => {
                 parse_connection(value, &mut connection);
             }
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            14 if name_is(name, b"content-length") => {
                 if content_length.is_some() {
                     bad!("more than one Content-Length header field");
                 }
@@ -335,7 +335,7 @@ pub(crate) fn parse_core<S: Scan>(
                 }
                 content_length = Some(parse_content_length(value)?);
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            17 if name_is(name, b"transfer-encoding") => {
                 if version == Version::Http10 {
                     bad!("Transfer-Encoding in an HTTP/1.0 request");
                 }
@@ -419,6 +419,31 @@ fn scan_method<S: Scan>(buf: &[u8], m_start: usize) -> Result<Option<usize>, Par
         bad!("empty method");
     }
     Ok(Some(m_end))
+}
+
+/// `name` (a field name, so only `tchar` bytes) equals `lower` (lowercase letters and `-`),
+/// ignoring ASCII case. Setting bit 5 lowercases letters and leaves `-` alone; the only other
+/// byte it could turn into a letter or `-` is a control byte, and those are not `tchar`. Eight
+/// bytes at a time instead of a byte loop.
+#[inline(always)]
+fn name_is(name: &[u8], lower: &[u8]) -> bool {
+    debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
+    if name.len() != lower.len() {
+        return false;
+    }
+    let mut a = name.chunks_exact(8);
+    let mut b = lower.chunks_exact(8);
+    for (x, y) in (&mut a).zip(&mut b) {
+        let x = u64::from_le_bytes(x.try_into().unwrap_or([0; 8]));
+        let y = u64::from_le_bytes(y.try_into().unwrap_or([0; 8]));
+        if x | 0x2020_2020_2020_2020 != y {
+            return false;
+        }
+    }
+    a.remainder()
+        .iter()
+        .zip(b.remainder())
+        .all(|(&x, &y)| x | 0x20 == y)
 }
 
 #[inline(always)]
@@ -719,4 +744,36 @@ pub(crate) unsafe fn parse_avx2(
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
     parse_core::<crate::scan::Avx2>(buf, limits, fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::is_tchar;
+
+    #[test]
+    fn name_is_matches_eq_ignore_ascii_case_for_every_tchar_substitution() {
+        for word in [
+            &b"host"[..],
+            b"expect",
+            b"connection",
+            b"content-length",
+            b"transfer-encoding",
+        ] {
+            let mut name = word.to_vec();
+            for i in 0..word.len() {
+                for b in (0..=255u8).filter(|&b| is_tchar(b)) {
+                    name[i] = b;
+                    assert_eq!(
+                        name_is(&name, word),
+                        name.eq_ignore_ascii_case(word),
+                        "{name:?}"
+                    );
+                }
+                name[i] = word[i];
+            }
+            assert!(name_is(&word.to_ascii_uppercase(), word));
+            assert!(!name_is(&word[1..], word));
+        }
+    }
 }
