@@ -167,6 +167,30 @@ pub enum Parsed {
 /// Errors are final: the caller answers `err.status` with `Connection: close` and closes.
 /// An incomplete head that already breaks a limit or a rule is reported as an error as soon as
 /// that is certain, not only when the head completes.
+///
+/// The scanning path (AVX2, SSE or scalar) is chosen once per process from the CPU; all paths
+/// give identical results.
+///
+/// ```
+/// use peregrine_codec::{parse_request_head, BodyFraming, FieldSpan, Limits, Parsed};
+///
+/// let buf = b"POST /items?id=7 HTTP/1.1\r\nHost: example.com\r\nContent-Length: 2\r\n\r\n{}";
+/// let mut fields = [FieldSpan::default(); 32];
+/// let Ok(Parsed::Complete(head)) = parse_request_head(buf, &Limits::default(), &mut fields) else {
+///     panic!("a complete, valid head");
+/// };
+/// assert_eq!(head.path.slice(buf), b"/items");
+/// assert_eq!(head.query.unwrap().slice(buf), b"id=7");
+/// assert_eq!(head.authority.unwrap().slice(buf), b"example.com");
+/// assert_eq!(head.framing, BodyFraming::Length(2));
+/// assert_eq!(&buf[head.head_len..], b"{}");
+/// assert_eq!(fields[1].name.slice(buf), b"Content-Length");
+///
+/// // Not enough bytes yet, and a head that breaks a rule:
+/// assert_eq!(parse_request_head(&buf[..20], &Limits::default(), &mut fields), Ok(Parsed::Incomplete));
+/// let err = parse_request_head(b"GET / HTTP/1.1\r\nHost : x\r\n\r\n", &Limits::default(), &mut fields);
+/// assert_eq!(err.unwrap_err().status, 400);
+/// ```
 pub fn parse_request_head(
     buf: &[u8],
     limits: &Limits,
