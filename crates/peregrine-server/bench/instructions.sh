@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# User-space instructions per request, noise-free (shared/docs/measuring.md, point 4): each
+# server runs under `valgrind --tool=cachegrind --cache-sim=no`; a client sends N1 requests,
+# then N2 more, the instruction total is read after each phase from cachegrind's output
+# (dumped at exit, so the server is started twice), and (I(N2) - I(N1)) / (N2 - N1) is reported.
+# Kernel time is not counted: this is the server's own code plus libc.
+#
+# usage: bench/instructions.sh [BINARY...]   (default: release hello example, then the floor)
+# env: N1 (default 20000), N2 (default 60000), DEPTH (pipelined requests per write, default 1),
+#      CONNS (client connections, default 10), PORT (default 18180)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+if [ $# -eq 0 ]; then
+  set -- "${CARGO_TARGET_DIR:-$root/target}/release/examples/hello"
+  [ -x "$root/lab/peers/floor/floor" ] && set -- "$@" "$root/lab/peers/floor/floor"
+fi
+n1=${N1:-20000}
+n2=${N2:-60000}
+depth=${DEPTH:-1}
+conns=${CONNS:-10}
+port=${PORT:-18180}
+
+total_for() { # binary, requests -> instructions
+  local bin=$1 n=$2 out
+  out=$(mktemp)
+  (cd "$(dirname "$bin")" && ADDR=127.0.0.1:$port WORKERS=1 exec valgrind --tool=cachegrind \
+    --cache-sim=no --cachegrind-out-file="$out" "$bin") >/dev/null 2>&1 &
+  local pid=$!
+  python3 - "$port" "$n" "$depth" "$conns" <<'PY'
+import socket, sys, time
+port, n, depth, conns = (int(a) for a in sys.argv[1:5])
+for _ in range(300):
+    try:
+        socket.create_connection(("127.0.0.1", port)).close()
+        break
+    except OSError:
+        time.sleep(0.1)
+req = b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+per = n // conns
+for s in socks:
+    left, buf = per, b""
+    while left:
+        k = min(depth, left)
+        s.sendall(req * k)
+        got = 0
+        while got < k:
+            buf += s.recv(65536)
+            got += buf.count(b"Hello, World!")
+            buf = buf[buf.rfind(b"Hello, World!") + 13:] if b"Hello, World!" in buf else buf
+        left -= k
+for s in socks:
+    s.close()
+PY
+  kill -TERM "$pid"
+  wait "$pid" 2>/dev/null || true
+  awk '/^summary:/ { print $2 }' "$out"
+  rm -f "$out"
+}
+
+for bin in "$@"; do
+  bin=$(realpath "$bin")
+  i1=$(total_for "$bin" "$n1")
+  i2=$(total_for "$bin" "$n2")
+  awk -v b="$(basename "$bin")" -v a="$i1" -v c="$i2" -v n1="$n1" -v n2="$n2" -v d="$depth" \
+    'BEGIN { printf "%-12s depth %-3d %8.0f instructions/request (user space; %d vs %d requests)\n", b, d, (c - a) / (n2 - n1), n1, n2 }'
+done
