@@ -49,7 +49,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--server-cpus", help="CPUs for the servers (taskset list, e.g. 1 or 2-3)")
     p.add_argument("--client-cpus", help="CPUs for the load generator")
     p.add_argument("--loadgen", choices=["wrk", "oha"], default="wrk")
-    p.add_argument("--port", type=int, default=39080, help="port the servers listen on")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=28080,
+        help="port the servers listen on (keep it below the ephemeral range)",
+    )
     p.add_argument("--out", type=Path, help="output folder (default lab/results/PROFILE)")
     p.add_argument("--reference", default="peregrine", help="server the ratios are taken to")
     p.add_argument(

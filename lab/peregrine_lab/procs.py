@@ -75,9 +75,40 @@ def install_handlers() -> None:
 
 
 def port_in_use(host: str, port: int) -> bool:
+    """True if a server could not bind host:port now: something listens there, or a connected
+    socket holds it as its local port (a client's ephemeral port can land on it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
+        if s.connect_ex((host, port)) == 0:
+            return True
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As servers do: SO_REUSEADDR lets a bind pass over TIME_WAIT leftovers only.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def wait_port_free(host: str, port: int, timeout: float) -> bool:
+    """Wait until the port can be bound (a client socket holding it may go away)."""
+    deadline = time.monotonic() + timeout
+    while port_in_use(host, port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def ephemeral_range() -> tuple[int, int] | None:
+    """The kernel's range of ports for outgoing connections (a server port inside it can be
+    taken by any client socket on the machine)."""
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return None
 
 
 def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout: float) -> float:

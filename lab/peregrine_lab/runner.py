@@ -28,7 +28,7 @@ class Options:
     out_dir: Path
     split: config.CpuSplit
     loadgen: str = "wrk"
-    port: int = 39080
+    port: int = 28080
     skip_build: bool = False
     reference: str = "peregrine"
     command: str = ""
@@ -211,9 +211,9 @@ def run(opts: Options) -> dict:
         )
     if not loadgen.available("taskset"):
         raise LabError("taskset not found (Debian package util-linux)")
-    if procs.port_in_use(HOST, opts.port):
+    if not procs.wait_port_free(HOST, opts.port, 5.0):
         raise LabError(
-            f"port {HOST}:{opts.port} is busy: something already listens there; "
+            f"port {HOST}:{opts.port} is busy: something already listens there (or holds it); "
             "stop it or choose another with --port"
         )
     contract = load_contract()
@@ -255,6 +255,13 @@ def run(opts: Options) -> dict:
     }
     for note in opts.split.notes:
         print(f"note: {note}", flush=True)
+    eph = procs.ephemeral_range()
+    if eph and eph[0] <= opts.port <= eph[1]:
+        print(
+            f"note: port {opts.port} is inside the kernel's ephemeral range {eph[0]}-{eph[1]}: "
+            "a client socket on this machine can take it and make a server fail to bind",
+            flush=True,
+        )
     print(
         f"profile {prof.name}: {len(peers)} server(s), {len(scenarios)} scenario(s), "
         f"up to {len(cells)} cell(s) per server; server CPUs {opts.split.server_list} "
@@ -347,7 +354,7 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
         if s.name not in peer.scenarios:
             res["cells"].append(_cell_record(peer, s, c, p, "n/a"))
     progress.line(peer.name, f"starting on CPUs {opts.split.server_list}")
-    if procs.port_in_use(HOST, opts.port):
+    if not procs.wait_port_free(HOST, opts.port, 15.0):
         raise LabError(
             f"port {HOST}:{opts.port} is busy before starting {peer.name} "
             "(a previous server did not release it, or another program took it)"

@@ -3,6 +3,7 @@ parity, idle memory, cells, failures and skips, results JSON, report and charts.
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -18,9 +19,11 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range, where no client socket can take it meanwhile."""
+    for port in random.sample(range(20000, 32000), 200):
+        if not procs.port_in_use("127.0.0.1", port):
+            return port
+    raise RuntimeError("no free port")
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")
