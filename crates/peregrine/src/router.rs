@@ -93,6 +93,12 @@ macro_rules! method_fns {
 method_fns! {
     /// Handle `GET` (and `HEAD`, unless a `HEAD` handler is set: the engine sends the headers
     /// of the GET answer without its body).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    /// let app = App::new().route("/", get(|_req: Request| async { "home" }));
+    /// # let _ = app;
+    /// ```
     get => 0;
     /// Handle `HEAD` explicitly.
     head => 1;
@@ -111,6 +117,14 @@ method_fns! {
 }
 
 /// A route answering every method with `handler`.
+///
+/// ```
+/// use peregrine::{any, App, Request};
+/// let app = App::new().route("/echo-method", any(|req: Request| async move {
+///     req.method().to_owned()
+/// }));
+/// # let _ = app;
+/// ```
 pub fn any<H: Handler>(handler: H) -> MethodRouter {
     MethodRouter {
         any: Some(Endpoint::new(Arc::new(handler))),
@@ -294,6 +308,17 @@ impl Router {
     /// # Panics
     /// If the path does not start with `/`, or a method is registered twice for one path.
     /// Conflicting patterns are reported when the application is built.
+    ///
+    /// ```
+    /// use peregrine::{get, post, Request, Router};
+    /// async fn show(req: Request) -> Result<String, peregrine::Error> {
+    ///     Ok(format!("post {}", req.param::<u64>("id")?))
+    /// }
+    /// let posts = Router::new()
+    ///     .route("/posts/{id}", get(show))
+    ///     .route("/posts", post(|_req: Request| async { (201, "created") }));
+    /// # let _ = posts;
+    /// ```
     pub fn route(mut self, path: &str, methods: MethodRouter) -> Self {
         assert!(
             path.starts_with('/'),
@@ -310,6 +335,14 @@ impl Router {
     ///
     /// # Panics
     /// If `prefix` does not start with `/` or ends with `/`.
+    ///
+    /// ```
+    /// use peregrine::{get, Request, Router};
+    /// let admin = Router::new().route("/users", get(|_r: Request| async { "admin users" }));
+    /// let api = Router::new().nest("/admin", admin); // /admin/users inside the api group
+    /// let app = peregrine::App::new().nest("/api", api); // GET /api/admin/users
+    /// # let _ = app;
+    /// ```
     pub fn nest(mut self, prefix: &str, group: Router) -> Self {
         assert!(
             prefix.starts_with('/') && !prefix.ends_with('/'),
@@ -327,6 +360,16 @@ impl Router {
 
     /// Wraps every route of this group (including nested groups) in `layer`; the layer added
     /// last is the outermost.
+    ///
+    /// ```
+    /// use peregrine::{get, Request, Router};
+    /// use peregrine::middleware::{Cors, RequestIdLayer};
+    /// let public = Router::new()
+    ///     .route("/feed", get(|_r: Request| async { "[]" }))
+    ///     .layer(RequestIdLayer::new())
+    ///     .layer(Cors::new()); // outermost
+    /// # let _ = public;
+    /// ```
     pub fn layer<M: Middleware>(mut self, layer: M) -> Self {
         self.layers.push(Layer::Async(Arc::new(layer)));
         self
