@@ -384,6 +384,27 @@ impl Handler for Dispatch {
 
 /// The compiled application as an engine [`Service`]. Cloning it (once per worker) shares
 /// the compiled tables.
+///
+/// It can also be called directly, which makes handler tests cheap (no socket):
+///
+/// ```
+/// use peregrine::server::{Request, Service};
+/// use peregrine::{get, App, Json, ResponseBody};
+///
+/// let svc = App::new()
+///     .route("/users/{id}", get(|req: peregrine::Request| async move {
+///         let id: u32 = req.param("id")?;
+///         Ok::<_, peregrine::Error>(Json(serde_json::json!({ "id": id })))
+///     }))
+///     .into_service();
+/// let req = Request::from_bytes(b"GET /users/7 HTTP/1.1\r\nHost: t\r\n\r\n", "127.0.0.1:1".parse().unwrap())
+///     .unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let res = rt.block_on(svc.call(req));
+/// assert_eq!(res.status, 200);
+/// let ResponseBody::Full(body) = res.body else { panic!() };
+/// assert_eq!(&body[..], br#"{"id":7}"#);
+/// ```
 #[derive(Clone)]
 pub struct AppService {
     shared: Arc<Shared>,
