@@ -52,8 +52,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--port",
         type=int,
-        default=28080,
-        help="port the servers listen on (keep it below the ephemeral range)",
+        default=None,
+        help="port the servers listen on (default: the first free one from 28080; an explicit "
+        "port that is busy is an error)",
     )
     p.add_argument("--out", type=Path, help="output folder (default lab/results/PROFILE)")
     p.add_argument("--reference", default="peregrine", help="server the ratios are taken to")

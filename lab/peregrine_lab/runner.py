@@ -15,6 +15,7 @@ from . import build, compliance, config, loadgen, metrics, parity, procs, result
 from .peers import Peer, Scenario, load_contract, load_peers, select_peers
 
 HOST = "127.0.0.1"
+DEFAULT_PORT = 28080  # below the kernel's ephemeral range (32768-60999 by default)
 CELL_KEYS = ("rps", "p50_us", "p99_us", "cpu_us_per_req", "peak_rss_bytes")
 
 
@@ -28,7 +29,7 @@ class Options:
     out_dir: Path
     split: config.CpuSplit
     loadgen: str = "wrk"
-    port: int = 28080
+    port: int | None = None  # None: the first free port from DEFAULT_PORT
     skip_build: bool = False
     reference: str = "peregrine"
     command: str = ""
@@ -211,7 +212,19 @@ def run(opts: Options) -> dict:
         )
     if not loadgen.available("taskset"):
         raise LabError("taskset not found (Debian package util-linux)")
-    if not procs.wait_port_free(HOST, opts.port, 5.0):
+    if opts.port is None:
+        # No --port: the first free one from DEFAULT_PORT up, so two lab runs on one machine
+        # do not stop each other (their figures still disturb each other: see the report's
+        # "other work on the server CPUs").
+        opts.port = next(
+            (p for p in range(DEFAULT_PORT, DEFAULT_PORT + 100) if not procs.port_in_use(HOST, p)),
+            None,
+        )
+        if opts.port is None:
+            raise LabError(f"no free port in {DEFAULT_PORT}-{DEFAULT_PORT + 99}; use --port")
+        if opts.port != DEFAULT_PORT:
+            print(f"note: port {DEFAULT_PORT} is busy (another lab run?); using {opts.port}")
+    elif not procs.wait_port_free(HOST, opts.port, 5.0):
         raise LabError(
             f"port {HOST}:{opts.port} is busy: something already listens there (or holds it); "
             "stop it or choose another with --port"
