@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from peregrine_lab import cli, config, metrics, procs, runner
+from peregrine_lab.peers import RegistryError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -181,3 +182,25 @@ def test_interrupt_stops_every_server_and_keeps_partial_results(tmp_path, sig):
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["complete"] is False
     assert "**Incomplete run**" in (tmp_path / "report.md").read_text()
+
+
+def test_default_port_skips_a_busy_one(tmp_path, monkeypatch):
+    base = _free_port()
+    while procs.port_in_use("127.0.0.1", base + 1):
+        base = _free_port()
+    monkeypatch.setattr(runner, "DEFAULT_PORT", base)
+    s = socket.socket()
+    s.bind(("127.0.0.1", base))
+    s.listen(1)
+    try:
+        opts = runner.Options(
+            profile=config.PROFILES["quick"],
+            out_dir=tmp_path,
+            split=config.cpu_split(),
+            peers_file=tmp_path / "missing.toml",
+        )
+        with pytest.raises(RegistryError):
+            runner.run(opts)  # fails on the registry, after choosing the port
+    finally:
+        s.close()
+    assert opts.port == base + 1
