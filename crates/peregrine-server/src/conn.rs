@@ -387,15 +387,16 @@ impl Conn {
         }
     }
 
-    /// Writes `resp` (head into the output buffer, body copied or written directly or streamed).
-    /// Returns `Err` if the connection must be closed without further ado.
-    async fn write_response(
+    /// Encodes `resp` into the output buffer: the head, and the body when it is small. Returns
+    /// the body still to be written (large or streamed) by [`Conn::finish_response`]. Kept
+    /// synchronous so the common case adds no state to the per-batch future.
+    fn start_response(
         &self,
         resp: Response,
         keep_alive: &mut bool,
         version: Version,
         head_request: bool,
-    ) -> io::Result<()> {
+    ) -> Option<ResponseBody> {
         let Response {
             status,
             headers,
@@ -434,7 +435,7 @@ impl Conn {
                 tracing::error!(status, "handler returned an invalid status or header field");
                 *keep_alive = false;
                 self.push_error(500, "invalid response from handler", head_request);
-                return Ok(());
+                return None;
             }
             let out = &mut io.out;
             if !*keep_alive {
@@ -454,15 +455,22 @@ impl Conn {
             }
             out.extend_from_slice(b"\r\n");
             if head_request || forbids {
-                return Ok(());
+                return None;
             }
-            if let ResponseBody::Full(b) = &body {
-                if b.len() <= COPY_BODY_MAX {
+            match &body {
+                ResponseBody::Empty => return None,
+                ResponseBody::Full(b) if b.len() <= COPY_BODY_MAX => {
                     out.extend_from_slice(b);
-                    return Ok(());
+                    return None;
                 }
+                _ => {}
             }
         }
+        Some(body)
+    }
+
+    /// Writes what [`Conn::start_response`] left: a large body from its own buffer, or a stream.
+    async fn finish_response(&self, body: ResponseBody, version: Version) -> io::Result<()> {
         match body {
             ResponseBody::Empty => Ok(()),
             ResponseBody::Full(b) => self.write_direct(&b).await,
@@ -949,19 +957,23 @@ async fn busy<S: Service>(
                     return Next::Close(Close::Linger);
                 }
             }
-            if conn
-                .write_response(resp, &mut keep_alive, head.version, head_request)
-                .await
-                .is_err()
+            if let Some(rest) =
+                conn.start_response(resp, &mut keep_alive, head.version, head_request)
             {
-                return Next::Close(Close::Now);
+                // Boxed: large and streamed bodies are the exception.
+                if Box::pin(conn.finish_response(rest, head.version))
+                    .await
+                    .is_err()
+                {
+                    return Next::Close(Close::Now);
+                }
             }
             if !keep_alive {
                 return Next::Close(Close::Linger);
             }
             // (A streamed response may have read the body meanwhile.)
             let body_done = matches!(conn.io.borrow().body, BodyState::Done);
-            if !body_done && !conn.drain_body().await {
+            if !body_done && !Box::pin(conn.drain_body()).await {
                 return Next::Close(Close::Linger);
             }
             if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
