@@ -12,6 +12,9 @@ use std::time::Duration;
 /// | `WORKERS` | `--workers N` | `workers` |
 /// | `MAX_BODY` | `--max-body BYTES` | `max_body_size` |
 /// | `IDLE_TIMEOUT` | `--idle-timeout SECS` | `idle_timeout` |
+/// | `HEADER_TIMEOUT` | `--header-timeout SECS` | `header_timeout` |
+/// | `BODY_TIMEOUT` | `--body-timeout SECS` | `body_timeout` |
+/// | `SHUTDOWN_TIMEOUT` | `--shutdown-timeout SECS` | `shutdown_timeout` |
 /// | `MAX_CONNECTIONS` | `--max-connections N` | `max_connections` |
 ///
 /// `args` are the arguments after the program name.
@@ -50,11 +53,14 @@ pub fn from_env_and_args<I: IntoIterator<Item = String>>(args: I) -> Result<Serv
     Ok(cfg)
 }
 
-const VARS: [(&str, &str); 5] = [
+const VARS: [(&str, &str); 8] = [
     ("ADDR", "addr"),
     ("WORKERS", "workers"),
     ("MAX_BODY", "max-body"),
     ("IDLE_TIMEOUT", "idle-timeout"),
+    ("HEADER_TIMEOUT", "header-timeout"),
+    ("BODY_TIMEOUT", "body-timeout"),
+    ("SHUTDOWN_TIMEOUT", "shutdown-timeout"),
     ("MAX_CONNECTIONS", "max-connections"),
 ];
 
@@ -71,6 +77,9 @@ fn apply(cfg: &mut ServerConfig, name: &str, v: &str) -> Result<(), String> {
         }
         "max-body" => cfg.max_body_size = num(v)?,
         "idle-timeout" => cfg.idle_timeout = Duration::from_secs(num(v)?),
+        "header-timeout" => cfg.header_timeout = Duration::from_secs(num(v)?),
+        "body-timeout" => cfg.body_timeout = Duration::from_secs(num(v)?),
+        "shutdown-timeout" => cfg.shutdown_timeout = Duration::from_secs(num(v)?),
         "max-connections" => cfg.max_connections = num(v)? as usize,
         _ => return Err(format!("unknown setting {name}")),
     }
@@ -87,6 +96,25 @@ mod tests {
             from_env_and_args(["--max-body=10", "--idle-timeout", "5"].map(String::from)).unwrap();
         assert_eq!(c.max_body_size, 10);
         assert_eq!(c.idle_timeout, Duration::from_secs(5));
+        let c = from_env_and_args(
+            [
+                "--header-timeout",
+                "3",
+                "--body-timeout=4",
+                "--shutdown-timeout",
+                "2",
+            ]
+            .map(String::from),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.header_timeout, c.body_timeout, c.shutdown_timeout),
+            (
+                Duration::from_secs(3),
+                Duration::from_secs(4),
+                Duration::from_secs(2)
+            )
+        );
         assert!(from_env_and_args(["--workers", "0"].map(String::from)).is_err());
         assert!(from_env_and_args(["--nope", "1"].map(String::from))
             .unwrap_err()
