@@ -30,6 +30,7 @@ class Options:
     split: config.CpuSplit
     loadgen: str = "wrk"
     port: int | None = None  # None: the first free port from DEFAULT_PORT
+    auto_port: bool = False  # set by run() when port was None
     skip_build: bool = False
     reference: str = "peregrine"
     command: str = ""
@@ -212,18 +213,9 @@ def run(opts: Options) -> dict:
         )
     if not loadgen.available("taskset"):
         raise LabError("taskset not found (Debian package util-linux)")
-    if opts.port is None:
-        # No --port: the first free one from DEFAULT_PORT up, so two lab runs on one machine
-        # do not stop each other (their figures still disturb each other: see the report's
-        # "other work on the server CPUs").
-        opts.port = next(
-            (p for p in range(DEFAULT_PORT, DEFAULT_PORT + 100) if not procs.port_in_use(HOST, p)),
-            None,
-        )
-        if opts.port is None:
-            raise LabError(f"no free port in {DEFAULT_PORT}-{DEFAULT_PORT + 99}; use --port")
-        if opts.port != DEFAULT_PORT:
-            print(f"note: port {DEFAULT_PORT} is busy (another lab run?); using {opts.port}")
+    opts.auto_port = opts.port is None
+    if opts.auto_port:
+        opts.port = _pick_port()
     elif not procs.wait_port_free(HOST, opts.port, 5.0):
         raise LabError(
             f"port {HOST}:{opts.port} is busy: something already listens there (or holds it); "
@@ -367,6 +359,10 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
         if s.name not in peer.scenarios:
             res["cells"].append(_cell_record(peer, s, c, p, "n/a"))
     progress.line(peer.name, f"starting on CPUs {opts.split.server_list}")
+    if opts.auto_port and procs.port_in_use(HOST, opts.port):
+        # Taken meanwhile (builds can take minutes): move to a free one.
+        opts.port = _pick_port()
+    entry["port"] = opts.port
     if not procs.wait_port_free(HOST, opts.port, 15.0):
         raise LabError(
             f"port {HOST}:{opts.port} is busy before starting {peer.name} "
@@ -514,6 +510,20 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
             ) + f"server exited with status {server.proc.returncode} during the run"
     finally:
         server.stop()
+
+
+def _pick_port() -> int:
+    """Without --port: the first free port from DEFAULT_PORT up, so two lab runs on one machine
+    do not stop each other (their figures still disturb each other: see the report's "other
+    work on the server CPUs")."""
+    for p in range(DEFAULT_PORT, DEFAULT_PORT + 100):
+        if not procs.port_in_use(HOST, p):
+            if p != DEFAULT_PORT:
+                print(
+                    f"note: port {DEFAULT_PORT} is busy (another lab run?); using {p}", flush=True
+                )
+            return p
+    raise LabError(f"no free port in {DEFAULT_PORT}-{DEFAULT_PORT + 99}; use --port")
 
 
 def _wait_answering(port: int, scen: Scenario, timeout: float, limit: float) -> bool:
