@@ -4,30 +4,29 @@
 # probe/out/ci.json and probe/out/ci.md. The server is killed on exit, whatever happens.
 #
 # Environment:
-#   PROBE_SERVER_TIMEOUT  seconds; if set, passed to the server as HEADER_TIMEOUT/BODY_TIMEOUT
-#                         and to the probe as --header-timeout/--body-timeout (default: the
-#                         engine's defaults, 10 s, which the probe then waits out)
+#   PROBE_SERVER_TIMEOUT  whole seconds, passed to the server as HEADER_TIMEOUT/BODY_TIMEOUT and to
+#                         the probe as --header-timeout/--body-timeout (default 3, so the slowloris and
+#                         slow-body scenarios take seconds, not the engine's default 10 s)
 #   PROBE_ARGS            extra probe arguments (e.g. "--quick")
 #   CARGO_TARGET_DIR      honoured as usual
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-target}"
+timeout_s="${PROBE_SERVER_TIMEOUT:-3}"
 if [ -f crates/peregrine/examples/scenarios.rs ]; then
     cargo build --release -q -p peregrine --example scenarios
     bin="$target_dir/release/examples/scenarios"
 else
-    # Until the framework's scenarios example exists: the engine's hello example (GET /plaintext).
+    # Fallback: the engine's hello example (GET /plaintext only; it does not read the timeout
+    # variables, so the probe assumes the engine's default 10 s).
     cargo build --release -q -p peregrine-server --example hello
     bin="$target_dir/release/examples/hello"
+    timeout_s=10
 fi
 
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-timeout_s="${PROBE_SERVER_TIMEOUT:-10}"
-server_env=(ADDR="127.0.0.1:$port" WORKERS=2)
-if [ -n "${PROBE_SERVER_TIMEOUT:-}" ]; then
-    server_env+=(HEADER_TIMEOUT="$PROBE_SERVER_TIMEOUT" BODY_TIMEOUT="$PROBE_SERVER_TIMEOUT")
-fi
+server_env=(ADDR="127.0.0.1:$port" WORKERS=2 HEADER_TIMEOUT="$timeout_s" BODY_TIMEOUT="$timeout_s")
 mkdir -p probe/out
 # The idle-connections scenario opens 5000 sockets; let the server have them too.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
