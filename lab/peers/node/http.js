@@ -92,10 +92,8 @@ async function route(req, res) {
       }
       break;
     case 'error':
-      if (get && parts.length === 2) {
-        fail();
-        return send(res, 200, null, undefined);
-      }
+      // fail() throws; handle() turns the rejection into the problem+json 500.
+      if (get && parts.length === 2) return fail();
       break;
     case 'large':
       if (get && parts.length === 2) return json(res, 200, LARGE);
