@@ -272,3 +272,25 @@ def test_built_peer_answers_the_contract(peer):
     finally:
         server.stop()
     assert problems == {n: [] for n in peer["scenarios"]}
+
+
+@pytest.mark.parametrize("peer", BUILT_PEERS, ids=lambda p: p["name"])
+def test_built_peer_with_two_workers_serves_and_stops_whole(peer):
+    """WORKERS=2 (cluster workers, reuseport processes or threads) answers the contract, and a
+    SIGTERM to the process the runner started takes every process of the peer down with it."""
+    if not built(peer):
+        pytest.skip(f"{peer['name']} is not built (./scripts/lab builds it)")
+    server = Server(peer["run"], PEERS / peer["dir"], workers=2, env=peer.get("env"))
+    try:
+        # Several connections, so that more than one worker is likely to answer.
+        for _ in range(4):
+            assert contract_problems(server.port, peer["scenarios"]) == {n: [] for n in peer["scenarios"]}
+        os.kill(server.proc.pid, signal.SIGTERM)
+        server.proc.wait(15)
+        deadline = time.monotonic() + 10
+        while server.group_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = server.group_alive()
+    finally:
+        server.stop()
+    assert not alive, "processes of the peer outlived the one the runner started"
