@@ -262,9 +262,14 @@ async def idle_connections(host: str, port: int, o: Options) -> dict:
     details = {"opened": len(socks), "answered": answered, "still_open": still_open, "open_seconds": round(opened, 2)}
     mem = ""
     if rss0 is not None and rss1 is not None:
-        per = (rss1 - rss0) * 1024 / max(answered, 1)
-        details.update(rss_before_kib=rss0, rss_after_kib=rss1, bytes_per_idle_connection=round(per))
-        mem = f"; server RSS +{rss1 - rss0} KiB = {per / 1024:.1f} KiB per connection"
+        details.update(rss_before_kib=rss0, rss_after_kib=rss1)
+        if rss1 >= rss0:
+            per = (rss1 - rss0) * 1024 / max(answered, 1)
+            details["bytes_per_idle_connection"] = round(per)
+            mem = f"; server RSS +{rss1 - rss0} KiB = {per / 1024:.1f} KiB per connection"
+        else:
+            # The server freed more than the connections cost (GC, allocator): no figure.
+            mem = f"; server RSS fell by {rss0 - rss1} KiB (no per-connection figure)"
     passed = ok and answered == n
     observed = (
         f"{answered}/{n} idle connections answered in {opened:.1f} s, {still_open} still open; "
@@ -431,10 +436,12 @@ async def run_all(host: str, port: int, o: Options) -> list[dict]:
         )
     )
     out.append(await half_close(host, port, o))
+    # Idle connections before the memory-heavy scenarios, so its per-connection RSS figure is not
+    # disturbed by memory another scenario made the server allocate (or free).
+    out.append(await idle_connections(host, port, o))
     out.append(await huge_header(host, port, o))
     out.append(await reset_mid_request(host, port, o))
     out.append(await reset_mid_response(host, port, o))
     out.append(await pipeline_no_read(host, port, o))
-    out.append(await idle_connections(host, port, o))
     out = list(await slow) + out
     return out
