@@ -293,10 +293,9 @@ fn b5_controls_in_field_values_are_400() {
 
 #[test]
 fn b6_obs_text_in_values_is_kept_byte_exact() {
-    let mut buf = b"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xe9 \x80\xff\tz\r\n\r\n".to_vec();
-    let (_, f) = accept(&buf);
-    assert_eq!(f[1].value.slice(&buf), b"caf\xe9 \x80\xff\tz");
-    buf.clear();
+    let buf = b"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xe9 \x80\xff\tz\r\n\r\n";
+    let (_, f) = accept(buf);
+    assert_eq!(f[1].value.slice(buf), b"caf\xe9 \x80\xff\tz");
 }
 
 #[test]
