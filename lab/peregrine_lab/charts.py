@@ -146,7 +146,9 @@ def _latency_chart(res, path: Path) -> Path | None:
 
 def _memory_chart(res, path: Path) -> Path | None:
     labels = report._labels(res)
+    ref = report.reference_server(res)
     rows = []
+    names_kept: list[str] = []
     for s in res.get("servers", []):
         idle = (s.get("idle_memory") or {}).get("per_connection_bytes")
         peaks = [
@@ -156,6 +158,7 @@ def _memory_chart(res, path: Path) -> Path | None:
         ]
         peaks = [p for p in peaks if p is not None]
         if idle is not None or peaks:
+            names_kept.append(s["name"])
             rows.append(
                 (
                     labels.get(s["name"], s["name"]),
@@ -182,6 +185,7 @@ def _memory_chart(res, path: Path) -> Path | None:
         ax.margins(x=0.12)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(names, fontsize=8)
+        _mark_reference(ax, names_kept, ref)
         ax.invert_yaxis()
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_title(title, fontsize=10)
