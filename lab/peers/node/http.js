@@ -51,7 +51,8 @@ async function route(req, res) {
   const q = req.url.indexOf('?');
   const path = q < 0 ? req.url : req.url.slice(0, q);
   const parts = path.split('/');
-  const get = req.method === 'GET';
+  // HEAD is routed like GET (RFC 9110 §9.3.2); node:http leaves the body out of a HEAD answer.
+  const get = req.method === 'GET' || req.method === 'HEAD';
   // parts[0] is the empty string before the leading '/'.
   switch (parts[1]) {
     case 'plaintext':
