@@ -8,13 +8,17 @@
 use crate::body::BodyError;
 use crate::idle::{Idle, IdleWait};
 use crate::response::{Response, ResponseBody};
-use crate::worker::{HeadCache, WorkerShared};
+use crate::worker::{
+    ConnLine, FieldsKey, Framing, HeadCache, HeadMemo, WorkerShared, HEAD_MEMO_FIELDS,
+    HEAD_MEMO_MAX,
+};
 use crate::{Body, Request, Service};
 use bytes::{Buf, Bytes, BytesMut};
 use peregrine_codec::response::{status_forbids_body, write_content_length};
 use peregrine_codec::{
     BodyFraming, ChunkedDecoder, ChunkedStep, Expectation, Method, Parsed, Version,
 };
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::io;
@@ -412,48 +416,79 @@ impl Conn {
         if matches!(body, ResponseBody::Stream(_)) && version == Version::Http10 && !forbids {
             *keep_alive = false;
         }
-        if headers.iter().any(|(n, v)| {
-            n.eq_ignore_ascii_case("connection")
-                && v.split(|&b| b == b',')
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-        }) {
-            *keep_alive = false;
-        }
+        let framing = match &body {
+            _ if forbids => Framing::None,
+            ResponseBody::Empty => Framing::Length(0),
+            ResponseBody::Full(b) => Framing::Length(b.len() as u64),
+            ResponseBody::Stream(_) if version == Version::Http11 => Framing::Chunked,
+            ResponseBody::Stream(_) => Framing::None,
+        };
         {
             let mut io = self.io.borrow_mut();
-            let mark = io.out.len();
-            let valid = status != 0
-                && encode_head(
-                    &mut io.out,
-                    status,
-                    &headers,
-                    &self.shared.head_cache.borrow(),
-                );
-            if !valid {
-                io.out.truncate(mark);
-                drop(io);
-                tracing::error!(status, "handler returned an invalid status or header field");
-                *keep_alive = false;
-                self.push_error(500, "invalid response from handler", head_request);
-                return None;
-            }
             let out = &mut io.out;
-            if !*keep_alive {
-                out.extend_from_slice(b"Connection: close\r\n");
-            } else if version == Version::Http10 {
-                out.extend_from_slice(b"Connection: keep-alive\r\n");
-            }
-            match &body {
-                _ if forbids => {}
-                ResponseBody::Empty => out.extend_from_slice(b"Content-Length: 0\r\n"),
-                ResponseBody::Full(b) => write_content_length(out, b.len() as u64),
-                ResponseBody::Stream(_) => {
-                    if version == Version::Http11 {
-                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+            let mut cache = self.shared.head_cache.borrow_mut();
+            let hit = cache
+                .memo
+                .iter()
+                .position(|m| m.status == status && same_fields(&m.key, &headers));
+            if let Some(i) = hit {
+                let m = &cache.memo[i];
+                if m.close {
+                    *keep_alive = false;
+                }
+                let conn = conn_line(*keep_alive, version);
+                if m.conn == conn && m.framing == framing {
+                    out.extend_from_slice(&m.bytes);
+                } else {
+                    // Same start, other ending (another body length, say): keep the start,
+                    // remember the new ending.
+                    out.extend_from_slice(&m.bytes[..m.fields_len]);
+                    let mark = out.len();
+                    finish_head(out, conn, framing);
+                    let m = &mut cache.memo[i];
+                    m.conn = conn;
+                    m.framing = framing;
+                    m.bytes.truncate(m.fields_len);
+                    m.bytes.extend_from_slice(&out[mark..]);
+                }
+            } else {
+                let asks_close = fields_ask_close(&headers);
+                if asks_close {
+                    *keep_alive = false;
+                }
+                let mark = out.len();
+                let valid = status != 0 && encode_head(out, status, &headers, &cache);
+                if !valid {
+                    out.truncate(mark);
+                    drop(cache);
+                    drop(io);
+                    tracing::error!(status, "handler returned an invalid status or header field");
+                    *keep_alive = false;
+                    self.push_error(500, "invalid response from handler", head_request);
+                    return None;
+                }
+                let fields_len = out.len() - mark;
+                let conn = conn_line(*keep_alive, version);
+                finish_head(out, conn, framing);
+                if let Some(key) = fields_key(&headers) {
+                    if cache.memo.len() >= HEAD_MEMO_MAX {
+                        // Oldest out: the memo is refilled from scratch every refresh anyway.
+                        cache.memo.remove(0);
                     }
+                    let bytes = out[mark..].to_vec();
+                    cache.memo.push(HeadMemo {
+                        status,
+                        key,
+                        conn,
+                        framing,
+                        close: asks_close,
+                        fields_len,
+                        bytes,
+                    });
                 }
             }
-            out.extend_from_slice(b"\r\n");
+            drop(cache);
+            let out = &mut io.out;
             if head_request || forbids {
                 return None;
             }
@@ -664,15 +699,104 @@ fn is_tchar(b: u8) -> bool {
     TCHAR[b as usize]
 }
 
+/// Whether the handler's own fields ask for `Connection: close`.
+fn fields_ask_close(headers: &[(Cow<'static, str>, Cow<'static, [u8]>)]) -> bool {
+    headers.iter().any(|(n, v)| {
+        n.len() == 10
+            && n.eq_ignore_ascii_case("connection")
+            && v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+    })
+}
+
+/// The `Connection` line a response gets.
+#[inline]
+fn conn_line(keep_alive: bool, version: Version) -> ConnLine {
+    if !keep_alive {
+        ConnLine::Close
+    } else if version == Version::Http10 {
+        ConnLine::KeepAlive
+    } else {
+        ConnLine::Default
+    }
+}
+
+/// Appends the `Connection` and framing lines and the empty line that ends the head.
+fn finish_head(out: &mut Vec<u8>, conn: ConnLine, framing: Framing) {
+    match conn {
+        ConnLine::Default => {}
+        ConnLine::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        ConnLine::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+    }
+    match framing {
+        Framing::None => {}
+        Framing::Length(n) => write_content_length(out, n),
+        Framing::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The memo key of `headers` if every name and value is borrowed `'static` data (see
+/// [`FieldsKey`]) and there are few enough of them.
+fn fields_key(headers: &[(Cow<'static, str>, Cow<'static, [u8]>)]) -> Option<FieldsKey> {
+    if headers.len() > HEAD_MEMO_FIELDS {
+        return None;
+    }
+    headers
+        .iter()
+        .map(|(n, v)| match (n, v) {
+            (Cow::Borrowed(n), Cow::Borrowed(v)) => {
+                Some((n.as_ptr() as usize, n.len(), v.as_ptr() as usize, v.len()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `headers` has exactly the identity `key` (see [`FieldsKey`]).
+#[inline]
+fn same_fields(
+    key: &[(usize, usize, usize, usize)],
+    headers: &[(Cow<'static, str>, Cow<'static, [u8]>)],
+) -> bool {
+    key.len() == headers.len()
+        && key.iter().zip(headers).all(|(k, (n, v))| match (n, v) {
+            (Cow::Borrowed(n), Cow::Borrowed(v)) => {
+                *k == (n.as_ptr() as usize, n.len(), v.as_ptr() as usize, v.len())
+            }
+            _ => false,
+        })
+}
+
+/// Whether `value` contains CR, LF or NUL (which would split or truncate the response), eight
+/// bytes at a time: the classic "has a zero byte" test on the word XORed with each of them.
+fn has_line_break_or_nul(value: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    #[inline]
+    fn has_zero_byte(w: u64) -> bool {
+        w.wrapping_sub(ONES) & !w & HIGHS != 0
+    }
+    let mut words = value.chunks_exact(8);
+    for chunk in &mut words {
+        let w = u64::from_le_bytes(chunk.try_into().expect("chunks of 8"));
+        if has_zero_byte(w) || has_zero_byte(w ^ (ONES * 0x0d)) || has_zero_byte(w ^ (ONES * 0x0a))
+        {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b == b'\r' || b == b'\n' || b == 0)
+}
+
 /// Encodes the status line, Date, Server and the handler's fields (without framing, which the
 /// caller adds). `false` if a field would break the message (response splitting).
 fn encode_head(
     out: &mut Vec<u8>,
     status: u16,
-    headers: &[(
-        std::borrow::Cow<'static, str>,
-        std::borrow::Cow<'static, [u8]>,
-    )],
+    headers: &[(Cow<'static, str>, Cow<'static, [u8]>)],
     cache: &HeadCache,
 ) -> bool {
     let own_server = headers
@@ -693,15 +817,7 @@ fn encode_head(
         if engine_owned {
             continue;
         }
-        if n.is_empty()
-            || !n.iter().all(|&b| is_tchar(b))
-            || value
-                .iter()
-                // No early exit: the loop vectorises, and values are short.
-                .fold(false, |bad, &b| {
-                    bad | (b == b'\r') | (b == b'\n') | (b == 0)
-                })
-        {
+        if n.is_empty() || !n.iter().all(|&b| is_tchar(b)) || has_line_break_or_nul(value) {
             return false;
         }
         out.extend_from_slice(n);
@@ -1064,5 +1180,29 @@ mod size_tests {
             let size = std::mem::size_of_val(&fut);
             assert!(size <= 256, "connection future is {size} bytes");
         });
+    }
+}
+
+#[cfg(test)]
+mod encode_tests {
+    use super::has_line_break_or_nul;
+
+    #[test]
+    fn line_breaks_and_nul_are_found_at_every_position() {
+        for len in 0..40 {
+            let clean = vec![b'a'; len];
+            assert!(!has_line_break_or_nul(&clean), "clean value of {len} bytes");
+            for pos in 0..len {
+                for bad in [b'\r', b'\n', 0u8] {
+                    let mut v = clean.clone();
+                    v[pos] = bad;
+                    assert!(has_line_break_or_nul(&v), "{bad:#x} at {pos} of {len}");
+                }
+            }
+        }
+        // Bytes next to the forbidden ones (and high bytes) are allowed.
+        assert!(!has_line_break_or_nul(
+            b"\x0b\x0c\x0e\x09\x01\x80\xff text/plain; q=1"
+        ));
     }
 }

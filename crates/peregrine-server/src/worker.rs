@@ -7,6 +7,7 @@ use crate::{ServerConfig, Service};
 use bytes::BytesMut;
 use peregrine_codec::response::{status_line, DateCache};
 use peregrine_codec::FieldSpan;
+use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,6 +91,60 @@ pub(crate) struct HeadCache {
     date_server: Vec<u8>,
     date_only: Vec<u8>,
     ok_prefix: Vec<u8>,
+    /// Whole response heads recently encoded for responses whose fields are all `'static`
+    /// (see [`HeadMemo`]); cleared with every refresh, since they contain the `Date` line.
+    pub(crate) memo: Vec<HeadMemo>,
+}
+
+/// At most this many memoized heads per worker (a few routes answering in turn); each lookup
+/// compares against all of them, so few.
+pub(crate) const HEAD_MEMO_MAX: usize = 4;
+/// Responses with more fields than this are not memoized (the key compare would cost more).
+pub(crate) const HEAD_MEMO_FIELDS: usize = 4;
+
+/// Identity of a response's field list whose names and values are all `Cow::Borrowed`
+/// `'static` data: (name address, name length, value address, value length) per field. A
+/// `&'static` slice is immutable and never freed, so equal address and length mean equal bytes:
+/// a handler returning the same constant fields gets the same key, and an equal key can only come
+/// from the same bytes.
+pub(crate) type FieldsKey = SmallVec<[(usize, usize, usize, usize); HEAD_MEMO_FIELDS]>;
+
+/// Which `Connection` line a response head carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnLine {
+    /// None (HTTP/1.1 keep-alive is the default).
+    Default,
+    /// `Connection: close`.
+    Close,
+    /// `Connection: keep-alive` (HTTP/1.0 kept open).
+    KeepAlive,
+}
+
+/// Which framing line a response head carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// None (bodiless status, HEAD of a streamed body, or HTTP/1.0 stream delimited by close).
+    None,
+    /// `Content-Length: n`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// A complete response head (status line to the empty line) as the engine encoded it, kept so the
+/// next response with the same status, the same `'static` fields, the same framing and the same
+/// `Connection` line is one copy: no field validation, no number formatting, one `memcpy`.
+/// Everything in the head is a function of this key and of the cached `Date`/`Server` lines.
+pub(crate) struct HeadMemo {
+    pub(crate) status: u16,
+    pub(crate) key: FieldsKey,
+    pub(crate) conn: ConnLine,
+    pub(crate) framing: Framing,
+    /// The fields themselves ask for `Connection: close`.
+    pub(crate) close: bool,
+    /// `bytes[..fields_len]` is the head up to the `Connection` and framing lines.
+    pub(crate) fields_len: usize,
+    pub(crate) bytes: Vec<u8>,
 }
 
 /// How often [`HeadCache`] is refreshed (`Date` has one-second resolution; well under a second
@@ -106,12 +161,14 @@ impl HeadCache {
             date_server: Vec::new(),
             date_only: Vec::new(),
             ok_prefix: Vec::new(),
+            memo: Vec::new(),
         };
         c.refresh();
         c
     }
 
     fn refresh(&mut self) {
+        self.memo.clear();
         self.date_only.clear();
         DateCache::write_date_header(&mut self.date_only);
         self.date_server.clear();
