@@ -7,6 +7,7 @@
 
 use crate::body::BodyError;
 use crate::idle::{Idle, IdleWait};
+use crate::request::FieldTable;
 use crate::response::{Response, ResponseBody};
 use crate::worker::{
     ConnLine, FieldsKey, Framing, HeadCache, HeadMemo, WorkerShared, HEAD_MEMO_FIELDS,
@@ -488,6 +489,7 @@ impl Conn {
                 }
             }
             drop(cache);
+            crate::response::recycle_fields(headers);
             let out = &mut io.out;
             if head_request || forbids {
                 return None;
@@ -957,7 +959,8 @@ async fn busy<S: Service>(
                 peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table).map(|p| {
                     match p {
                         Parsed::Complete(h) => {
-                            Some((h, table[..h.field_count].iter().copied().collect()))
+                            // One copy of the used part of the table (not an element-wise collect).
+                            Some((h, FieldTable::from_slice(&table[..h.field_count])))
                         }
                         Parsed::Incomplete => None,
                     }

@@ -112,8 +112,16 @@ impl Request {
     #[inline]
     fn ascii(&self, span: Span) -> &str {
         // The codec only accepts ASCII in methods, targets and field names, so this never falls
-        // back; the check keeps the crate free of `unsafe`.
-        std::str::from_utf8(span.slice(&self.bytes)).unwrap_or("")
+        // back. `is_ascii` (a word at a time) is several times cheaper than `from_utf8` on
+        // these short strings, and it is the only check the conversion needs.
+        let b = span.slice(&self.bytes);
+        if b.is_ascii() {
+            // SAFETY: every ASCII byte sequence is valid UTF-8, and `b` was just checked to be
+            // ASCII.
+            unsafe { std::str::from_utf8_unchecked(b) }
+        } else {
+            ""
+        }
     }
 
     /// Method as sent (`"GET"`).

@@ -4,10 +4,40 @@
 use bytes::Bytes;
 use futures_core::Stream;
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::pin::Pin;
 
 /// A streamed body: chunks are written as they come (chunked encoding), with backpressure.
 pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + 'static>>;
+
+/// One response header field: name, value.
+type Field = (Cow<'static, str>, Cow<'static, [u8]>);
+
+/// Field lists of this capacity or less are recycled (see [`spare_fields`]).
+const SPARE_FIELDS_MAX_CAP: usize = 8;
+
+thread_local! {
+    /// An emptied field list kept for the next response on this thread: with it, a handler
+    /// that answers with [`Response::text`] or [`Response::with_header`] does not allocate
+    /// once per request. One is enough: the engine hands the list back after each response,
+    /// before the next handler runs.
+    static SPARE_FIELDS: Cell<Vec<Field>> = const { Cell::new(Vec::new()) };
+}
+
+/// An empty field list, with capacity if one was recycled on this thread.
+fn spare_fields() -> Vec<Field> {
+    SPARE_FIELDS.with(Cell::take)
+}
+
+/// Hands a response's field list back for reuse once the head is encoded. Lists that grew
+/// large are freed instead, so the spare never pins much memory.
+pub(crate) fn recycle_fields(mut fields: Vec<Field>) {
+    let cap = fields.capacity();
+    if cap != 0 && cap <= SPARE_FIELDS_MAX_CAP {
+        fields.clear();
+        SPARE_FIELDS.with(|s| s.set(fields));
+    }
+}
 
 /// Response body.
 pub enum ResponseBody {
@@ -47,12 +77,14 @@ impl Response {
     /// assert!(matches!(r.body, ResponseBody::Full(ref b) if b.as_ref() == b"Hello, World!"));
     /// ```
     pub fn text(body: impl Into<Bytes>) -> Self {
+        let mut headers = spare_fields();
+        headers.push((
+            Cow::Borrowed("Content-Type"),
+            Cow::Borrowed(b"text/plain; charset=utf-8".as_slice()),
+        ));
         Response {
             status: 200,
-            headers: vec![(
-                Cow::Borrowed("Content-Type"),
-                Cow::Borrowed(b"text/plain; charset=utf-8".as_slice()),
-            )],
+            headers,
             body: ResponseBody::Full(body.into()),
         }
     }
@@ -62,6 +94,9 @@ impl Response {
         name: impl Into<Cow<'static, str>>,
         value: impl Into<Cow<'static, [u8]>>,
     ) -> Self {
+        if self.headers.capacity() == 0 {
+            self.headers = spare_fields();
+        }
         self.headers.push((name.into(), value.into()));
         self
     }
