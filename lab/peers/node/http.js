@@ -33,13 +33,23 @@ function badRequest(res) {
   send(res, 400, 'text/plain; charset=utf-8', 'Bad Request');
 }
 
-function readBody(req, limit = 1 << 20) {
+const BODY_LIMIT = 1 << 20;
+
+class TooLarge extends Error {}
+
+// A body over the limit is refused from its declared length when there is one, so that a client
+// announcing a huge body is answered at once instead of being waited for.
+function readBody(req, limit = BODY_LIMIT) {
   return new Promise((resolve, reject) => {
+    if (Number(req.headers['content-length']) > limit) {
+      reject(new TooLarge());
+      return;
+    }
     const chunks = [];
     let size = 0;
     req.on('data', (chunk) => {
       size += chunk.length;
-      if (size > limit) reject(new Error('body too large'));
+      if (size > limit) reject(new TooLarge());
       else chunks.push(chunk);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
@@ -48,8 +58,18 @@ function readBody(req, limit = 1 << 20) {
 }
 
 async function route(req, res) {
-  const q = req.url.indexOf('?');
-  const path = q < 0 ? req.url : req.url.slice(0, q);
+  let target = req.url;
+  if (target.charCodeAt(0) !== 0x2f) {
+    // absolute-form (`GET http://host/path`), which servers must accept (RFC 9112 §3.2.2)
+    try {
+      const url = new URL(target);
+      target = url.pathname + url.search;
+    } catch {
+      return badRequest(res);
+    }
+  }
+  const q = target.indexOf('?');
+  const path = q < 0 ? target : target.slice(0, q);
   const parts = path.split('/');
   // HEAD is routed like GET (RFC 9110 §9.3.2); node:http leaves the body out of a HEAD answer.
   const get = req.method === 'GET' || req.method === 'HEAD';
@@ -66,7 +86,12 @@ async function route(req, res) {
         let user;
         try {
           user = newUser(JSON.parse(await readBody(req)));
-        } catch {
+        } catch (err) {
+          if (err instanceof TooLarge) {
+            // The rest of the body is not read, so the connection cannot be reused.
+            res.shouldKeepAlive = false;
+            return send(res, 413, 'text/plain; charset=utf-8', 'Content Too Large');
+          }
           user = null;
         }
         return user ? json(res, 201, user) : badRequest(res);
@@ -78,7 +103,7 @@ async function route(req, res) {
       break;
     case 'search':
       if (get && parts.length === 2) {
-        const params = new URLSearchParams(q < 0 ? '' : req.url.slice(q + 1));
+        const params = new URLSearchParams(q < 0 ? '' : target.slice(q + 1));
         const limit = uint(params.get('limit') ?? '');
         const text = params.get('q');
         return text !== null && limit !== null ? json(res, 200, { q: text, limit }) : badRequest(res);
