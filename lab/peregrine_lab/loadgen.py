@@ -81,7 +81,13 @@ def parse_oha_output(stdout: str) -> LoadResult:
     try:
         summary = data["summary"]
         statuses = {str(k): int(v) for k, v in data.get("statusCodeDistribution", {}).items()}
-        errors_by_kind = {str(k): int(v) for k, v in data.get("errorDistribution", {}).items()}
+        # Requests still in flight when the -z deadline hits are counted by oha as "aborted due
+        # to deadline": the end of the run, not a server error.
+        errors_by_kind = {
+            str(k): int(v)
+            for k, v in data.get("errorDistribution", {}).items()
+            if "aborted due to deadline" not in str(k)
+        }
         total = sum(statuses.values())
         pct = data.get("latencyPercentiles", {})
 

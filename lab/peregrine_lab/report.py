@@ -364,7 +364,7 @@ def render(res: dict) -> str:
             [
                 t["what"],
                 f"{t['ratio']:.3f}",
-                f"≤ {t['limit']:.2f}" if t["limit"] else "(reference)",
+                f"≤ {t['limit']:.2f}" if t["limit"] else "(for comparison)",
                 "" if t["met"] is None else ("met" if t["met"] else "**not met**"),
             ]
             for t in tg

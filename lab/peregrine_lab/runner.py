@@ -443,6 +443,12 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
                 res["cells"].append(_cell_record(peer, s, c, p, "failed", "server exited earlier"))
                 progress.done(cell_estimate(prof))
                 continue
+            if p > 1 and opts.loadgen == "oha":
+                res["cells"].append(
+                    _cell_record(peer, s, c, p, "n/a", "oha does not pipeline; use wrk")
+                )
+                progress.done(cell_estimate(prof))
+                continue
             if s.name not in ok_scenarios:
                 res["cells"].append(
                     _cell_record(

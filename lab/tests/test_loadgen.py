@@ -203,3 +203,52 @@ def test_real_wrk_pipelines_the_requested_depth(tmp_path):
     t.join(5)
     ls.close()
     assert first and first[0].count(b"GET /plaintext HTTP/1.1\r\n") == 8
+
+
+def test_oha_deadline_aborts_are_not_errors():
+    out = json.dumps(
+        {
+            "summary": {"total": 1.0, "slowest": 0.01, "fastest": 0.001, "average": 0.002},
+            "latencyPercentiles": {"p50": 0.002, "p99": 0.009},
+            "statusCodeDistribution": {"201": 90},
+            "errorDistribution": {"aborted due to deadline": 4},
+        }
+    )
+    r = loadgen.parse_oha_output(out)
+    assert r.requests == 90 and loadgen.check_statuses(r, 201) == []
+
+
+@pytest.mark.skipif(shutil.which("oha") is None, reason="oha not installed")
+def test_real_oha_post_and_expected_500(contract_srv, tmp_path):
+    for name, status in (("post_json", 201), ("error", 500)):
+        scen = CONTRACT.by_name(name)
+        body = None
+        if scen.body:
+            body = tmp_path / "body"
+            body.write_bytes(scen.body)
+        r = loadgen.run(
+            "oha",
+            f"http://{contract_srv.host}:{contract_srv.port}{scen.path}",
+            scen,
+            concurrency=4,
+            pipeline=0,
+            duration=1,
+            client_cpus=None,
+            threads=1,
+            body_file=body,
+            timeout=3,
+        )
+        assert r.requests > 0 and set(r.status_counts) == {str(status)}, name
+        assert loadgen.check_statuses(r, status) == [], name
+    with pytest.raises(loadgen.LoadgenError, match="cannot pipeline"):
+        loadgen.run(
+            "oha",
+            "http://127.0.0.1:1/",
+            CONTRACT.by_name("plaintext"),
+            concurrency=1,
+            pipeline=16,
+            duration=1,
+            client_cpus=None,
+            threads=1,
+            body_file=None,
+        )
