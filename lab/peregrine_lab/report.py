@@ -104,7 +104,7 @@ def _cell_text(cell, key, fmt, best, ref_value, show_cv=True) -> str:
         text += f" ±{cv * 100:.0f}%"
     r = stats.ratio(v, ref_value)
     if r is not None:
-        text += f" ({r:.2f}×)"
+        text += f" ({r:.2f}×)" if r >= 0.1 else f" ({r:.3f}×)"
     return text
 
 
@@ -125,15 +125,22 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
     concs = sorted({c for (_, c) in cells})
     present = [s for s in servers if any((s, c) in cells for c in concs)]
+    # A metric nobody has in this group (latency of pipelined cells) gets no column/table.
+    metrics = [
+        m
+        for m in METRICS
+        if m[0] in ("rps", "cpu_us_per_req")
+        or any(_value(cell, m[0]) is not None for cell in cells.values())
+    ]
     lines = []
     if len(concs) == 1:
         # One concurrency level: one table with the metrics as columns.
         c = concs[0]
-        header = ["server"] + [f"{title} ({'↑' if hi else '↓'})" for _, title, _, hi, _ in METRICS]
+        header = ["server"] + [f"{title} ({'↑' if hi else '↓'})" for _, title, _, hi, _ in metrics]
         rows = []
         for s in present:
             row = [labels.get(s, s)]
-            for key, _, _, hi, fmt in METRICS:
+            for key, _, _, hi, fmt in metrics:
                 best = _best([_value(cells.get((x, c)), key) for x in present], hi)
                 refv = _value(cells.get((ref, c)), key) if ref and s != ref else None
                 row.append(
@@ -152,7 +159,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         lines += _table(header, rows)
         lines.append("")
         return lines
-    for key, title, note, hi, fmt in METRICS:
+    for key, title, note, hi, fmt in metrics:
         header = ["server"] + [f"c = {c}" for c in concs]
         rows = []
         for s in present:
