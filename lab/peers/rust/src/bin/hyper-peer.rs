@@ -5,9 +5,9 @@
 //! and one handler setting five headers would not be the scenario.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE, SERVER};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, SERVER};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -59,10 +59,14 @@ fn status_only(status: StatusCode) -> Response<Full<Bytes>> {
     respond(status, None, Bytes::new())
 }
 
+/// Request bodies above this are refused with 413 (`POST /users` needs about 60 bytes).
+const BODY_LIMIT: usize = 1 << 20;
+
 /// Errors a route can fail with; `handle` maps them to responses in one place.
 enum RouteError {
     NotFound,
     BadRequest,
+    TooLarge,
     Internal(#[allow(dead_code)] Failure),
 }
 
@@ -102,11 +106,25 @@ async fn route(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, RouteErr
             Ok(json(StatusCode::OK, &UserById::new(int(id)?)))
         }
         (&Method::POST, [Some("users"), None, ..], false) => {
-            let body = req
-                .into_body()
+            // Refuse from the declared length first, so a huge announced body is answered at once.
+            let declared = req
+                .headers()
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_some_and(|len| len > BODY_LIMIT as u64) {
+                return Err(RouteError::TooLarge);
+            }
+            let body = Limited::new(req.into_body(), BODY_LIMIT)
                 .collect()
                 .await
-                .map_err(|_| RouteError::BadRequest)?
+                .map_err(|e| {
+                    if e.is::<LengthLimitError>() {
+                        RouteError::TooLarge
+                    } else {
+                        RouteError::BadRequest
+                    }
+                })?
                 .to_bytes();
             let user: NewUser =
                 serde_json::from_slice(&body).map_err(|_| RouteError::BadRequest)?;
@@ -155,6 +173,13 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
         Ok(res) => res,
         Err(RouteError::NotFound) => status_only(StatusCode::NOT_FOUND),
         Err(RouteError::BadRequest) => status_only(StatusCode::BAD_REQUEST),
+        Err(RouteError::TooLarge) => {
+            // The rest of the body is not read, so the connection cannot be reused.
+            let mut res = status_only(StatusCode::PAYLOAD_TOO_LARGE);
+            res.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            res
+        }
         Err(RouteError::Internal(_)) => problem(),
     })
 }
