@@ -956,26 +956,18 @@ async fn busy<S: Service>(
             let parsed = {
                 let io = conn.io.borrow();
                 let mut table = conn.shared.fields.borrow_mut();
-                peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table).map(|p| {
-                    match p {
-                        Parsed::Complete(h) => {
-                            // One copy of the used part of the table (not an element-wise collect).
-                            Some((h, FieldTable::from_slice(&table[..h.field_count])))
-                        }
-                        Parsed::Incomplete => None,
-                    }
-                })
+                peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table)
             };
-            let (head, fields) = match parsed {
+            let head = match parsed {
                 Err(e) => {
                     conn.push_error(e.status, e.reason, false);
                     return Next::Close(Close::Linger);
                 }
-                Ok(None) => {
+                Ok(Parsed::Incomplete) => {
                     parse_due = false;
                     break;
                 }
-                Ok(Some(x)) => x,
+                Ok(Parsed::Complete(h)) => h,
             };
             head_deadline = None;
             *served += 1;
@@ -1009,7 +1001,6 @@ async fn busy<S: Service>(
                 BodyFraming::Length(n) => Body::from_conn(conn.clone(), gen, Some(n)),
                 BodyFraming::Chunked => Body::from_conn(conn.clone(), gen, None),
             };
-            let req = Request::from_parts(bytes, head, fields, peer, body);
 
             let mut keep_alive = head.keep_alive()
                 && cfg
@@ -1017,7 +1008,16 @@ async fn busy<S: Service>(
                     .map_or(true, |max| *served < max);
             // The handler future lives in this (boxed, per-batch) future: no allocation per
             // request. Panics, in `call` or in `poll`, are caught and answered with 500.
-            let resp = match catch_unwind(AssertUnwindSafe(|| service.call(req))) {
+            // The request is built in place as the handler's argument, and its fields copied
+            // straight from the worker's table (nothing parsed since): fewer moves of a few
+            // hundred bytes per request.
+            let fields = || {
+                // One copy of the used part of the table (not an element-wise collect).
+                FieldTable::from_slice(&conn.shared.fields.borrow()[..head.field_count])
+            };
+            let resp = match catch_unwind(AssertUnwindSafe(|| {
+                service.call(Request::from_parts(bytes, head, fields(), peer, body))
+            })) {
                 Err(_) => Err(()),
                 Ok(fut) => {
                     let mut fut = std::pin::pin!(fut);
