@@ -96,7 +96,13 @@ def _latency_chart(res, path: Path) -> Path | None:
     order = [s["name"] for s in res.get("servers", [])]
     labels = report._labels(res)
     ref = report.reference_server(res)
-    panels = [p for p in panels if _servers_in(p[1], order)]
+    # Pipelined cells carry no latency (see runner): their panels are left out.
+    panels = [
+        p
+        for p in panels
+        if _servers_in(p[1], order)
+        and any(report._value(cell, "p50_us") is not None for cell in p[1].values())
+    ]
     if not panels:
         return None
     ncols = 2 if len(panels) > 1 else 1
