@@ -3,6 +3,8 @@
 // Middleware are Hono middleware (app.use), errors go through app.onError.
 
 const { Hono } = require('hono');
+const { bodyLimit } = require('hono/body-limit');
+const { HTTPException } = require('hono/http-exception');
 const { serve } = require('@hono/node-server');
 const { addr, clustered, PROBLEM, fail, buildLarge, newUser, keepAlive } = require('./common');
 
@@ -29,7 +31,8 @@ function build() {
     return c.json({ id, name: `user-${id}` });
   });
 
-  app.post('/users', async (c) => {
+  // Hono reads any body size unless told otherwise; 1 MiB like Fastify's default.
+  app.post('/users', bodyLimit({ maxSize: 1 << 20 }), async (c) => {
     let user;
     try {
       user = newUser(await c.req.json());
@@ -73,8 +76,16 @@ function build() {
 
   app.get('/empty', (c) => c.body(null, 204));
 
-  // The error path: Hono routes anything a handler throws here.
-  app.onError((err, c) => c.body(JSON.stringify(PROBLEM), 500, { 'Content-Type': 'application/problem+json' }));
+  // The error path: Hono routes anything a handler throws here. HTTPExceptions (e.g. bodyLimit's
+  // 413) carry their own answer.
+  app.onError((err, c) => {
+    if (err instanceof HTTPException) {
+      const res = err.getResponse();
+      res.headers.set('Server', 'Hono');
+      return res;
+    }
+    return c.body(JSON.stringify(PROBLEM), 500, { 'Content-Type': 'application/problem+json' });
+  });
 
   return app;
 }

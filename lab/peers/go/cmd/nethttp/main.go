@@ -96,9 +96,21 @@ func search(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, "application/json", contract.SearchResult{Q: q.Get("q"), Limit: limit})
 }
 
+// bodyLimit caps request bodies: net/http itself reads any size (fasthttp, actix, axum and the
+// Node frameworks all cap theirs at 1-4 MiB by default).
+const bodyLimit = 1 << 20
+
 func createUser(w http.ResponseWriter, r *http.Request) error {
+	// Refuse from the declared length first, so a huge announced body is answered at once.
+	if r.ContentLength > bodyLimit {
+		return &httpError{status: http.StatusRequestEntityTooLarge, err: errors.New("body too large")}
+	}
 	var u contract.NewUser
-	if err := json.NewDecoder(r.Body).Decode(&u); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, bodyLimit)).Decode(&u); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &httpError{status: http.StatusRequestEntityTooLarge, err: err}
+		}
 		return badRequest(err)
 	}
 	return writeJSON(w, http.StatusCreated, "application/json", u)
