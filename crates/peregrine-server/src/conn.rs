@@ -1008,33 +1008,43 @@ async fn busy<S: Service>(
                     .map_or(true, |max| *served < max);
             // The handler future lives in this (boxed, per-batch) future: no allocation per
             // request. Panics, in `call` or in `poll`, are caught and answered with 500.
-            // The request is built in place as the handler's argument, and its fields copied
-            // straight from the worker's table (nothing parsed since): fewer moves of a few
-            // hundred bytes per request.
-            let fields = || {
-                // One copy of the used part of the table (not an element-wise collect).
-                FieldTable::from_slice(&conn.shared.fields.borrow()[..head.field_count])
-            };
-            let resp = match catch_unwind(AssertUnwindSafe(|| {
-                service.call(Request::from_parts(bytes, head, fields(), peer, body))
-            })) {
-                Err(_) => Err(()),
-                Ok(fut) => {
-                    let mut fut = std::pin::pin!(fut);
-                    poll_fn(
-                        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-                            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-                            Ok(Poll::Pending) => {
-                                // Meanwhile, keep writing earlier responses of the batch.
-                                conn.poll_write_progress(cx);
-                                Poll::Pending
-                            }
-                            Err(_) => Poll::Ready(Err(())),
-                        },
-                    )
-                    .await
+            //
+            // The first poll calls the service, building the request in place as its argument
+            // (fields copied straight from the worker's table: nothing was parsed since), and
+            // writes the future straight into its pinned slot, all inside one `catch_unwind`:
+            // neither the few-hundred-byte request nor the future is moved afterwards, and a
+            // handler that answers at once costs one `catch_unwind`, not two.
+            let mut slot = std::pin::pin!(None::<S::Future>);
+            let mut parts = Some((bytes, body));
+            let resp = poll_fn(|cx| {
+                let polled = catch_unwind(AssertUnwindSafe(|| {
+                    if let Some((bytes, body)) = parts.take() {
+                        let fields = FieldTable::from_slice(
+                            &conn.shared.fields.borrow()[..head.field_count],
+                        );
+                        let req = Request::from_parts(bytes, head, fields, peer, body);
+                        slot.set(Some(service.call(req)));
+                    }
+                    match slot.as_mut().as_pin_mut() {
+                        Some(fut) => fut.poll(cx),
+                        // Only after a panic, which ends the polling below.
+                        None => Poll::Pending,
+                    }
+                }));
+                match polled {
+                    Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+                    Ok(Poll::Pending) => {
+                        // Meanwhile, keep writing earlier responses of the batch.
+                        conn.poll_write_progress(cx);
+                        Poll::Pending
+                    }
+                    Err(_) => Poll::Ready(Err(())),
                 }
-            };
+            })
+            .await;
+            // The handler's future (and the request it may hold) goes now, as before the rest
+            // of the response is handled.
+            slot.set(None);
             keep_alive &= !conn.shared.is_shutting_down();
             let resp = match resp {
                 Ok(r) => r,
