@@ -66,13 +66,8 @@ def plan_cells(profile: config.Profile, scenarios: list[Scenario]):
     """The (scenario, concurrency, pipeline) cells of a profile, in measuring order."""
     out = []
     for s in scenarios:
-        for c, p in profile.cells:
-            if (
-                p > 0
-                and profile.pipeline_scenarios is not None
-                and s.name not in profile.pipeline_scenarios
-            ):
-                continue
+        sweep = profile.sweep_scenarios is None or s.name in profile.sweep_scenarios
+        for c, p in profile.cells if sweep else profile.base_cells:
             out.append((s, c, p))
     return out
 

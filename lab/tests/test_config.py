@@ -33,7 +33,7 @@ def test_overrides_make_a_product_of_dimensions():
     quick = config.PROFILES["quick"]
     p = config.with_overrides(quick, concurrency=[1, 10], pipeline=[0, 16])
     assert set(p.cells) == {(1, 0), (10, 0), (1, 16), (10, 16)}
-    assert p.pipeline_scenarios is None
+    assert p.sweep_scenarios is None
     # Only concurrency given: the profile's pipelining depths are kept.
     p2 = config.with_overrides(quick, concurrency=[200])
     assert set(p2.cells) == {(200, 0), (200, 16)}
@@ -57,3 +57,15 @@ def test_every_profile_names_known_scenarios():
     for prof in config.PROFILES.values():
         assert contract.select(prof.scenarios)
         assert prof.runs >= 1 and prof.cells
+
+
+def test_standard_sweeps_headline_scenarios_and_measures_others_once():
+    contract = load_contract()
+    std = config.PROFILES["standard"]
+    cells = runner.plan_cells(std, contract.select(std.scenarios))
+    per = {}
+    for s, c, p in cells:
+        per.setdefault(s.name, []).append((c, p))
+    assert set(per["plaintext"]) == set(std.cells) and set(per["json"]) == set(std.cells)
+    assert per["param"] == [(50, 0)] and per["empty"] == [(50, 0)]
+    assert set(per) == set(contract.names())
