@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI: build the Peregrine scenarios example server, start it on a free port, run the full
-# compliance probe (corpus, generated sweeps, robustness) with --require-must, and write
-# probe/out/ci.json and probe/out/ci.md. The server is killed on exit, whatever happens.
+# compliance probe (corpus, generated sweeps, robustness) with --require-all (every MUST and
+# SHOULD case must pass: http1-rules.md asks for the strict answer even where the RFC says SHOULD),
+# and write probe/out/ci.json and probe/out/ci.md. The server is killed on exit, whatever happens.
 #
 # Environment:
 #   PROBE_SERVER_TIMEOUT  whole seconds, passed to the server as HEADER_TIMEOUT/BODY_TIMEOUT and to
@@ -52,4 +53,4 @@ echo "run_ci: probing $bin on 127.0.0.1:$port (pid $server_pid)"
 # shellcheck disable=SC2086
 python3 probe/probe.py --target "127.0.0.1:$port" --json probe/out/ci.json --markdown probe/out/ci.md \
     --server-pid "$server_pid" --header-timeout "$timeout_s" --body-timeout "$timeout_s" \
-    --require-must ${PROBE_ARGS:-}
+    --require-all ${PROBE_ARGS:-}
