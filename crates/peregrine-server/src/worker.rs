@@ -260,6 +260,38 @@ impl WorkerShared {
     }
 }
 
+/// Set when the worker's main task has ended (normally or by a panic), waking `block_on`.
+#[derive(Default)]
+struct Finished {
+    done: Cell<bool>,
+    waker: RefCell<Option<std::task::Waker>>,
+}
+
+impl Finished {
+    fn poll(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.done.get() {
+            return std::task::Poll::Ready(());
+        }
+        let mut w = self.waker.borrow_mut();
+        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *w = Some(cx.waker().clone());
+        }
+        std::task::Poll::Pending
+    }
+}
+
+/// Marks [`Finished`] when dropped: at the end of the main task, or while unwinding from it.
+struct FinishedGuard(Rc<Finished>);
+
+impl Drop for FinishedGuard {
+    fn drop(&mut self) {
+        self.0.done.set(true);
+        if let Some(w) = self.0.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
 /// Counts a live connection of this worker; the last one out wakes a shutdown in progress.
 struct Live(Rc<WorkerShared>);
 
@@ -311,47 +343,57 @@ pub(crate) fn run<S: Service>(
         };
         let _ = ready.send(Ok(()));
         drop(ready);
-        let shared = Rc::new(WorkerShared::new(config));
-        let service = Rc::new(service);
-        let dates = shared.clone();
+        // The worker's own work runs in a task of its own, and `block_on` only waits for it to
+        // finish. `LocalSet::block_on` polls its main future again every time any local task
+        // is woken, that is, once per connection event: keeping accept/stop out of the main
+        // future saves polling the listener and the stop channel each time.
+        let finished = Rc::new(Finished::default());
+        let guard = FinishedGuard(finished.clone());
         tokio::task::spawn_local(async move {
-            let mut tick = tokio::time::interval(HEAD_CACHE_REFRESH);
-            loop {
-                tick.tick().await;
-                dates.head_cache.borrow_mut().refresh();
-            }
-        });
-        let sweeper = shared.clone();
-        tokio::task::spawn_local(async move {
-            let mut tick = tokio::time::interval(sweeper.idle.tick_len());
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                sweeper.idle.sweep();
-            }
-        });
-        tokio::select! {
-            _ = accept_loop(&listener, &shared, &service, &global) => {}
-            _ = stop.wait_for(|s| *s) => {}
-        }
-        // Stop accepting: connections still in this listener's backlog are refused.
-        drop(listener);
-        shared.shutting_down.set(true);
-        shared.idle.wake_all();
-        let deadline = tokio::time::sleep(shared.config.shutdown_timeout);
-        tokio::pin!(deadline);
-        while shared.live.get() > 0 {
+            let _guard = guard;
+            let shared = Rc::new(WorkerShared::new(config));
+            let service = Rc::new(service);
+            let dates = shared.clone();
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(HEAD_CACHE_REFRESH);
+                loop {
+                    tick.tick().await;
+                    dates.head_cache.borrow_mut().refresh();
+                }
+            });
+            let sweeper = shared.clone();
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(sweeper.idle.tick_len());
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    sweeper.idle.sweep();
+                }
+            });
             tokio::select! {
-                _ = shared.all_closed.notified() => {}
-                _ = &mut deadline => {
-                    tracing::warn!(
-                        open = shared.live.get(),
-                        "shutdown deadline passed; closing remaining connections"
-                    );
-                    break;
+                _ = accept_loop(&listener, &shared, &service, &global) => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            // Stop accepting: connections still in this listener's backlog are refused.
+            drop(listener);
+            shared.shutting_down.set(true);
+            shared.idle.wake_all();
+            let deadline = tokio::time::sleep(shared.config.shutdown_timeout);
+            tokio::pin!(deadline);
+            while shared.live.get() > 0 {
+                tokio::select! {
+                    _ = shared.all_closed.notified() => {}
+                    _ = &mut deadline => {
+                        tracing::warn!(
+                            open = shared.live.get(),
+                            "shutdown deadline passed; closing remaining connections"
+                        );
+                        break;
+                    }
                 }
             }
-        }
+        });
+        std::future::poll_fn(|cx| finished.poll(cx)).await;
     });
     // Dropping the set drops the connections still open (force-close after the deadline).
     let _guard = rt.enter();
