@@ -178,3 +178,14 @@ def test_version_text_shortens_cargo_pkgids():
     assert report.version_text("path+file:///work/main/crates/peregrine#0.1.0") == "peregrine 0.1.0"
     assert report.version_text("v20.20.2") == "v20.20.2"
     assert report.version_text(None) == "?"
+
+
+def test_header_states_quietness_overrides_and_time_split(res):
+    md = report.render(res)
+    assert "| other work on the server CPUs | median " in md
+    assert "**Changed on the command line**: scenarios plaintext json param error empty" in md
+    assert "(building: " in md and "measuring: " in md
+    assert "Latency is not reported for pipelined cells" in md
+    # Pipelined groups have no latency columns at all.
+    sec = _section(md, "## Hello text: `GET /plaintext`, 4 requests pipelined per connection")
+    assert "Latency" not in sec and "Requests per second" in sec
