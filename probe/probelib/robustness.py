@@ -422,26 +422,48 @@ async def one_byte_writes(
     return _result(sid, desc, expected, ok, obs.summary())
 
 
+async def _guarded(sid: str, coro) -> dict:
+    """Run one scenario; if it raises (a server too slow even to accept, a socket error the
+    scenario did not plan for), it fails with the error as its observation instead of aborting
+    every other scenario of the run."""
+    try:
+        return await coro
+    except (OSError, TimeoutError) as e:
+        return _result(
+            sid, sid, "the scenario completes", False, f"probe could not complete it: {type(e).__name__}: {e}"
+        )
+
+
 async def run_all(host: str, port: int, o: Options) -> list[dict]:
     """Run every scenario. Slow ones (waiting for server timeouts) run concurrently with the rest;
-    the connection-heavy ones run alone so they do not disturb each other."""
-    slow = asyncio.gather(slowloris(host, port, o), slow_body(host, port, o))
+    the connection-heavy ones run alone so they do not disturb each other. A scenario that raises
+    fails on its own (see `_guarded`)."""
+    slow = asyncio.gather(
+        _guarded("H-slowloris-headers", slowloris(host, port, o)),
+        _guarded("H-slow-body", slow_body(host, port, o)),
+    )
     out = []
     out.append(
-        await one_byte_writes(host, port, o, GET, "H-one-byte-per-write", "GET /plaintext", 200, b"Hello, World!")
-    )
-    out.append(
-        await one_byte_writes(
-            host, port, o, POST, "H-one-byte-per-write-post", "POST /users with a JSON body", 201, b"a@b"
+        await _guarded(
+            "H-one-byte-per-write",
+            one_byte_writes(host, port, o, GET, "H-one-byte-per-write", "GET /plaintext", 200, b"Hello, World!"),
         )
     )
-    out.append(await half_close(host, port, o))
+    out.append(
+        await _guarded(
+            "H-one-byte-per-write-post",
+            one_byte_writes(
+                host, port, o, POST, "H-one-byte-per-write-post", "POST /users with a JSON body", 201, b"a@b"
+            ),
+        )
+    )
+    out.append(await _guarded("H-half-close", half_close(host, port, o)))
     # Idle connections before the memory-heavy scenarios, so its per-connection RSS figure is not
     # disturbed by memory another scenario made the server allocate (or free).
-    out.append(await idle_connections(host, port, o))
-    out.append(await huge_header(host, port, o))
-    out.append(await reset_mid_request(host, port, o))
-    out.append(await reset_mid_response(host, port, o))
-    out.append(await pipeline_no_read(host, port, o))
+    out.append(await _guarded("H-idle-connections", idle_connections(host, port, o)))
+    out.append(await _guarded("H-huge-header-line", huge_header(host, port, o)))
+    out.append(await _guarded("H-reset-mid-request", reset_mid_request(host, port, o)))
+    out.append(await _guarded("H-reset-mid-response", reset_mid_response(host, port, o)))
+    out.append(await _guarded("H-pipeline-no-read", pipeline_no_read(host, port, o)))
     out = list(await slow) + out
     return out

@@ -147,3 +147,23 @@ def test_corpus_shape():
         b"\x00",
     ):
         assert needle in raw, needle
+
+
+def test_a_scenario_that_raises_fails_alone():
+    """A robustness scenario that raises (e.g. a server too slow to accept) is recorded as a
+    failure with the error, instead of aborting the other scenarios."""
+    import asyncio
+
+    from probelib.robustness import _guarded
+
+    async def raises():
+        raise TimeoutError("connect took too long")
+
+    async def fine():
+        return {"id": "H-x", "passed": True}
+
+    failed = asyncio.run(_guarded("H-pipeline-no-read", raises()))
+    assert failed["id"] == "H-pipeline-no-read"
+    assert failed["passed"] is False and failed["skipped"] is False
+    assert "TimeoutError: connect took too long" in failed["observed"]
+    assert asyncio.run(_guarded("H-x", fine())) == {"id": "H-x", "passed": True}
