@@ -189,3 +189,18 @@ def test_header_states_quietness_overrides_and_time_split(res):
     # Pipelined groups have no latency columns at all.
     sec = _section(md, "## Hello text: `GET /plaintext`, 4 requests pipelined per connection")
     assert "Latency" not in sec and "Requests per second" in sec
+
+
+def test_probe_scores_of_servers_without_the_body_scenario_are_marked(res):
+    """The probe's accepted-body cases need POST /users: a server that does not serve it gets its
+    score marked as not comparable, and only such servers do."""
+    servers = _section(report.render(res), "## Servers, memory and compliance")
+    lines = [line for line in servers.splitlines() if line.startswith("| ")]
+    rows = {line.split("|")[1].strip(): line for line in lines}
+    labels = {s["name"]: s.get("label", s["name"]) for s in res["servers"]}
+    for s in res["servers"]:
+        if (s.get("compliance") or {}).get("status") != "ok":
+            continue
+        row = next(v for k, v in rows.items() if k.startswith(labels[s["name"]]))
+        assert ("‡" in row) == (report.PROBE_BODY_SCENARIO not in s["scenarios"]), s["name"]
+    assert "does not serve `post_json`" in servers
