@@ -1,86 +1,51 @@
 #!/usr/bin/env python3
-"""Quick contract check of one running peer, for whoever writes or edits a peer.
+"""Contract check of one running peer, for whoever writes or edits a peer.
 
 Usage: check.py HOST:PORT [scenario ...]   (default: every scenario in ../contract/scenarios.json)
        check.py HOST:PORT --peer NAME       (the scenarios NAME lists in peers.toml)
 
-Sends each scenario's request over one keep-alive connection and compares the answer with the
-contract: status, Content-Type prefix, body (bytes, JSON or JSON file), required/exact/absent headers,
-Server and Date, and that Content-Length matches the body. Exits 1 if any scenario mismatches.
-The lab runner's parity check is the official one; this is the same idea with no dependencies.
+Runs the lab runner's own parity check (`lab/peregrine_lab/parity.py`: status, Content-Type
+prefix, body as bytes or JSON, required/exact/absent headers, Server and Date, framing, keep-alive)
+against a server started by hand, so a peer that passes here passes the lab's check. Exits 1 if
+any scenario mismatches.
 """
-import http.client
-import json
-import pathlib
+
 import sys
+import tomllib
+from pathlib import Path
 
-CONTRACT_DIR = pathlib.Path(__file__).resolve().parent.parent / "contract"
+LAB = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(LAB))
 
-
-def check(conn, scenario, required):
-    req, exp = scenario["request"], scenario["expect"]
-    body = req.get("body")
-    conn.request(req["method"], req["path"], body=body.encode() if body else None,
-                 headers=req.get("headers", {}))
-    res = conn.getresponse()
-    data = res.read()
-    headers = {k.lower(): v for k, v in res.getheaders()}
-    problems = []
-    if res.status != exp["status"]:
-        problems.append(f"status {res.status} != {exp['status']}")
-    for name in required + exp.get("headers", []):
-        if name not in headers:
-            problems.append(f"missing header {name}")
-    for name, value in exp.get("header_values", {}).items():
-        if headers.get(name) != value:
-            problems.append(f"header {name}={headers.get(name)!r} != {value!r}")
-    for name in exp.get("absent_headers", []):
-        if name in headers:
-            problems.append(f"header {name} present ({headers[name]!r})")
-    prefix = exp.get("content_type_prefix")
-    if prefix and not headers.get("content-type", "").startswith(prefix):
-        problems.append(f"content-type {headers.get('content-type')!r} lacks prefix {prefix!r}")
-    if "content-length" in headers and int(headers["content-length"]) != len(data):
-        problems.append("content-length does not match the body")
-    if "body" in exp and data != exp["body"].encode():
-        problems.append(f"body {data[:80]!r} != {exp['body']!r}")
-    want = exp.get("json")
-    if "json_file" in exp:
-        want = json.loads((CONTRACT_DIR / exp["json_file"]).read_text())
-    if want is not None:
-        try:
-            got = json.loads(data)
-        except ValueError:
-            problems.append(f"body is not JSON: {data[:80]!r}")
-        else:
-            if got != want:
-                problems.append(f"JSON {json.dumps(got)[:120]} != {json.dumps(want)[:120]}")
-    return problems
+from peregrine_lab import parity  # noqa: E402
+from peregrine_lab.peers import load_contract  # noqa: E402
 
 
-def main():
+def problems(host: str, port: int, names=None) -> dict[str, list[str]]:
+    """The parity problems of each scenario (all, or those in `names`); empty lists mean ok."""
+    contract = load_contract()
+    return {
+        sc.name: parity.check(host, port, sc, contract.required_headers).problems
+        for sc in contract.scenarios
+        if not names or sc.name in names
+    }
+
+
+def main() -> None:
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     host, port = sys.argv[1].rsplit(":", 1)
-    contract = json.loads((CONTRACT_DIR / "scenarios.json").read_text())
-    wanted = set(sys.argv[2:])
-    if sys.argv[2:3] == ["--peer"] and len(sys.argv) == 4:
-        import tomllib
-
-        registry = tomllib.loads((CONTRACT_DIR.parent / "peers" / "peers.toml").read_text())
+    wanted = sys.argv[2:]
+    if wanted[:1] == ["--peer"] and len(wanted) == 2:
+        registry = tomllib.loads((LAB / "peers" / "peers.toml").read_text())
         peers = {p["name"]: p for p in registry["peer"]}
-        if sys.argv[3] not in peers:
-            sys.exit(f"no peer {sys.argv[3]!r} in peers.toml")
-        wanted = set(peers[sys.argv[3]]["scenarios"])
-    conn = http.client.HTTPConnection(host, int(port), timeout=5)
-    failed = 0
-    for sc in contract["scenarios"]:
-        if wanted and sc["name"] not in wanted:
-            continue
-        problems = check(conn, sc, contract["required_headers"])
-        print(f"{'ok  ' if not problems else 'FAIL'} {sc['name']:<11} {'; '.join(problems)}")
-        failed += bool(problems)
-    sys.exit(1 if failed else 0)
+        if wanted[1] not in peers:
+            sys.exit(f"no peer {wanted[1]!r} in peers.toml")
+        wanted = peers[wanted[1]]["scenarios"]
+    found = problems(host, int(port), wanted)
+    for name, probs in found.items():
+        print(f"{'ok  ' if not probs else 'FAIL'} {name:<11} {'; '.join(probs)}")
+    sys.exit(1 if any(found.values()) else 0)
 
 
 if __name__ == "__main__":

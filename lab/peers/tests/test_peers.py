@@ -6,7 +6,6 @@ The floor and check.py tests need only gcc; nginx tests need nginx; the per-peer
 for the peers whose build output exists (./scripts/lab builds them) and are skipped otherwise.
 No timing assertions: these tests check answers, not speed.
 """
-import http.client
 import importlib.util
 import json
 import os
@@ -24,7 +23,6 @@ PEERS = Path(__file__).resolve().parent.parent
 CONTRACT = PEERS.parent / "contract"
 REGISTRY = tomllib.loads((PEERS / "peers.toml").read_text())["peer"]
 SCENARIOS = {s["name"]: s for s in json.loads((CONTRACT / "scenarios.json").read_text())["scenarios"]}
-REQUIRED = json.loads((CONTRACT / "scenarios.json").read_text())["required_headers"]
 
 _spec = importlib.util.spec_from_file_location("peer_check", PEERS / "check.py")
 peer_check = importlib.util.module_from_spec(_spec)
@@ -87,11 +85,7 @@ class Server:
 
 
 def contract_problems(port, names):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        return {n: peer_check.check(conn, SCENARIOS[n], REQUIRED) for n in names}
-    finally:
-        conn.close()
+    return peer_check.problems("127.0.0.1", port, names)
 
 
 # ------------------------------------------------------------------------------ the registry
