@@ -423,27 +423,31 @@ fn scan_method<S: Scan>(buf: &[u8], m_start: usize) -> Result<Option<usize>, Par
 
 /// `name` (a field name, so only `tchar` bytes) equals `lower` (lowercase letters and `-`),
 /// ignoring ASCII case. Setting bit 5 lowercases letters and leaves `-` alone; the only other
-/// byte it could turn into a letter or `-` is a control byte, and those are not `tchar`. Eight
-/// bytes at a time instead of a byte loop.
+/// byte it could turn into a letter or `-` is a control byte, and those are not `tchar`.
+///
+/// Every name we look for is 4 to 17 bytes long, so two overlapping word loads (the first and
+/// the last 4 or 8 bytes) cover it: each byte is compared independently, so overlap is harmless,
+/// and the lengths are constants, so this compiles to a handful of instructions.
 #[inline(always)]
-fn name_is(name: &[u8], lower: &[u8]) -> bool {
+fn name_is<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
     debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
-    if name.len() != lower.len() {
+    const { assert!(N >= 4 && N <= 24) };
+    let Ok(name) = <&[u8; N]>::try_from(name) else {
         return false;
+    };
+    if N >= 8 {
+        let w = |s: &[u8; N], at: usize| {
+            u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8])) | 0x2020_2020_2020_2020
+        };
+        w(name, 0) == w(lower, 0)
+            && w(name, N - 8) == w(lower, N - 8)
+            && (N <= 16 || w(name, 8) == w(lower, 8))
+    } else {
+        let w = |s: &[u8; N], at: usize| {
+            u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or([0; 4])) | 0x2020_2020
+        };
+        w(name, 0) == w(lower, 0) && w(name, N - 4) == w(lower, N - 4)
     }
-    let mut a = name.chunks_exact(8);
-    let mut b = lower.chunks_exact(8);
-    for (x, y) in (&mut a).zip(&mut b) {
-        let x = u64::from_le_bytes(x.try_into().unwrap_or([0; 8]));
-        let y = u64::from_le_bytes(y.try_into().unwrap_or([0; 8]));
-        if x | 0x2020_2020_2020_2020 != y {
-            return false;
-        }
-    }
-    a.remainder()
-        .iter()
-        .zip(b.remainder())
-        .all(|(&x, &y)| x | 0x20 == y)
 }
 
 #[inline(always)]
@@ -590,14 +594,12 @@ pub(crate) fn validate_authority<S: Scan>(
     if port.len() > 5 {
         bad!("invalid port in authority");
     }
-    let mut n = 0u32;
-    for &d in port {
-        if !d.is_ascii_digit() {
-            bad!("invalid port in authority");
-        }
-        n = n * 10 + u32::from(d - b'0');
+    if !port.iter().all(u8::is_ascii_digit) {
+        bad!("invalid port in authority");
     }
-    if n > 65535 {
+    // Up to 4 digits always fit; 5 digits compare as strings of equal length (leading zeros
+    // included, as before: `00080` is 80).
+    if port.len() == 5 && port > &b"65535"[..] {
         bad!("invalid port in authority");
     }
     Ok(())
@@ -751,29 +753,53 @@ mod tests {
     use super::*;
     use crate::scan::is_tchar;
 
+    fn check_name_is<const N: usize>(word: &[u8; N]) {
+        let mut name = word.to_vec();
+        for i in 0..N {
+            for b in (0..=255u8).filter(|&b| is_tchar(b)) {
+                name[i] = b;
+                assert_eq!(
+                    name_is(&name, word),
+                    name.eq_ignore_ascii_case(word),
+                    "{name:?}"
+                );
+            }
+            name[i] = word[i];
+        }
+        assert!(name_is(&word.to_ascii_uppercase(), word));
+        assert!(!name_is(&word[1..], word));
+        let mut longer = word.to_vec();
+        longer.push(b'x');
+        assert!(!name_is(&longer, word));
+    }
+
+    #[test]
+    fn port_bounds_are_checked_by_value_on_every_length() {
+        use crate::scan::Scalar;
+        for (authority, ok) in [
+            (&b"a:0"[..], true),
+            (b"a:8080", true),
+            (b"a:00080", true),
+            (b"a:09999", true),
+            (b"a:65535", true),
+            (b"a:65536", false),
+            (b"a:70000", false),
+            (b"a:99999", false),
+            (b"a:000080", false),
+            (b"a:8a", false),
+            (b"a:", false),
+        ] {
+            let got = validate_authority::<Scalar>(authority, 0, authority.len(), false);
+            assert_eq!(got.is_ok(), ok, "{:?}", std::str::from_utf8(authority));
+        }
+    }
+
     #[test]
     fn name_is_matches_eq_ignore_ascii_case_for_every_tchar_substitution() {
-        for word in [
-            &b"host"[..],
-            b"expect",
-            b"connection",
-            b"content-length",
-            b"transfer-encoding",
-        ] {
-            let mut name = word.to_vec();
-            for i in 0..word.len() {
-                for b in (0..=255u8).filter(|&b| is_tchar(b)) {
-                    name[i] = b;
-                    assert_eq!(
-                        name_is(&name, word),
-                        name.eq_ignore_ascii_case(word),
-                        "{name:?}"
-                    );
-                }
-                name[i] = word[i];
-            }
-            assert!(name_is(&word.to_ascii_uppercase(), word));
-            assert!(!name_is(&word[1..], word));
-        }
+        check_name_is(b"host");
+        check_name_is(b"expect");
+        check_name_is(b"connection");
+        check_name_is(b"content-length");
+        check_name_is(b"transfer-encoding");
     }
 }
