@@ -194,7 +194,9 @@ pub(crate) fn parse_core<S: Scan>(
     // --- Header fields (§5). ---
     let hdr_start = pos;
     let hdr_limit = limits.max_header_bytes;
+    // Sliced to the limit once, so `n < fields.len()` below also proves every store in bounds.
     let max_fields = fields.len().min(limits.max_fields);
+    let fields = &mut fields[..max_fields];
     let mut n = 0usize;
     let mut host: Option<Span> = None;
     let mut content_length: Option<u64> = None;
@@ -235,7 +237,7 @@ pub(crate) fn parse_core<S: Scan>(
             }
             Some(_) => {}
         }
-        if n == max_fields {
+        if n >= fields.len() {
             return Err(ParseError::new(431, "too many header fields"));
         }
 
