@@ -203,6 +203,7 @@ pub(crate) fn parse_core<S: Scan>(
     let mut te_seen = false;
     let mut chunked = false;
     let mut connection = ConnectionDirective::default();
+    // Stays `None` for HTTP/1.0 (see the `expect` field below).
     let mut expect = Expectation::None;
 
     // Reports Incomplete, unless the bytes so far already break the header-section limit.
@@ -316,7 +317,9 @@ pub(crate) fn parse_core<S: Scan>(
                 }
                 host = Some(span(v_start, vt));
             }
-            6 if name_is(name, b"expect") => {
+            // A server MUST ignore a 100-continue expectation from HTTP/1.0 (RFC 9110 §10.1.1);
+            // we ignore any expectation from 1.0 clients, which never had the mechanism.
+            6 if version == Version::Http11 && name_is(name, b"expect") => {
                 expect = if value.eq_ignore_ascii_case(b"100-continue")
                     && expect != Expectation::Unknown
                 {
@@ -377,11 +380,6 @@ pub(crate) fn parse_core<S: Scan>(
             None => BodyFraming::None,
         }
     };
-    // A server MUST ignore a 100-continue expectation from HTTP/1.0 (RFC 9110 §10.1.1); we ignore
-    // any expectation from 1.0 clients, which never had the mechanism.
-    if version == Version::Http10 {
-        expect = Expectation::None;
-    }
 
     Ok(Parsed::Complete(RequestHead {
         head_len,
