@@ -144,18 +144,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         for s in present:
             row = [labels.get(s, s)]
             for key, _, _, hi, fmt in metrics:
-                best = _best([_value(cells.get((x, c)), key) for x in present], hi)
-                refv = _value(cells.get((ref, c)), key) if ref and s != ref else None
-                row.append(
-                    _cell_text(
-                        cells.get((s, c)),
-                        key,
-                        fmt,
-                        best,
-                        refv,
-                        show_cv=key in ("rps", "cpu_us_per_req"),
-                    )
-                )
+                row.append(_metric_cell(cells, present, ref, s, c, key, hi, fmt))
             rows.append(row)
         lines.append(f"{len(present)} servers at {c} connections.")
         lines.append("")
@@ -168,24 +157,28 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         for s in present:
             row = [labels.get(s, s)]
             for c in concs:
-                best = _best([_value(cells.get((x, c)), key) for x in present], hi)
-                refv = _value(cells.get((ref, c)), key) if ref and s != ref else None
-                row.append(
-                    _cell_text(
-                        cells.get((s, c)),
-                        key,
-                        fmt,
-                        best,
-                        refv,
-                        show_cv=key in ("rps", "cpu_us_per_req"),
-                    )
-                )
+                row.append(_metric_cell(cells, present, ref, s, c, key, hi, fmt))
             rows.append(row)
         lines.append(f"**{title}** ({note})")
         lines.append("")
         lines += _table(header, rows)
         lines.append("")
     return lines
+
+
+def _metric_cell(cells, present, ref, server, conc, key, hi, fmt) -> str:
+    """One table cell: `server`'s figure for metric `key` at concurrency `conc`, bold when it is
+    the best among `present`, with its ratio to the reference server's figure."""
+    best = _best([_value(cells.get((x, conc)), key) for x in present], hi)
+    refv = _value(cells.get((ref, conc)), key) if ref and server != ref else None
+    return _cell_text(
+        cells.get((server, conc)),
+        key,
+        fmt,
+        best,
+        refv,
+        show_cv=key in ("rps", "cpu_us_per_req"),
+    )
 
 
 def _mib(v):
