@@ -147,19 +147,7 @@ async def slowloris(host: str, port: int, o: Options) -> dict:
         t.cancel()
         linger_zero(sock)
         sock.close()
-    st = _statuses(data)
-    if not how:
-        return _result(sid, desc, expected, False, f"still open after {deadline - t0:.1f} s; responses {st}")
-    took = t_close - t0
-    ok = all(s == 408 for s in st)
-    return _result(
-        sid,
-        desc,
-        expected,
-        ok,
-        f"{'/'.join(map(str, st)) or 'no response'}, then {how} after {took:.1f} s",
-        seconds=round(took, 2),
-    )
+    return _timeout_verdict(sid, desc, expected, data, how, t_close - t0, deadline - t0)
 
 
 async def slow_body(host: str, port: int, o: Options) -> dict:
@@ -176,16 +164,22 @@ async def slow_body(host: str, port: int, o: Options) -> dict:
     finally:
         linger_zero(sock)
         sock.close()
+    return _timeout_verdict(sid, desc, expected, data, how, t_close - t0, o.body_timeout + margin)
+
+
+def _timeout_verdict(
+    sid: str, description: str, expected: str, data: bytes, how: str, took: float, waited: float
+) -> dict:
+    """Verdict of a slow-client scenario: the server must have closed (`how` says how) before the
+    probe stopped waiting, and every response it sent before closing must be 408."""
     st = _statuses(data)
     if not how:
-        return _result(sid, desc, expected, False, f"still open after {o.body_timeout + margin:.1f} s; responses {st}")
-    took = t_close - t0
-    ok = all(s == 408 for s in st)
+        return _result(sid, description, expected, False, f"still open after {waited:.1f} s; responses {st}")
     return _result(
         sid,
-        desc,
+        description,
         expected,
-        ok,
+        all(s == 408 for s in st),
         f"{'/'.join(map(str, st)) or 'no response'}, then {how} after {took:.1f} s",
         seconds=round(took, 2),
     )
