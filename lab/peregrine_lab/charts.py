@@ -35,6 +35,19 @@ def _servers_in(cells, order):
     ]
 
 
+def _panel_grid(panels, order):
+    """A figure with one horizontal-bar panel per (scenario, pipelining) in two columns, tall
+    enough for the panel with the most servers; unused grid cells hidden."""
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = (len(panels) + ncols - 1) // ncols
+    heights = [len(_servers_in(p[1], order)) for p in panels]
+    fig_h = max(3.0, 0.32 * max(heights) + 1.2) * nrows
+    fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, fig_h), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
     panels = _panels(res)
     order = [s["name"] for s in res.get("servers", [])]
@@ -43,13 +56,7 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
     panels = [p for p in panels if _servers_in(p[1], order)]
     if not panels:
         return None
-    ncols = 2 if len(panels) > 1 else 1
-    nrows = (len(panels) + ncols - 1) // ncols
-    heights = [len(_servers_in(p[1], order)) for p in panels]
-    fig_h = max(3.0, 0.32 * max(heights) + 1.2) * nrows
-    fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, fig_h), squeeze=False)
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
+    fig, axes = _panel_grid(panels, order)
     for ax, ((_scen, pipe), cells, title) in zip(axes.flat, panels, strict=False):
         servers = _servers_in(cells, order)
         concs = sorted({c for (_, c) in cells})
@@ -105,13 +112,7 @@ def _latency_chart(res, path: Path) -> Path | None:
     ]
     if not panels:
         return None
-    ncols = 2 if len(panels) > 1 else 1
-    nrows = (len(panels) + ncols - 1) // ncols
-    heights = [len(_servers_in(p[1], order)) for p in panels]
-    fig_h = max(3.0, 0.32 * max(heights) + 1.2) * nrows
-    fig, axes = plt.subplots(nrows, ncols, figsize=(7.5 * ncols, fig_h), squeeze=False)
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
+    fig, axes = _panel_grid(panels, order)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, ((_scen, pipe), cells, title) in zip(axes.flat, panels, strict=False):
         servers = _servers_in(cells, order)
