@@ -1,46 +1,14 @@
 //! Chunked decoding: rows E5–E10 of http1-rules.md, plus incremental feeding at every split.
 
-use peregrine_codec::{ChunkedDecoder, ChunkedStep, Limits, ParseError};
+mod common;
+
+use peregrine_codec::{ChunkedDecoder, ChunkedStep, Limits};
 
 /// The decoded body and the bytes after it, or `None` if the input ended first.
-type Outcome = Result<Option<(Vec<u8>, Vec<u8>)>, ParseError>;
+type Outcome = common::ChunkedOutcome;
 
-/// Feeds `input` in pieces (the caller keeps unconsumed bytes and appends the next piece, as a
-/// connection driver does). Returns the body and the bytes left after the chunked body, or the
-/// error. `Ok(None)` if the input ended before the body did.
 fn feed(input: &[u8], piece: usize, limits: &Limits) -> Outcome {
-    let mut dec = ChunkedDecoder::new();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut body = Vec::new();
-    let mut chunks = input.chunks(piece.max(1));
-    loop {
-        match dec.decode(&pending, limits)? {
-            ChunkedStep::Data {
-                consumed,
-                data_start,
-                data_len,
-            } => {
-                assert!(data_len > 0, "empty data step");
-                body.extend_from_slice(&pending[data_start..data_start + data_len]);
-                pending.drain(..consumed);
-            }
-            ChunkedStep::NeedMore { consumed } => {
-                pending.drain(..consumed);
-                match chunks.next() {
-                    Some(c) => pending.extend_from_slice(c),
-                    None => return Ok(None),
-                }
-            }
-            ChunkedStep::Done { consumed } => {
-                pending.drain(..consumed);
-                assert!(dec.is_done());
-                for c in chunks {
-                    pending.extend_from_slice(c);
-                }
-                return Ok(Some((body, pending)));
-            }
-        }
-    }
+    common::feed_chunked(input, piece, limits)
 }
 
 /// Decodes `input` whole, one byte at a time, and at every two-piece split; all must agree.

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use peregrine_codec::{ChunkedDecoder, ChunkedStep, Limits, Parsed};
+use peregrine_codec::{Limits, Parsed};
 use proptest::prelude::*;
 
 /// Valid requests that mutations start from.
@@ -178,8 +178,8 @@ proptest! {
         let limits = Limits { max_chunk_ext_len: 16, max_trailer_bytes: 40, max_field_line: 20, ..Limits::default() };
         // Whether it fails, and what it decodes, cannot depend on the split. (Which limit or rule
         // is reported first may: a partial line can already be too long before its bare CR.)
-        let whole = feed_chunked(&buf, buf.len(), &limits);
-        let split = feed_chunked(&buf, piece, &limits);
+        let whole = common::feed_chunked(&buf, buf.len(), &limits);
+        let split = common::feed_chunked(&buf, piece, &limits);
         match (&whole, &split) {
             (Err(_), Err(_)) => {}
             _ => prop_assert_eq!(whole, split),
@@ -204,7 +204,7 @@ proptest! {
             body.extend_from_slice(c);
         }
         wire.extend_from_slice(format!("0{ext}\r\n{trailers}\r\nNEXT").as_bytes());
-        let r = feed_chunked(&wire, piece, &Limits::default());
+        let r = common::feed_chunked(&wire, piece, &Limits::default());
         prop_assert_eq!(r, Ok(Some((body, b"NEXT".to_vec()))));
     }
 }
@@ -217,42 +217,4 @@ fn peregrine_trim(mut s: &[u8]) -> &[u8] {
         s = rest;
     }
     s
-}
-
-type Outcome = Result<Option<(Vec<u8>, Vec<u8>)>, u16>;
-
-fn feed_chunked(input: &[u8], piece: usize, limits: &Limits) -> Outcome {
-    let mut dec = ChunkedDecoder::new();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut body = Vec::new();
-    let mut chunks = input.chunks(piece.max(1));
-    loop {
-        match dec.decode(&pending, limits).map_err(|e| e.status)? {
-            ChunkedStep::Data {
-                consumed,
-                data_start,
-                data_len,
-            } => {
-                assert!(
-                    data_len > 0 && data_start + data_len <= consumed && consumed <= pending.len()
-                );
-                body.extend_from_slice(&pending[data_start..data_start + data_len]);
-                pending.drain(..consumed);
-            }
-            ChunkedStep::NeedMore { consumed } => {
-                pending.drain(..consumed);
-                match chunks.next() {
-                    Some(c) => pending.extend_from_slice(c),
-                    None => return Ok(None),
-                }
-            }
-            ChunkedStep::Done { consumed } => {
-                pending.drain(..consumed);
-                for c in chunks {
-                    pending.extend_from_slice(c);
-                }
-                return Ok(Some((body, pending)));
-            }
-        }
-    }
 }

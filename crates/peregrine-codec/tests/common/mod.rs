@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use peregrine_codec::{
-    parse_request_head_with, FieldSpan, Isa, Limits, ParseError, Parsed, RequestHead,
+    parse_request_head_with, ChunkedDecoder, ChunkedStep, FieldSpan, Isa, Limits, ParseError,
+    Parsed, RequestHead,
 };
 
 pub const TABLE: usize = 128;
@@ -100,4 +101,49 @@ pub fn reject_with(buf: &[u8], limits: &Limits, status: u16) -> ParseError {
 
 pub fn reject(buf: &[u8], status: u16) -> ParseError {
     reject_with(buf, &Limits::default(), status)
+}
+
+/// The decoded body and the bytes after it, or `None` if the input ended first.
+pub type ChunkedOutcome = Result<Option<(Vec<u8>, Vec<u8>)>, ParseError>;
+
+/// Feeds `input` in pieces (the caller keeps unconsumed bytes and appends the next piece, as a
+/// connection driver does). Returns the body and the bytes left after the chunked body, or the
+/// error. `Ok(None)` if the input ended before the body did.
+pub fn feed_chunked(input: &[u8], piece: usize, limits: &Limits) -> ChunkedOutcome {
+    let mut dec = ChunkedDecoder::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut body = Vec::new();
+    let mut chunks = input.chunks(piece.max(1));
+    loop {
+        match dec.decode(&pending, limits)? {
+            ChunkedStep::Data {
+                consumed,
+                data_start,
+                data_len,
+            } => {
+                assert!(data_len > 0, "empty data step");
+                assert!(
+                    data_start + data_len <= consumed && consumed <= pending.len(),
+                    "data step outside what it consumed"
+                );
+                body.extend_from_slice(&pending[data_start..data_start + data_len]);
+                pending.drain(..consumed);
+            }
+            ChunkedStep::NeedMore { consumed } => {
+                pending.drain(..consumed);
+                match chunks.next() {
+                    Some(c) => pending.extend_from_slice(c),
+                    None => return Ok(None),
+                }
+            }
+            ChunkedStep::Done { consumed } => {
+                pending.drain(..consumed);
+                assert!(dec.is_done());
+                for c in chunks {
+                    pending.extend_from_slice(c);
+                }
+                return Ok(Some((body, pending)));
+            }
+        }
+    }
 }
