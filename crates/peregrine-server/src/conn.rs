@@ -7,7 +7,6 @@
 
 use crate::body::BodyError;
 use crate::idle::{Idle, IdleWait};
-use crate::request::FieldTable;
 use crate::response::{Response, ResponseBody};
 use crate::worker::{
     ConnLine, FieldsKey, Framing, HeadCache, HeadMemo, WorkerShared, HEAD_MEMO_FIELDS,
@@ -997,9 +996,8 @@ async fn busy<S: Service>(
                     return Next::Close(Close::Linger);
                 }
             }
-            let (bytes, gen) = {
+            let gen = {
                 let mut io = conn.io.borrow_mut();
-                let bytes = io.rbuf.split_to(head.head_len).freeze();
                 io.gen += 1;
                 io.body = match head.framing {
                     BodyFraming::None | BodyFraming::Length(0) => BodyState::Done,
@@ -1009,12 +1007,26 @@ async fn busy<S: Service>(
                 io.continue_pending = head.expect == Expectation::Continue
                     && head.version == Version::Http11
                     && !matches!(io.body, BodyState::Done);
-                (bytes, io.gen)
+                io.gen
             };
             let body = match head.framing {
                 BodyFraming::None | BodyFraming::Length(0) => Body::empty(),
                 BodyFraming::Length(n) => Body::from_conn(conn.clone(), gen, Some(n)),
                 BodyFraming::Chunked => Body::from_conn(conn.clone(), gen, None),
+            };
+            // The request gets a copy of the head (fields straight from the worker's table:
+            // nothing was parsed since); the read buffer moves on to the body or next request.
+            let req = {
+                let mut io = conn.io.borrow_mut();
+                let req = Request::new(
+                    &io.rbuf[..head.head_len],
+                    head,
+                    &conn.shared.fields.borrow()[..head.field_count],
+                    peer,
+                    body,
+                );
+                io.rbuf.advance(head.head_len);
+                req
             };
 
             let mut keep_alive = head.keep_alive()
@@ -1024,20 +1036,14 @@ async fn busy<S: Service>(
             // The handler future lives in this (boxed, per-batch) future: no allocation per
             // request. Panics, in `call` or in `poll`, are caught and answered with 500.
             //
-            // The first poll calls the service, building the request in place as its argument
-            // (fields copied straight from the worker's table: nothing was parsed since), and
-            // writes the future straight into its pinned slot, all inside one `catch_unwind`:
-            // neither the few-hundred-byte request nor the future is moved afterwards, and a
-            // handler that answers at once costs one `catch_unwind`, not two.
+            // The first poll calls the service and writes its future straight into its pinned
+            // slot, inside the same `catch_unwind` as the poll: a handler that answers at once
+            // costs one `catch_unwind`, not two.
             let mut slot = std::pin::pin!(None::<S::Future>);
-            let mut parts = Some((bytes, body));
+            let mut req = Some(req);
             let resp = poll_fn(|cx| {
                 let polled = catch_unwind(AssertUnwindSafe(|| {
-                    if let Some((bytes, body)) = parts.take() {
-                        let fields = FieldTable::from_slice(
-                            &conn.shared.fields.borrow()[..head.field_count],
-                        );
-                        let req = Request::from_parts(bytes, head, fields, peer, body);
+                    if let Some(req) = req.take() {
                         slot.set(Some(service.call(req)));
                     }
                     match slot.as_mut().as_pin_mut() {
