@@ -964,72 +964,82 @@ async fn busy<S: Service>(
         std::hint::black_box(&floor);
         // 1. Answer every complete request in the buffer, in order.
         loop {
-            if !parse_due || conn.io.borrow().rbuf.is_empty() {
+            if !parse_due {
                 break;
             }
-            let parsed = {
-                let io = conn.io.borrow();
-                let mut table = conn.shared.fields.borrow_mut();
-                peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table)
-            };
-            let head = match parsed {
-                Err(e) => {
-                    conn.push_error(e.status, e.reason, false);
-                    return Next::Close(Close::Linger);
-                }
-                Ok(Parsed::Incomplete) => {
-                    parse_due = false;
+            // Parse, and for a complete head build the request, under one borrow of the
+            // connection and of the worker's field table (this runs once per request).
+            let (req, version, head_request, head_keep_alive) = {
+                let mut io = conn.io.borrow_mut();
+                if io.rbuf.is_empty() {
                     break;
                 }
-                Ok(Parsed::Complete(h)) => h,
-            };
-            head_deadline = None;
-            *served += 1;
-            let head_request = head.method_kind == Method::Head;
-            if head.expect == Expectation::Unknown {
-                conn.push_error(417, "unsupported expectation", head_request);
-                return Next::Close(Close::Linger);
-            }
-            if let BodyFraming::Length(n) = head.framing {
-                if n > cfg.max_body_size {
-                    conn.push_error(413, "request body too large", head_request);
+                let mut table = conn.shared.fields.borrow_mut();
+                let head =
+                    match peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table) {
+                        Ok(Parsed::Complete(h)) => h,
+                        Ok(Parsed::Incomplete) => {
+                            parse_due = false;
+                            break;
+                        }
+                        Err(e) => {
+                            drop((io, table));
+                            conn.push_error(e.status, e.reason, false);
+                            return Next::Close(Close::Linger);
+                        }
+                    };
+                let head_request = head.method_kind == Method::Head;
+                let refusal = match head.framing {
+                    _ if head.expect == Expectation::Unknown => {
+                        Some((417, "unsupported expectation"))
+                    }
+                    BodyFraming::Length(n) if n > cfg.max_body_size => {
+                        Some((413, "request body too large"))
+                    }
+                    _ => None,
+                };
+                if let Some((status, reason)) = refusal {
+                    drop((io, table));
+                    *served += 1;
+                    conn.push_error(status, reason, head_request);
                     return Next::Close(Close::Linger);
                 }
-            }
-            let gen = {
-                let mut io = conn.io.borrow_mut();
                 io.gen += 1;
-                io.body = match head.framing {
-                    BodyFraming::None | BodyFraming::Length(0) => BodyState::Done,
-                    BodyFraming::Length(n) => BodyState::Length(n),
-                    BodyFraming::Chunked => BodyState::Chunked(ChunkedDecoder::new(), 0),
+                let gen = io.gen;
+                let body = match head.framing {
+                    BodyFraming::None | BodyFraming::Length(0) => {
+                        io.body = BodyState::Done;
+                        Body::empty()
+                    }
+                    BodyFraming::Length(n) => {
+                        io.body = BodyState::Length(n);
+                        Body::from_conn(conn.clone(), gen, Some(n))
+                    }
+                    BodyFraming::Chunked => {
+                        io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
+                        Body::from_conn(conn.clone(), gen, None)
+                    }
                 };
                 io.continue_pending = head.expect == Expectation::Continue
                     && head.version == Version::Http11
                     && !matches!(io.body, BodyState::Done);
-                io.gen
-            };
-            let body = match head.framing {
-                BodyFraming::None | BodyFraming::Length(0) => Body::empty(),
-                BodyFraming::Length(n) => Body::from_conn(conn.clone(), gen, Some(n)),
-                BodyFraming::Chunked => Body::from_conn(conn.clone(), gen, None),
-            };
-            // The request gets a copy of the head (fields straight from the worker's table:
-            // nothing was parsed since); the read buffer moves on to the body or next request.
-            let req = {
-                let mut io = conn.io.borrow_mut();
+                let (version, keep_alive, head_len) =
+                    (head.version, head.keep_alive(), head.head_len);
+                // The request gets a copy of the head (fields straight from the table: nothing
+                // was parsed since); the read buffer moves on to the body or next request.
                 let req = Request::new(
-                    &io.rbuf[..head.head_len],
+                    &io.rbuf[..head_len],
                     head,
-                    &conn.shared.fields.borrow()[..head.field_count],
+                    &table[..head.field_count],
                     peer,
                     body,
                 );
-                io.rbuf.advance(head.head_len);
-                req
+                io.rbuf.advance(head_len);
+                (req, version, head_request, keep_alive)
             };
-
-            let mut keep_alive = head.keep_alive()
+            head_deadline = None;
+            *served += 1;
+            let mut keep_alive = head_keep_alive
                 && cfg
                     .max_requests_per_connection
                     .map_or(true, |max| *served < max);
@@ -1107,14 +1117,9 @@ async fn busy<S: Service>(
                     return Next::Close(Close::Linger);
                 }
             }
-            if let Some(rest) =
-                conn.start_response(resp, &mut keep_alive, head.version, head_request)
-            {
+            if let Some(rest) = conn.start_response(resp, &mut keep_alive, version, head_request) {
                 // Boxed: large and streamed bodies are the exception.
-                if Box::pin(conn.finish_response(rest, head.version))
-                    .await
-                    .is_err()
-                {
+                if Box::pin(conn.finish_response(rest, version)).await.is_err() {
                     return Next::Close(Close::Now);
                 }
             }
@@ -1122,11 +1127,21 @@ async fn busy<S: Service>(
                 return Next::Close(Close::Linger);
             }
             // (A streamed response may have read the body meanwhile.)
-            let body_done = matches!(conn.io.borrow().body, BodyState::Done);
-            if !body_done && !Box::pin(conn.drain_body()).await {
-                return Next::Close(Close::Linger);
-            }
-            if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
+            let (body_done, pending) = {
+                let io = conn.io.borrow();
+                (
+                    matches!(io.body, BodyState::Done),
+                    io.out.len() - io.out_pos,
+                )
+            };
+            if !body_done {
+                if !Box::pin(conn.drain_body()).await {
+                    return Next::Close(Close::Linger);
+                }
+                if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
+                    return Next::Close(Close::Now);
+                }
+            } else if pending > cfg.max_pending_output && conn.flush().await.is_err() {
                 return Next::Close(Close::Now);
             }
             // What follows the request in the buffer is new input for the parser.

@@ -3,7 +3,7 @@
 use crate::Body;
 use bytes::Bytes;
 use peregrine_codec::{BodyFraming, FieldSpan, Method, ParseError, RequestHead, Span, Version};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 
@@ -27,23 +27,19 @@ struct Parts {
 /// buffers are freed instead of pinned).
 const SPARE_BYTES_MAX: usize = 4096;
 const SPARE_FIELDS_MAX: usize = 64;
-/// Recycled [`Parts`] kept per thread. A worker answers one request at a time per connection
-/// and drops it before the next in the common case, so one or two are in use at once; a few
-/// cover handlers that keep requests alive a little longer.
-const SPARE_PARTS_MAX: usize = 4;
 
 thread_local! {
-    static SPARE_PARTS: RefCell<Vec<Box<Parts>>> = const { RefCell::new(Vec::new()) };
+    /// One emptied [`Parts`] kept for the next request on this thread. A worker answers its
+    /// requests one after the other and the handler's future (holding the request) is dropped
+    /// before the next one is built, so one spare serves the common case; requests kept alive
+    /// longer simply allocate. A `Cell` (take/set) costs less than a pool behind a `RefCell`.
+    static SPARE_PARTS: Cell<Option<Box<Parts>>> = const { Cell::new(None) };
 }
 
 impl Parts {
     /// A recycled (or new) box holding a copy of `bytes`, `fields`, `head` and `peer`.
     fn boxed(bytes: &[u8], head: RequestHead, fields: &[FieldSpan], peer: SocketAddr) -> Box<Self> {
-        let spare = SPARE_PARTS
-            .try_with(|s| s.borrow_mut().pop())
-            .ok()
-            .flatten();
-        match spare {
+        match SPARE_PARTS.try_with(Cell::take).ok().flatten() {
             Some(mut p) => {
                 p.bytes.extend_from_slice(bytes);
                 p.fields.extend_from_slice(fields);
@@ -60,21 +56,15 @@ impl Parts {
         }
     }
 
-    /// Empties `self` and keeps it for the next request on this thread, unless its buffers grew
-    /// large or enough are kept already.
+    /// Empties `self` and keeps it as this thread's spare, unless its buffers grew large.
     fn recycle(mut self: Box<Self>) {
         if self.bytes.capacity() > SPARE_BYTES_MAX || self.fields.capacity() > SPARE_FIELDS_MAX {
             return;
         }
         self.bytes.clear();
         self.fields.clear();
-        // During thread teardown the pool may be gone: then the box is just freed.
-        let _ = SPARE_PARTS.try_with(|s| {
-            let mut s = s.borrow_mut();
-            if s.len() < SPARE_PARTS_MAX {
-                s.push(self);
-            }
-        });
+        // During thread teardown the slot may be gone: then the box is just freed.
+        let _ = SPARE_PARTS.try_with(|s| s.set(Some(self)));
     }
 }
 
