@@ -1,5 +1,5 @@
 //! Request-head parsing: peregrine-codec (best path, and each path forced) against httparse, on a
-//! minimal request, a typical browser request (13 header fields) and a batch of 16 pipelined
+//! minimal request, wrk's request, a typical browser request (13 header fields) and a batch of 16 pipelined
 //! minimal requests. Criterion reports time per request (throughput in elements = requests).
 //!
 //! `cargo bench -p peregrine-codec --bench parse`
@@ -11,7 +11,7 @@ use peregrine_codec::{
 
 #[path = "support/inputs.rs"]
 mod inputs;
-use inputs::{BROWSER, MINIMAL};
+use inputs::{BROWSER, MINIMAL, WRK};
 
 /// Parses every request in `buf` with peregrine on `isa` (or the best path); returns the count.
 #[inline(always)]
@@ -63,8 +63,9 @@ fn httparse_all(buf: &[u8]) -> usize {
 
 fn bench(c: &mut Criterion) {
     let pipelined = MINIMAL.repeat(16);
-    let inputs: [(&str, &[u8], u64); 3] = [
+    let inputs: [(&str, &[u8], u64); 4] = [
         ("minimal", MINIMAL, 1),
+        ("wrk", WRK, 1),
         ("browser", BROWSER, 1),
         ("pipelined16", &pipelined, 16),
     ];

@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release -p peregrine-codec --example parse_loop -- <impl> <input> <n>`
 //! where impl is `best`, `scalar`, `sse42`, `avx2` or `httparse`, and input is `minimal`,
-//! `browser` or `pipelined16` (counted as 16 requests per iteration).
+//! `wrk` (the request wrk sends in the lab), `browser`, or `pipelined16` / `wrk16` (16 minimal /
+//! wrk requests in one buffer, counted as 16 requests per iteration).
 //!
 //! `parse_loop compare <rounds>` instead times every implementation on every input in
 //! interleaved rounds and prints, per pair, the fastest round (ns/request) and the ratio
@@ -28,14 +29,17 @@ fn main() {
     let (imp, input, n) = match &args[..] {
         [_, imp, input, n] => (imp.as_str(), input.as_str(), n.parse::<usize>().expect("n")),
         _ => panic!(
-            "usage: parse_loop <best|scalar|sse42|avx2|httparse> <minimal|browser|pipelined16> <n>"
+            "usage: parse_loop <best|scalar|sse42|avx2|httparse> <minimal|wrk|browser|pipelined16|wrk16> <n>"
         ),
     };
     let pipelined = inputs::MINIMAL.repeat(16);
+    let wrk16 = inputs::WRK.repeat(16);
     let buf: &[u8] = match input {
         "minimal" => inputs::MINIMAL,
+        "wrk" => inputs::WRK,
         "browser" => inputs::BROWSER,
         "pipelined16" => &pipelined,
+        "wrk16" => &wrk16,
         other => panic!("unknown input {other}"),
     };
     let httparse = imp == "httparse";
@@ -117,10 +121,13 @@ fn once<'b>(
 
 fn compare(rounds: usize) {
     let pipelined = inputs::MINIMAL.repeat(16);
-    let inputs: [(&str, &[u8]); 3] = [
+    let wrk16 = inputs::WRK.repeat(16);
+    let inputs: [(&str, &[u8]); 5] = [
         ("minimal", inputs::MINIMAL),
+        ("wrk", inputs::WRK),
         ("browser", inputs::BROWSER),
         ("pipelined16", &pipelined),
+        ("wrk16", &wrk16),
     ];
     let imps = ["best", "scalar", "sse42", "avx2", "httparse"];
     let mut fields = [FieldSpan::default(); 100];

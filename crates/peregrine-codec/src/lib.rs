@@ -15,6 +15,7 @@
 
 pub mod chunked;
 pub mod error;
+mod fast;
 pub mod limits;
 mod parse;
 pub mod request;
@@ -29,4 +30,4 @@ pub use request::{
     RequestHead, Span, Version,
 };
 #[doc(hidden)]
-pub use request::{parse_request_head_with, Isa};
+pub use request::{parse_request_head_general_with, parse_request_head_with, Isa};

@@ -24,7 +24,7 @@ macro_rules! bad {
 }
 
 #[inline(always)]
-fn span(start: usize, end: usize) -> Span {
+pub(crate) fn span(start: usize, end: usize) -> Span {
     Span {
         start: start as u32,
         len: (end - start) as u32,
@@ -429,7 +429,7 @@ fn scan_method<S: Scan>(buf: &[u8], m_start: usize) -> Result<Option<usize>, Par
 /// the last 4 or 8 bytes) cover it: each byte is compared independently, so overlap is harmless,
 /// and the lengths are constants, so this compiles to a handful of instructions.
 #[inline(always)]
-fn name_is<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
+pub(crate) fn name_is<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
     debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
     const { assert!(N >= 4 && N <= 24) };
     let Ok(name) = <&[u8; N]>::try_from(name) else {
@@ -606,7 +606,7 @@ pub(crate) fn validate_authority<S: Scan>(
 }
 
 /// `Content-Length = 1*DIGIT`, no list, no sign, no whitespace, no overflow.
-fn parse_content_length(v: &[u8]) -> Result<u64, ParseError> {
+pub(crate) fn parse_content_length(v: &[u8]) -> Result<u64, ParseError> {
     if v.is_empty() {
         bad!("empty Content-Length");
     }
@@ -628,7 +628,7 @@ fn parse_content_length(v: &[u8]) -> Result<u64, ParseError> {
 
 /// Accepts exactly one coding, `chunked` (case-insensitive). `chunked` twice or not last is 400;
 /// any other coding, parameters, or odd separators is 501 (never a fallback to Content-Length).
-fn parse_transfer_encoding(v: &[u8]) -> Result<(), ParseError> {
+pub(crate) fn parse_transfer_encoding(v: &[u8]) -> Result<(), ParseError> {
     if v.is_empty() {
         return Err(ParseError::new(501, "empty Transfer-Encoding"));
     }
@@ -657,7 +657,7 @@ fn parse_transfer_encoding(v: &[u8]) -> Result<(), ParseError> {
     Ok(())
 }
 
-fn parse_connection(v: &[u8], c: &mut ConnectionDirective) {
+pub(crate) fn parse_connection(v: &[u8], c: &mut ConnectionDirective) {
     for token in v.split(|&b| b == b',') {
         let token = trim_ows(token);
         if token.eq_ignore_ascii_case(b"close") {
@@ -711,8 +711,33 @@ pub(crate) fn parse_field_line(line: &[u8]) -> Result<(&[u8], &[u8]), ParseError
     Ok((&line[..name_end], trim_ows(value)))
 }
 
+/// The fast path, then (when it declines) the general parser, for one scanning strategy.
+#[inline(always)]
+fn parse_fast_then<S: Scan>(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+    general: impl FnOnce(&[u8], &Limits, &mut [FieldSpan]) -> Result<Parsed, ParseError>,
+) -> Result<Parsed, ParseError> {
+    match crate::fast::parse_fast::<S>(buf, limits, fields) {
+        Some(head) => Ok(Parsed::Complete(head)),
+        None => general(buf, limits, fields),
+    }
+}
+
 /// Scalar instantiation.
 pub(crate) fn parse_scalar(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    parse_fast_then::<crate::scan::Scalar>(buf, limits, fields, parse_scalar_general)
+}
+
+/// Scalar instantiation of the general parser alone. Kept out of line so that the fast path's
+/// function stays small (few registers saved, nothing spilled).
+#[inline(never)]
+pub(crate) fn parse_scalar_general(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
@@ -731,6 +756,24 @@ pub(crate) unsafe fn parse_sse42(
     limits: &Limits,
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
+    parse_fast_then::<crate::scan::Sse42>(buf, limits, fields, |b, l, f| {
+        // SAFETY: this function's own contract (the CPU supports SSSE3 and SSE4.2).
+        unsafe { parse_sse42_general(b, l, f) }
+    })
+}
+
+/// SSE instantiation of the general parser alone.
+///
+/// # Safety
+/// As for [`parse_sse42`].
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "ssse3,sse4.2")]
+#[inline(never)]
+pub(crate) unsafe fn parse_sse42_general(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
     parse_core::<crate::scan::Sse42>(buf, limits, fields)
 }
 
@@ -741,6 +784,24 @@ pub(crate) unsafe fn parse_sse42(
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn parse_avx2(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    parse_fast_then::<crate::scan::Avx2>(buf, limits, fields, |b, l, f| {
+        // SAFETY: this function's own contract (the CPU supports AVX2).
+        unsafe { parse_avx2_general(b, l, f) }
+    })
+}
+
+/// AVX2 instantiation of the general parser alone.
+///
+/// # Safety
+/// As for [`parse_avx2`].
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+pub(crate) unsafe fn parse_avx2_general(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],

@@ -227,3 +227,28 @@ pub fn parse_request_head_with(
         _ => parse::parse_scalar(buf, limits, fields),
     }
 }
+
+/// [`parse_request_head_with`] without the fast path: the general parser alone, which decides
+/// every rule. The fast path must agree with it on every input it accepts and decline every
+/// other; this exists so that tests and fuzzers can check that.
+#[doc(hidden)]
+pub fn parse_request_head_general_with(
+    isa: Isa,
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Result<Parsed, ParseError> {
+    match isa {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: the CPU was checked for AVX2.
+        Isa::Avx2 if isa.is_available() => unsafe {
+            parse::parse_avx2_general(buf, limits, fields)
+        },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: the CPU was checked for SSSE3 and SSE4.2.
+        Isa::Sse42 if isa.is_available() => unsafe {
+            parse::parse_sse42_general(buf, limits, fields)
+        },
+        _ => parse::parse_scalar_general(buf, limits, fields),
+    }
+}

@@ -283,7 +283,18 @@ mod x86 {
         #[inline(always)]
         fn field_line(buf: &[u8], pos: usize) -> (usize, usize) {
             // Most field lines fit in 32 bytes: one load classified twice gives both ends.
-            if pos + 32 <= buf.len() {
+            let len = buf.len();
+            if pos + 32 > len && len >= 32 && pos < len {
+                // The line runs to the end of what has been read (the last field of a lone
+                // request): one load that ends at `len`, classified twice.
+                // SAFETY: as for `skip`; and len >= 32, so `len - 32..len` is in bounds.
+                let (not_tchar, not_value) = unsafe { misses32_two(buf.as_ptr().add(len - 32)) };
+                return (
+                    tail_end::<32>(not_tchar, len, pos),
+                    tail_end::<32>(not_value, len, pos),
+                );
+            }
+            if pos + 32 <= len {
                 // SAFETY: as for `skip`; and pos + 32 <= len, so the load is in bounds.
                 let (not_tchar, not_value) = unsafe { misses32_two(buf.as_ptr().add(pos)) };
                 if not_tchar != 0 {
@@ -338,17 +349,36 @@ mod x86 {
         _mm_movemask_epi8(_mm_cmpeq_epi8(hit, _mm_setzero_si128())) as u32
     }
 
+    /// `m`, the miss mask of the `W` bytes that end at `buf.len()` (loaded at `len - W`), seen
+    /// from `i` (with `len - W < i < len`): the index of the first miss at or after `i`, or `len`.
+    /// The bits below `i` belong to bytes already scanned and are shifted out; a sentinel bit
+    /// at `len` stands for "no miss".
+    #[inline(always)]
+    fn tail_end<const W: usize>(m: u32, len: usize, i: usize) -> usize {
+        let k = i - (len - W); // 1..W
+        let m = (u64::from(m) >> k) | (1u64 << (W - k));
+        i + m.trailing_zeros() as usize
+    }
+
     #[inline(always)]
     unsafe fn skip_sse(buf: &[u8], mut i: usize, class: &Class) -> usize {
         let lo_t = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
         let hi_t = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
-        while i + 16 <= buf.len() {
+        let len = buf.len();
+        while i + 16 <= len {
             // SAFETY: i + 16 <= len, so the 16-byte load is in bounds.
             let m = misses16(buf.as_ptr().add(i), lo_t, hi_t);
             if m != 0 {
                 return i + m.trailing_zeros() as usize;
             }
             i += 16;
+        }
+        if i < len && len >= 16 {
+            // The last bytes: one load that ends at `len` (overlapping bytes already scanned)
+            // instead of a byte loop.
+            // SAFETY: len >= 16, so `len - 16..len` is in bounds.
+            let m = misses16(buf.as_ptr().add(len - 16), lo_t, hi_t);
+            return tail_end::<16>(m, len, i);
         }
         skip_scalar(buf, i, class)
     }
@@ -357,26 +387,32 @@ mod x86 {
     unsafe fn skip_avx2(buf: &[u8], mut i: usize, class: &Class) -> usize {
         let lo_128 = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
         let hi_128 = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
-        if i + 32 <= buf.len() {
+        let len = buf.len();
+        if len >= 32 {
+            if i >= len {
+                return i;
+            }
             // vpshufb shuffles within each 128-bit lane, so both lanes get the same table.
             let lo_t = _mm256_broadcastsi128_si256(lo_128);
             let hi_t = _mm256_broadcastsi128_si256(hi_128);
-            let m0f = _mm256_set1_epi8(0x0F);
-            while i + 32 <= buf.len() {
+            while i + 32 <= len {
                 // SAFETY: i + 32 <= len, so the 32-byte load is in bounds.
-                let v = _mm256_loadu_si256(buf.as_ptr().add(i) as *const __m256i);
-                let lo = _mm256_and_si256(v, m0f);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-                let hit =
-                    _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
-                let m = _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32;
+                let m = misses32(buf.as_ptr().add(i), lo_t, hi_t);
                 if m != 0 {
                     return i + m.trailing_zeros() as usize;
                 }
                 i += 32;
             }
+            if i == len {
+                return i;
+            }
+            // The last bytes: one load that ends at `len` (overlapping bytes already scanned,
+            // or before `start`) instead of a 16-byte step and a byte loop.
+            // SAFETY: len >= 32, so `len - 32..len` is in bounds.
+            let m = misses32(buf.as_ptr().add(len - 32), lo_t, hi_t);
+            return tail_end::<32>(m, len, i);
         }
-        if i + 16 <= buf.len() {
+        if i + 16 <= len {
             // SAFETY: i + 16 <= len.
             let m = misses16(buf.as_ptr().add(i), lo_128, hi_128);
             if m != 0 {
@@ -384,7 +420,23 @@ mod x86 {
             }
             i += 16;
         }
+        if i < len && len >= 16 {
+            // SAFETY: len >= 16, so `len - 16..len` is in bounds.
+            let m = misses16(buf.as_ptr().add(len - 16), lo_128, hi_128);
+            return tail_end::<16>(m, len, i);
+        }
         skip_scalar(buf, i, class)
+    }
+
+    /// Bitmask of the 32 bytes at `p` that are NOT in the class (tables broadcast to both lanes).
+    #[inline(always)]
+    unsafe fn misses32(p: *const u8, lo_t: __m256i, hi_t: __m256i) -> u32 {
+        let m0f = _mm256_set1_epi8(0x0F);
+        let v = _mm256_loadu_si256(p as *const __m256i);
+        let lo = _mm256_and_si256(v, m0f);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+        let hit = _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32
     }
 }
 
@@ -456,7 +508,8 @@ mod tests {
                         if stop_at < len {
                             buf[stop_at] = stop;
                         }
-                        for start in [0, 1, 3] {
+                        // Starts that put the end-aligned tail load at every overlap.
+                        for start in [0, 1, 3, 15, 17, 31, 33, 47, 50, 63, 79] {
                             if start > len {
                                 continue;
                             }

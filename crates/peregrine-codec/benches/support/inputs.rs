@@ -3,6 +3,10 @@
 /// A minimal request, as in the TechEmpower plaintext test.
 pub const MINIMAL: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: localhost:8080\r\n\r\n";
 
+/// The request wrk sends in the lab's plaintext runs (`wrk http://127.0.0.1:18080/plaintext`):
+/// the one the engine's instruction counts are taken with.
+pub const WRK: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:18080\r\n\r\n";
+
 /// A typical browser navigation request with 13 header fields.
 pub const BROWSER: &[u8] = b"GET /wp-content/uploads/2010/03/hello-kitty-darth-vader-pink.jpg?size=large&v=3 HTTP/1.1\r\n\
 Host: www.kittyhell.com\r\n\

@@ -1,10 +1,13 @@
-//! Request-head parser: no panic on any input; every scanning path gives the same result; a
-//! prefix never succeeds where the whole fails; a complete head's spans are inside the head and
-//! its fields obey the field rules.
+//! Request-head parser: no panic on any input; every scanning path gives the same result, with
+//! the fast path and with the general parser alone; a prefix never succeeds where the whole
+//! fails; a complete head's spans are inside the head and its fields obey the field rules.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use peregrine_codec::{parse_request_head_with, FieldSpan, Isa, Limits, ParseError, Parsed};
+use peregrine_codec::{
+    parse_request_head_general_with, parse_request_head_with, FieldSpan, Isa, Limits, ParseError,
+    Parsed,
+};
 
 fn limits(selector: u8) -> Limits {
     match selector % 3 {
@@ -54,6 +57,13 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(r, whole, "{isa:?} disagrees with scalar");
         if let Ok(Parsed::Complete(h)) = r {
             assert_eq!(&f2[..h.field_count], &filled[..], "{isa:?} fields disagree");
+        }
+        // The general parser alone (no fast path) decides the same.
+        let mut f3 = [FieldSpan::default(); 8];
+        let g = parse_request_head_general_with(isa, buf, &limits, &mut f3);
+        assert_eq!(g, whole, "{isa:?} general parser disagrees with the fast path");
+        if let Ok(Parsed::Complete(h)) = g {
+            assert_eq!(&f3[..h.field_count], &filled[..], "{isa:?} general fields disagree");
         }
     }
     if let Ok(Parsed::Complete(h)) = whole {

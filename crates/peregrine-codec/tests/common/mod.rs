@@ -3,28 +3,45 @@
 #![allow(dead_code)]
 
 use peregrine_codec::{
-    parse_request_head_with, ChunkedDecoder, ChunkedStep, FieldSpan, Isa, Limits, ParseError,
-    Parsed, RequestHead,
+    parse_request_head_general_with, parse_request_head_with, ChunkedDecoder, ChunkedStep,
+    FieldSpan, Isa, Limits, ParseError, Parsed, RequestHead,
 };
 
 pub const TABLE: usize = 128;
 
-/// Parses `buf` on every available path; asserts they all return the same thing (including the
-/// filled part of the field table) and returns it.
+/// Parses `buf` on every available path, each with the fast path and with the general parser
+/// alone; asserts they all return the same thing (including the filled part of the field table)
+/// and returns it.
 pub fn parse_all(buf: &[u8], limits: &Limits) -> (Result<Parsed, ParseError>, Vec<FieldSpan>) {
     let mut first: Option<(Result<Parsed, ParseError>, Vec<FieldSpan>)> = None;
     for isa in Isa::available() {
-        let mut fields = [FieldSpan::default(); TABLE];
-        let r = parse_request_head_with(isa, buf, limits, &mut fields);
-        let filled = match r {
-            Ok(Parsed::Complete(h)) => fields[..h.field_count].to_vec(),
-            _ => Vec::new(),
-        };
-        match &first {
-            None => first = Some((r, filled)),
-            Some((r0, f0)) => {
-                assert_eq!(&r, r0, "{isa:?} disagrees with scalar on {:?}", show(buf));
-                assert_eq!(&filled, f0, "{isa:?} fields disagree on {:?}", show(buf));
+        for general in [false, true] {
+            let mut fields = [FieldSpan::default(); TABLE];
+            let r = if general {
+                parse_request_head_general_with(isa, buf, limits, &mut fields)
+            } else {
+                parse_request_head_with(isa, buf, limits, &mut fields)
+            };
+            let filled = match r {
+                Ok(Parsed::Complete(h)) => fields[..h.field_count].to_vec(),
+                _ => Vec::new(),
+            };
+            let which = if general {
+                "general parser"
+            } else {
+                "fast path"
+            };
+            match &first {
+                None => first = Some((r, filled)),
+                Some((r0, f0)) => {
+                    assert_eq!(&r, r0, "{isa:?} {which} disagrees on {:?}", show(buf));
+                    assert_eq!(
+                        &filled,
+                        f0,
+                        "{isa:?} {which} fields disagree on {:?}",
+                        show(buf)
+                    );
+                }
             }
         }
     }

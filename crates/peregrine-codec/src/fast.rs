@@ -1,0 +1,402 @@
+//! The fast path: the common request head (a known method, an origin-form target, `HTTP/1.1` or
+//! `HTTP/1.0`, ordinary field lines) parsed with as few instructions as possible.
+//!
+//! It decides nothing on its own. It returns `Some(head)` only when every check of the general
+//! parser ([`crate::parse::parse_core`]) has passed, with exactly the values that parser would
+//! return and the same field table contents; on anything else (an error, an incomplete head, a
+//! limit reached, an unusual but valid shape such as leading empty lines, absolute-form or
+//! obs-fold-free but odd whitespace) it returns `None` and the caller runs the general parser
+//! from the start. So the rules and the error statuses live in one place, and the fast path can
+//! only ever be slower to say "no", never different. `tests/fast.rs` and the property tests
+//! compare it with the general parser alone.
+
+use crate::parse::{
+    name_is, parse_connection, parse_content_length, parse_transfer_encoding, span,
+    validate_authority,
+};
+use crate::request::{
+    BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, RequestHead, Version,
+};
+use crate::scan::{Scan, HOST, TARGET};
+use crate::Limits;
+
+/// Little-endian word of the first `N` bytes of `s` (for comparisons with loaded words).
+const fn word<const N: usize>(s: &[u8; N]) -> u64 {
+    let mut w = 0u64;
+    let mut i = 0;
+    while i < N {
+        w |= (s[i] as u64) << (8 * i);
+        i += 1;
+    }
+    w
+}
+
+/// The low `n` bytes of a word.
+const fn mask(n: usize) -> u64 {
+    if n >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * n)) - 1
+    }
+}
+
+/// The method and the index of the SP after it, from the first 8 bytes as one word.
+#[inline(always)]
+fn method(w: u64) -> Option<(usize, Method)> {
+    // `GET ` first: the overwhelmingly common case costs one compare.
+    if w & mask(4) == word(b"GET ") {
+        return Some((3, Method::Get));
+    }
+    if w & mask(5) == word(b"POST ") {
+        return Some((4, Method::Post));
+    }
+    if w & mask(4) == word(b"PUT ") {
+        return Some((3, Method::Put));
+    }
+    if w & mask(5) == word(b"HEAD ") {
+        return Some((4, Method::Head));
+    }
+    if w & mask(6) == word(b"PATCH ") {
+        return Some((5, Method::Patch));
+    }
+    if w & mask(7) == word(b"DELETE ") {
+        return Some((6, Method::Delete));
+    }
+    None
+}
+
+#[inline(always)]
+fn load_u64(buf: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+#[inline(always)]
+fn load_u16(buf: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([buf[at], buf[at + 1]])
+}
+
+const CRLF: u16 = u16::from_le_bytes(*b"\r\n");
+
+/// `buf[start..end]` (not empty) is a reg-name or IPv4 address of plain bytes (no `%HH`),
+/// optionally followed by `:` and a port of 1 to 5 digits up to 65535: the common Host value,
+/// which [`validate_authority`] accepts. `false` means "not this shape", not "invalid": the
+/// caller then asks [`validate_authority`].
+#[inline(always)]
+fn host_is_plain<S: Scan>(buf: &[u8], start: usize, end: usize) -> bool {
+    let i = S::skip(buf, start, &HOST).min(end);
+    if i == end {
+        return true;
+    }
+    if i == start || buf[i] != b':' {
+        return false;
+    }
+    port_is_valid(buf, i + 1, end)
+}
+
+/// `buf[start..end]` is 1 to 5 ASCII digits with a value up to 65535 (leading zeros allowed),
+/// as [`validate_authority`] requires of a port. With 8 bytes readable from `start`, all digits
+/// are checked at once in one word (SWAR), with a byte loop otherwise.
+#[inline(always)]
+pub(crate) fn port_is_valid(buf: &[u8], start: usize, end: usize) -> bool {
+    let n = end - start;
+    if n == 0 || n > 5 {
+        return false;
+    }
+    if start + 8 <= buf.len() {
+        // The low `n` bytes of the word are the port. A byte is a digit iff its high nibble is
+        // 3 and adding 6 keeps it 3 (0x30..=0x39; 0x3A..=0x3F become 0x40..=0x45). After the
+        // first test every byte is at most 0x3F, so adding 6 never carries into the next byte.
+        let keep = mask(n);
+        let w = load_u64(buf, start) & keep;
+        let high = 0xF0F0_F0F0_F0F0_F0F0 & keep;
+        let threes = 0x3030_3030_3030_3030 & keep;
+        if w & high != threes || (w + (0x0606_0606_0606_0606 & keep)) & high != threes {
+            return false;
+        }
+    } else if !buf[start..end].iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    // Up to 4 digits always fit; 5 digits compare as strings of equal length.
+    n < 5 || buf[start..end] <= b"65535"[..]
+}
+
+/// See the module documentation. `fields` must be the caller's whole table (it is sliced to the
+/// limit here, as the general parser does).
+#[inline(always)]
+pub(crate) fn parse_fast<S: Scan>(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+) -> Option<RequestHead> {
+    let buf = &buf[..buf.len().min(u32::MAX as usize)];
+    let len = buf.len();
+    // The shortest complete head is longer than this (`GET / HTTP/1.1\r\n\r\n` is 18 bytes),
+    // and it lets the method word and the target's first byte be read without checks.
+    if len < 16 {
+        return None;
+    }
+
+    // --- Request line. A first byte of CR or LF (leading empty lines) matches no method. ---
+    let (m_end, method_kind) = method(load_u64(buf, 0))?;
+    let t_start = m_end + 1;
+    if buf[t_start] != b'/' {
+        return None;
+    }
+    let t_bound = len.min(t_start + limits.max_target_len + 1);
+    let mut first_q: Option<usize> = None;
+    let mut t = t_start + 1;
+    let t_end = loop {
+        t = S::skip(&buf[..t_bound], t, &TARGET);
+        if t >= t_bound {
+            return None;
+        }
+        match buf[t] {
+            b' ' => break t,
+            b'?' => {
+                if first_q.is_none() {
+                    first_q = Some(t);
+                }
+                t += 1;
+            }
+            b'%' if t + 2 < len
+                && buf[t + 1].is_ascii_hexdigit()
+                && buf[t + 2].is_ascii_hexdigit() =>
+            {
+                t += 3;
+            }
+            _ => return None,
+        }
+    };
+    // t_end < t_bound <= t_start + max_target_len + 1: the target is within its limit.
+    let v = t_end + 1;
+    if len < v + 10 || load_u16(buf, v + 8) != CRLF {
+        return None;
+    }
+    let version = match load_u64(buf, v) {
+        w if w == word(b"HTTP/1.1") => Version::Http11,
+        w if w == word(b"HTTP/1.0") => Version::Http10,
+        _ => return None,
+    };
+    let (path, query) = match first_q {
+        Some(q) => (span(t_start, q), Some(span(q + 1, t_end))),
+        None => (span(t_start, t_end), None),
+    };
+
+    // --- Header fields. ---
+    let hdr_start = v + 10;
+    let mut pos = hdr_start;
+    let hdr_limit = limits.max_header_bytes;
+    let max_fields = fields.len().min(limits.max_fields);
+    let fields = &mut fields[..max_fields];
+    let mut n = 0usize;
+    let mut host: Option<(usize, usize)> = None;
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut connection = ConnectionDirective::default();
+    let mut expect = Expectation::None;
+    let head_len = loop {
+        let line_bound = len.min(pos + limits.max_field_line + 1);
+        let (name_end, value_end) = S::field_line(&buf[..line_bound], pos);
+        if name_end == pos {
+            // Not a field name: the end of the head, if it is a CRLF within the limit.
+            if pos + 2 <= len && load_u16(buf, pos) == CRLF && pos + 2 - hdr_start <= hdr_limit {
+                break pos + 2;
+            }
+            return None;
+        }
+        if n >= fields.len() || name_end >= line_bound || buf[name_end] != b':' {
+            return None;
+        }
+        let mut v_start = name_end + 1;
+        while v_start < value_end && matches!(buf[v_start], b' ' | b'\t') {
+            v_start += 1;
+        }
+        // value_end is the first byte from `pos` that is no field-value byte: it must be the
+        // CR of a CRLF, inside the field-line and header-section limits.
+        let next = value_end + 2;
+        if next > len
+            || value_end >= line_bound
+            || load_u16(buf, value_end) != CRLF
+            || next - hdr_start > hdr_limit
+        {
+            return None;
+        }
+        let mut vt = value_end;
+        while vt > v_start && matches!(buf[vt - 1], b' ' | b'\t') {
+            vt -= 1;
+        }
+        fields[n] = FieldSpan {
+            name: span(pos, name_end),
+            value: span(v_start, vt),
+        };
+        n += 1;
+        let name = &buf[pos..name_end];
+        let value = &buf[v_start..vt];
+        match name.len() {
+            4 if name_is(name, b"host") => {
+                if host.is_some() {
+                    return None;
+                }
+                if !value.is_empty() && !host_is_plain::<S>(buf, v_start, vt) {
+                    validate_authority::<S>(buf, v_start, vt, false).ok()?;
+                }
+                host = Some((v_start, vt));
+            }
+            6 if version == Version::Http11 && name_is(name, b"expect") => {
+                expect = if value.eq_ignore_ascii_case(b"100-continue")
+                    && expect != Expectation::Unknown
+                {
+                    Expectation::Continue
+                } else {
+                    Expectation::Unknown
+                };
+            }
+            10 if name_is(name, b"connection") => parse_connection(value, &mut connection),
+            14 if name_is(name, b"content-length") => {
+                if content_length.is_some() || chunked {
+                    return None;
+                }
+                content_length = Some(parse_content_length(value).ok()?);
+            }
+            17 if name_is(name, b"transfer-encoding") => {
+                if version == Version::Http10 || chunked || content_length.is_some() {
+                    return None;
+                }
+                parse_transfer_encoding(value).ok()?;
+                chunked = true;
+            }
+            _ => {}
+        }
+        pos = next;
+    };
+
+    // --- Host and the effective authority (origin-form: from Host only). ---
+    let authority = match host {
+        None if version == Version::Http11 => return None,
+        Some((s, e)) if e > s => Some(span(s, e)),
+        _ => None,
+    };
+    let framing = if chunked {
+        BodyFraming::Chunked
+    } else {
+        match content_length {
+            Some(n) => BodyFraming::Length(n),
+            None => BodyFraming::None,
+        }
+    };
+    Some(RequestHead {
+        head_len,
+        method: span(0, m_end),
+        method_kind,
+        target: span(t_start, t_end),
+        path,
+        query,
+        version,
+        field_count: n,
+        authority,
+        framing,
+        connection,
+        expect,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::{Isa, Scalar};
+
+    fn fast_on_every_path(buf: &[u8]) -> bool {
+        let limits = Limits::default();
+        let mut fields = [FieldSpan::default(); 16];
+        let scalar = parse_fast::<Scalar>(buf, &limits, &mut fields).is_some();
+        for isa in Isa::available() {
+            let r = match isa {
+                Isa::Scalar => scalar,
+                #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                Isa::Sse42 => parse_fast::<crate::scan::Sse42>(buf, &limits, &mut fields).is_some(),
+                #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                Isa::Avx2 => parse_fast::<crate::scan::Avx2>(buf, &limits, &mut fields).is_some(),
+                #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+                _ => scalar,
+            };
+            assert_eq!(r, scalar, "{isa:?}");
+        }
+        scalar
+    }
+
+    #[test]
+    fn takes_the_common_requests() {
+        // The benchmark inputs and the engine's usual traffic must not fall back: that would
+        // only show as lost speed, never as a failed test elsewhere.
+        for buf in [
+            &b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:18080\r\n\r\n"[..],
+            b"GET /plaintext HTTP/1.1\r\nHost: localhost:8080\r\n\r\nGET /plaintext HTTP/1.1\r\n",
+            b"POST /users?x=%20 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+            b"PUT /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+            b"DELETE /d HTTP/1.0\r\nX:  v \t\r\n\r\n",
+            b"HEAD / HTTP/1.1\r\nHost:\r\n\r\n",
+            b"PATCH /p HTTP/1.1\r\nHost: a%41:80\r\n\r\n",
+        ] {
+            assert!(fast_on_every_path(buf), "{:?}", String::from_utf8_lossy(buf));
+        }
+    }
+
+    #[test]
+    fn declines_what_it_does_not_handle() {
+        for buf in [
+            &b"\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"[..],
+            b"OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET http://h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\n\r",
+            b"GET / HTTP/1.1\r\nHost: h\r\nHost: h\r\n\r\n",
+            b"GET / HTTP/1.1\r\nX: y\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h:65536\r\n\r\n",
+            b"GET /a%4 HTTP/1.1\r\nHost: h\r\n\r\n",
+        ] {
+            assert!(
+                !fast_on_every_path(buf),
+                "{:?}",
+                String::from_utf8_lossy(buf)
+            );
+        }
+    }
+
+    #[test]
+    fn port_is_valid_by_word_and_by_bytes() {
+        for (port, ok) in [
+            ("0", true),
+            ("65535", true),
+            ("00080", true),
+            ("65536", false),
+            ("99999", false),
+            ("000080", false),
+            ("", false),
+            ("/", false),
+            (":", false),
+            ("8a", false),
+            ("a8", false),
+        ] {
+            // With room for a word load after the port, and without (the byte loop).
+            for pad in ["", "\r\n\r\n\r\n\r\n"] {
+                let buf = format!("{port}{pad}");
+                let got = port_is_valid(buf.as_bytes(), 0, port.len());
+                assert_eq!(got, ok, "{port:?} with {} bytes after", pad.len());
+            }
+        }
+        // Every byte value in every position of a 1- to 5-digit port, word and bytes agreeing.
+        for n in 1..=5 {
+            for at in 0..n {
+                for b in 0..=255u8 {
+                    let mut word = vec![b'1'; n + 8];
+                    word[at] = b;
+                    let want = b.is_ascii_digit() && (n < 5 || word[..5] <= b"65535"[..]);
+                    assert_eq!(port_is_valid(&word, 0, n), want, "{n} {at} {b:#x}");
+                    assert_eq!(port_is_valid(&word[..n], 0, n), want, "{n} {at} {b:#x}");
+                }
+            }
+        }
+    }
+}
