@@ -1,12 +1,12 @@
 //! The fast path: the common request head (a known method, an origin-form target, `HTTP/1.1` or
 //! `HTTP/1.0`, ordinary field lines) parsed with as few instructions as possible.
 //!
-//! It decides nothing on its own. It returns `Some(head)` only when every check of the general
+//! It decides nothing on its own. It reports a complete head only when every check of the general
 //! parser ([`crate::parse::parse_core`]) has passed, with exactly the values that parser would
 //! return and the same field table contents; on anything else (an error, an incomplete head, a
-//! limit reached, an unusual but valid shape such as leading empty lines, absolute-form or
-//! obs-fold-free but odd whitespace) it returns `None` and the caller runs the general parser
-//! from the start. So the rules and the error statuses live in one place, and the fast path can
+//! limit reached, an unusual but valid shape such as leading empty lines, an absolute-form
+//! target, a method it does not know by one word compare) it declines and the caller runs the
+//! general parser from the start. So the rules and the error statuses live in one place, and the fast path can
 //! only ever be slower to say "no", never different. `tests/fast.rs` and the property tests
 //! compare it with the general parser alone.
 
@@ -15,7 +15,7 @@ use crate::parse::{
     validate_authority,
 };
 use crate::request::{
-    BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, RequestHead, Version,
+    BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, RequestHead, Span, Version,
 };
 use crate::scan::{Scan, HOST, TARGET};
 use crate::Limits;
@@ -79,6 +79,26 @@ fn load_u16(buf: &[u8], at: usize) -> u16 {
 
 const CRLF: u16 = u16::from_le_bytes(*b"\r\n");
 
+/// The first byte at or after `i` that is not SP or HTAB (the CR of the line at the latest).
+#[cold]
+#[inline(never)]
+fn skip_ows(buf: &[u8], mut i: usize) -> usize {
+    while matches!(buf.get(i), Some(b' ' | b'\t')) {
+        i += 1;
+    }
+    i
+}
+
+/// `end` moved back over trailing SP and HTAB, not before `start`.
+#[cold]
+#[inline(never)]
+fn trim_ows_end(buf: &[u8], start: usize, mut end: usize) -> usize {
+    while end > start && matches!(buf[end - 1], b' ' | b'\t') {
+        end -= 1;
+    }
+    end
+}
+
 /// `buf[start..end]` (not empty) is a reg-name or IPv4 address of plain bytes (no `%HH`),
 /// optionally followed by `:` and a port of 1 to 5 digits up to 65535: the common Host value,
 /// which [`validate_authority`] accepts. `false` means "not this shape", not "invalid": the
@@ -115,42 +135,127 @@ pub(crate) fn port_is_valid(buf: &[u8], start: usize, end: usize) -> bool {
         if w & high != threes || (w + (0x0606_0606_0606_0606 & keep)) & high != threes {
             return false;
         }
-    } else if !buf[start..end].iter().all(u8::is_ascii_digit) {
-        return false;
+        // Up to 4 digits always fit; 5 digits compare as strings of equal length, which is
+        // comparing them as big-endian numbers (first digit most significant).
+        return n < 5 || w.swap_bytes() >> 24 <= word(b"65535").swap_bytes() >> 24;
     }
-    // Up to 4 digits always fit; 5 digits compare as strings of equal length.
-    n < 5 || buf[start..end] <= b"65535"[..]
+    buf[start..end].iter().all(u8::is_ascii_digit) && (n < 5 || buf[start..end] <= b"65535"[..])
 }
 
-/// See the module documentation. `fields` must be the caller's whole table (it is sliced to the
-/// limit here, as the general parser does).
+/// Lengths of the field names the fast path looks at (Host, Expect, Connection,
+/// Content-Length, Transfer-Encoding), as a bit set.
+const SPECIAL_LENGTHS: u32 = 1 << 4 | 1 << 6 | 1 << 10 | 1 << 14 | 1 << 17;
+
+/// A head to fill in: every field is overwritten by a successful [`parse_fast`].
+pub(crate) const EMPTY_HEAD: RequestHead = RequestHead {
+    head_len: 0,
+    method: Span { start: 0, len: 0 },
+    method_kind: Method::Other,
+    target: Span { start: 0, len: 0 },
+    path: Span { start: 0, len: 0 },
+    query: None,
+    version: Version::Http11,
+    field_count: 0,
+    authority: None,
+    framing: BodyFraming::None,
+    connection: ConnectionDirective {
+        close: false,
+        keep_alive: false,
+        upgrade: false,
+    },
+    expect: Expectation::None,
+};
+
+/// A field named Expect, Connection, Content-Length or Transfer-Encoding (told apart by
+/// `name_len`), value `buf[v_start..vt]`, treated exactly as the general parser treats it, with
+/// the outcome kept in `head` (`framing` stands for the general parser's `content_length`,
+/// `te_seen` and `chunked`); `false` where the general parser would answer an error (the fast
+/// path then declines and lets it). Out of line: most requests have none of these, and the
+/// common one (Connection) is cheap enough through a call.
+#[inline(never)]
+fn special_field(
+    buf: &[u8],
+    name_len: usize,
+    v_start: usize,
+    vt: usize,
+    head: &mut RequestHead,
+) -> bool {
+    let value = &buf[v_start..vt];
+    match name_len {
+        // A server MUST ignore a 100-continue expectation from HTTP/1.0 (see parse.rs).
+        6 if head.version == Version::Http11 => {
+            head.expect = if value.eq_ignore_ascii_case(b"100-continue")
+                && head.expect != Expectation::Unknown
+            {
+                Expectation::Continue
+            } else {
+                Expectation::Unknown
+            };
+        }
+        6 => {}
+        10 => parse_connection(value, &mut head.connection),
+        14 => {
+            // A second Content-Length, or one after Transfer-Encoding, is an error.
+            if head.framing != BodyFraming::None {
+                return false;
+            }
+            match parse_content_length(value) {
+                Ok(n) => head.framing = BodyFraming::Length(n),
+                Err(_) => return false,
+            }
+        }
+        // 17: Transfer-Encoding. In HTTP/1.0, twice, or with Content-Length: an error.
+        _ => {
+            if head.version == Version::Http10 || head.framing != BodyFraming::None {
+                return false;
+            }
+            if parse_transfer_encoding(value).is_err() {
+                return false;
+            }
+            head.framing = BodyFraming::Chunked;
+        }
+    }
+    true
+}
+
+/// See the module documentation. Fills `head` (which must start as [`EMPTY_HEAD`]) and the
+/// field table and returns `true`, or returns `false` with both in any state. `fields` must be
+/// the caller's whole table (it is sliced to the limit here, as the general parser does).
+///
+/// Results are stored into `head` as soon as they are known rather than kept in registers to
+/// the end: the function then has few values live across its loop, and building the result
+/// costs one store per field.
 #[inline(always)]
 pub(crate) fn parse_fast<S: Scan>(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
-) -> Option<RequestHead> {
+    head: &mut RequestHead,
+) -> bool {
     let buf = &buf[..buf.len().min(u32::MAX as usize)];
     let len = buf.len();
     // The shortest complete head is longer than this (`GET / HTTP/1.1\r\n\r\n` is 18 bytes),
     // and it lets the method word and the target's first byte be read without checks.
     if len < 16 {
-        return None;
+        return false;
     }
 
     // --- Request line. A first byte of CR or LF (leading empty lines) matches no method. ---
-    let (m_end, method_kind) = method(load_u64(buf, 0))?;
+    let Some((m_end, method_kind)) = method(load_u64(buf, 0)) else {
+        return false;
+    };
     let t_start = m_end + 1;
     if buf[t_start] != b'/' {
-        return None;
+        return false;
     }
-    let t_bound = len.min(t_start + limits.max_target_len + 1);
     let mut first_q: Option<usize> = None;
     let mut t = t_start + 1;
+    // Unbounded scans here and below: a stop found past a limit is checked against the limit
+    // afterwards (and declined), which is the same as a scan cut at the limit.
     let t_end = loop {
-        t = S::skip(&buf[..t_bound], t, &TARGET);
-        if t >= t_bound {
-            return None;
+        t = S::skip(buf, t, &TARGET);
+        if t >= len {
+            return false;
         }
         match buf[t] {
             b' ' => break t,
@@ -166,140 +271,129 @@ pub(crate) fn parse_fast<S: Scan>(
             {
                 t += 3;
             }
-            _ => return None,
+            _ => return false,
         }
     };
-    // t_end < t_bound <= t_start + max_target_len + 1: the target is within its limit.
+    if t_end - t_start > limits.max_target_len {
+        return false;
+    }
     let v = t_end + 1;
     if len < v + 10 || load_u16(buf, v + 8) != CRLF {
-        return None;
+        return false;
     }
-    let version = match load_u64(buf, v) {
+    head.version = match load_u64(buf, v) {
         w if w == word(b"HTTP/1.1") => Version::Http11,
         w if w == word(b"HTTP/1.0") => Version::Http10,
-        _ => return None,
+        _ => return false,
     };
-    let (path, query) = match first_q {
+    head.method = span(0, m_end);
+    head.method_kind = method_kind;
+    head.target = span(t_start, t_end);
+    (head.path, head.query) = match first_q {
         Some(q) => (span(t_start, q), Some(span(q + 1, t_end))),
-        None => (span(t_start, t_end), None),
+        None => (head.target, None),
     };
 
     // --- Header fields. ---
     let hdr_start = v + 10;
-    let mut pos = hdr_start;
-    let hdr_limit = limits.max_header_bytes;
+    // `next - hdr_start > max_header_bytes`, as one comparison.
+    let hdr_end_max = hdr_start.saturating_add(limits.max_header_bytes);
+    let max_field_line = limits.max_field_line;
     let max_fields = fields.len().min(limits.max_fields);
     let fields = &mut fields[..max_fields];
+    let mut pos = hdr_start;
     let mut n = 0usize;
-    let mut host: Option<(usize, usize)> = None;
-    let mut content_length: Option<u64> = None;
-    let mut chunked = false;
-    let mut connection = ConnectionDirective::default();
-    let mut expect = Expectation::None;
-    let head_len = loop {
-        let line_bound = len.min(pos + limits.max_field_line + 1);
-        let (name_end, value_end) = S::field_line(&buf[..line_bound], pos);
-        if name_end == pos {
-            // Not a field name: the end of the head, if it is a CRLF within the limit.
-            if pos + 2 <= len && load_u16(buf, pos) == CRLF && pos + 2 - hdr_start <= hdr_limit {
+    // Host value as `start..end`; `end == 0` (no value can end at 0) means no Host yet.
+    let (mut host_start, mut host_end) = (0usize, 0usize);
+    head.head_len = loop {
+        if pos + 2 > len {
+            return false;
+        }
+        if buf[pos] == b'\r' {
+            // The end of the head (a CR starts no field line), if it is a CRLF within the limit.
+            if load_u16(buf, pos) == CRLF && pos + 2 <= hdr_end_max {
                 break pos + 2;
             }
-            return None;
+            return false;
         }
-        if n >= fields.len() || name_end >= line_bound || buf[name_end] != b':' {
-            return None;
+        let (name_end, value_end) = S::field_line(buf, pos);
+        // `value_end` is the first byte from `pos` that is no field-value byte: it must be the
+        // CR of a CRLF, inside the field-line and header-section limits. Only then is
+        // `name_end` (< value_end) inside the buffer, and it must be the colon of a non-empty
+        // name (a line that starts with whitespace, an obs-fold, has an empty name).
+        let next = value_end + 2;
+        if value_end - pos > max_field_line
+            || next > len
+            || load_u16(buf, value_end) != CRLF
+            || next > hdr_end_max
+            || name_end == pos
+            || buf[name_end] != b':'
+            || n >= fields.len()
+        {
+            return false;
         }
+        // Leading OWS: usually exactly one SP; more goes out of line (a loop here costs more
+        // in register moves than it ever runs).
         let mut v_start = name_end + 1;
-        while v_start < value_end && matches!(buf[v_start], b' ' | b'\t') {
+        if buf[v_start] == b' ' {
             v_start += 1;
         }
-        // value_end is the first byte from `pos` that is no field-value byte: it must be the
-        // CR of a CRLF, inside the field-line and header-section limits.
-        let next = value_end + 2;
-        if next > len
-            || value_end >= line_bound
-            || load_u16(buf, value_end) != CRLF
-            || next - hdr_start > hdr_limit
-        {
-            return None;
+        if matches!(buf[v_start], b' ' | b'\t') {
+            v_start = skip_ows(buf, v_start);
         }
         let mut vt = value_end;
-        while vt > v_start && matches!(buf[vt - 1], b' ' | b'\t') {
-            vt -= 1;
+        if vt > v_start && matches!(buf[vt - 1], b' ' | b'\t') {
+            vt = trim_ows_end(buf, v_start, vt);
         }
         fields[n] = FieldSpan {
             name: span(pos, name_end),
             value: span(v_start, vt),
         };
         n += 1;
-        let name = &buf[pos..name_end];
-        let value = &buf[v_start..vt];
-        match name.len() {
-            4 if name_is(name, b"host") => {
-                if host.is_some() {
-                    return None;
+        // Fields that decide framing, routing or connection handling, by length first so that
+        // an ordinary field costs one test. Host is only recorded here and checked after the
+        // loop (the fast path declines on any failure, so the order of checks does not matter,
+        // and after the loop fewer values are live); the rarer ones go out of line.
+        let name_len = name_end - pos;
+        if name_len < 32 && (SPECIAL_LENGTHS >> name_len) & 1 != 0 {
+            let name = &buf[pos..name_end];
+            let special = match name_len {
+                4 => {
+                    if name_is(name, b"host") {
+                        if host_end != 0 {
+                            return false;
+                        }
+                        (host_start, host_end) = (v_start, vt);
+                    }
+                    false
                 }
-                if !value.is_empty() && !host_is_plain::<S>(buf, v_start, vt) {
-                    validate_authority::<S>(buf, v_start, vt, false).ok()?;
-                }
-                host = Some((v_start, vt));
+                6 => name_is(name, b"expect"),
+                10 => name_is(name, b"connection"),
+                14 => name_is(name, b"content-length"),
+                _ => name_is(name, b"transfer-encoding"),
+            };
+            if special && !special_field(buf, name_len, v_start, vt, head) {
+                return false;
             }
-            6 if version == Version::Http11 && name_is(name, b"expect") => {
-                expect = if value.eq_ignore_ascii_case(b"100-continue")
-                    && expect != Expectation::Unknown
-                {
-                    Expectation::Continue
-                } else {
-                    Expectation::Unknown
-                };
-            }
-            10 if name_is(name, b"connection") => parse_connection(value, &mut connection),
-            14 if name_is(name, b"content-length") => {
-                if content_length.is_some() || chunked {
-                    return None;
-                }
-                content_length = Some(parse_content_length(value).ok()?);
-            }
-            17 if name_is(name, b"transfer-encoding") => {
-                if version == Version::Http10 || chunked || content_length.is_some() {
-                    return None;
-                }
-                parse_transfer_encoding(value).ok()?;
-                chunked = true;
-            }
-            _ => {}
         }
         pos = next;
     };
+    head.field_count = n;
 
     // --- Host and the effective authority (origin-form: from Host only). ---
-    let authority = match host {
-        None if version == Version::Http11 => return None,
-        Some((s, e)) if e > s => Some(span(s, e)),
-        _ => None,
-    };
-    let framing = if chunked {
-        BodyFraming::Chunked
-    } else {
-        match content_length {
-            Some(n) => BodyFraming::Length(n),
-            None => BodyFraming::None,
+    if host_end == 0 {
+        // No Host field: only HTTP/1.0 may omit it.
+        return head.version == Version::Http10;
+    }
+    if host_end > host_start {
+        if !host_is_plain::<S>(buf, host_start, host_end)
+            && validate_authority::<S>(buf, host_start, host_end, false).is_err()
+        {
+            return false;
         }
-    };
-    Some(RequestHead {
-        head_len,
-        method: span(0, m_end),
-        method_kind,
-        target: span(t_start, t_end),
-        path,
-        query,
-        version,
-        field_count: n,
-        authority,
-        framing,
-        connection,
-        expect,
-    })
+        head.authority = Some(span(host_start, host_end));
+    }
+    true
 }
 
 #[cfg(test)]
@@ -310,14 +404,21 @@ mod tests {
     fn fast_on_every_path(buf: &[u8]) -> bool {
         let limits = Limits::default();
         let mut fields = [FieldSpan::default(); 16];
-        let scalar = parse_fast::<Scalar>(buf, &limits, &mut fields).is_some();
+        let mut head = EMPTY_HEAD;
+        let scalar = parse_fast::<Scalar>(buf, &limits, &mut fields, &mut head);
         for isa in Isa::available() {
             let r = match isa {
                 Isa::Scalar => scalar,
                 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-                Isa::Sse42 => parse_fast::<crate::scan::Sse42>(buf, &limits, &mut fields).is_some(),
+                Isa::Sse42 => {
+                    let mut head = EMPTY_HEAD;
+                    parse_fast::<crate::scan::Sse42>(buf, &limits, &mut fields, &mut head)
+                }
                 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-                Isa::Avx2 => parse_fast::<crate::scan::Avx2>(buf, &limits, &mut fields).is_some(),
+                Isa::Avx2 => {
+                    let mut head = EMPTY_HEAD;
+                    parse_fast::<crate::scan::Avx2>(buf, &limits, &mut fields, &mut head)
+                }
                 #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
                 _ => scalar,
             };

@@ -719,9 +719,11 @@ fn parse_fast_then<S: Scan>(
     fields: &mut [FieldSpan],
     general: impl FnOnce(&[u8], &Limits, &mut [FieldSpan]) -> Result<Parsed, ParseError>,
 ) -> Result<Parsed, ParseError> {
-    match crate::fast::parse_fast::<S>(buf, limits, fields) {
-        Some(head) => Ok(Parsed::Complete(head)),
-        None => general(buf, limits, fields),
+    let mut head = crate::fast::EMPTY_HEAD;
+    if crate::fast::parse_fast::<S>(buf, limits, fields, &mut head) {
+        Ok(Parsed::Complete(head))
+    } else {
+        general(buf, limits, fields)
     }
 }
 

@@ -13,6 +13,25 @@ pub(crate) struct Class {
     table: [bool; 256],
     lo: [u8; 16],
     hi: [u8; 16],
+    /// `lo` and `hi` twice each (one copy per 128-bit lane, as `vpshufb` looks up within each
+    /// lane), aligned so that the AVX2 path can read them with one aligned load.
+    lo2: Lanes,
+    hi2: Lanes,
+}
+
+/// Two copies of a 16-byte nibble table, 32-byte aligned.
+#[derive(Debug)]
+#[repr(C, align(32))]
+struct Lanes([u8; 32]);
+
+const fn twice(t: [u8; 16]) -> Lanes {
+    let mut out = [0u8; 32];
+    let mut i = 0;
+    while i < 32 {
+        out[i] = t[i % 16];
+        i += 1;
+    }
+    Lanes(out)
 }
 
 impl Class {
@@ -63,7 +82,13 @@ impl Class {
             }
             l += 1;
         }
-        Class { table, lo, hi }
+        Class {
+            table,
+            lo,
+            hi,
+            lo2: twice(lo),
+            hi2: twice(hi),
+        }
     }
 
     /// Scalar membership test.
@@ -325,12 +350,38 @@ mod x86 {
     /// Bitmask of the bytes (given as nibble vectors) that are not in `class`.
     #[inline(always)]
     unsafe fn miss32(lo: __m256i, hi: __m256i, class: &Class) -> u32 {
-        let lo_t =
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(class.lo.as_ptr() as *const __m128i));
-        let hi_t =
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(class.hi.as_ptr() as *const __m128i));
+        let (lo_t, hi_t) = tables32(class);
         let hit = _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
         _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32
+    }
+
+    /// The class's two nibble tables for 16-byte vectors, read like [`tables32`].
+    #[inline(always)]
+    unsafe fn tables16(class: &Class) -> (__m128i, __m128i) {
+        // SAFETY: the first 16 bytes of a 32-byte aligned `Lanes` are 16-byte aligned.
+        unsafe {
+            (
+                core::ptr::read_volatile(class.lo2.0.as_ptr() as *const __m128i),
+                core::ptr::read_volatile(class.hi2.0.as_ptr() as *const __m128i),
+            )
+        }
+    }
+
+    /// The class's two nibble tables for 32-byte vectors, read from memory at each use.
+    ///
+    /// The reads are volatile so that the compiler does not hoist them: hoisted, the tables
+    /// of the four classes the fast path uses stay live in eight of the sixteen vector
+    /// registers across the whole parse, and get copied between registers at every join of
+    /// its control flow, which measured as more instructions than one load per table per scan.
+    #[inline(always)]
+    unsafe fn tables32(class: &Class) -> (__m256i, __m256i) {
+        // SAFETY: `Lanes` is 32 bytes, 32-byte aligned, and lives in a `static` `Class`.
+        unsafe {
+            (
+                core::ptr::read_volatile(class.lo2.0.as_ptr() as *const __m256i),
+                core::ptr::read_volatile(class.hi2.0.as_ptr() as *const __m256i),
+            )
+        }
     }
 
     // The helpers below carry no `#[target_feature]` (which would forbid `#[inline(always)]`):
@@ -385,16 +436,13 @@ mod x86 {
 
     #[inline(always)]
     unsafe fn skip_avx2(buf: &[u8], mut i: usize, class: &Class) -> usize {
-        let lo_128 = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
-        let hi_128 = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
         let len = buf.len();
         if len >= 32 {
             if i >= len {
                 return i;
             }
             // vpshufb shuffles within each 128-bit lane, so both lanes get the same table.
-            let lo_t = _mm256_broadcastsi128_si256(lo_128);
-            let hi_t = _mm256_broadcastsi128_si256(hi_128);
+            let (lo_t, hi_t) = tables32(class);
             while i + 32 <= len {
                 // SAFETY: i + 32 <= len, so the 32-byte load is in bounds.
                 let m = misses32(buf.as_ptr().add(i), lo_t, hi_t);
@@ -412,6 +460,7 @@ mod x86 {
             let m = misses32(buf.as_ptr().add(len - 32), lo_t, hi_t);
             return tail_end::<32>(m, len, i);
         }
+        let (lo_128, hi_128) = tables16(class);
         if i + 16 <= len {
             // SAFETY: i + 16 <= len.
             let m = misses16(buf.as_ptr().add(i), lo_128, hi_128);
