@@ -6,10 +6,11 @@
 //! borrow is ever held across an `.await`.
 
 use crate::body::BodyError;
-use crate::idle::{Idle, IdleWait};
+use crate::idle::IdleWait;
+use crate::pooled::PooledFuture;
 use crate::response::{Response, ResponseBody};
 use crate::worker::{
-    ConnLine, FieldsKey, Framing, HeadCache, HeadMemo, WorkerShared, HEAD_MEMO_FIELDS,
+    ConnLine, ConnShared, FieldsKey, Framing, HeadCache, HeadMemo, WorkerShared, HEAD_MEMO_FIELDS,
     HEAD_MEMO_MAX,
 };
 use crate::{Body, Request, Service};
@@ -632,7 +633,7 @@ impl Conn {
 
 /// One non-blocking read into `buf` (which has spare capacity): `Some(n)` bytes read (0 at
 /// EOF), `None` if there was nothing to read.
-fn read_into(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+pub(crate) fn read_into(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
     let spare = buf.capacity() - buf.len();
     match stream.try_read_buf(buf) {
         Ok(n) => {
@@ -878,48 +879,38 @@ impl Home {
     }
 }
 
-/// Serves one connection until it closes; `_guard` is released at the end.
+/// Serves one connection until it closes; `shared` (and with it the connection's slot) is
+/// released at the end.
 ///
 /// While idle, the task holds only the socket, the peer address and a small wait (see
 /// [`IdleWait`]): no buffers, no timer, no `Conn`. The work of answering requests runs in a
-/// boxed future that exists only while the connection is busy. Tokio sizes a task's allocation
-/// by its largest state, so this keeps an idle keep-alive connection well under 1 KiB.
-pub(crate) fn serve<S: Service, G: 'static>(
+/// separate future, in a recycled block (see [`crate::pooled`]), that exists only while the
+/// connection is busy. Tokio sizes a task's allocation by its largest state (rounded up to
+/// 128 bytes), so this keeps an idle keep-alive connection well under 1 KiB.
+pub(crate) fn serve<S: Service>(
     service: Rc<S>,
-    shared: Rc<WorkerShared>,
+    shared: ConnShared,
     stream: TcpStream,
     peer: SocketAddr,
-    guard: G,
 ) -> impl Future<Output = ()> {
     // Built outside the `async` block and used in place inside it: moving a captured value into
     // a new local would give it a second slot in the future (rust-lang/rust#62958).
     let mut home = Home::Inline(stream);
     async move {
-        let _guard = &guard;
-        let mut served: u64 = 0;
+        let mut served: u32 = 0;
         let (conn, close) = loop {
             if shared.is_shutting_down() {
                 return;
             }
-            let got = {
-                let mut wait = IdleWait::new(home.stream(), &shared);
-                loop {
-                    match (&mut wait).await {
-                        Idle::Close => break None,
-                        Idle::Readable => {}
-                    }
-                    let mut rbuf = shared.take_read_buf();
-                    match read_into(home.stream(), &mut rbuf) {
-                        Ok(Some(n)) => break Some((rbuf, n == 0)),
-                        // Readiness was stale: still idle (registration and age are kept).
-                        Ok(None) => shared.put_read_buf(rbuf),
-                        Err(_) => break None,
-                    }
-                }
+            // (A block, so that nothing of the wait stays in the task's state while busy.)
+            let conn = {
+                let Some((rbuf, eof)) = IdleWait::new(home.stream(), &shared).await else {
+                    return;
+                };
+                home.into_conn(&shared, rbuf, eof)
             };
-            let Some((rbuf, eof)) = got else { return };
-            let conn = home.into_conn(&shared, rbuf, eof);
-            match Box::pin(busy(&*service, &conn, &mut served, peer)).await {
+            let batch = busy(&*service, &conn, &mut served, peer);
+            match PooledFuture::new(&shared.busy_blocks, batch).await {
                 Next::Idle => home = Home::from_conn(conn),
                 Next::Close(c) => break (conn, c),
             }
@@ -933,35 +924,20 @@ pub(crate) fn serve<S: Service, G: 'static>(
     }
 }
 
-/// Unused bytes in the per-batch future (see `floor` in [`busy`]).
-const BUSY_FLOOR_PAD: usize = 256;
-
 /// Answers requests until everything received was answered (→ [`Next::Idle`]) or the connection
 /// must close.
 async fn busy<S: Service>(
     service: &S,
     conn: &Rc<Conn>,
-    served: &mut u64,
+    served: &mut u32,
     peer: SocketAddr,
 ) -> Next {
     let cfg = &conn.shared.config;
-    // Never initialised or read: it only makes this future, allocated per batch, larger.
-    // Measured with glibc, the size of that allocation changes what an *idle* connection costs.
-    // Each connection's tokio task is allocated with 128-byte alignment (`memalign`), which
-    // needs a free chunk of about 560 bytes. When the per-batch future is smaller than that (it
-    // is about 460 bytes without this), every new task is carved from fresh heap and the
-    // alignment leftovers stay unused: 981 bytes per idle connection (10,000 connections, one
-    // worker). With the allocation above that size, the chunk freed by the previous batch
-    // serves the next task: 887 bytes per idle connection. The live heap is the same either way
-    // (valgrind massif); only glibc's layout differs.
-    let floor = std::mem::MaybeUninit::<[u8; BUSY_FLOOR_PAD]>::uninit();
     // When the head being received must be complete (set on the first wait for it).
     let mut head_deadline: Option<Instant> = None;
     // Whether the bytes received since the last parse may complete (or break) a head.
     let mut parse_due = true;
     loop {
-        // Keeps `floor` in the future's state (it is live across every await of the loop).
-        std::hint::black_box(&floor);
         // 1. Answer every complete request in the buffer, in order.
         loop {
             if !parse_due {
@@ -1000,7 +976,7 @@ async fn busy<S: Service>(
                 };
                 if let Some((status, reason)) = refusal {
                     drop((io, table));
-                    *served += 1;
+                    *served = served.saturating_add(1);
                     conn.push_error(status, reason, head_request);
                     return Next::Close(Close::Linger);
                 }
@@ -1038,11 +1014,11 @@ async fn busy<S: Service>(
                 (req, version, head_request, keep_alive)
             };
             head_deadline = None;
-            *served += 1;
+            *served = served.saturating_add(1);
             let mut keep_alive = head_keep_alive
                 && cfg
                     .max_requests_per_connection
-                    .map_or(true, |max| *served < max);
+                    .map_or(true, |max| u64::from(*served) < max);
             // The handler future lives in this (boxed, per-batch) future: no allocation per
             // request. Panics, in `call` or in `poll`, are caught and answered with 500.
             //
@@ -1206,6 +1182,7 @@ mod size_tests {
                 .unwrap();
             let shared = std::rc::Rc::new(crate::worker::WorkerShared::new(
                 crate::ServerConfig::default(),
+                std::sync::Arc::new(crate::worker::Global::new(usize::MAX)),
             ));
             let svc = std::rc::Rc::new(crate::service_fn(|_r: crate::Request| async {
                 crate::Response::text("x")
@@ -1220,16 +1197,17 @@ mod size_tests {
             ));
             let mut served = 0;
             let busy = super::busy(&*svc, &conn, &mut served, "127.0.0.1:1".parse().unwrap());
-            // Allocated per batch (per request without pipelining): kept within the size glibc
-            // serves from its per-thread cache (1032 bytes) for a small handler, and above the
-            // size that lets the next connection's task reuse it (see `floor` in `busy`).
+            // Written into a recycled block per batch (per request without pipelining): every
+            // byte of it is copied once per batch.
             let busy_size = std::mem::size_of_val(&busy);
-            assert!(busy_size <= 1024, "per-batch future is {busy_size} bytes");
-            assert!(busy_size >= 600, "per-batch future is {busy_size} bytes");
+            assert!(busy_size <= 512, "per-batch future is {busy_size} bytes");
             drop(busy);
-            let fut = super::serve(svc, shared, c, "127.0.0.1:1".parse().unwrap(), ());
+            let held = crate::worker::ConnShared::for_test(&shared);
+            let fut = super::serve(svc, held, c, "127.0.0.1:1".parse().unwrap());
+            // Tokio's task cell is the future plus 96 bytes of header and trailer, rounded up to
+            // 128 bytes: at most 160 bytes of future keeps an idle connection's task in 256.
             let size = std::mem::size_of_val(&fut);
-            assert!(size <= 256, "connection future is {size} bytes");
+            assert!(size <= 160, "connection future is {size} bytes");
         });
     }
 }

@@ -8,7 +8,9 @@
 //! `Notified` future per connection would cost more than the whole budget of an idle
 //! connection (under 1 KiB).
 
+use crate::conn::read_into;
 use crate::worker::WorkerShared;
+use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -114,52 +116,62 @@ impl IdleSet {
     }
 }
 
-/// Why an idle wait ended.
-pub(crate) enum Idle {
-    /// The socket has something to read (or an error/EOF to report).
-    Readable,
-    /// Idle timeout, shutdown, or a socket error: close silently.
-    Close,
-}
-
-/// Waits until an idle connection can read, times out, or the worker shuts down.
+/// Waits until an idle connection has input, and reads it into a buffer from the worker's pool:
+/// `Some((buffer, eof))`. `None` means close silently: idle timeout, shutdown, or a socket error.
+///
+/// Waiting and reading are one future (three words) so that an idle connection's task stores
+/// nothing else while it waits (see `conn::serve`).
 pub(crate) struct IdleWait<'a> {
     stream: &'a TcpStream,
     shared: &'a WorkerShared,
-    key: Option<usize>,
+    /// Entry in the worker's [`IdleSet`], `NO_KEY` until the first wait.
+    key: u32,
 }
+
+const NO_KEY: u32 = u32::MAX;
 
 impl<'a> IdleWait<'a> {
     pub(crate) fn new(stream: &'a TcpStream, shared: &'a WorkerShared) -> Self {
         IdleWait {
             stream,
             shared,
-            key: None,
+            key: NO_KEY,
         }
     }
 }
 
 impl Future for IdleWait<'_> {
-    type Output = Idle;
+    type Output = Option<(BytesMut, bool)>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Idle> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let shared = this.shared;
-        if shared.is_shutting_down() {
-            return Poll::Ready(Idle::Close);
-        }
-        match this.stream.poll_read_ready(cx) {
-            Poll::Ready(Ok(())) => return Poll::Ready(Idle::Readable),
-            Poll::Ready(Err(_)) => return Poll::Ready(Idle::Close),
-            Poll::Pending => {}
-        }
-        match this.key {
-            None => this.key = Some(shared.idle.insert(cx.waker().clone())),
-            Some(k) => {
-                if !shared.idle.update(k, cx.waker()) {
-                    return Poll::Ready(Idle::Close);
-                }
+        loop {
+            if shared.is_shutting_down() {
+                return Poll::Ready(None);
             }
+            match this.stream.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => {
+                    let mut rbuf = shared.take_read_buf();
+                    match read_into(this.stream, &mut rbuf) {
+                        Ok(Some(n)) => return Poll::Ready(Some((rbuf, n == 0))),
+                        // Readiness was stale (the read cleared it): wait again, keeping the
+                        // registration and its age.
+                        Ok(None) => shared.put_read_buf(rbuf),
+                        Err(_) => return Poll::Ready(None),
+                    }
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(None),
+                Poll::Pending => break,
+            }
+        }
+        if this.key == NO_KEY {
+            let k = shared.idle.insert(cx.waker().clone());
+            // More than four billion idle connections on one worker cannot happen (each needs
+            // a file descriptor); saturate rather than wrap.
+            this.key = u32::try_from(k).unwrap_or(NO_KEY - 1);
+        } else if !shared.idle.update(this.key as usize, cx.waker()) {
+            return Poll::Ready(None);
         }
         Poll::Pending
     }
@@ -167,8 +179,8 @@ impl Future for IdleWait<'_> {
 
 impl Drop for IdleWait<'_> {
     fn drop(&mut self) {
-        if let Some(k) = self.key.take() {
-            self.shared.idle.remove(k);
+        if self.key != NO_KEY {
+            self.shared.idle.remove(self.key as usize);
         }
     }
 }

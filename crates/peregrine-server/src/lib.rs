@@ -46,6 +46,7 @@ pub mod body;
 pub mod config;
 mod conn;
 mod idle;
+mod pooled;
 pub mod request;
 pub mod response;
 pub mod server;

@@ -3,6 +3,7 @@
 
 use crate::conn::{self, READ_BUF_INITIAL};
 use crate::idle::IdleSet;
+use crate::pooled::BlockPool;
 use crate::{ServerConfig, Service};
 use bytes::BytesMut;
 use peregrine_codec::response::{status_line, DateCache};
@@ -55,28 +56,34 @@ impl Global {
     }
 }
 
-/// A reserved connection slot, given back on drop.
-struct Slot(Arc<Global>);
+/// A reserved connection slot, given back on drop unless a connection takes it over.
+struct Slot<'a>(&'a Global);
 
-impl Slot {
-    async fn acquire(global: &Arc<Global>) -> Slot {
+impl<'a> Slot<'a> {
+    async fn acquire(global: &'a Global) -> Slot<'a> {
         loop {
             if global.try_acquire() {
-                return Slot(global.clone());
+                return Slot(global);
             }
             let notified = global.capacity.notified();
             tokio::pin!(notified);
             // Register before checking again so a release in between is not missed.
             notified.as_mut().enable();
             if global.try_acquire() {
-                return Slot(global.clone());
+                return Slot(global);
             }
             notified.await;
         }
     }
+
+    /// Hands the slot to a connection ([`ConnShared`] releases it).
+    fn keep(self) {
+        // Holds only a reference: forgetting it leaks nothing.
+        std::mem::forget(self);
+    }
 }
 
-impl Drop for Slot {
+impl Drop for Slot<'_> {
     fn drop(&mut self) {
         self.0.release();
     }
@@ -206,13 +213,17 @@ pub(crate) struct WorkerShared {
     shutting_down: Cell<bool>,
     /// Idle connections, woken when they time out or shutdown starts.
     pub(crate) idle: IdleSet,
+    /// Memory for the per-batch futures of busy connections (see [`crate::pooled`]).
+    pub(crate) busy_blocks: BlockPool,
     pub(crate) head_cache: RefCell<HeadCache>,
     live: Cell<usize>,
     all_closed: Notify,
+    /// The server-wide connection count.
+    global: Arc<Global>,
 }
 
 impl WorkerShared {
-    pub(crate) fn new(config: ServerConfig) -> Self {
+    pub(crate) fn new(config: ServerConfig, global: Arc<Global>) -> Self {
         let n = config.limits.max_fields.max(1);
         WorkerShared {
             fields: RefCell::new(vec![FieldSpan::default(); n].into_boxed_slice()),
@@ -220,9 +231,11 @@ impl WorkerShared {
             out_pool: RefCell::new(Vec::new()),
             shutting_down: Cell::new(false),
             idle: IdleSet::new(config.idle_timeout),
+            busy_blocks: BlockPool::new(),
             head_cache: RefCell::new(HeadCache::new(config.server_name)),
             live: Cell::new(0),
             all_closed: Notify::new(),
+            global,
             config,
         }
     }
@@ -292,18 +305,37 @@ impl Drop for FinishedGuard {
     }
 }
 
-/// Counts a live connection of this worker; the last one out wakes a shutdown in progress.
-struct Live(Rc<WorkerShared>);
+/// A connection's hold on its worker: the worker's shared state, and the connection's place in
+/// the server-wide count (`max_connections`) and in the worker's live count, both given back on
+/// drop. One pointer, because it is part of every idle connection's state (see `conn::serve`).
+pub(crate) struct ConnShared(Rc<WorkerShared>);
 
-impl Live {
-    fn new(shared: &Rc<WorkerShared>) -> Self {
+impl ConnShared {
+    fn new(shared: &Rc<WorkerShared>, slot: Slot<'_>) -> Self {
+        slot.keep();
         shared.live.set(shared.live.get() + 1);
-        Live(shared.clone())
+        ConnShared(shared.clone())
+    }
+
+    /// A hold taken without `accept` (tests of the connection driver).
+    #[cfg(test)]
+    pub(crate) fn for_test(shared: &Rc<WorkerShared>) -> Self {
+        assert!(shared.global.try_acquire(), "the test's server is full");
+        shared.live.set(shared.live.get() + 1);
+        ConnShared(shared.clone())
     }
 }
 
-impl Drop for Live {
+impl std::ops::Deref for ConnShared {
+    type Target = Rc<WorkerShared>;
+    fn deref(&self) -> &Rc<WorkerShared> {
+        &self.0
+    }
+}
+
+impl Drop for ConnShared {
     fn drop(&mut self) {
+        self.0.global.release();
         let n = self.0.live.get() - 1;
         self.0.live.set(n);
         if n == 0 {
@@ -351,7 +383,7 @@ pub(crate) fn run<S: Service>(
         let guard = FinishedGuard(finished.clone());
         tokio::task::spawn_local(async move {
             let _guard = guard;
-            let shared = Rc::new(WorkerShared::new(config));
+            let shared = Rc::new(WorkerShared::new(config, global));
             let service = Rc::new(service);
             let dates = shared.clone();
             tokio::task::spawn_local(async move {
@@ -371,7 +403,7 @@ pub(crate) fn run<S: Service>(
                 }
             });
             tokio::select! {
-                _ = accept_loop(&listener, &shared, &service, &global) => {}
+                _ = accept_loop(&listener, &shared, &service) => {}
                 _ = stop.wait_for(|s| *s) => {}
             }
             // Stop accepting: connections still in this listener's backlog are refused.
@@ -404,11 +436,10 @@ async fn accept_loop<S: Service>(
     listener: &TcpListener,
     shared: &Rc<WorkerShared>,
     service: &Rc<S>,
-    global: &Arc<Global>,
 ) {
     loop {
         // Reserve a slot before accepting: at the limit, new clients wait in the backlog.
-        let slot = Slot::acquire(global).await;
+        let slot = Slot::acquire(&shared.global).await;
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
@@ -421,13 +452,11 @@ async fn accept_loop<S: Service>(
         };
         // Responses are written once per batch, so Nagle would only add delay.
         let _ = stream.set_nodelay(true);
-        let guard = (Live::new(shared), slot);
         tokio::task::spawn_local(conn::serve(
             service.clone(),
-            shared.clone(),
+            ConnShared::new(shared, slot),
             stream,
             peer,
-            guard,
         ));
     }
 }
