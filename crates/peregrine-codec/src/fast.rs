@@ -72,12 +72,22 @@ fn load_u64(buf: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// `buf[at..at + 2]` is a CRLF (one bounds check, one 16-bit compare).
 #[inline(always)]
-fn load_u16(buf: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([buf[at], buf[at + 1]])
+fn crlf_at(buf: &[u8], at: usize) -> bool {
+    buf.get(at..at + 2) == Some(&b"\r\n"[..])
 }
 
-const CRLF: u16 = u16::from_le_bytes(*b"\r\n");
+/// `buf[i]` without a bounds check.
+///
+/// # Safety
+/// `i < buf.len()`.
+#[inline(always)]
+unsafe fn byte(buf: &[u8], i: usize) -> u8 {
+    debug_assert!(i < buf.len());
+    // SAFETY: the caller's contract.
+    unsafe { *buf.get_unchecked(i) }
+}
 
 /// The first byte at or after `i` that is not SP or HTAB (the CR of the line at the latest).
 #[cold]
@@ -105,7 +115,7 @@ fn trim_ows_end(buf: &[u8], start: usize, mut end: usize) -> usize {
 /// caller then asks [`validate_authority`].
 #[inline(always)]
 fn host_is_plain<S: Scan>(buf: &[u8], start: usize, end: usize) -> bool {
-    let i = S::skip(buf, start, &HOST).min(end);
+    let i = S::skip_range(buf, start, end, &HOST);
     if i == end {
         return true;
     }
@@ -257,8 +267,11 @@ pub(crate) fn parse_fast<S: Scan>(
         if t >= len {
             return false;
         }
-        match buf[t] {
-            b' ' => break t,
+        let b = buf[t];
+        if b == b' ' {
+            break t;
+        }
+        match b {
             b'?' => {
                 if first_q.is_none() {
                     first_q = Some(t);
@@ -278,7 +291,7 @@ pub(crate) fn parse_fast<S: Scan>(
         return false;
     }
     let v = t_end + 1;
-    if len < v + 10 || load_u16(buf, v + 8) != CRLF {
+    if len < v + 10 || !crlf_at(buf, v + 8) {
         return false;
     }
     head.version = match load_u64(buf, v) {
@@ -306,43 +319,50 @@ pub(crate) fn parse_fast<S: Scan>(
     // Host value as `start..end`; `end == 0` (no value can end at 0) means no Host yet.
     let (mut host_start, mut host_end) = (0usize, 0usize);
     head.head_len = loop {
-        if pos + 2 > len {
-            return false;
-        }
-        if buf[pos] == b'\r' {
-            // The end of the head (a CR starts no field line), if it is a CRLF within the limit.
-            if load_u16(buf, pos) == CRLF && pos + 2 <= hdr_end_max {
-                break pos + 2;
+        match buf.get(pos) {
+            None => return false,
+            Some(b'\r') => {
+                // The end of the head (a CR starts no field line), if it is a CRLF within the
+                // limit.
+                if crlf_at(buf, pos) && pos + 2 <= hdr_end_max {
+                    break pos + 2;
+                }
+                return false;
             }
-            return false;
+            Some(_) => {}
         }
         let (name_end, value_end) = S::field_line(buf, pos);
         // `value_end` is the first byte from `pos` that is no field-value byte: it must be the
-        // CR of a CRLF, inside the field-line and header-section limits. Only then is
-        // `name_end` (< value_end) inside the buffer, and it must be the colon of a non-empty
-        // name (a line that starts with whitespace, an obs-fold, has an empty name).
+        // CR of a CRLF, inside the field-line and header-section limits. Then `name_end`
+        // (<= value_end: every tchar is a value byte) is inside the buffer, and it must be the
+        // colon of a non-empty name (a line that starts with whitespace has an empty name).
         let next = value_end + 2;
         if value_end - pos > max_field_line
-            || next > len
-            || load_u16(buf, value_end) != CRLF
+            || !crlf_at(buf, value_end)
             || next > hdr_end_max
             || name_end == pos
-            || buf[name_end] != b':'
+            // SAFETY: name_end <= value_end < value_end + 2 <= len (crlf_at above).
+            || unsafe { byte(buf, name_end) } != b':'
             || n >= fields.len()
         {
             return false;
         }
         // Leading OWS: usually exactly one SP; more goes out of line (a loop here costs more
-        // in register moves than it ever runs).
+        // in register moves than it ever runs). Every index below is at most `value_end`
+        // (OWS and `:` are value bytes, so the value runs at least past them), which is in
+        // bounds as shown above.
         let mut v_start = name_end + 1;
-        if buf[v_start] == b' ' {
+        // SAFETY: buf[name_end] is `:`, a value byte, so name_end + 1 <= value_end.
+        if unsafe { byte(buf, v_start) } == b' ' {
             v_start += 1;
         }
-        if matches!(buf[v_start], b' ' | b'\t') {
+        // SAFETY: if buf[name_end + 1] is SP (a value byte), then name_end + 2 <= value_end.
+        if matches!(unsafe { byte(buf, v_start) }, b' ' | b'\t') {
             v_start = skip_ows(buf, v_start);
         }
         let mut vt = value_end;
-        if vt > v_start && matches!(buf[vt - 1], b' ' | b'\t') {
+        // SAFETY: v_start < vt = value_end, so 0 <= vt - 1 < len.
+        if vt > v_start && matches!(unsafe { byte(buf, vt - 1) }, b' ' | b'\t') {
             vt = trim_ows_end(buf, v_start, vt);
         }
         fields[n] = FieldSpan {

@@ -225,6 +225,14 @@ pub(crate) trait Scan {
     /// Index of the first byte of `buf[start..]` that is not in `class`, or `buf.len()`.
     fn skip(buf: &[u8], start: usize, class: &Class) -> usize;
 
+    /// Index of the first byte of `buf[start..end]` that is not in `class`, or `end`
+    /// (`start <= end <= buf.len()`). Bytes of `buf` outside the range may be read (and their
+    /// classes ignored), so that a short range costs one vector step.
+    #[inline(always)]
+    fn skip_range(buf: &[u8], start: usize, end: usize, class: &Class) -> usize {
+        Self::skip(&buf[..end], start, class)
+    }
+
     /// For a field line starting at `pos`: the index of the first byte that is not `tchar` (the
     /// end of the name) and of the first byte that is not a field-value byte (where the value
     /// ends). Every `tchar`, `:` and OWS byte is a value byte, so the second is the end of the
@@ -303,6 +311,26 @@ mod x86 {
             // SAFETY: `Avx2` is only used by `parse_avx2`, which is only called when
             // `Isa::Avx2.is_available()`.
             unsafe { skip_avx2(buf, start, class) }
+        }
+
+        #[inline(always)]
+        fn skip_range(buf: &[u8], start: usize, end: usize, class: &Class) -> usize {
+            let len = buf.len();
+            debug_assert!(start <= end && end <= len);
+            if end - start <= 32 && len >= 32 {
+                // One load of the 32 bytes at `start`, or of the last 32 of `buf` when fewer
+                // remain: either way they cover the whole range.
+                let base = start.min(len - 32);
+                // SAFETY: as for `skip`; and base + 32 <= len.
+                let m = unsafe {
+                    let (lo_t, hi_t) = tables32(class);
+                    misses32(buf.as_ptr().add(base), lo_t, hi_t)
+                };
+                // Bit j is now byte start + j (start - base <= 32); a sentinel bit at `end`.
+                let m = (u64::from(m) >> (start - base)) | (1u64 << (end - start));
+                return start + m.trailing_zeros() as usize;
+            }
+            Self::skip(&buf[..end], start, class)
         }
 
         #[inline(always)]
@@ -537,6 +565,46 @@ mod tests {
                                 Isa::Avx2 => Avx2::field_line(&line, pos),
                             };
                             assert_eq!(got, want, "{isa:?} name {name_len} value {value_len}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn skip_range_stops_at_the_first_miss_or_the_end_on_every_path() {
+        // Ranges of every length up to 40 at every start of buffers of 0 to 72 bytes, with a
+        // stop byte inside, at, or beyond the range end (beyond must not count).
+        for len in 0..72usize {
+            for start in 0..=len {
+                for end in (start..=len).filter(|e| e - start <= 40) {
+                    for stop_at in [
+                        start,
+                        (start + end) / 2,
+                        end,
+                        end + 1,
+                        len.saturating_sub(1),
+                    ] {
+                        let mut buf = vec![b'a'; len];
+                        if stop_at < len {
+                            buf[stop_at] = b':';
+                        }
+                        let want = (start..end).find(|&i| buf[i] == b':').unwrap_or(end);
+                        for isa in Isa::available() {
+                            let got = match isa {
+                                Isa::Scalar => Scalar::skip_range(&buf, start, end, &HOST),
+                                #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                                Isa::Sse42 => Sse42::skip_range(&buf, start, end, &HOST),
+                                #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                                Isa::Avx2 => Avx2::skip_range(&buf, start, end, &HOST),
+                                #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+                                _ => unreachable!(),
+                            };
+                            assert_eq!(
+                                got, want,
+                                "{isa:?} len {len} {start}..{end} stop {stop_at}"
+                            );
                         }
                     }
                 }
