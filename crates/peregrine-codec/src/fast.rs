@@ -152,9 +152,9 @@ pub(crate) fn port_is_valid(buf: &[u8], start: usize, end: usize) -> bool {
     buf[start..end].iter().all(u8::is_ascii_digit) && (n < 5 || buf[start..end] <= b"65535"[..])
 }
 
-/// Lengths of the field names the fast path looks at (Host, Expect, Connection,
+/// Lengths of the field names that [`special_field`] handles (Expect, Connection,
 /// Content-Length, Transfer-Encoding), as a bit set.
-const SPECIAL_LENGTHS: u32 = 1 << 4 | 1 << 6 | 1 << 10 | 1 << 14 | 1 << 17;
+const SPECIAL_LENGTHS: u32 = 1 << 6 | 1 << 10 | 1 << 14 | 1 << 17;
 
 /// A head to fill in: every field is overwritten by a successful [`parse_fast`].
 pub(crate) const EMPTY_HEAD: RequestHead = RequestHead {
@@ -375,22 +375,20 @@ pub(crate) fn parse_fast<S: Scan>(
         // loop (the fast path declines on any failure, so the order of checks does not matter,
         // and after the loop fewer values are live); the rarer ones go out of line.
         let name_len = name_end - pos;
-        if name_len < 32 && (SPECIAL_LENGTHS >> name_len) & 1 != 0 {
-            let name = &buf[pos..name_end];
+        // SAFETY (both reads): name_end <= value_end < len, as shown above.
+        if name_len == 4 && name_is(unsafe { buf.get_unchecked(pos..name_end) }, b"host") {
+            if host_end != 0 {
+                return false;
+            }
+            (host_start, host_end) = (v_start, vt);
+        } else if name_len < 32 && (SPECIAL_LENGTHS >> name_len) & 1 != 0 {
+            let name = unsafe { buf.get_unchecked(pos..name_end) };
             let special = match name_len {
-                4 => {
-                    if name_is(name, b"host") {
-                        if host_end != 0 {
-                            return false;
-                        }
-                        (host_start, host_end) = (v_start, vt);
-                    }
-                    false
-                }
                 6 => name_is(name, b"expect"),
                 10 => name_is(name, b"connection"),
                 14 => name_is(name, b"content-length"),
-                _ => name_is(name, b"transfer-encoding"),
+                17 => name_is(name, b"transfer-encoding"),
+                _ => false,
             };
             if special && !special_field(buf, name_len, v_start, vt, head) {
                 return false;

@@ -711,19 +711,27 @@ pub(crate) fn parse_field_line(line: &[u8]) -> Result<(&[u8], &[u8]), ParseError
     Ok((&line[..name_end], trim_ows(value)))
 }
 
-/// The fast path, then (when it declines) the general parser, for one scanning strategy.
+/// The fast path, then (when it declines) the general parser, for one scanning strategy; the
+/// result goes to `out`.
+///
+/// The fast path fills the head in place inside `out`, which is the caller's own result when
+/// [`crate::parse_request_head`] is inlined into it: the head is written once, where it is
+/// read, instead of being built in registers and copied out through every return.
 #[inline(always)]
 fn parse_fast_then<S: Scan>(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
+    out: &mut Result<Parsed, ParseError>,
     general: impl FnOnce(&[u8], &Limits, &mut [FieldSpan]) -> Result<Parsed, ParseError>,
-) -> Result<Parsed, ParseError> {
-    let mut head = crate::fast::EMPTY_HEAD;
-    if crate::fast::parse_fast::<S>(buf, limits, fields, &mut head) {
-        Ok(Parsed::Complete(head))
-    } else {
-        general(buf, limits, fields)
+) {
+    *out = Ok(Parsed::Complete(crate::fast::EMPTY_HEAD));
+    let done = match out {
+        Ok(Parsed::Complete(head)) => crate::fast::parse_fast::<S>(buf, limits, fields, head),
+        _ => false,
+    };
+    if !done {
+        *out = general(buf, limits, fields);
     }
 }
 
@@ -732,8 +740,9 @@ pub(crate) fn parse_scalar(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
-) -> Result<Parsed, ParseError> {
-    parse_fast_then::<crate::scan::Scalar>(buf, limits, fields, parse_scalar_general)
+    out: &mut Result<Parsed, ParseError>,
+) {
+    parse_fast_then::<crate::scan::Scalar>(buf, limits, fields, out, parse_scalar_general)
 }
 
 /// Scalar instantiation of the general parser alone. Kept out of line so that the fast path's
@@ -757,8 +766,9 @@ pub(crate) unsafe fn parse_sse42(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
-) -> Result<Parsed, ParseError> {
-    parse_fast_then::<crate::scan::Sse42>(buf, limits, fields, |b, l, f| {
+    out: &mut Result<Parsed, ParseError>,
+) {
+    parse_fast_then::<crate::scan::Sse42>(buf, limits, fields, out, |b, l, f| {
         // SAFETY: this function's own contract (the CPU supports SSSE3 and SSE4.2).
         unsafe { parse_sse42_general(b, l, f) }
     })
@@ -789,8 +799,9 @@ pub(crate) unsafe fn parse_avx2(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
-) -> Result<Parsed, ParseError> {
-    parse_fast_then::<crate::scan::Avx2>(buf, limits, fields, |b, l, f| {
+    out: &mut Result<Parsed, ParseError>,
+) {
+    parse_fast_then::<crate::scan::Avx2>(buf, limits, fields, out, |b, l, f| {
         // SAFETY: this function's own contract (the CPU supports AVX2).
         unsafe { parse_avx2_general(b, l, f) }
     })

@@ -191,41 +191,53 @@ pub enum Parsed {
 /// let err = parse_request_head(b"GET / HTTP/1.1\r\nHost : x\r\n\r\n", &Limits::default(), &mut fields);
 /// assert_eq!(err.unwrap_err().status, 400);
 /// ```
+// Inlined into the caller so that the result is written in the caller's own frame, where it is
+// read (see `parse::parse_fast_then`); only the dispatch is inlined, the parse is one call.
+#[inline]
 pub fn parse_request_head(
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
+    let mut out = Ok(Parsed::Incomplete);
     match Isa::best() {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `Isa::best` only returns a path the CPU supports.
-        Isa::Avx2 => unsafe { parse::parse_avx2(buf, limits, fields) },
+        Isa::Avx2 => unsafe { parse::parse_avx2(buf, limits, fields, &mut out) },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: as above.
-        Isa::Sse42 => unsafe { parse::parse_sse42(buf, limits, fields) },
-        _ => parse::parse_scalar(buf, limits, fields),
+        Isa::Sse42 => unsafe { parse::parse_sse42(buf, limits, fields, &mut out) },
+        _ => parse::parse_scalar(buf, limits, fields, &mut out),
     }
+    out
 }
 
 /// [`parse_request_head`] on a chosen scanning path. Every path gives exactly the same result;
 /// this exists so that tests, fuzzers and benchmarks can compare them. A path the CPU cannot run
 /// falls back to the scalar one.
 #[doc(hidden)]
+#[inline]
 pub fn parse_request_head_with(
     isa: Isa,
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
+    let mut out = Ok(Parsed::Incomplete);
     match isa {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: the CPU was checked for AVX2.
-        Isa::Avx2 if isa.is_available() => unsafe { parse::parse_avx2(buf, limits, fields) },
+        Isa::Avx2 if isa.is_available() => unsafe {
+            parse::parse_avx2(buf, limits, fields, &mut out)
+        },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: the CPU was checked for SSSE3 and SSE4.2.
-        Isa::Sse42 if isa.is_available() => unsafe { parse::parse_sse42(buf, limits, fields) },
-        _ => parse::parse_scalar(buf, limits, fields),
+        Isa::Sse42 if isa.is_available() => unsafe {
+            parse::parse_sse42(buf, limits, fields, &mut out)
+        },
+        _ => parse::parse_scalar(buf, limits, fields, &mut out),
     }
+    out
 }
 
 /// [`parse_request_head_with`] without the fast path: the general parser alone, which decides
