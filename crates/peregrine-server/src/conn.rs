@@ -38,7 +38,7 @@ pub(crate) const READ_BUF_INITIAL: usize = 4096;
 /// Largest read buffer reserved for a request body read.
 const BODY_READ_MAX: usize = 64 * 1024;
 /// Read at least this much spare capacity before each `read(2)`.
-const READ_SPARE: usize = 1024;
+pub(crate) const READ_SPARE: usize = 1024;
 /// Bodies of at most this size are copied into the output buffer (one write per batch); larger
 /// ones are written straight from their `Bytes` after the head, never copied.
 const COPY_BODY_MAX: usize = 16 * 1024;
@@ -80,8 +80,13 @@ pub(crate) struct Io {
 }
 
 /// One connection, shared by the driver and the body of the request being answered.
+///
+/// Exists while the connection is busy; an idle connection keeps only its socket. The shells
+/// are recycled by the worker (see [`WorkerShared::take_conn`]), so going busy costs no
+/// allocation.
 pub(crate) struct Conn {
-    stream: TcpStream,
+    /// `None` only while the shell waits in the worker's pool.
+    stream: Option<TcpStream>,
     shared: Rc<WorkerShared>,
     io: RefCell<Io>,
 }
@@ -110,10 +115,15 @@ enum Step {
 
 impl Conn {
     /// A connection about to answer what was read into `rbuf` (`eof`: the client closed).
-    fn new(stream: TcpStream, shared: Rc<WorkerShared>, rbuf: BytesMut, eof: bool) -> Self {
+    pub(crate) fn new(
+        stream: TcpStream,
+        shared: Rc<WorkerShared>,
+        rbuf: BytesMut,
+        eof: bool,
+    ) -> Self {
         let out = shared.take_out_buf();
         Conn {
-            stream,
+            stream: Some(stream),
             shared,
             io: RefCell::new(Io {
                 rbuf,
@@ -127,6 +137,36 @@ impl Conn {
         }
     }
 
+    /// Makes a recycled shell (see [`Conn::retire`]) a connection, as [`Conn::new`] would.
+    pub(crate) fn reuse(&mut self, stream: TcpStream, rbuf: BytesMut, eof: bool) {
+        self.stream = Some(stream);
+        let out = self.shared.take_out_buf();
+        let io = self.io.get_mut();
+        io.rbuf = rbuf;
+        io.out = out;
+        io.out_pos = 0;
+        io.eof = eof;
+        io.body = BodyState::Done;
+        io.continue_pending = false;
+        // `gen` goes on counting: a body of an earlier request can never match a later one.
+    }
+
+    /// Takes the socket out of a connection that went idle, leaving a shell to recycle.
+    pub(crate) fn retire(&mut self) -> TcpStream {
+        self.stream
+            .take()
+            .expect("a connection in use has its socket")
+    }
+
+    #[inline]
+    fn stream(&self) -> &TcpStream {
+        match &self.stream {
+            Some(s) => s,
+            // Only pooled shells have no socket, and nothing runs on them.
+            None => unreachable!("a connection in use has its socket"),
+        }
+    }
+
     /// Waits (until `deadline`) for the socket to be readable and reads what is there into the
     /// read buffer.
     async fn fill(&self, deadline: Instant) -> io::Result<Fill> {
@@ -134,7 +174,7 @@ impl Conn {
             // Boxed: waiting is the slow path, and a timer inline would double the size of
             // every future that can read (the per-batch future is allocated per request when
             // clients do not pipeline; small enough, it comes from the allocator's fast path).
-            match Box::pin(timeout_at(deadline, self.stream.readable())).await {
+            match Box::pin(timeout_at(deadline, self.stream().readable())).await {
                 Err(_) => return Ok(Fill::TimedOut),
                 Ok(r) => r?,
             }
@@ -157,7 +197,7 @@ impl Conn {
         if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
             io.rbuf.reserve(READ_BUF_INITIAL);
         }
-        match read_into(&self.stream, &mut io.rbuf)? {
+        match read_into(self.stream(), &mut io.rbuf)? {
             None => Ok(None),
             Some(0) => {
                 io.eof = true;
@@ -175,7 +215,7 @@ impl Conn {
                 let mut io = self.io.borrow_mut();
                 let io = &mut *io;
                 while io.out_pos < io.out.len() {
-                    match self.stream.try_write(&io.out[io.out_pos..]) {
+                    match self.stream().try_write(&io.out[io.out_pos..]) {
                         Ok(n) => io.out_pos += n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => return Err(e),
@@ -193,7 +233,7 @@ impl Conn {
 
     /// Waits until the socket is writable again (boxed by callers: it holds a timer).
     async fn wait_writable(&self) -> io::Result<()> {
-        match timeout(self.shared.config.write_timeout, self.stream.writable()).await {
+        match timeout(self.shared.config.write_timeout, self.stream().writable()).await {
             Ok(r) => r,
             Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
         }
@@ -204,7 +244,7 @@ impl Conn {
         self.flush().await?;
         let mut pos = 0;
         while pos < data.len() {
-            match self.stream.try_write(&data[pos..]) {
+            match self.stream().try_write(&data[pos..]) {
                 Ok(n) => pos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     Box::pin(self.wait_writable()).await?
@@ -221,8 +261,8 @@ impl Conn {
         let mut io = self.io.borrow_mut();
         let io = &mut *io;
         while io.out_pos < io.out.len() {
-            match self.stream.poll_write_ready(cx) {
-                Poll::Ready(Ok(())) => match self.stream.try_write(&io.out[io.out_pos..]) {
+            match self.stream().poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => match self.stream().try_write(&io.out[io.out_pos..]) {
                     Ok(n) => io.out_pos += n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     // The driver's next flush reports the error.
@@ -596,7 +636,7 @@ impl Conn {
         if self.flush().await.is_err() {
             return;
         }
-        let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);
+        let _ = socket2::SockRef::from(self.stream()).shutdown(std::net::Shutdown::Write);
         let deadline = Instant::now() + LINGER_TIME;
         let mut discarded = 0usize;
         loop {
@@ -849,13 +889,13 @@ impl Home {
     fn stream(&self) -> &TcpStream {
         match self {
             Home::Inline(s) => s,
-            Home::Shared(c) => &c.stream,
+            Home::Shared(c) => c.stream(),
         }
     }
 
     fn into_conn(self, shared: &Rc<WorkerShared>, rbuf: BytesMut, eof: bool) -> Rc<Conn> {
         match self {
-            Home::Inline(stream) => Rc::new(Conn::new(stream, shared.clone(), rbuf, eof)),
+            Home::Inline(stream) => shared.take_conn(stream, rbuf, eof),
             Home::Shared(conn) => {
                 {
                     let mut io = conn.io.borrow_mut();
@@ -870,11 +910,15 @@ impl Home {
         }
     }
 
-    fn from_conn(conn: Rc<Conn>) -> Home {
+    fn from_conn(mut conn: Rc<Conn>, shared: &WorkerShared) -> Home {
         conn.release_buffers();
-        match Rc::try_unwrap(conn) {
-            Ok(c) => Home::Inline(c.stream),
-            Err(conn) => Home::Shared(conn),
+        match Rc::get_mut(&mut conn) {
+            Some(c) => {
+                let stream = c.retire();
+                shared.put_conn(conn);
+                Home::Inline(stream)
+            }
+            None => Home::Shared(conn),
         }
     }
 }
@@ -911,7 +955,7 @@ pub(crate) fn serve<S: Service>(
             };
             let batch = busy(&*service, &conn, &mut served, peer);
             match PooledFuture::new(&shared.busy_blocks, batch).await {
-                Next::Idle => home = Home::from_conn(conn),
+                Next::Idle => home = Home::from_conn(conn, &shared),
                 Next::Close(c) => break (conn, c),
             }
         };

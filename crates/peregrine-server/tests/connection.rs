@@ -286,3 +286,53 @@ fn max_requests_per_connection() {
 }
 
 use peregrine_server::ServerConfig;
+
+#[test]
+fn connections_served_in_turn_keep_their_own_state() {
+    // The worker recycles the state of a connection that goes idle for the next one that goes
+    // busy: nothing of one connection (buffered bytes, body progress, end of input) may show
+    // through in another. (Long timeouts: the half request must not time out meanwhile.)
+    let (h, _) = start(peregrine_server::ServerConfig {
+        header_timeout: std::time::Duration::from_secs(30),
+        idle_timeout: std::time::Duration::from_secs(30),
+        ..config()
+    });
+    let mut clients: Vec<Client> = (0..6).map(|_| Client::new(h.local_addr())).collect();
+    // The first client leaves half a request buffered while the others are served.
+    clients[0].send(b"GET /plaintext HTTP/1.1\r\nHost: a\r\n\r\nGET /tar");
+    assert_eq!(clients[0].read_response().body_str(), "Hello, World!");
+    for round in 0..3 {
+        for (i, c) in clients.iter_mut().enumerate().skip(1) {
+            let body = format!("round {round}, connection {i}");
+            c.send(
+                format!(
+                    "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            let r = c.read_response();
+            assert_eq!((r.status, r.body_str()), (200, body.as_str()));
+            assert!(!r.closes());
+        }
+    }
+    // One client half-closes after a request: its end of input stays its own.
+    clients[5].send(&get("/plaintext"));
+    clients[5]
+        .stream
+        .shutdown(std::net::Shutdown::Write)
+        .unwrap();
+    assert_eq!(clients[5].read_response().status, 200);
+    assert!(clients[5].at_eof());
+    for c in clients.iter_mut().skip(1).take(4) {
+        c.send(&get("/plaintext"));
+        let r = c.read_response();
+        assert_eq!((r.status, r.closes()), (200, false));
+    }
+    clients[0].send(b"get?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(
+        clients[0].read_response().body_str(),
+        "GET /target?x=1 Some(\"x=1\") Some(\"a\")"
+    );
+    h.shutdown();
+}
