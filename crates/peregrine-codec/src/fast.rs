@@ -136,28 +136,30 @@ fn host_is_plain<S: Scan>(buf: &[u8], start: usize, end: usize) -> bool {
 }
 
 /// `buf[start..end]` is 1 to 5 ASCII digits with a value up to 65535 (leading zeros allowed),
-/// as [`validate_authority`] requires of a port. With 8 bytes readable from `start`, all digits
-/// are checked at once in one word (SWAR), with a byte loop otherwise.
+/// as [`validate_authority`] requires of a port. With 8 bytes readable from `start`, the digits
+/// are checked and compared at once in one word (SWAR), with a byte loop otherwise.
 #[inline(always)]
 pub(crate) fn port_is_valid(buf: &[u8], start: usize, end: usize) -> bool {
     let n = end - start;
-    if n == 0 || n > 5 {
+    if n.wrapping_sub(1) >= 5 {
         return false;
     }
     if start + 8 <= buf.len() {
-        // The low `n` bytes of the word are the port. A byte is a digit iff its high nibble is
-        // 3 and adding 6 keeps it 3 (0x30..=0x39; 0x3A..=0x3F become 0x40..=0x45). After the
-        // first test every byte is at most 0x3F, so adding 6 never carries into the next byte.
-        let keep = mask(n);
-        let w = load_u64(buf, start) & keep;
-        let high = 0xF0F0_F0F0_F0F0_F0F0 & keep;
-        let threes = 0x3030_3030_3030_3030 & keep;
-        if w & high != threes || (w + (0x0606_0606_0606_0606 & keep)) & high != threes {
+        // The port's `n` bytes moved to the top of the word, `0` digits filling the bytes below:
+        // an 8-digit decimal string with leading zeros, the last digit in the top byte.
+        let fill = word(b"00000000") >> (8 * n);
+        let x = load_u64(buf, start) << (64 - 8 * n) | fill;
+        // A byte is a digit iff its high nibble is 3 and adding 6 keeps it 3 (0x30..=0x39;
+        // 0x3A..=0x3F become 0x40..=0x45). After the first test every byte is at most 0x3F,
+        // so adding 6 never carries into the next byte.
+        const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+        const THREES: u64 = 0x3030_3030_3030_3030;
+        if x & HIGH != THREES || (x + 0x0606_0606_0606_0606) & HIGH != THREES {
             return false;
         }
-        // Up to 4 digits always fit; 5 digits compare as strings of equal length, which is
-        // comparing them as big-endian numbers (first digit most significant).
-        return n < 5 || w.swap_bytes() >> 24 <= word(b"65535").swap_bytes() >> 24;
+        // Byte-reversed, the first digit is the most significant: equal-length digit strings
+        // compare as numbers, and with the leading zeros every port is 8 digits long.
+        return x.swap_bytes() <= word(b"00065535").swap_bytes();
     }
     buf[start..end].iter().all(u8::is_ascii_digit) && (n < 5 || buf[start..end] <= b"65535"[..])
 }
@@ -316,8 +318,6 @@ pub(crate) fn parse_fast<S: Scan>(
 
     // --- Header fields. ---
     let hdr_start = v + 10;
-    // `next - hdr_start > max_header_bytes`, as one comparison.
-    let hdr_end_max = hdr_start.saturating_add(limits.max_header_bytes);
     let max_field_line = limits.max_field_line;
     let max_fields = fields.len().min(limits.max_fields);
     let fields = &mut fields[..max_fields];
@@ -331,7 +331,7 @@ pub(crate) fn parse_fast<S: Scan>(
             Some(b'\r') => {
                 // The end of the head (a CR starts no field line), if it is a CRLF within the
                 // limit.
-                if crlf_at(buf, pos) && pos + 2 <= hdr_end_max {
+                if crlf_at(buf, pos) && pos + 2 - hdr_start <= limits.max_header_bytes {
                     break pos + 2;
                 }
                 return false;
