@@ -135,6 +135,37 @@ fn host_is_plain<S: Scan>(buf: &[u8], start: usize, end: usize) -> bool {
     port_is_valid(buf, i + 1, end)
 }
 
+/// The value of a `Host: ` line, from `start` (just after the SP): a non-empty reg-name or IPv4
+/// address of plain bytes, optionally `:` and a port of 1 to 5 digits up to 65535, then CRLF.
+/// Returns the index of the CR. Such a value is a valid field value without surrounding OWS
+/// and a valid Host for [`validate_authority`], so the field line and the Host check of the
+/// general parser both accept it. `None` is "not this shape" (the caller declines).
+#[inline(always)]
+fn plain_host_line<S: Scan>(buf: &[u8], start: usize) -> Option<usize> {
+    let i = S::skip(buf, start, &HOST);
+    if i == start {
+        return None;
+    }
+    match buf.get(i) {
+        Some(b'\r') => return crlf_at(buf, i).then_some(i),
+        Some(b':') => {}
+        _ => return None,
+    }
+    // The port: find the CR among the next 8 bytes (a byte equal to CR is a zero byte of
+    // `x ^ CRs`; the lowest set bit of the classic zero-byte test marks the first one).
+    let p = i + 1;
+    if p + 8 > buf.len() {
+        return None;
+    }
+    let x = load_u64(buf, p) ^ 0x0D0D_0D0D_0D0D_0D0D;
+    let zero = x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080;
+    let cr = p + (zero.trailing_zeros() / 8) as usize;
+    if zero == 0 || !crlf_at(buf, cr) || !port_is_valid(buf, p, cr) {
+        return None;
+    }
+    Some(cr)
+}
+
 /// `buf[start..end]` is 1 to 5 ASCII digits with a value up to 65535 (leading zeros allowed),
 /// as [`validate_authority`] requires of a port. With 8 bytes readable from `start`, the digits
 /// are checked and compared at once in one word (SWAR), with a byte loop otherwise.
@@ -338,6 +369,27 @@ pub(crate) fn parse_fast<S: Scan>(
             }
             Some(_) => {}
         }
+        // `Host: ` (any case) with a plain host[:port] value: the line and the value's rules
+        // in one pass (see `plain_host_line`). Any other Host line takes the general way below.
+        if host_end == 0
+            && pos + 8 <= len
+            && (load_u64(buf, pos) | 0x2020_2020) & mask(6) == word(b"host: ")
+        {
+            if let Some(value_end) = plain_host_line::<S>(buf, pos + 6) {
+                if value_end - pos > max_field_line || n >= fields.len() {
+                    return false;
+                }
+                fields[n] = FieldSpan {
+                    name: span(pos, pos + 4),
+                    value: span(pos + 6, value_end),
+                };
+                n += 1;
+                (host_start, host_end) = (pos + 6, value_end);
+                head.authority = Some(span(pos + 6, value_end));
+                pos = value_end + 2;
+                continue;
+            }
+        }
         let (name_end, value_end) = S::field_line(buf, pos);
         // `value_end` is the first byte from `pos` that is no field-value byte: it must be the
         // CR of a CRLF, inside the field-line limit. (The header-section limit is checked once,
@@ -410,7 +462,8 @@ pub(crate) fn parse_fast<S: Scan>(
         // No Host field: only HTTP/1.0 may omit it.
         return head.version == Version::Http10;
     }
-    if host_end > host_start {
+    // Already checked by `plain_host_line`, or to be checked now.
+    if head.authority.is_none() && host_end > host_start {
         if !host_is_plain::<S>(buf, host_start, host_end)
             && validate_authority::<S>(buf, host_start, host_end, false).is_err()
         {

@@ -197,6 +197,51 @@ fn host_ports_at_the_boundaries() {
 }
 
 #[test]
+fn host_lines_of_every_shape_agree() {
+    // The fast path reads `Host: ` lines with a plain value in one pass; everything around that
+    // shape (name case, spacing, trailing whitespace, empty parts, a second Host, a port cut by
+    // the end of the buffer) must decide exactly as the general parser does.
+    let names = ["Host", "host", "HOST", "hOsT", "Hosts", "Hos", "X-Host"];
+    let seps = [": ", ":", ":  ", ":\t", " : "];
+    let values = [
+        "h",
+        "h:1",
+        "h:80",
+        "h:65535",
+        "h:65536",
+        "h:",
+        ":80",
+        "h:8a",
+        "h:1:2",
+        "h ",
+        "h:80 ",
+        "h\t",
+        "",
+        "a%41",
+        "[::1]:80",
+        "h,i",
+        "h@i",
+        "h:123456",
+        "h:000080",
+        "h:0000080",
+    ];
+    for name in names {
+        for sep in seps {
+            for value in values {
+                for extra in ["", "Host: h\r\n", "X: y\r\n"] {
+                    let buf = format!("GET / HTTP/1.1\r\n{name}{sep}{value}\r\n{extra}\r\n");
+                    agree(buf.as_bytes(), &Limits::default());
+                    // The same line later in the head, after another field.
+                    let buf =
+                        format!("GET / HTTP/1.1\r\nA: b\r\n{extra}{name}{sep}{value}\r\n\r\n");
+                    agree(buf.as_bytes(), &Limits::default());
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn targets_and_versions_at_the_boundaries() {
     for target in [
         "/",
