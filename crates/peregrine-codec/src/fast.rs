@@ -474,8 +474,14 @@ pub(crate) fn parse_fast<S: Scan>(
     true
 }
 
+/// The benchmark inputs, for the test that the fast path takes them.
+#[cfg(test)]
+#[path = "../benches/support/inputs.rs"]
+mod inputs;
+
 #[cfg(test)]
 mod tests {
+    use super::inputs;
     use super::*;
     use crate::scan::{Isa, Scalar};
 
@@ -517,6 +523,9 @@ mod tests {
             b"DELETE /d HTTP/1.0\r\nX:  v \t\r\n\r\n",
             b"HEAD / HTTP/1.1\r\nHost:\r\n\r\n",
             b"PATCH /p HTTP/1.1\r\nHost: a%41:80\r\n\r\n",
+            inputs::MINIMAL,
+            inputs::WRK,
+            inputs::BROWSER,
         ] {
             assert!(fast_on_every_path(buf), "{:?}", String::from_utf8_lossy(buf));
         }

@@ -255,27 +255,36 @@ impl Scan for Scalar {
 }
 
 #[inline(always)]
-fn skip_scalar(buf: &[u8], mut i: usize, class: &Class) -> usize {
-    // Four at a time keeps the loop-carried dependency short on long values.
-    while i + 4 <= buf.len() {
-        if !class.contains(buf[i]) {
-            return i;
+fn skip_scalar(buf: &[u8], i: usize, class: &Class) -> usize {
+    let Some(rest) = buf.get(i..) else {
+        return i;
+    };
+    // Four at a time keeps the loop-carried dependency short on long values; exact chunks
+    // let the compiler drop every bounds check.
+    let mut at = i;
+    let mut chunks = rest.chunks_exact(4);
+    for c in &mut chunks {
+        if !class.contains(c[0]) {
+            return at;
         }
-        if !class.contains(buf[i + 1]) {
-            return i + 1;
+        if !class.contains(c[1]) {
+            return at + 1;
         }
-        if !class.contains(buf[i + 2]) {
-            return i + 2;
+        if !class.contains(c[2]) {
+            return at + 2;
         }
-        if !class.contains(buf[i + 3]) {
-            return i + 3;
+        if !class.contains(c[3]) {
+            return at + 3;
         }
-        i += 4;
+        at += 4;
     }
-    while i < buf.len() && class.contains(buf[i]) {
-        i += 1;
+    for &b in chunks.remainder() {
+        if !class.contains(b) {
+            return at;
+        }
+        at += 1;
     }
-    i
+    at
 }
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
@@ -488,6 +497,20 @@ mod x86 {
             let m = misses32(buf.as_ptr().add(len - 32), lo_t, hi_t);
             return tail_end::<32>(m, len, i);
         }
+        // SAFETY: this function is only reached with AVX2 available (see above).
+        skip_avx2_short(buf, i, class)
+    }
+
+    /// [`skip_avx2`] for buffers shorter than 32 bytes: rare (a request is rarely that short),
+    /// so out of line, where its code does not take registers from the hot paths.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 (as for every AVX2 helper here).
+    #[cold]
+    #[inline(never)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn skip_avx2_short(buf: &[u8], mut i: usize, class: &Class) -> usize {
+        let len = buf.len();
         let (lo_128, hi_128) = tables16(class);
         if i + 16 <= len {
             // SAFETY: i + 16 <= len.
@@ -630,7 +653,10 @@ mod tests {
                             if start > len {
                                 continue;
                             }
-                            let want = skip_scalar(&buf, start, class);
+                            // The definition, one byte at a time.
+                            let want = (start..len)
+                                .find(|&i| !class.contains(buf[i]))
+                                .unwrap_or(len);
                             for isa in Isa::available() {
                                 assert_eq!(skip_with(isa, &buf, start, class), want, "{isa:?}");
                             }
