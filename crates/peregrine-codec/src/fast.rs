@@ -350,8 +350,9 @@ pub(crate) fn parse_fast<S: Scan>(
     // --- Header fields. ---
     let hdr_start = v + 10;
     let max_field_line = limits.max_field_line;
-    let max_fields = fields.len().min(limits.max_fields);
-    let fields = &mut fields[..max_fields];
+    // `n < fields.len()` is checked per field (it bounds the store); `n <= max_fields` once,
+    // at the end (the count only grows, so the general parser's per-field 431 happens iff the
+    // final count is over).
     let mut pos = hdr_start;
     let mut n = 0usize;
     // Host value as `start..end`; `end == 0` (no value can end at 0) means no Host yet.
@@ -455,6 +456,9 @@ pub(crate) fn parse_fast<S: Scan>(
         }
         pos = next;
     };
+    if n > limits.max_fields {
+        return false;
+    }
     head.field_count = n;
 
     // --- Host and the effective authority (origin-form: from Host only). ---
