@@ -437,16 +437,14 @@ impl Conn {
     /// synchronous so the common case adds no state to the per-batch future.
     fn start_response(
         &self,
-        resp: Response,
+        resp: &mut Response,
         keep_alive: &mut bool,
         version: Version,
         head_request: bool,
     ) -> Option<ResponseBody> {
-        let Response {
-            status,
-            headers,
-            body,
-        } = resp;
+        let status = resp.status;
+        let headers = &resp.headers;
+        let body = &resp.body;
         let status = if (200..=999).contains(&status) {
             status
         } else {
@@ -457,7 +455,7 @@ impl Conn {
         if matches!(body, ResponseBody::Stream(_)) && version == Version::Http10 && !forbids {
             *keep_alive = false;
         }
-        let framing = match &body {
+        let framing = match body {
             _ if forbids => Framing::None,
             ResponseBody::Empty => Framing::Length(0),
             ResponseBody::Full(b) => Framing::Length(b.len() as u64),
@@ -471,7 +469,7 @@ impl Conn {
             let hit = cache
                 .memo
                 .iter()
-                .position(|m| m.status == status && same_fields(&m.key, &headers));
+                .position(|m| m.status == status && same_fields(&m.key, headers));
             if let Some(i) = hit {
                 let m = &cache.memo[i];
                 if m.close {
@@ -493,12 +491,12 @@ impl Conn {
                     m.bytes.extend_from_slice(&out[mark..]);
                 }
             } else {
-                let asks_close = fields_ask_close(&headers);
+                let asks_close = fields_ask_close(headers);
                 if asks_close {
                     *keep_alive = false;
                 }
                 let mark = out.len();
-                let valid = status != 0 && encode_head(out, status, &headers, &cache);
+                let valid = status != 0 && encode_head(out, status, headers, &cache);
                 if !valid {
                     out.truncate(mark);
                     drop(cache);
@@ -511,7 +509,7 @@ impl Conn {
                 let fields_len = out.len() - mark;
                 let conn = conn_line(*keep_alive, version);
                 finish_head(out, conn, framing);
-                if let Some(key) = fields_key(&headers) {
+                if let Some(key) = fields_key(headers) {
                     if cache.memo.len() >= HEAD_MEMO_MAX {
                         // Oldest out: the memo is refilled from scratch every refresh anyway.
                         cache.memo.remove(0);
@@ -529,12 +527,12 @@ impl Conn {
                 }
             }
             drop(cache);
-            crate::response::recycle_fields(headers);
+            crate::response::recycle_fields(std::mem::take(&mut resp.headers));
             let out = &mut io.out;
             if head_request || forbids {
                 return None;
             }
-            match &body {
+            match &resp.body {
                 ResponseBody::Empty => return None,
                 ResponseBody::Full(b) if b.len() <= COPY_BODY_MAX => {
                     out.extend_from_slice(b);
@@ -543,7 +541,7 @@ impl Conn {
                 _ => {}
             }
         }
-        Some(body)
+        Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
     }
 
     /// Writes what [`Conn::start_response`] left: a large body from its own buffer, or a stream.
@@ -1049,7 +1047,7 @@ async fn busy<S: Service>(
                 // was parsed since); the read buffer moves on to the body or next request.
                 let req = Request::new(
                     &io.rbuf[..head_len],
-                    head,
+                    &head,
                     &table[..head.field_count],
                     peer,
                     body,
@@ -1071,25 +1069,34 @@ async fn busy<S: Service>(
             // costs one `catch_unwind`, not two.
             let mut slot = std::pin::pin!(None::<S::Future>);
             let mut req = Some(req);
-            let resp = poll_fn(|cx| {
+            // The response is written here from inside the poll, not handed back through the
+            // `catch_unwind`, `Poll` and `await` results: each of those was one more copy of it.
+            let mut resp: Option<Response> = None;
+            let panicked = poll_fn(|cx| {
                 let polled = catch_unwind(AssertUnwindSafe(|| {
                     if let Some(req) = req.take() {
                         slot.set(Some(service.call(req)));
                     }
                     match slot.as_mut().as_pin_mut() {
-                        Some(fut) => fut.poll(cx),
+                        Some(fut) => match fut.poll(cx) {
+                            Poll::Ready(r) => {
+                                resp = Some(r);
+                                true
+                            }
+                            Poll::Pending => false,
+                        },
                         // Only after a panic, which ends the polling below.
-                        None => Poll::Pending,
+                        None => false,
                     }
                 }));
                 match polled {
-                    Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-                    Ok(Poll::Pending) => {
+                    Ok(true) => Poll::Ready(false),
+                    Ok(false) => {
                         // Meanwhile, keep writing earlier responses of the batch.
                         conn.poll_write_progress(cx);
                         Poll::Pending
                     }
-                    Err(_) => Poll::Ready(Err(())),
+                    Err(_) => Poll::Ready(true),
                 }
             })
             .await;
@@ -1097,9 +1104,9 @@ async fn busy<S: Service>(
             // of the response is handled.
             slot.set(None);
             keep_alive &= !conn.shared.is_shutting_down();
-            let resp = match resp {
-                Ok(r) => r,
-                Err(()) => {
+            let resp = match &mut resp {
+                Some(r) if !panicked => r,
+                _ => {
                     tracing::error!(%peer, "handler panicked; answering 500");
                     conn.push_error(500, "internal server error", head_request);
                     return Next::Close(Close::Linger);

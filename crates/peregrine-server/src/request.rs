@@ -7,10 +7,11 @@ use std::cell::Cell;
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 
-/// The head of a request: its bytes, where things are in them, and who sent it. Boxed and
-/// recycled per thread (see [`SPARE_PARTS`]), so that a [`Request`] is two words and a body:
-/// it is moved into the handler's future and that future into the connection's, and a request
-/// carried inline (a few hundred bytes) cost two `memcpy`s of that size per request.
+/// Everything a request carries. Boxed and recycled per thread (see [`SPARE_PARTS`]), so that
+/// a [`Request`] is one pointer: it is moved into the handler's future and that future into the
+/// connection's, and every move of a request carried inline (a few hundred bytes, or even the
+/// 40 of its body) was a copy of data written just before, which stalls the processor
+/// (store-to-load forwarding) on the hot path of every request.
 struct Parts {
     /// A copy of the head's bytes (request line and fields, up to the empty line). Copying
     /// ~50-500 bytes into a buffer that keeps its capacity is cheaper than handing out a
@@ -21,6 +22,7 @@ struct Parts {
     head: RequestHead,
     fields: Vec<FieldSpan>,
     peer: SocketAddr,
+    body: Body,
 }
 
 /// Recycled [`Parts`] whose buffers are at most this large (bigger heads are rare; their
@@ -38,20 +40,28 @@ thread_local! {
 
 impl Parts {
     /// A recycled (or new) box holding a copy of `bytes`, `fields`, `head` and `peer`.
-    fn boxed(bytes: &[u8], head: RequestHead, fields: &[FieldSpan], peer: SocketAddr) -> Box<Self> {
+    fn boxed(
+        bytes: &[u8],
+        head: &RequestHead,
+        fields: &[FieldSpan],
+        peer: SocketAddr,
+        body: Body,
+    ) -> Box<Self> {
         match SPARE_PARTS.try_with(Cell::take).ok().flatten() {
             Some(mut p) => {
                 p.bytes.extend_from_slice(bytes);
                 p.fields.extend_from_slice(fields);
-                p.head = head;
+                p.head = *head;
                 p.peer = peer;
+                p.body = body;
                 p
             }
             None => Box::new(Parts {
                 bytes: bytes.to_vec(),
-                head,
+                head: *head,
                 fields: fields.to_vec(),
                 peer,
+                body,
             }),
         }
     }
@@ -63,6 +73,8 @@ impl Parts {
         }
         self.bytes.clear();
         self.fields.clear();
+        // The body may hold the connection: it goes now, not when the spare is reused.
+        self.body = Body::empty();
         // During thread teardown the slot may be gone: then the box is just freed.
         let _ = SPARE_PARTS.try_with(|s| s.set(Some(self)));
     }
@@ -76,7 +88,6 @@ impl Parts {
 pub struct Request {
     /// Taken only in `drop`.
     parts: ManuallyDrop<Box<Parts>>,
-    body: Body,
 }
 
 impl Drop for Request {
@@ -90,17 +101,16 @@ impl Drop for Request {
 
 impl Request {
     /// A request whose head is `bytes` (parsed into `head` and `fields`, spans relative to
-    /// `bytes`), copied into a recycled buffer.
+    /// `bytes`), copied into a recycled box.
     pub(crate) fn new(
         bytes: &[u8],
-        head: RequestHead,
+        head: &RequestHead,
         fields: &[FieldSpan],
         peer: SocketAddr,
         body: Body,
     ) -> Self {
         Request {
-            parts: ManuallyDrop::new(Parts::boxed(bytes, head, fields, peer)),
-            body,
+            parts: ManuallyDrop::new(Parts::boxed(bytes, head, fields, peer, body)),
         }
     }
 
@@ -163,7 +173,7 @@ impl Request {
         };
         Ok(Request::new(
             &raw[..head.head_len],
-            head,
+            &head,
             &table[..head.field_count],
             peer,
             body,
@@ -252,11 +262,11 @@ impl Request {
     }
     /// The body, to read from.
     pub fn body_mut(&mut self) -> &mut Body {
-        &mut self.body
+        &mut self.parts.body
     }
     /// Takes the body out, leaving an empty one.
     pub fn take_body(&mut self) -> Body {
-        std::mem::replace(&mut self.body, Body::empty())
+        std::mem::replace(&mut self.parts.body, Body::empty())
     }
 }
 
