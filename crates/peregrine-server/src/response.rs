@@ -13,6 +13,14 @@ pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> +
 /// One response header field: name, value.
 type Field = (Cow<'static, str>, Cow<'static, [u8]>);
 
+/// The field [`Response::text`] adds. A constant, so the push copies it from read-only data:
+/// built on the stack word by word and copied at once, it stalled the processor (store-to-load
+/// forwarding), measured as a fifth of the engine's own time per pipelined request.
+const CONTENT_TYPE_TEXT: Field = (
+    Cow::Borrowed("Content-Type"),
+    Cow::Borrowed(b"text/plain; charset=utf-8".as_slice()),
+);
+
 /// Field lists of this capacity or less are recycled (see [`spare_fields`]).
 const SPARE_FIELDS_MAX_CAP: usize = 8;
 
@@ -77,16 +85,15 @@ impl Response {
     /// assert!(matches!(r.body, ResponseBody::Full(ref b) if b.as_ref() == b"Hello, World!"));
     /// ```
     pub fn text(body: impl Into<Bytes>) -> Self {
-        let mut headers = spare_fields();
-        headers.push((
-            Cow::Borrowed("Content-Type"),
-            Cow::Borrowed(b"text/plain; charset=utf-8".as_slice()),
-        ));
-        Response {
+        // Built in place, then the field pushed: a field list built apart and moved in was
+        // copied right after being written (the same stall as above).
+        let mut r = Response {
             status: 200,
-            headers,
+            headers: spare_fields(),
             body: ResponseBody::Full(body.into()),
-        }
+        };
+        r.headers.push(CONTENT_TYPE_TEXT);
+        r
     }
     /// Adds a header field (builder style).
     pub fn with_header(
