@@ -432,6 +432,55 @@ impl Conn {
         }
     }
 
+    /// Everything done with a handler's response before the driver goes on: the interim
+    /// `100 Continue` a streamed response may need, the check that the request body arrived
+    /// intact, and the encoding ([`Conn::start_response`]). Synchronous, and given the response
+    /// where the handler returned it (see the poll in [`busy`]).
+    fn answer(
+        &self,
+        resp: &mut Response,
+        keep_alive: &mut bool,
+        version: Version,
+        head_request: bool,
+    ) -> Answered {
+        // A streamed response may read the request body while it is sent: the client that
+        // waits for `100 Continue` must get it before the final response head.
+        if matches!(resp.body, ResponseBody::Stream(_)) && !head_request {
+            let mut io = self.io.borrow_mut();
+            if io.continue_pending && !matches!(io.body, BodyState::Done) {
+                io.continue_pending = false;
+                io.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+        }
+        // Decide now whether the rest of the body can be skipped to keep the connection.
+        let (body_failed, must_close) = {
+            let io = self.io.borrow();
+            match &io.body {
+                BodyState::Done => (None, false),
+                BodyState::Failed(e) => (Some(e.clone()), true),
+                // The client waits for `100 Continue` before sending: it may never send the
+                // body, so reading it to skip it could hang.
+                _ if io.continue_pending => (None, true),
+                BodyState::Length(rem) => (None, *rem > DRAIN_MAX),
+                BodyState::Chunked(..) => (None, false),
+            }
+        };
+        if must_close {
+            *keep_alive = false;
+        }
+        if let Some(err) = body_failed {
+            if resp.status < 400 {
+                // The handler answered success on a body that did not arrive intact.
+                self.push_error(err.status(), &err.to_string(), head_request);
+                return Answered::Refused;
+            }
+        }
+        match self.start_response(resp, keep_alive, version, head_request) {
+            Some(rest) => Answered::Rest(rest),
+            None => Answered::Encoded,
+        }
+    }
+
     /// Encodes `resp` into the output buffer: the head, and the body when it is small. Returns
     /// the body still to be written (large or streamed) by [`Conn::finish_response`]. Kept
     /// synchronous so the common case adds no state to the per-batch future.
@@ -868,6 +917,16 @@ fn encode_head(
     true
 }
 
+/// What became of a handler's response (see [`Conn::answer`]).
+enum Answered {
+    /// Encoded whole into the output buffer.
+    Encoded,
+    /// Head encoded; this body is still to be written (large or streamed).
+    Rest(ResponseBody),
+    /// Not sent: an error response was encoded instead and the connection must close.
+    Refused,
+}
+
 /// What the busy part of the driver asks for.
 enum Next {
     /// Everything received was answered and written: wait for the next request.
@@ -1069,9 +1128,11 @@ async fn busy<S: Service>(
             // costs one `catch_unwind`, not two.
             let mut slot = std::pin::pin!(None::<S::Future>);
             let mut req = Some(req);
-            // The response is written here from inside the poll, not handed back through the
-            // `catch_unwind`, `Poll` and `await` results: each of those was one more copy of it.
-            let mut resp: Option<Response> = None;
+            // The response is encoded where the handler's poll returned it, inside the poll:
+            // every copy of it (through the `catch_unwind`, `Poll` and `await` results, or into
+            // a variable) was a copy of data written just before, which stalls the processor
+            // (store-to-load forwarding) on every request.
+            let mut answered: Option<Answered> = None;
             let panicked = poll_fn(|cx| {
                 let polled = catch_unwind(AssertUnwindSafe(|| {
                     if let Some(req) = req.take() {
@@ -1079,8 +1140,14 @@ async fn busy<S: Service>(
                     }
                     match slot.as_mut().as_pin_mut() {
                         Some(fut) => match fut.poll(cx) {
-                            Poll::Ready(r) => {
-                                resp = Some(r);
+                            Poll::Ready(mut r) => {
+                                keep_alive &= !conn.shared.is_shutting_down();
+                                answered = Some(conn.answer(
+                                    &mut r,
+                                    &mut keep_alive,
+                                    version,
+                                    head_request,
+                                ));
                                 true
                             }
                             Poll::Pending => false,
@@ -1100,54 +1167,22 @@ async fn busy<S: Service>(
                 }
             })
             .await;
-            // The handler's future (and the request it may hold) goes now, as before the rest
-            // of the response is handled.
+            // The handler's future (and the request it may hold) goes now, before the rest of
+            // the response is written and the body drained.
             slot.set(None);
-            keep_alive &= !conn.shared.is_shutting_down();
-            let resp = match &mut resp {
-                Some(r) if !panicked => r,
+            match answered {
+                Some(Answered::Encoded) if !panicked => {}
+                Some(Answered::Rest(rest)) if !panicked => {
+                    // Boxed: large and streamed bodies are the exception.
+                    if Box::pin(conn.finish_response(rest, version)).await.is_err() {
+                        return Next::Close(Close::Now);
+                    }
+                }
+                Some(Answered::Refused) if !panicked => return Next::Close(Close::Linger),
                 _ => {
                     tracing::error!(%peer, "handler panicked; answering 500");
                     conn.push_error(500, "internal server error", head_request);
                     return Next::Close(Close::Linger);
-                }
-            };
-            // A streamed response may read the request body while it is sent: the client that
-            // waits for `100 Continue` must get it before the final response head.
-            if matches!(resp.body, ResponseBody::Stream(_)) && !head_request {
-                let mut io = conn.io.borrow_mut();
-                if io.continue_pending && !matches!(io.body, BodyState::Done) {
-                    io.continue_pending = false;
-                    io.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-                }
-            }
-            // Decide now whether the rest of the body can be skipped to keep the connection.
-            let (body_failed, must_close) = {
-                let io = conn.io.borrow();
-                match &io.body {
-                    BodyState::Done => (None, false),
-                    BodyState::Failed(e) => (Some(e.clone()), true),
-                    // The client waits for `100 Continue` before sending: it may never send the
-                    // body, so reading it to skip it could hang.
-                    _ if io.continue_pending => (None, true),
-                    BodyState::Length(rem) => (None, *rem > DRAIN_MAX),
-                    BodyState::Chunked(..) => (None, false),
-                }
-            };
-            if must_close {
-                keep_alive = false;
-            }
-            if let Some(err) = body_failed {
-                if resp.status < 400 {
-                    // The handler answered success on a body that did not arrive intact.
-                    conn.push_error(err.status(), &err.to_string(), head_request);
-                    return Next::Close(Close::Linger);
-                }
-            }
-            if let Some(rest) = conn.start_response(resp, &mut keep_alive, version, head_request) {
-                // Boxed: large and streamed bodies are the exception.
-                if Box::pin(conn.finish_response(rest, version)).await.is_err() {
-                    return Next::Close(Close::Now);
                 }
             }
             if !keep_alive {
