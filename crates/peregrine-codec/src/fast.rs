@@ -142,7 +142,7 @@ fn host_is_plain<S: Scan>(buf: &[u8], start: usize, end: usize) -> bool {
 /// general parser both accept it. `None` is "not this shape" (the caller declines).
 #[inline(always)]
 fn plain_host_line<S: Scan>(buf: &[u8], start: usize) -> Option<usize> {
-    let i = S::skip(buf, start, &HOST);
+    let i = S::skip_near(buf, start, &HOST);
     if i == start {
         return None;
     }
@@ -303,7 +303,7 @@ pub(crate) fn parse_fast<S: Scan>(
     // Unbounded scans here and below: a stop found past a limit is checked against the limit
     // afterwards (and declined), which is the same as a scan cut at the limit.
     let t_end = loop {
-        t = S::skip(buf, t, &TARGET);
+        t = S::skip_near(buf, t, &TARGET);
         if t >= len {
             return false;
         }

@@ -225,6 +225,13 @@ pub(crate) trait Scan {
     /// Index of the first byte of `buf[start..]` that is not in `class`, or `buf.len()`.
     fn skip(buf: &[u8], start: usize, class: &Class) -> usize;
 
+    /// [`Scan::skip`] for a stop that is usually near: paths may look at one block first and
+    /// only then run the general scan.
+    #[inline(always)]
+    fn skip_near(buf: &[u8], start: usize, class: &Class) -> usize {
+        Self::skip(buf, start, class)
+    }
+
     /// Index of the first byte of `buf[start..end]` that is not in `class`, or `end`
     /// (`start <= end <= buf.len()`). Bytes of `buf` outside the range may be read (and their
     /// classes ignored), so that a short range costs one vector step.
@@ -320,6 +327,21 @@ mod x86 {
             // SAFETY: `Avx2` is only used by `parse_avx2`, which is only called when
             // `Isa::Avx2.is_available()`.
             unsafe { skip_avx2(buf, start, class) }
+        }
+
+        #[inline(always)]
+        fn skip_near(buf: &[u8], start: usize, class: &Class) -> usize {
+            if start + 32 <= buf.len() {
+                // SAFETY: as for `skip`; and start + 32 <= len.
+                let m = unsafe {
+                    let (lo_t, hi_t) = tables32(class);
+                    misses32(buf.as_ptr().add(start), lo_t, hi_t)
+                };
+                if m != 0 {
+                    return start + m.trailing_zeros() as usize;
+                }
+            }
+            Self::skip(buf, start, class)
         }
 
         #[inline(always)]
@@ -659,6 +681,16 @@ mod tests {
                                 .unwrap_or(len);
                             for isa in Isa::available() {
                                 assert_eq!(skip_with(isa, &buf, start, class), want, "{isa:?}");
+                                let near = match isa {
+                                    Isa::Scalar => Scalar::skip_near(&buf, start, class),
+                                    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                                    Isa::Sse42 => Sse42::skip_near(&buf, start, class),
+                                    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+                                    Isa::Avx2 => Avx2::skip_near(&buf, start, class),
+                                    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+                                    _ => unreachable!(),
+                                };
+                                assert_eq!(near, want, "{isa:?} skip_near");
                             }
                         }
                     }
