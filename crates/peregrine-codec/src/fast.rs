@@ -1,14 +1,14 @@
 //! The fast path: the common request head (a known method, an origin-form target, `HTTP/1.1` or
 //! `HTTP/1.0`, ordinary field lines) parsed with as few instructions as possible.
 //!
-//! It decides nothing on its own. It reports a complete head only when every check of the general
-//! parser ([`crate::parse::parse_core`]) has passed, with exactly the values that parser would
-//! return and the same field table contents; on anything else (an error, an incomplete head, a
-//! limit reached, an unusual but valid shape such as leading empty lines, an absolute-form
-//! target, a method it does not know by one word compare) it declines and the caller runs the
-//! general parser from the start. So the rules and the error statuses live in one place, and the fast path can
-//! only ever be slower to say "no", never different. `tests/fast.rs` and the property tests
-//! compare it with the general parser alone.
+//! It decides nothing on its own. It reports a complete head only when every check of the
+//! general parser ([`crate::parse::parse_core`]) has passed, with exactly the values that parser
+//! would return and the same field table contents; on anything else (an error, an incomplete
+//! head, a limit reached, an unusual but valid shape such as leading empty lines, an
+//! absolute-form target, a method it does not know by one word compare) it declines and the
+//! caller runs the general parser from the start. So the rules and the error statuses live in
+//! one place, and the fast path can only ever be slower to say "no", never different.
+//! `tests/fast.rs` and every rules and property test compare it with the general parser alone.
 
 use crate::parse::{
     name_is, parse_connection, parse_content_length, parse_transfer_encoding, span,
@@ -199,7 +199,9 @@ pub(crate) fn port_is_valid(buf: &[u8], start: usize, end: usize) -> bool {
 /// Content-Length, Transfer-Encoding), as a bit set.
 const SPECIAL_LENGTHS: u32 = 1 << 6 | 1 << 10 | 1 << 14 | 1 << 17;
 
-/// A head to fill in: every field is overwritten by a successful [`parse_fast`].
+/// A head to fill in: [`parse_fast`] sets every field it finds a value for; the others keep
+/// these values, which are what a head without Host, body framing, Connection or Expect
+/// fields has.
 pub(crate) const EMPTY_HEAD: RequestHead = RequestHead {
     head_len: 0,
     method: Span { start: 0, len: 0 },
@@ -273,7 +275,8 @@ fn special_field(
 
 /// See the module documentation. Fills `head` (which must start as [`EMPTY_HEAD`]) and the
 /// field table and returns `true`, or returns `false` with both in any state. `fields` must be
-/// the caller's whole table (it is sliced to the limit here, as the general parser does).
+/// the caller's whole table (the field-count limit is applied here, as the general parser
+/// does).
 ///
 /// Results are stored into `head` as soon as they are known rather than kept in registers to
 /// the end: the function then has few values live across its loop, and building the result
@@ -288,7 +291,7 @@ pub(crate) fn parse_fast<S: Scan>(
     let buf = &buf[..buf.len().min(u32::MAX as usize)];
     let len = buf.len();
     // The shortest complete head is longer than this (`GET / HTTP/1.1\r\n\r\n` is 18 bytes),
-    // and it lets the method word and the target's first byte be read without checks.
+    // and it lets the method word be read without a check.
     if len < 16 {
         return false;
     }
