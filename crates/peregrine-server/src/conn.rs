@@ -172,8 +172,8 @@ impl Conn {
     async fn fill(&self, deadline: Instant) -> io::Result<Fill> {
         loop {
             // Boxed: waiting is the slow path, and a timer inline would double the size of
-            // every future that can read (the per-batch future is allocated per request when
-            // clients do not pipeline; small enough, it comes from the allocator's fast path).
+            // every future that can read (the per-batch future is copied into its block once
+            // per request when clients do not pipeline).
             match Box::pin(timeout_at(deadline, self.stream().readable())).await {
                 Err(_) => return Ok(Fill::TimedOut),
                 Ok(r) => r?,
@@ -1120,7 +1120,7 @@ async fn busy<S: Service>(
                 && cfg
                     .max_requests_per_connection
                     .map_or(true, |max| u64::from(*served) < max);
-            // The handler future lives in this (boxed, per-batch) future: no allocation per
+            // The handler future lives in this (pooled, per-batch) future: no allocation per
             // request. Panics, in `call` or in `poll`, are caught and answered with 500.
             //
             // The first poll calls the service and writes its future straight into its pinned
