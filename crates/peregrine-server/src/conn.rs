@@ -1052,19 +1052,21 @@ async fn busy<S: Service>(
                     break;
                 }
                 let mut table = conn.shared.fields.borrow_mut();
-                let head =
-                    match peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table) {
-                        Ok(Parsed::Complete(h)) => h,
-                        Ok(Parsed::Incomplete) => {
-                            parse_due = false;
-                            break;
-                        }
-                        Err(e) => {
-                            drop((io, table));
-                            conn.push_error(e.status, e.reason, false);
-                            return Next::Close(Close::Linger);
-                        }
-                    };
+                // Read in place, by reference: the codec writes the head field by field, and
+                // moving it whole right after would stall on the wide loads of the copy.
+                let parsed = peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table);
+                let head = match &parsed {
+                    Ok(Parsed::Complete(h)) => h,
+                    Ok(Parsed::Incomplete) => {
+                        parse_due = false;
+                        break;
+                    }
+                    Err(e) => {
+                        drop((io, table));
+                        conn.push_error(e.status, e.reason, false);
+                        return Next::Close(Close::Linger);
+                    }
+                };
                 let head_request = head.method_kind == Method::Head;
                 let refusal = match head.framing {
                     _ if head.expect == Expectation::Unknown => {
