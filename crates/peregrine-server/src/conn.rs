@@ -1108,7 +1108,7 @@ async fn busy<S: Service>(
                 // was parsed since); the read buffer moves on to the body or next request.
                 let req = Request::new(
                     &io.rbuf[..head_len],
-                    &head,
+                    head,
                     &table[..head.field_count],
                     peer,
                     body,
