@@ -1005,7 +1005,9 @@ pub(crate) fn serve<S: Service>(
             }
             // (A block, so that nothing of the wait stays in the task's state while busy.)
             let conn = {
-                let Some((rbuf, eof)) = IdleWait::new(home.stream(), &shared).await else {
+                let Some((rbuf, eof)) =
+                    IdleWait::new(home.stream(), &shared, &shared.idle_key).await
+                else {
                     return;
                 };
                 home.into_conn(&shared, rbuf, eof)

@@ -18,10 +18,20 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::net::TcpStream;
 
-/// 24 bytes: the registry is a per-connection cost too.
+/// One connection's place in the registry, kept from its first idle wait until it closes, so
+/// that going idle and busy again (once per request without pipelining) costs no insertion, no
+/// removal and no clone or drop of the waker (two atomic operations). 24 bytes: the registry is
+/// a per-connection cost too.
 enum Entry {
     Vacant,
-    Waiting { waker: Waker, registered: u32 },
+    /// Idle since tick `registered`.
+    Waiting {
+        waker: Waker,
+        registered: u32,
+    },
+    /// Answering requests: never expires (the driver's own timeouts apply).
+    Busy(Waker),
+    /// Timed out while idle, and woken to close.
     Expired,
 }
 
@@ -72,9 +82,21 @@ impl IdleSet {
         }
     }
 
-    /// Refreshes the waker of entry `k`; `false` if it expired.
-    fn update(&self, k: usize, waker: &Waker) -> bool {
-        match &mut self.entries.borrow_mut()[k] {
+    /// Entry `k` waits (again) with `waker`: a busy entry starts a new idle period now, a
+    /// waiting one keeps its age. `false` if it expired meanwhile.
+    fn wait(&self, k: usize, waker: &Waker) -> bool {
+        let registered = self.tick.get();
+        let e = &mut self.entries.borrow_mut()[k];
+        if let Entry::Busy(_) = e {
+            let Entry::Busy(w) = std::mem::replace(e, Entry::Vacant) else {
+                unreachable!("matched above")
+            };
+            *e = Entry::Waiting {
+                waker: w,
+                registered,
+            };
+        }
+        match e {
             Entry::Waiting { waker: w, .. } => {
                 if !w.will_wake(waker) {
                     w.clone_from(waker);
@@ -85,7 +107,18 @@ impl IdleSet {
         }
     }
 
-    fn remove(&self, k: usize) {
+    /// Entry `k`'s connection has input to answer: it stops ageing until it waits again. (An
+    /// entry that expired just as input arrived is answered too: its wake-up was only a hint.)
+    fn set_busy(&self, k: usize, waker: &Waker) {
+        let e = &mut self.entries.borrow_mut()[k];
+        match std::mem::replace(e, Entry::Vacant) {
+            Entry::Waiting { waker: w, .. } | Entry::Busy(w) => *e = Entry::Busy(w),
+            Entry::Expired | Entry::Vacant => *e = Entry::Busy(waker.clone()),
+        }
+    }
+
+    /// Frees entry `k` (its connection closed).
+    pub(crate) fn remove(&self, k: usize) {
         self.entries.borrow_mut()[k] = Entry::Vacant;
         self.free.borrow_mut().push(k);
     }
@@ -116,26 +149,28 @@ impl IdleSet {
     }
 }
 
+/// No registry entry yet (see [`IdleWait`]).
+pub(crate) const NO_KEY: u32 = u32::MAX;
+
 /// Waits until an idle connection has input, and reads it into a buffer from the worker's pool:
 /// `Some((buffer, eof))`. `None` means close silently: idle timeout, shutdown, or a socket error.
 ///
 /// Waiting and reading are one future (three words) so that an idle connection's task stores
-/// nothing else while it waits (see `conn::serve`).
+/// nothing else while it waits (see `conn::serve`). The connection's registry entry is made at
+/// its first wait and kept in `key` until the connection closes (whose owner then calls
+/// [`IdleSet::remove`]).
 pub(crate) struct IdleWait<'a> {
     stream: &'a TcpStream,
     shared: &'a WorkerShared,
-    /// Entry in the worker's [`IdleSet`], `NO_KEY` until the first wait.
-    key: u32,
+    key: &'a Cell<u32>,
 }
 
-const NO_KEY: u32 = u32::MAX;
-
 impl<'a> IdleWait<'a> {
-    pub(crate) fn new(stream: &'a TcpStream, shared: &'a WorkerShared) -> Self {
+    pub(crate) fn new(stream: &'a TcpStream, shared: &'a WorkerShared, key: &'a Cell<u32>) -> Self {
         IdleWait {
             stream,
             shared,
-            key: NO_KEY,
+            key,
         }
     }
 }
@@ -154,7 +189,13 @@ impl Future for IdleWait<'_> {
                 Poll::Ready(Ok(())) => {
                     let mut rbuf = shared.take_read_buf();
                     match read_into(this.stream, &mut rbuf) {
-                        Ok(Some(n)) => return Poll::Ready(Some((rbuf, n == 0))),
+                        Ok(Some(n)) => {
+                            let key = this.key.get();
+                            if key != NO_KEY {
+                                shared.idle.set_busy(key as usize, cx.waker());
+                            }
+                            return Poll::Ready(Some((rbuf, n == 0)));
+                        }
                         // Readiness was stale (the read cleared it): wait again, keeping the
                         // registration and its age.
                         Ok(None) => shared.put_read_buf(rbuf),
@@ -165,22 +206,107 @@ impl Future for IdleWait<'_> {
                 Poll::Pending => break,
             }
         }
-        if this.key == NO_KEY {
+        let key = this.key.get();
+        if key == NO_KEY {
             let k = shared.idle.insert(cx.waker().clone());
-            // More than four billion idle connections on one worker cannot happen (each needs
-            // a file descriptor); saturate rather than wrap.
-            this.key = u32::try_from(k).unwrap_or(NO_KEY - 1);
-        } else if !shared.idle.update(this.key as usize, cx.waker()) {
+            match u32::try_from(k) {
+                Ok(k) if k != NO_KEY => this.key.set(k),
+                // More than four billion idle connections on one worker cannot happen (each
+                // needs a file descriptor); should it, this one is not kept waiting untracked.
+                _ => {
+                    shared.idle.remove(k);
+                    return Poll::Ready(None);
+                }
+            }
+        } else if !shared.idle.wait(key as usize, cx.waker()) {
             return Poll::Ready(None);
         }
         Poll::Pending
     }
 }
 
-impl Drop for IdleWait<'_> {
-    fn drop(&mut self) {
-        if self.key != NO_KEY {
-            self.shared.idle.remove(self.key as usize);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(set: &IdleSet, k: usize) -> &'static str {
+        match set.entries.borrow()[k] {
+            Entry::Vacant => "vacant",
+            Entry::Waiting { .. } => "waiting",
+            Entry::Busy(_) => "busy",
+            Entry::Expired => "expired",
         }
+    }
+
+    /// 80 ms timeout, 10 ms ticks: an entry expires on the 9th tick after it started waiting.
+    fn set() -> IdleSet {
+        let set = IdleSet::new(Duration::from_millis(80));
+        assert_eq!(
+            (set.tick_len(), set.ticks_to_expire),
+            (Duration::from_millis(10), 8)
+        );
+        set
+    }
+
+    #[test]
+    fn a_waiting_entry_expires_after_the_timeout() {
+        let set = set();
+        let k = set.insert(Waker::noop().clone());
+        for _ in 0..8 {
+            set.sweep();
+        }
+        assert_eq!(state(&set, k), "waiting");
+        assert!(
+            set.wait(k, Waker::noop()),
+            "a repoll in the same idle period"
+        );
+        set.sweep();
+        assert_eq!(state(&set, k), "expired");
+        assert!(!set.wait(k, Waker::noop()));
+    }
+
+    #[test]
+    fn a_busy_entry_never_expires_and_its_next_wait_starts_a_new_period() {
+        let set = set();
+        let k = set.insert(Waker::noop().clone());
+        set.sweep();
+        set.set_busy(k, Waker::noop());
+        for _ in 0..100 {
+            set.sweep();
+        }
+        assert_eq!(state(&set, k), "busy");
+        // Idle again: the age counts from now, not from the first wait.
+        assert!(set.wait(k, Waker::noop()));
+        for _ in 0..8 {
+            set.sweep();
+        }
+        assert_eq!(state(&set, k), "waiting");
+        set.sweep();
+        assert_eq!(state(&set, k), "expired");
+    }
+
+    #[test]
+    fn input_arriving_as_an_entry_expires_is_answered_and_the_entry_kept() {
+        let set = set();
+        let k = set.insert(Waker::noop().clone());
+        for _ in 0..9 {
+            set.sweep();
+        }
+        assert_eq!(state(&set, k), "expired");
+        set.set_busy(k, Waker::noop());
+        assert_eq!(state(&set, k), "busy");
+        assert!(set.wait(k, Waker::noop()));
+        assert_eq!(state(&set, k), "waiting");
+    }
+
+    #[test]
+    fn removed_entries_are_reused() {
+        let set = set();
+        let a = set.insert(Waker::noop().clone());
+        let b = set.insert(Waker::noop().clone());
+        set.remove(a);
+        assert_eq!(state(&set, a), "vacant");
+        assert_eq!(set.insert(Waker::noop().clone()), a);
+        assert_eq!(state(&set, b), "waiting");
     }
 }

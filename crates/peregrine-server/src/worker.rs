@@ -2,7 +2,7 @@
 //! and every connection it accepted (no work stealing).
 
 use crate::conn::{self, Conn, READ_BUF_INITIAL, READ_SPARE};
-use crate::idle::IdleSet;
+use crate::idle::{IdleSet, NO_KEY};
 use crate::pooled::BlockPool;
 use crate::{ServerConfig, Service};
 use bytes::BytesMut;
@@ -340,15 +340,23 @@ impl Drop for FinishedGuard {
 }
 
 /// A connection's hold on its worker: the worker's shared state, and the connection's place in
-/// the server-wide count (`max_connections`) and in the worker's live count, both given back on
-/// drop. One pointer, because it is part of every idle connection's state (see `conn::serve`).
-pub(crate) struct ConnShared(Rc<WorkerShared>);
+/// the server-wide count (`max_connections`), in the worker's live count and in its idle
+/// registry, all given back on drop. Two words, because it is part of every idle connection's
+/// state (see `conn::serve`).
+pub(crate) struct ConnShared {
+    shared: Rc<WorkerShared>,
+    /// The connection's entry in [`WorkerShared::idle`], from its first idle wait on.
+    pub(crate) idle_key: Cell<u32>,
+}
 
 impl ConnShared {
     fn new(shared: &Rc<WorkerShared>, slot: Slot<'_>) -> Self {
         slot.keep();
         shared.live.set(shared.live.get() + 1);
-        ConnShared(shared.clone())
+        ConnShared {
+            shared: shared.clone(),
+            idle_key: Cell::new(NO_KEY),
+        }
     }
 
     /// A hold taken without `accept` (tests of the connection driver).
@@ -356,24 +364,32 @@ impl ConnShared {
     pub(crate) fn for_test(shared: &Rc<WorkerShared>) -> Self {
         assert!(shared.global.try_acquire(), "the test's server is full");
         shared.live.set(shared.live.get() + 1);
-        ConnShared(shared.clone())
+        ConnShared {
+            shared: shared.clone(),
+            idle_key: Cell::new(NO_KEY),
+        }
     }
 }
 
 impl std::ops::Deref for ConnShared {
     type Target = Rc<WorkerShared>;
     fn deref(&self) -> &Rc<WorkerShared> {
-        &self.0
+        &self.shared
     }
 }
 
 impl Drop for ConnShared {
     fn drop(&mut self) {
-        self.0.global.release();
-        let n = self.0.live.get() - 1;
-        self.0.live.set(n);
+        let shared = &self.shared;
+        let key = self.idle_key.get();
+        if key != NO_KEY {
+            shared.idle.remove(key as usize);
+        }
+        shared.global.release();
+        let n = shared.live.get() - 1;
+        shared.live.set(n);
         if n == 0 {
-            self.0.all_closed.notify_one();
+            shared.all_closed.notify_one();
         }
     }
 }
