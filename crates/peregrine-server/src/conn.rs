@@ -35,6 +35,10 @@ use tokio::time::{timeout, timeout_at, Instant};
 /// Size of a fresh read buffer. Requests of load generators and browsers fit in it; it grows
 /// on demand (up to the codec's head limits, or by what a body read asks for).
 pub(crate) const READ_BUF_INITIAL: usize = 4096;
+/// Buffers larger than these (grown for a body or a big batch) are freed rather than kept in a
+/// recycled connection shell.
+const READ_BUF_KEEP: usize = 4 * READ_BUF_INITIAL;
+const OUT_BUF_KEEP: usize = 64 * 1024;
 /// Largest read buffer reserved for a request body read.
 const BODY_READ_MAX: usize = 64 * 1024;
 /// Read at least this much spare capacity before each `read(2)`.
@@ -114,22 +118,16 @@ enum Step {
 }
 
 impl Conn {
-    /// A connection about to answer what was read into `rbuf` (`eof`: the client closed).
-    pub(crate) fn new(
-        stream: TcpStream,
-        shared: Rc<WorkerShared>,
-        rbuf: BytesMut,
-        eof: bool,
-    ) -> Self {
-        let out = shared.take_out_buf();
+    /// A connection with no buffers yet ([`Conn::try_fill`] takes them from the worker's pools).
+    pub(crate) fn new(stream: TcpStream, shared: Rc<WorkerShared>) -> Self {
         Conn {
             stream: Some(stream),
             shared,
             io: RefCell::new(Io {
-                rbuf,
-                out,
+                rbuf: BytesMut::new(),
+                out: Vec::new(),
                 out_pos: 0,
-                eof,
+                eof: false,
                 body: BodyState::Done,
                 gen: 0,
                 continue_pending: false,
@@ -137,22 +135,33 @@ impl Conn {
         }
     }
 
-    /// Makes a recycled shell (see [`Conn::retire`]) a connection, as [`Conn::new`] would.
-    pub(crate) fn reuse(&mut self, stream: TcpStream, rbuf: BytesMut, eof: bool) {
+    /// Makes a recycled shell (see [`Conn::retire`]) a connection for `stream`, keeping the
+    /// shell's (empty) buffers.
+    pub(crate) fn reuse(&mut self, stream: TcpStream) {
         self.stream = Some(stream);
-        let out = self.shared.take_out_buf();
         let io = self.io.get_mut();
-        io.rbuf = rbuf;
-        io.out = out;
         io.out_pos = 0;
-        io.eof = eof;
+        io.eof = false;
         io.body = BodyState::Done;
         io.continue_pending = false;
         // `gen` goes on counting: a body of an earlier request can never match a later one.
     }
 
-    /// Takes the socket out of a connection that went idle, leaving a shell to recycle.
+    /// Takes the socket out of a connection that went idle, leaving a shell to recycle. The
+    /// shell keeps its buffers (empty: the connection answered everything it received) unless
+    /// they grew large, so the next connection to go busy takes them with it, without a trip
+    /// through the buffer pools.
     pub(crate) fn retire(&mut self) -> TcpStream {
+        let io = self.io.get_mut();
+        debug_assert!(io.rbuf.is_empty() && io.out_pos >= io.out.len());
+        if io.rbuf.capacity() > READ_BUF_KEEP {
+            io.rbuf = BytesMut::new();
+        }
+        io.out.clear();
+        io.out_pos = 0;
+        if io.out.capacity() > OUT_BUF_KEEP {
+            io.out = Vec::new();
+        }
         self.stream
             .take()
             .expect("a connection in use has its socket")
@@ -950,32 +959,26 @@ impl Home {
         }
     }
 
-    fn into_conn(self, shared: &Rc<WorkerShared>, rbuf: BytesMut, eof: bool) -> Rc<Conn> {
+    fn into_conn(self, shared: &Rc<WorkerShared>) -> Rc<Conn> {
         match self {
-            Home::Inline(stream) => shared.take_conn(stream, rbuf, eof),
-            Home::Shared(conn) => {
-                {
-                    let mut io = conn.io.borrow_mut();
-                    io.rbuf = rbuf;
-                    io.eof = eof;
-                    if io.out.capacity() == 0 {
-                        io.out = shared.take_out_buf();
-                    }
-                }
-                conn
-            }
+            Home::Inline(stream) => shared.take_conn(stream),
+            Home::Shared(conn) => conn,
         }
     }
 
     fn from_conn(mut conn: Rc<Conn>, shared: &WorkerShared) -> Home {
-        conn.release_buffers();
         match Rc::get_mut(&mut conn) {
             Some(c) => {
                 let stream = c.retire();
                 shared.put_conn(conn);
                 Home::Inline(stream)
             }
-            None => Home::Shared(conn),
+            None => {
+                // A handler kept the request body alive past its response: the connection stays
+                // shared, without holding buffers while idle.
+                conn.release_buffers();
+                Home::Shared(conn)
+            }
         }
     }
 }
@@ -1004,14 +1007,19 @@ pub(crate) fn serve<S: Service>(
                 return;
             }
             // (A block, so that nothing of the wait stays in the task's state while busy.)
-            let conn = {
-                let Some((rbuf, eof)) =
-                    IdleWait::new(home.stream(), &shared, &shared.idle_key).await
-                else {
-                    return;
-                };
-                home.into_conn(&shared, rbuf, eof)
-            };
+            if !IdleWait::new(home.stream(), &shared, &shared.idle_key).await {
+                return;
+            }
+            let conn = home.into_conn(&shared);
+            match conn.try_fill() {
+                Ok(Some(_)) => {}
+                // Readiness was stale (the read cleared it): idle again.
+                Ok(None) => {
+                    home = Home::from_conn(conn, &shared);
+                    continue;
+                }
+                Err(_) => return,
+            }
             let batch = busy(&*service, &conn, &mut served, peer);
             match PooledFuture::new(&shared.busy_blocks, batch).await {
                 Next::Idle => home = Home::from_conn(conn, &shared),
@@ -1282,8 +1290,6 @@ mod size_tests {
                     .await
                     .unwrap(),
                 shared.clone(),
-                bytes::BytesMut::new(),
-                false,
             ));
             let mut served = 0;
             let busy = super::busy(&*svc, &conn, &mut served, "127.0.0.1:1".parse().unwrap());

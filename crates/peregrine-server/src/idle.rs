@@ -8,9 +8,7 @@
 //! `Notified` future per connection would cost more than the whole budget of an idle
 //! connection (under 1 KiB).
 
-use crate::conn::read_into;
 use crate::worker::WorkerShared;
-use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -152,13 +150,12 @@ impl IdleSet {
 /// No registry entry yet (see [`IdleWait`]).
 pub(crate) const NO_KEY: u32 = u32::MAX;
 
-/// Waits until an idle connection has input, and reads it into a buffer from the worker's pool:
-/// `Some((buffer, eof))`. `None` means close silently: idle timeout, shutdown, or a socket error.
+/// Waits until an idle connection has input (`true`), or must close silently (`false`): idle
+/// timeout, shutdown, or a socket error.
 ///
-/// Waiting and reading are one future (three words) so that an idle connection's task stores
-/// nothing else while it waits (see `conn::serve`). The connection's registry entry is made at
-/// its first wait and kept in `key` until the connection closes (whose owner then calls
-/// [`IdleSet::remove`]).
+/// Three words, so that an idle connection's task stores little else while it waits (see
+/// `conn::serve`). The connection's registry entry is made at its first wait and kept in `key`
+/// until the connection closes (whose owner then calls [`IdleSet::remove`]).
 pub(crate) struct IdleWait<'a> {
     stream: &'a TcpStream,
     shared: &'a WorkerShared,
@@ -176,35 +173,24 @@ impl<'a> IdleWait<'a> {
 }
 
 impl Future for IdleWait<'_> {
-    type Output = Option<(BytesMut, bool)>;
+    type Output = bool;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         let this = self.get_mut();
         let shared = this.shared;
-        loop {
-            if shared.is_shutting_down() {
-                return Poll::Ready(None);
-            }
-            match this.stream.poll_read_ready(cx) {
-                Poll::Ready(Ok(())) => {
-                    let mut rbuf = shared.take_read_buf();
-                    match read_into(this.stream, &mut rbuf) {
-                        Ok(Some(n)) => {
-                            let key = this.key.get();
-                            if key != NO_KEY {
-                                shared.idle.set_busy(key as usize, cx.waker());
-                            }
-                            return Poll::Ready(Some((rbuf, n == 0)));
-                        }
-                        // Readiness was stale (the read cleared it): wait again, keeping the
-                        // registration and its age.
-                        Ok(None) => shared.put_read_buf(rbuf),
-                        Err(_) => return Poll::Ready(None),
-                    }
+        if shared.is_shutting_down() {
+            return Poll::Ready(false);
+        }
+        match this.stream.poll_read_ready(cx) {
+            Poll::Ready(Ok(())) => {
+                let key = this.key.get();
+                if key != NO_KEY {
+                    shared.idle.set_busy(key as usize, cx.waker());
                 }
-                Poll::Ready(Err(_)) => return Poll::Ready(None),
-                Poll::Pending => break,
+                return Poll::Ready(true);
             }
+            Poll::Ready(Err(_)) => return Poll::Ready(false),
+            Poll::Pending => {}
         }
         let key = this.key.get();
         if key == NO_KEY {
@@ -215,11 +201,11 @@ impl Future for IdleWait<'_> {
                 // needs a file descriptor); should it, this one is not kept waiting untracked.
                 _ => {
                     shared.idle.remove(k);
-                    return Poll::Ready(None);
+                    return Poll::Ready(false);
                 }
             }
         } else if !shared.idle.wait(key as usize, cx.waker()) {
-            return Poll::Ready(None);
+            return Poll::Ready(false);
         }
         Poll::Pending
     }

@@ -271,19 +271,14 @@ impl WorkerShared {
     /// A connection for `stream`, in a recycled shell if there is one (the allocation, and the
     /// copy of a new `Conn` into it, cost about a tenth of the engine's work per request when
     /// clients do not pipeline).
-    pub(crate) fn take_conn(
-        self: &Rc<Self>,
-        stream: TcpStream,
-        rbuf: BytesMut,
-        eof: bool,
-    ) -> Rc<Conn> {
+    pub(crate) fn take_conn(self: &Rc<Self>, stream: TcpStream) -> Rc<Conn> {
         if let Some(mut conn) = self.conn_pool.borrow_mut().pop() {
             if let Some(c) = Rc::get_mut(&mut conn) {
-                c.reuse(stream, rbuf, eof);
+                c.reuse(stream);
                 return conn;
             }
         }
-        Rc::new(Conn::new(stream, self.clone(), rbuf, eof))
+        Rc::new(Conn::new(stream, self.clone()))
     }
 
     /// Keeps the shell of a connection that went idle (see [`Conn::retire`]).
