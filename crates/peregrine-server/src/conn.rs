@@ -1020,8 +1020,12 @@ pub(crate) fn serve<S: Service>(
                 }
                 Err(_) => return,
             }
-            let batch = busy(&*service, &conn, &mut served, peer);
-            match PooledFuture::new(&shared.busy_blocks, batch).await {
+            let (service, conn_ref, served) = (&*service, &conn, &mut served);
+            let batch = move || {
+                let served = served;
+                busy(service, conn_ref, served, peer)
+            };
+            match PooledFuture::new_with(&shared.busy_blocks, batch).await {
                 Next::Idle => home = Home::from_conn(conn, &shared),
                 Next::Close(c) => break (conn, c),
             }

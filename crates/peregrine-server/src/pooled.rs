@@ -92,13 +92,22 @@ pub(crate) struct PooledFuture<'p, F: Future> {
 impl<'p, F: Future> PooledFuture<'p, F> {
     /// Moves `fut` into a block of `pool`. Zero-sized futures need no block and are not supported
     /// (the per-batch future never is one).
+    #[cfg(test)]
     pub(crate) fn new(pool: &'p BlockPool, fut: F) -> Self {
+        Self::new_with(pool, || fut)
+    }
+
+    /// Builds the future returned by `make` in a block of `pool`: called with the block at hand,
+    /// an `async fn` call writes its (small) initial state straight into the block instead of a
+    /// whole future's size being copied there.
+    #[inline(always)]
+    pub(crate) fn new_with(pool: &'p BlockPool, make: impl FnOnce() -> F) -> Self {
         let layout = Layout::new::<F>();
         assert!(layout.size() > 0, "zero-sized futures are not pooled");
         let ptr = pool.take(layout).cast::<F>();
         // SAFETY: `ptr` is valid for writes of `F` and suitably aligned: it was allocated with
         // `F`'s layout (the pool only returns blocks of the exact layout asked for).
-        unsafe { ptr.as_ptr().write(fut) };
+        unsafe { ptr.as_ptr().write(make()) };
         PooledFuture { ptr, pool }
     }
 }
