@@ -26,8 +26,8 @@ pub use chunked::{ChunkedDecoder, ChunkedStep};
 pub use error::ParseError;
 pub use limits::Limits;
 pub use request::{
-    parse_request_head, BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, Parsed,
-    RequestHead, Span, Version,
+    parse_request_head, parse_request_head_into, BodyFraming, ConnectionDirective, Expectation,
+    FieldSpan, Method, Parsed, RequestHead, Span, Version,
 };
 #[doc(hidden)]
 pub use request::{parse_request_head_general_with, parse_request_head_with, Isa};

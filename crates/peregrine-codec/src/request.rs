@@ -200,16 +200,41 @@ pub fn parse_request_head(
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
     let mut out = Ok(Parsed::Incomplete);
+    parse_request_head_into(buf, limits, fields, &mut out);
+    out
+}
+
+/// [`parse_request_head`], writing the result into `out` (whatever it held before).
+///
+/// The head is written field by field as it is found. A caller that keeps the result where it
+/// will live (in a request object, say) and reads it there avoids copying it as a whole right
+/// after the parse, a copy whose wide loads of just-written fields stall the processor.
+///
+/// ```
+/// use peregrine_codec::{parse_request_head_into, FieldSpan, Limits, Parsed};
+///
+/// let mut fields = [FieldSpan::default(); 8];
+/// let mut out = Ok(Parsed::Incomplete);
+/// parse_request_head_into(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &Limits::default(), &mut fields, &mut out);
+/// let Ok(Parsed::Complete(head)) = &out else { panic!("a complete head") };
+/// assert_eq!(head.field_count, 1);
+/// ```
+#[inline]
+pub fn parse_request_head_into(
+    buf: &[u8],
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+    out: &mut Result<Parsed, ParseError>,
+) {
     match Isa::best() {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `Isa::best` only returns a path the CPU supports.
-        Isa::Avx2 => unsafe { parse::parse_avx2(buf, limits, fields, &mut out) },
+        Isa::Avx2 => unsafe { parse::parse_avx2(buf, limits, fields, out) },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: as above.
-        Isa::Sse42 => unsafe { parse::parse_sse42(buf, limits, fields, &mut out) },
-        _ => parse::parse_scalar(buf, limits, fields, &mut out),
+        Isa::Sse42 => unsafe { parse::parse_sse42(buf, limits, fields, out) },
+        _ => parse::parse_scalar(buf, limits, fields, out),
     }
-    out
 }
 
 /// [`parse_request_head`] on a chosen scanning path. Every path gives exactly the same result;

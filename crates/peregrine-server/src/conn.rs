@@ -1066,32 +1066,48 @@ async fn busy<S: Service>(
                     break;
                 }
                 let mut table = conn.shared.fields.borrow_mut();
-                // Read in place, by reference: the codec writes the head field by field, and
-                // moving it whole right after would stall on the wide loads of the copy.
-                let parsed = peregrine_codec::parse_request_head(&io.rbuf, &cfg.limits, &mut table);
-                let head = match &parsed {
-                    Ok(Parsed::Complete(h)) => h,
-                    Ok(Parsed::Incomplete) => {
-                        parse_due = false;
-                        break;
-                    }
-                    Err(e) => {
-                        drop((io, table));
-                        conn.push_error(e.status, e.reason, false);
-                        return Next::Close(Close::Linger);
-                    }
+                // The request's box is taken first and the codec writes the head into it; the
+                // few values needed here are read from it in place (a copy of the whole head
+                // right after the parse stalled on its wide loads).
+                let mut pending = Request::pending();
+                let found = match pending.parse(&io.rbuf, &cfg.limits, &mut table) {
+                    Ok(Parsed::Complete(h)) => Ok((
+                        h.method_kind,
+                        h.framing,
+                        h.expect,
+                        h.version,
+                        h.keep_alive(),
+                        h.head_len,
+                        h.field_count,
+                    )),
+                    Ok(Parsed::Incomplete) => Err(None),
+                    Err(e) => Err(Some((e.status, e.reason))),
                 };
-                let head_request = head.method_kind == Method::Head;
-                let refusal = match head.framing {
-                    _ if head.expect == Expectation::Unknown => {
-                        Some((417, "unsupported expectation"))
-                    }
+                let (method_kind, framing, expect, version, keep_alive, head_len, field_count) =
+                    match found {
+                        Ok(values) => values,
+                        Err(None) => {
+                            pending.give_back();
+                            parse_due = false;
+                            break;
+                        }
+                        Err(Some((status, reason))) => {
+                            pending.give_back();
+                            drop((io, table));
+                            conn.push_error(status, reason, false);
+                            return Next::Close(Close::Linger);
+                        }
+                    };
+                let head_request = method_kind == Method::Head;
+                let refusal = match framing {
+                    _ if expect == Expectation::Unknown => Some((417, "unsupported expectation")),
                     BodyFraming::Length(n) if n > cfg.max_body_size => {
                         Some((413, "request body too large"))
                     }
                     _ => None,
                 };
                 if let Some((status, reason)) = refusal {
+                    pending.give_back();
                     drop((io, table));
                     *served = served.saturating_add(1);
                     conn.push_error(status, reason, head_request);
@@ -1099,7 +1115,7 @@ async fn busy<S: Service>(
                 }
                 io.gen += 1;
                 let gen = io.gen;
-                let body = match head.framing {
+                let body = match framing {
                     BodyFraming::None | BodyFraming::Length(0) => {
                         io.body = BodyState::Done;
                         Body::empty()
@@ -1113,20 +1129,13 @@ async fn busy<S: Service>(
                         Body::from_conn(conn.clone(), gen, None)
                     }
                 };
-                io.continue_pending = head.expect == Expectation::Continue
-                    && head.version == Version::Http11
+                io.continue_pending = expect == Expectation::Continue
+                    && version == Version::Http11
                     && !matches!(io.body, BodyState::Done);
-                let (version, keep_alive, head_len) =
-                    (head.version, head.keep_alive(), head.head_len);
-                // The request gets a copy of the head (fields straight from the table: nothing
-                // was parsed since); the read buffer moves on to the body or next request.
-                let req = Request::new(
-                    &io.rbuf[..head_len],
-                    head,
-                    &table[..head.field_count],
-                    peer,
-                    body,
-                );
+                // The request gets a copy of the head's bytes and fields (straight from the
+                // table: nothing was parsed since); the read buffer moves on to the body or
+                // the next request.
+                let req = pending.finish(&io.rbuf, &table[..field_count], peer, body);
                 io.rbuf.advance(head_len);
                 (req, version, head_request, keep_alive)
             };

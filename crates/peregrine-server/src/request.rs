@@ -2,7 +2,9 @@
 
 use crate::Body;
 use bytes::Bytes;
-use peregrine_codec::{BodyFraming, FieldSpan, Method, ParseError, RequestHead, Span, Version};
+use peregrine_codec::{
+    BodyFraming, FieldSpan, Limits, Method, ParseError, Parsed, RequestHead, Span, Version,
+};
 use std::cell::Cell;
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
@@ -19,7 +21,9 @@ struct Parts {
     /// decrement on drop, measured ~70 instructions per request), and it leaves the read buffer
     /// uniquely owned, so it never needs to be reallocated while requests are alive.
     bytes: Vec<u8>,
-    head: RequestHead,
+    /// The codec's result, written here by the parse itself (see [`Pending::parse`]) and read
+    /// in place: always `Ok(Parsed::Complete(_))` once the request exists.
+    parsed: Result<Parsed, ParseError>,
     fields: Vec<FieldSpan>,
     peer: SocketAddr,
     body: Body,
@@ -39,30 +43,22 @@ thread_local! {
 }
 
 impl Parts {
-    /// A recycled (or new) box holding a copy of `bytes`, `fields`, `head` and `peer`.
-    fn boxed(
-        bytes: &[u8],
-        head: &RequestHead,
-        fields: &[FieldSpan],
-        peer: SocketAddr,
-        body: Body,
-    ) -> Box<Self> {
-        match SPARE_PARTS.try_with(Cell::take).ok().flatten() {
-            Some(mut p) => {
-                p.bytes.extend_from_slice(bytes);
-                p.fields.extend_from_slice(fields);
-                p.head = *head;
-                p.peer = peer;
-                p.body = body;
-                p
-            }
-            None => Box::new(Parts {
-                bytes: bytes.to_vec(),
-                head: *head,
-                fields: fields.to_vec(),
-                peer,
-                body,
-            }),
+    fn empty() -> Box<Self> {
+        Box::new(Parts {
+            bytes: Vec::new(),
+            parsed: Ok(Parsed::Incomplete),
+            fields: Vec::new(),
+            peer: SocketAddr::from(([0, 0, 0, 0], 0)),
+            body: Body::empty(),
+        })
+    }
+
+    /// The head. Only complete requests are built, so the other arm is never taken.
+    #[inline]
+    fn head(&self) -> &RequestHead {
+        match &self.parsed {
+            Ok(Parsed::Complete(h)) => h,
+            _ => unreachable!("a request is built from a complete head"),
         }
     }
 
@@ -77,6 +73,60 @@ impl Parts {
         self.body = Body::empty();
         // During thread teardown the slot may be gone: then the box is just freed.
         let _ = SPARE_PARTS.try_with(|s| s.set(Some(self)));
+    }
+}
+
+/// A request in the making: its (recycled) box is taken before the head is parsed, so that the
+/// codec writes the head where the request keeps it and nothing copies it afterwards.
+pub(crate) struct Pending(Box<Parts>);
+
+impl Pending {
+    pub(crate) fn take() -> Self {
+        Pending(
+            SPARE_PARTS
+                .try_with(Cell::take)
+                .ok()
+                .flatten()
+                .unwrap_or_else(Parts::empty),
+        )
+    }
+
+    /// Parses the head at the start of `buf` into this request (see
+    /// [`peregrine_codec::parse_request_head_into`]).
+    #[inline]
+    pub(crate) fn parse(
+        &mut self,
+        buf: &[u8],
+        limits: &Limits,
+        table: &mut [FieldSpan],
+    ) -> &Result<Parsed, ParseError> {
+        peregrine_codec::parse_request_head_into(buf, limits, table, &mut self.0.parsed);
+        &self.0.parsed
+    }
+
+    /// The request, once [`Pending::parse`] found a complete head in `buf`: its bytes and its
+    /// `fields` (from the parse's table) are copied in.
+    pub(crate) fn finish(
+        mut self,
+        buf: &[u8],
+        fields: &[FieldSpan],
+        peer: SocketAddr,
+        body: Body,
+    ) -> Request {
+        let p = &mut *self.0;
+        let head_len = p.head().head_len;
+        p.bytes.extend_from_slice(&buf[..head_len]);
+        p.fields.extend_from_slice(fields);
+        p.peer = peer;
+        p.body = body;
+        Request {
+            parts: ManuallyDrop::new(self.0),
+        }
+    }
+
+    /// Gives the box back unused (no complete head).
+    pub(crate) fn give_back(self) {
+        self.0.recycle();
     }
 }
 
@@ -100,18 +150,9 @@ impl Drop for Request {
 }
 
 impl Request {
-    /// A request whose head is `bytes` (parsed into `head` and `fields`, spans relative to
-    /// `bytes`), copied into a recycled box.
-    pub(crate) fn new(
-        bytes: &[u8],
-        head: &RequestHead,
-        fields: &[FieldSpan],
-        peer: SocketAddr,
-        body: Body,
-    ) -> Self {
-        Request {
-            parts: ManuallyDrop::new(Parts::boxed(bytes, head, fields, peer, body)),
-        }
+    /// A request in the making (see [`Pending`]).
+    pub(crate) fn pending() -> Pending {
+        Pending::take()
     }
 
     /// Parses a complete request from `raw` without a connection: the head must be complete
@@ -171,13 +212,9 @@ impl Request {
                 Body::from_bytes(Bytes::from(data))
             }
         };
-        Ok(Request::new(
-            &raw[..head.head_len],
-            &head,
-            &table[..head.field_count],
-            peer,
-            body,
-        ))
+        let mut pending = Pending::take();
+        pending.0.parsed = Ok(Parsed::Complete(head));
+        Ok(pending.finish(raw, &table[..head.field_count], peer, body))
     }
 
     #[inline]
@@ -197,27 +234,27 @@ impl Request {
 
     /// Method as sent (`"GET"`).
     pub fn method(&self) -> &str {
-        self.ascii(self.parts.head.method)
+        self.ascii(self.parts.head().method)
     }
     /// Method, recognised.
     pub fn method_kind(&self) -> Method {
-        self.parts.head.method_kind
+        self.parts.head().method_kind
     }
     /// The whole request-target as sent.
     pub fn target(&self) -> &str {
-        self.ascii(self.parts.head.target)
+        self.ascii(self.parts.head().target)
     }
     /// Path part of the target, still percent-encoded (validated ASCII).
     pub fn path(&self) -> &str {
-        self.ascii(self.parts.head.path)
+        self.ascii(self.parts.head().path)
     }
     /// Query string without `?`, still percent-encoded, if any.
     pub fn query(&self) -> Option<&str> {
-        self.parts.head.query.map(|q| self.ascii(q))
+        self.parts.head().query.map(|q| self.ascii(q))
     }
     /// Protocol version.
     pub fn version(&self) -> Version {
-        self.parts.head.version
+        self.parts.head().version
     }
     /// First value of header `name` (ASCII case-insensitive), byte-exact.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
@@ -243,7 +280,7 @@ impl Request {
         // Host values may carry obs-text in theory; the codec rejects those for Host, so this
         // is ASCII. An empty Host is reported as no authority.
         self.parts
-            .head
+            .head()
             .authority
             .filter(|a| !a.is_empty())
             .map(|a| self.ascii(a))
@@ -254,7 +291,7 @@ impl Request {
     }
     /// Declared body length (`Content-Length`), `None` for chunked; `Some(0)` without body.
     pub fn content_length(&self) -> Option<u64> {
-        match self.parts.head.framing {
+        match self.parts.head().framing {
             BodyFraming::None => Some(0),
             BodyFraming::Length(n) => Some(n),
             BodyFraming::Chunked => None,
