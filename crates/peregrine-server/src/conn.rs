@@ -729,7 +729,7 @@ impl Conn {
 
 /// One non-blocking read into `buf` (which has spare capacity): `Some(n)` bytes read (0 at
 /// EOF), `None` if there was nothing to read.
-pub(crate) fn read_into(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+fn read_into(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
     let spare = buf.capacity() - buf.len();
     match stream.try_read_buf(buf) {
         Ok(n) => {
@@ -1306,8 +1306,8 @@ mod size_tests {
             ));
             let mut served = 0;
             let busy = super::busy(&*svc, &conn, &mut served, "127.0.0.1:1".parse().unwrap());
-            // Written into a recycled block per batch (per request without pipelining): every
-            // byte of it is copied once per batch.
+            // Built in a recycled block per batch (per request without pipelining): the memory
+            // a busy connection holds besides its buffers.
             let busy_size = std::mem::size_of_val(&busy);
             assert!(busy_size <= 512, "per-batch future is {busy_size} bytes");
             drop(busy);
