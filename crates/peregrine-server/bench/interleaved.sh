@@ -27,16 +27,7 @@ tck=$(getconf CLK_TCK)
 pid_a=$!
 (cd "$(dirname "$b")" && ADDR=127.0.0.1:$port_b WORKERS=1 exec taskset -c 1 "$b") &
 pid_b=$!
-lua=$(mktemp --suffix=.lua)
-trap 'kill $pid_a $pid_b 2>/dev/null || true; rm -f "$lua"' EXIT
-cat >"$lua" <<'LUA'
-init = function(args)
-  local r = {}
-  for i = 1, 16 do r[i] = wrk.format(nil, "/plaintext") end
-  req = table.concat(r)
-end
-request = function() return req end
-LUA
+trap 'kill $pid_a $pid_b 2>/dev/null || true' EXIT
 for port in $port_a $port_b; do
   for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/plaintext" >/dev/null 2>&1 && break; sleep 0.1; done
   body=$(curl -fsS "http://127.0.0.1:$port/plaintext")
@@ -62,7 +53,7 @@ measure() { # pid port wrk-args... -> CPU µs per response
 echo "A = $a"
 echo "B = $b"
 for cell in "c=50" "c=64, 16 pipelined"; do
-  if [ "$cell" = "c=50" ]; then args=(-c50); else args=(-c64 -s "$lua"); fi
+  if [ "$cell" = "c=50" ]; then args=(-c50); else args=(-c64 -s "$here/pipeline.lua"); fi
   taskset -c 0 wrk -t1 "${args[@]}" -d1s "http://127.0.0.1:$port_a/plaintext" >/dev/null # warm-up
   taskset -c 0 wrk -t1 "${args[@]}" -d1s "http://127.0.0.1:$port_b/plaintext" >/dev/null
   ratios=()

@@ -42,15 +42,6 @@ body=$(curl -fsS "$url")
 cpu() { # clock ticks used by every thread of the server
   cat /proc/$pid/task/*/stat | awk '{ s += $14 + $15 } END { print s }'
 }
-pipeline_lua=$(mktemp --suffix=.lua)
-cat >"$pipeline_lua" <<LUA
-init = function(args)
-  local r = {}
-  for i = 1, 16 do r[i] = wrk.format(nil, "$path") end
-  req = table.concat(r)
-end
-request = function() return req end
-LUA
 
 run() { # label, wrk args...
   local label=$1; shift
@@ -67,8 +58,7 @@ run() { # label, wrk args...
     'BEGIN { printf "%s\t%s\t%.4f\n", b, l, c / t * 1e6 / n }' >>"$summary"
 }
 run "c=50" -c50
-run "c=64, 16 pipelined" -c64 -s "$pipeline_lua"
-rm -f "$pipeline_lua"
+run "c=64, 16 pipelined" -c64 -s "$here/pipeline.lua"
 
 # Memory per idle keep-alive connection: RSS growth after IDLE_CONNS connections each sent one
 # request, read the answer and stay open.
