@@ -43,6 +43,7 @@ mod error;
 pub mod fs;
 mod handler;
 pub mod middleware;
+pub mod path;
 mod request;
 mod response;
 mod router;
