@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -52,6 +53,9 @@ pub struct Request {
     /// The normalised path when it differs from the one sent (see [`crate::path`]); routing
     /// and the parameter ranges refer to it.
     normalized_path: Option<Box<str>>,
+    /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
+    /// before middleware and handler run when the app has any.
+    pub(crate) locals: Option<Rc<crate::state::Locals>>,
 }
 
 impl Request {
@@ -68,6 +72,7 @@ impl Request {
             params,
             extensions: None,
             normalized_path: None,
+            locals: None,
         }
     }
 
@@ -284,6 +289,46 @@ impl Request {
         })
     }
 
+    /// Shared state of type `T` as an owned handle (what [`State<T>`](crate::State) holds).
+    pub fn state_arc<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, Error> {
+        crate::state::find_shared::<T>(self.shared.states_map())
+            .ok_or_else(|| missing_state("application", std::any::type_name::<T>()))
+    }
+
+    /// This worker's value of type `T`, built by
+    /// [`App::on_worker_start`](crate::App::on_worker_start) (or
+    /// [`App::worker_local`](crate::App::worker_local)). Fails with a (logged) 500 if no
+    /// initialiser builds a `T`; prefer a [`Local<T>`](crate::Local) handler argument, which
+    /// is checked when the app is built.
+    ///
+    /// ```
+    /// use peregrine::{App, Error, Request, get};
+    /// use std::cell::Cell;
+    /// struct Served(Cell<u64>);
+    /// async fn count(req: Request) -> Result<String, Error> {
+    ///     let served = req.local::<Served>()?;
+    ///     served.0.set(served.0.get() + 1);
+    ///     Ok(served.0.get().to_string())
+    /// }
+    /// let app = App::new().worker_local(|_w| Served(Cell::new(0))).route("/", get(count));
+    /// # let _ = app;
+    /// ```
+    pub fn local<T: 'static>(&self) -> Result<&T, Error> {
+        self.locals
+            .as_ref()
+            .and_then(|l| l.get_ref::<T>())
+            .ok_or_else(|| missing_state("per-worker", std::any::type_name::<T>()))
+    }
+
+    /// This worker's value of type `T` as an owned handle (what [`Local<T>`](crate::Local)
+    /// holds).
+    pub fn local_rc<T: 'static>(&self) -> Result<Rc<T>, Error> {
+        self.locals
+            .as_ref()
+            .and_then(|l| l.get::<T>())
+            .ok_or_else(|| missing_state("per-worker", std::any::type_name::<T>()))
+    }
+
     /// Stores a per-request value (middleware passing data to handlers, e.g. the request id).
     /// Replaces a previous value of the same type.
     pub fn insert_extension<T: 'static>(&mut self, value: T) {
@@ -403,6 +448,10 @@ impl Request {
     pub fn as_server_request(&self) -> &peregrine_server::Request {
         &self.inner
     }
+}
+
+fn missing_state(kind: &str, type_name: &str) -> Error {
+    Error::internal().with_detail(format!("no {kind} state of type {type_name} registered"))
 }
 
 fn missing_param(name: &str) -> Error {
