@@ -41,32 +41,33 @@ pub struct ServerConfig {
     /// every read, so on its own it does not bound a trickling client; see `body_min_rate`).
     /// Default 10 s.
     pub body_timeout: Duration,
-    /// Minimum average rate of a request body, in bytes per second, after `body_rate_grace`
-    /// (Apache `mod_reqtimeout` `MinRate`): a body must have arrived by
-    /// `start + body_rate_grace + received / body_min_rate`, or the request gets 408 (the
-    /// handler sees [`crate::BodyError::Timeout`]) and the connection closes. The clock starts the
-    /// first time the body must be waited for and covers the engine's drain of an unread body.
-    /// `0` turns the rate check off. Default 1024 bytes/s.
+    /// Minimum rate of a request body, in bytes per second, after `body_rate_grace` (Apache
+    /// `mod_reqtimeout` `MinRate`): the time spent waiting for the body's bytes may not pass
+    /// `body_rate_grace + received / body_min_rate`, or the request gets 408 (the handler sees
+    /// [`crate::BodyError::Timeout`]) and the connection closes. Only waits for the client
+    /// count (a handler that reads slowly is not the client's fault), and the engine's drain of
+    /// an unread body counts under the same account. `0` turns the rate check off. Default
+    /// 1024 bytes/s.
     pub body_min_rate: u32,
-    /// Time a body gets before `body_min_rate` applies (and the base of the allowance it
-    /// extends). Default 10 s.
+    /// Waiting time a body gets before `body_min_rate` applies (the base of the allowance every
+    /// byte received extends). Default 10 s.
     pub body_rate_grace: Duration,
-    /// Total time a request body (including the drain of an unread body) may take from its
-    /// first wait, whatever its rate → 408. Default 300 s.
+    /// Total time the engine may wait for one request body (including the drain of an unread
+    /// body), whatever its rate → 408. Default 300 s.
     pub body_total_timeout: Duration,
     /// Idle keep-alive connections are closed silently after this. Default 60 s.
     pub idle_timeout: Duration,
     /// A write that makes no progress for this long closes the connection (restarts with every
     /// wait; see `write_min_rate`). Default 10 s.
     pub write_timeout: Duration,
-    /// Minimum average rate, in bytes per second, at which a client must read what the server
-    /// writes once a write has had to wait: from the first blocked write until everything
-    /// pending is written, the client must have taken
-    /// `(elapsed - write_rate_grace) * write_min_rate` bytes, or the connection is closed. The
-    /// clock stops whenever the output is fully written, so a long-lived stream that produces
-    /// slowly is not penalised for its own pace. `0` turns the check off. Default 1024 bytes/s.
+    /// Minimum rate, in bytes per second, at which a client must take what the server writes:
+    /// from a blocked write until everything pending is written, the time spent waiting for
+    /// the socket may not pass `write_rate_grace + written / write_min_rate`, or the connection
+    /// is reset. Only waits for the client count, and the account closes whenever the output
+    /// is fully written, so a long-lived stream that produces slowly is not penalised for its
+    /// own pace. `0` turns the check off. Default 1024 bytes/s.
     pub write_min_rate: u32,
-    /// Time a blocked write gets before `write_min_rate` applies. Default 10 s.
+    /// Waiting time a blocked write gets before `write_min_rate` applies. Default 10 s.
     pub write_rate_grace: Duration,
     /// Most open connections across all workers; past it the server stops accepting (the backlog
     /// holds new clients), after first closing the idle keep-alive connection that waited

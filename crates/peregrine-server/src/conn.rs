@@ -81,14 +81,16 @@ pub(crate) struct Io {
     gen: u64,
     /// The client sent `Expect: 100-continue` and the interim response was not sent yet.
     continue_pending: bool,
-    /// Slow-client clocks (issue 17), read and set only where a read or write would block, so
-    /// the fast path never reads the clock: when the current body was first waited for, and
-    /// the body bytes read since (see `ServerConfig::body_min_rate`) ...
-    body_clock: Option<Instant>,
+    /// Slow-client accounts (issue 17), kept only where a read or write would block, so the
+    /// fast path never reads the clock. Only time spent waiting for the client counts (a slow
+    /// handler or stream is not the client's fault): the time the current body was waited
+    /// for, and the body bytes read by those waits (see `ServerConfig::body_min_rate`) ...
+    body_waited: Duration,
     body_read: u64,
-    /// ... and when a write first blocked since the output was last fully written, and the
-    /// bytes written since (see `ServerConfig::write_min_rate`).
-    write_clock: Option<Instant>,
+    /// ... and the time spent waiting for writability since the output was last fully written
+    /// (`None`: no write has blocked since), with the bytes written meanwhile (see
+    /// `ServerConfig::write_min_rate`).
+    write_waited: Option<Duration>,
     write_sent: u64,
 }
 
@@ -140,9 +142,9 @@ impl Conn {
                 body: BodyState::Done,
                 gen: 0,
                 continue_pending: false,
-                body_clock: None,
+                body_waited: Duration::ZERO,
                 body_read: 0,
-                write_clock: None,
+                write_waited: None,
                 write_sent: 0,
             }),
         }
@@ -157,7 +159,7 @@ impl Conn {
         io.eof = false;
         io.body = BodyState::Done;
         io.continue_pending = false;
-        io.write_clock = None;
+        io.write_waited = None;
         // `gen` goes on counting: a body of an earlier request can never match a later one.
     }
 
@@ -253,7 +255,7 @@ impl Conn {
                     io.out.clear();
                     io.out_pos = 0;
                     // Everything is written: a slow-write episode (if any) ends here.
-                    io.write_clock = None;
+                    io.write_waited = None;
                     return Ok(());
                 }
             }
@@ -264,7 +266,12 @@ impl Conn {
     /// Waits until the socket is writable again (boxed by callers: it holds a timer), at most
     /// until [`Conn::write_wait_deadline`].
     async fn wait_writable(&self) -> io::Result<()> {
-        match timeout_at(self.write_wait_deadline(), self.stream().writable()).await {
+        let (since, deadline) = self.write_wait_deadline();
+        let waited = timeout_at(deadline, self.stream().writable()).await;
+        if let Some(w) = &mut self.io.borrow_mut().write_waited {
+            *w = w.saturating_add(since.elapsed());
+        }
+        match waited {
             Ok(r) => r,
             Err(_) => {
                 // The connection closes on this error: with a reset, so the unsent output is
@@ -276,52 +283,52 @@ impl Conn {
         }
     }
 
-    /// Slow path (a write would block): the end of this wait. `write_timeout` bounds one wait;
-    /// since the first blocked write of this episode (which ends when the output is fully
-    /// written), the client must have read `write_min_rate` bytes/s beyond `write_rate_grace`,
-    /// so a client that reads a little before every timeout cannot hold the connection forever
-    /// (issue 17).
-    fn write_wait_deadline(&self) -> Instant {
+    /// Slow path (a write would block): when this wait starts, and when it must end.
+    /// `write_timeout` bounds one wait; over the waits of this episode (which ends when the
+    /// output is fully written), the client must read `write_min_rate` bytes/s beyond
+    /// `write_rate_grace`, so a client that reads a little before every timeout cannot hold the
+    /// connection forever (issue 17).
+    fn write_wait_deadline(&self) -> (Instant, Instant) {
         let cfg = &self.shared.config;
         let now = Instant::now();
         let mut io = self.io.borrow_mut();
-        let start = match io.write_clock {
-            Some(t) => t,
+        let waited = match io.write_waited {
+            Some(w) => w,
             None => {
-                io.write_clock = Some(now);
+                io.write_waited = Some(Duration::ZERO);
                 io.write_sent = 0;
-                now
+                Duration::ZERO
             }
         };
-        let mut deadline = deadline_after(now, cfg.write_timeout);
+        let mut budget = cfg.write_timeout;
         if cfg.write_min_rate > 0 {
             let allowance = cfg
                 .write_rate_grace
                 .saturating_add(time_at_rate(io.write_sent, cfg.write_min_rate));
-            deadline = deadline.min(deadline_after(start, allowance));
+            budget = budget.min(allowance.saturating_sub(waited));
         }
-        deadline
+        (now, deadline_after(now, budget))
     }
 
-    /// Slow path (a body read would block): the end of this wait. `body_timeout` bounds one
-    /// wait; since the first wait for this body, `body_total_timeout` bounds the whole body and
-    /// `body_min_rate` its average rate after `body_rate_grace` (mod_reqtimeout's
+    /// Slow path (a body read would block): when this wait starts, and when it must end.
+    /// `body_timeout` bounds one wait; over all the waits for this body, `body_total_timeout`
+    /// bounds their sum and `body_min_rate` the rate after `body_rate_grace` (mod_reqtimeout's
     /// `body=grace,MinRate=rate`: every `rate` bytes received buy one more second). Covers the
     /// drain of an unread body too (issue 17).
-    fn body_wait_deadline(&self) -> Instant {
+    fn body_wait_deadline(&self) -> (Instant, Instant) {
         let cfg = &self.shared.config;
         let now = Instant::now();
-        let mut io = self.io.borrow_mut();
-        let start = *io.body_clock.get_or_insert(now);
-        let mut deadline = deadline_after(now, cfg.body_timeout)
-            .min(deadline_after(start, cfg.body_total_timeout));
+        let io = self.io.borrow();
+        let mut budget = cfg
+            .body_timeout
+            .min(cfg.body_total_timeout.saturating_sub(io.body_waited));
         if cfg.body_min_rate > 0 {
             let allowance = cfg
                 .body_rate_grace
                 .saturating_add(time_at_rate(io.body_read, cfg.body_min_rate));
-            deadline = deadline.min(deadline_after(start, allowance));
+            budget = budget.min(allowance.saturating_sub(io.body_waited));
         }
-        deadline
+        (now, deadline_after(now, budget))
     }
 
     /// Flushes pending output, then writes `data` straight from the caller's buffer.
@@ -342,7 +349,7 @@ impl Conn {
             }
         }
         // Everything pending is written (see `flush`).
-        self.io.borrow_mut().write_clock = None;
+        self.io.borrow_mut().write_waited = None;
         Ok(())
     }
 
@@ -482,8 +489,13 @@ impl Conn {
                 self.fail_body(gen, BodyError::Incomplete);
                 return Err(BodyError::Incomplete);
             }
-            let deadline = self.body_wait_deadline();
-            match self.fill(deadline).await {
+            let (since, deadline) = self.body_wait_deadline();
+            let filled = self.fill(deadline).await;
+            {
+                let mut io = self.io.borrow_mut();
+                io.body_waited = io.body_waited.saturating_add(since.elapsed());
+            }
+            match filled {
                 Ok(Fill::Data) => {
                     let mut io = self.io.borrow_mut();
                     let got = io.rbuf.len().saturating_sub(before) as u64;
@@ -1271,14 +1283,14 @@ async fn busy<S: Service>(
                     }
                     BodyFraming::Length(n) => {
                         io.body = BodyState::Length(n);
-                        // The body's slow-client clock starts at its first wait (issue 17).
-                        io.body_clock = None;
+                        // The body's slow-client account starts empty (issue 17).
+                        io.body_waited = Duration::ZERO;
                         io.body_read = 0;
                         Body::from_conn(conn.clone(), gen, Some(n))
                     }
                     BodyFraming::Chunked => {
                         io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
-                        io.body_clock = None;
+                        io.body_waited = Duration::ZERO;
                         io.body_read = 0;
                         Body::from_conn(conn.clone(), gen, None)
                     }
