@@ -459,5 +459,9 @@ async def run_all(host: str, port: int, o: Options) -> list[dict]:
     out.append(await _guarded("H-reset-mid-request", reset_mid_request(host, port, o)))
     out.append(await _guarded("H-reset-mid-response", reset_mid_response(host, port, o)))
     out.append(await _guarded("H-pipeline-no-read", pipeline_no_read(host, port, o)))
+    from . import paths  # imports this module: load it late
+
+    out.append(await _guarded("H-path-equivalent-spellings", paths.equivalent_spellings(host, port, o)))
+    out.append(await _guarded("H-path-ambiguous-spellings", paths.ambiguous_spellings(host, port, o)))
     out = list(await slow) + out
     return out

@@ -41,6 +41,8 @@ pub mod config;
 pub mod cookie;
 mod error;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 mod header;
 pub mod middleware;
