@@ -13,9 +13,13 @@
 //! * [`ChunkedDecoder`]: incremental decoder for `Transfer-Encoding: chunked`.
 //! * [`response`]: response-head encoding (status lines, cached `Date`, `Content-Length`).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
 pub mod chunked;
 pub mod error;
 mod fast;
+pub mod grammar;
 pub mod limits;
 mod parse;
 pub mod request;
