@@ -42,6 +42,9 @@
 //! API CONTRACT: the public items below are what the framework crate (`peregrine`) is written
 //! against. Their names and signatures are fixed; internals are free.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
 pub mod body;
 pub mod config;
 mod conn;
