@@ -58,6 +58,8 @@ mod worker;
 
 pub use body::{Body, BodyError};
 pub use config::ServerConfig;
+/// The codec the engine is built on (request parsing, response encoding, the HTTP grammar).
+pub use peregrine_codec as codec;
 pub use peregrine_codec::{Limits, Method, Version};
 pub use request::Request;
 pub use response::{Response, ResponseBody};
