@@ -36,7 +36,6 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![warn(missing_docs)]
 
 mod app;
 pub mod config;
