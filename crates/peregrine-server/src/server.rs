@@ -44,6 +44,14 @@ impl Server {
     /// they listen.
     pub fn serve<S: Service>(self, service: S) -> io::Result<ServerHandle> {
         let config = self.config;
+        config.validate()?;
+        if let Some(path) = &config.unix {
+            let msg = format!(
+                "unix:{}: Unix sockets are served from the transport seam",
+                path.display()
+            );
+            return Err(io::Error::new(io::ErrorKind::Unsupported, msg));
+        }
         let n = config.workers.max(1);
         // The first socket resolves port 0; the others bind the same port.
         let mut listeners = Vec::with_capacity(n);
