@@ -127,8 +127,8 @@ impl Default for ServerConfig {
     }
 }
 
-/// Longest timeout accepted (a year): far beyond any real use, far below the point where a
-/// deadline (`Instant + timeout`) would overflow.
+/// Longest timeout [`ServerConfig::from_env_and_args`] accepts (a year): far beyond any real
+/// use, so a larger number is a typo; a deadline computed from it never overflows.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A configuration that cannot be used, with the setting it concerns.
@@ -248,10 +248,11 @@ impl ServerConfig {
         Ok((cfg, rest))
     }
 
-    /// Checks what the engine cannot work with: no workers, a timeout above [`MAX_TIMEOUT`]
-    /// (a deadline computed from it could overflow), a `server_name` that is not a clean field
-    /// value (CR, LF or another control character would corrupt every response head).
-    /// [`Server::serve`](crate::Server::serve) calls it.
+    /// Checks what the engine cannot work with: no workers, or a `server_name` that is not a
+    /// clean field value (CR, LF or another control character would corrupt every response
+    /// head). [`Server::serve`](crate::Server::serve) calls it. Timeouts set in code may be as
+    /// large as a caller likes (deadlines saturate); values read by
+    /// [`ServerConfig::from_env_and_args`] are bounded by [`MAX_TIMEOUT`].
     ///
     /// ```
     /// use peregrine_server::ServerConfig;
@@ -262,20 +263,6 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.workers == 0 {
             return Err(ConfigError::new("workers", "must be at least 1"));
-        }
-        for (name, t) in [
-            ("header_timeout", self.header_timeout),
-            ("body_timeout", self.body_timeout),
-            ("idle_timeout", self.idle_timeout),
-            ("write_timeout", self.write_timeout),
-            ("shutdown_timeout", self.shutdown_timeout),
-        ] {
-            if t > MAX_TIMEOUT {
-                return Err(ConfigError::new(
-                    name,
-                    format_args!("{t:?} is above the maximum of {MAX_TIMEOUT:?}"),
-                ));
-            }
         }
         if let Some(name) = self.server_name {
             let clean = name
@@ -494,18 +481,10 @@ mod tests {
                 assert!(parse(&[], &[setting, &v]).is_err(), "{setting} {v}");
             }
         }
-        // Set in code, checked by `validate` (which `Server::serve` calls).
+        // Set in code, any value is valid: the engine's deadlines saturate.
         let c = ServerConfig {
             write_timeout: Duration::MAX,
-            ..ServerConfig::default()
-        };
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .starts_with("write_timeout"));
-        let c = ServerConfig {
-            header_timeout: MAX_TIMEOUT,
+            header_timeout: Duration::MAX,
             ..ServerConfig::default()
         };
         assert!(c.validate().is_ok());

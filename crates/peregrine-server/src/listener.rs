@@ -161,7 +161,6 @@ impl Listener {
     }
 
     /// Registers the listener with the current tokio runtime.
-    #[allow(dead_code)] // see `AsyncListener`
     pub(crate) fn into_async(self) -> io::Result<AsyncListener> {
         Ok(match self {
             Listener::Tcp(l) => {
@@ -196,13 +195,11 @@ fn listen_fds(pid_var: Option<&str>, fds_var: Option<&str>, pid: u32) -> io::Res
 }
 
 /// A listener registered with a worker's runtime.
-#[allow(dead_code)] // the worker accepts through it once the driver takes a `Stream`
 pub(crate) enum AsyncListener {
     Tcp(tokio::net::TcpListener),
     Unix(tokio::net::UnixListener),
 }
 
-#[allow(dead_code)] // see `AsyncListener`
 impl AsyncListener {
     /// The next connection. TCP connections get `TCP_NODELAY`: responses are written once per
     /// batch, so Nagle would only add delay.

@@ -48,6 +48,12 @@ pub trait Transport: 'static {
 
     /// Closes the sending side (the peer reads end of stream after what was written).
     fn shutdown_write(&self) -> io::Result<()>;
+
+    /// Makes closing the stream abort it (a TCP reset), dropping unsent output at once instead
+    /// of leaving it to a peer that does not read. By default nothing.
+    fn reset_on_close(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Transport for TcpStream {
@@ -76,6 +82,9 @@ impl Transport for TcpStream {
     fn shutdown_write(&self) -> io::Result<()> {
         socket2::SockRef::from(self).shutdown(std::net::Shutdown::Write)
     }
+    fn reset_on_close(&self) -> io::Result<()> {
+        socket2::SockRef::from(self).set_linger(Some(std::time::Duration::ZERO))
+    }
 }
 
 impl Transport for UnixStream {
@@ -103,6 +112,9 @@ impl Transport for UnixStream {
     }
     fn shutdown_write(&self) -> io::Result<()> {
         socket2::SockRef::from(self).shutdown(std::net::Shutdown::Write)
+    }
+    fn reset_on_close(&self) -> io::Result<()> {
+        socket2::SockRef::from(self).set_linger(Some(std::time::Duration::ZERO))
     }
 }
 
@@ -165,17 +177,28 @@ impl Transport for Stream {
     fn shutdown_write(&self) -> io::Result<()> {
         on_stream!(self, s => Transport::shutdown_write(s))
     }
+    fn reset_on_close(&self) -> io::Result<()> {
+        on_stream!(self, s => Transport::reset_on_close(s))
+    }
 }
 
 impl Stream {
-    /// Waits until the stream is readable.
+    /// Waits until the stream is readable (tokio's own wait for its sockets).
     pub async fn readable(&self) -> io::Result<()> {
-        std::future::poll_fn(|cx| self.poll_read_ready(cx)).await
+        match self {
+            Stream::Tcp(s) => s.readable().await,
+            Stream::Unix(s) => s.readable().await,
+            Stream::Other(t) => std::future::poll_fn(|cx| t.poll_read_ready(cx)).await,
+        }
     }
 
-    /// Waits until the stream is writable.
+    /// Waits until the stream is writable (tokio's own wait for its sockets).
     pub async fn writable(&self) -> io::Result<()> {
-        std::future::poll_fn(|cx| self.poll_write_ready(cx)).await
+        match self {
+            Stream::Tcp(s) => s.writable().await,
+            Stream::Unix(s) => s.writable().await,
+            Stream::Other(t) => std::future::poll_fn(|cx| t.poll_write_ready(cx)).await,
+        }
     }
 }
 
