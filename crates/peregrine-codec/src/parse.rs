@@ -1,3 +1,4 @@
+// Over 600 lines: the general parser's steps and the field helpers they share belong together; a third is unit tests.
 //! The request-head parser proper. Generic over the scanning strategy so that each path is
 //! compiled as one function with its own target features and everything inlined.
 //!

@@ -1,3 +1,4 @@
+// Over 600 lines: the whole response side of the wire format in one place (status, fields, framing, chunked, keep-alive); half is tests.
 //! The response side of the wire format: status lines and reason phrases (one table), header
 //! fields checked as they are written, the framing a response gets (RFC 9112 §6, including
 //! HEAD, 1xx, 204 and 304), the chunked encoder, and the `Connection` decision with the reason a

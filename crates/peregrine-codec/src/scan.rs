@@ -1,3 +1,4 @@
+// Over 600 lines: three implementations of one primitive read side by side, and half the file is the tests that cross-check them.
 //! Byte-class scanning: "index of the first byte not in this class", with a scalar path, an SSE
 //! path (SSSE3 `pshufb`, selected on CPUs with SSE4.2) and an AVX2 path.
 //!

@@ -139,7 +139,10 @@ impl std::fmt::Debug for Stream {
     }
 }
 
-/// Calls one [`Transport`] method on whichever stream this is (TCP and Unix statically).
+/// Runs `$call` with `$s` bound to the stream's own transport: TCP and Unix sockets statically
+/// (so generic code called here is compiled for each, with tokio's socket calls inlined), any
+/// other transport as `&dyn Transport`. The driver dispatches once per operation this way, not
+/// once per system call.
 macro_rules! on_stream {
     ($self:expr, $s:ident => $call:expr) => {
         match $self {
@@ -152,6 +155,8 @@ macro_rules! on_stream {
         }
     };
 }
+
+pub(crate) use on_stream;
 
 impl Transport for Stream {
     #[inline]

@@ -4,7 +4,7 @@
 //! across an `.await`.
 
 use super::body::BodyState;
-use crate::transport::{Stream, Transport};
+use crate::transport::{on_stream, Stream, Transport};
 use crate::worker::WorkerShared;
 use bytes::BytesMut;
 use std::cell::RefCell;
@@ -170,7 +170,8 @@ impl Conn {
         if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
             io.rbuf.reserve(READ_BUF_INITIAL);
         }
-        match read_into(self.stream(), &mut io.rbuf)? {
+        let read = on_stream!(self.stream(), s => read_into(s, &mut io.rbuf));
+        match read? {
             None => Ok(None),
             Some(0) => {
                 io.eof = true;
@@ -187,16 +188,7 @@ impl Conn {
             {
                 let mut io = self.io.borrow_mut();
                 let io = &mut *io;
-                while io.out_pos < io.out.len() {
-                    match self.stream().try_write(&io.out[io.out_pos..]) {
-                        Ok(n) => {
-                            io.out_pos += n;
-                            io.write_sent = io.write_sent.wrapping_add(n as u64);
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) => return Err(e),
-                    }
-                }
+                on_stream!(self.stream(), s => write_out(s, io))?;
                 if io.out_pos >= io.out.len() {
                     io.out.clear();
                     io.out_pos = 0;
@@ -282,21 +274,7 @@ impl Conn {
     /// else, so earlier pipelined responses are not held back by a slow handler.
     pub(super) fn poll_write_progress(&self, cx: &mut Context<'_>) {
         let mut io = self.io.borrow_mut();
-        let io = &mut *io;
-        while io.out_pos < io.out.len() {
-            match self.stream().poll_write_ready(cx) {
-                Poll::Ready(Ok(())) => match self.stream().try_write(&io.out[io.out_pos..]) {
-                    Ok(n) => {
-                        io.out_pos += n;
-                        io.write_sent = io.write_sent.wrapping_add(n as u64);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    // The driver's next flush reports the error.
-                    Err(_) => return,
-                },
-                _ => return,
-            }
-        }
+        on_stream!(self.stream(), s => write_progress(s, &mut io, cx))
     }
 
     pub(super) fn pending_output(&self) -> usize {
@@ -364,7 +342,8 @@ pub(super) fn time_at_rate(bytes: u64, rate: u32) -> Duration {
 
 /// One non-blocking read into `buf` (which has spare capacity): `Some(n)` bytes read (0 at
 /// EOF), `None` if there was nothing to read.
-fn read_into(stream: &Stream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+#[inline(always)]
+fn read_into<T: Transport + ?Sized>(stream: &T, buf: &mut BytesMut) -> io::Result<Option<usize>> {
     let spare = buf.capacity() - buf.len();
     match stream.try_read_buf(buf) {
         Ok(n) => {
@@ -378,5 +357,40 @@ fn read_into(stream: &Stream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// Writes pending output until it is all written or the stream would block.
+#[inline(always)]
+fn write_out<T: Transport + ?Sized>(stream: &T, io: &mut Io) -> io::Result<()> {
+    while io.out_pos < io.out.len() {
+        match stream.try_write(&io.out[io.out_pos..]) {
+            Ok(n) => {
+                io.out_pos += n;
+                io.write_sent = io.write_sent.wrapping_add(n as u64);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// [`write_out`] from inside a poll: waits for writability by registering `cx`.
+#[inline(always)]
+fn write_progress<T: Transport + ?Sized>(stream: &T, io: &mut Io, cx: &mut Context<'_>) {
+    while io.out_pos < io.out.len() {
+        match stream.poll_write_ready(cx) {
+            Poll::Ready(Ok(())) => match stream.try_write(&io.out[io.out_pos..]) {
+                Ok(n) => {
+                    io.out_pos += n;
+                    io.write_sent = io.write_sent.wrapping_add(n as u64);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                // The driver's next flush reports the error.
+                Err(_) => return,
+            },
+            _ => return,
+        }
     }
 }

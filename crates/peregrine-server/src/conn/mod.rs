@@ -28,8 +28,9 @@ use respond::Answered;
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -141,39 +142,13 @@ async fn busy<S: Service>(
             let mut req = Some(req);
             let mut answered: Option<Answered> = None;
             let panicked = poll_fn(|cx| {
-                let polled = catch_unwind(AssertUnwindSafe(|| {
-                    if let Some(req) = req.take() {
-                        slot.set(Some(service.call(req)));
-                    }
-                    match slot.as_mut().as_pin_mut() {
-                        Some(fut) => match fut.poll(cx) {
-                            Poll::Ready(mut r) => {
-                                if conn.shared.is_shutting_down() {
-                                    keep_alive.disable(CloseReason::ShuttingDown);
-                                }
-                                answered = Some(conn.answer(
-                                    &mut r,
-                                    &mut keep_alive,
-                                    version,
-                                    head_request,
-                                ));
-                                true
-                            }
-                            Poll::Pending => false,
-                        },
-                        // Only after a panic, which ends the polling below.
-                        None => false,
-                    }
-                }));
-                match polled {
-                    Ok(true) => Poll::Ready(false),
-                    Ok(false) => {
-                        // Meanwhile, keep writing earlier responses of the batch.
-                        conn.poll_write_progress(cx);
-                        Poll::Pending
-                    }
-                    Err(_) => Poll::Ready(true),
-                }
+                let call = Call {
+                    service,
+                    conn,
+                    version,
+                    head_request,
+                };
+                call.poll(cx, slot.as_mut(), &mut req, &mut keep_alive, &mut answered)
             })
             .await;
             // The handler's future (and the request it may hold) goes before the rest of the
@@ -238,6 +213,60 @@ async fn busy<S: Service>(
                 return Next::Close(Close::Linger);
             }
             Ok(Fill::Data) => parse_due |= conn.may_complete_a_head(before),
+        }
+    }
+}
+
+/// One request's call of the service, polled by [`busy`].
+struct Call<'a, S> {
+    service: &'a S,
+    conn: &'a Rc<Conn>,
+    version: Version,
+    head_request: bool,
+}
+
+impl<S: Service> Call<'_, S> {
+    /// Calls the service on the first poll (its future goes straight into `slot`) and polls
+    /// the future, all in one `catch_unwind`; a ready response is answered at once, where it
+    /// was returned. `Ready(true)` if the handler panicked, `Ready(false)` once answered.
+    #[inline(always)]
+    fn poll(
+        &self,
+        cx: &mut Context<'_>,
+        mut slot: Pin<&mut Option<S::Future>>,
+        req: &mut Option<Request>,
+        keep_alive: &mut KeepAlive,
+        answered: &mut Option<Answered>,
+    ) -> Poll<bool> {
+        let conn = self.conn;
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            if let Some(req) = req.take() {
+                slot.set(Some(self.service.call(req)));
+            }
+            match slot.as_mut().as_pin_mut() {
+                Some(fut) => match fut.poll(cx) {
+                    Poll::Ready(mut r) => {
+                        if conn.shared.is_shutting_down() {
+                            keep_alive.disable(CloseReason::ShuttingDown);
+                        }
+                        *answered =
+                            Some(conn.answer(&mut r, keep_alive, self.version, self.head_request));
+                        true
+                    }
+                    Poll::Pending => false,
+                },
+                // Only after a panic, which ends the polling.
+                None => false,
+            }
+        }));
+        match polled {
+            Ok(true) => Poll::Ready(false),
+            Ok(false) => {
+                // Meanwhile, keep writing earlier responses of the batch.
+                conn.poll_write_progress(cx);
+                Poll::Pending
+            }
+            Err(_) => Poll::Ready(true),
         }
     }
 }
