@@ -83,13 +83,16 @@ fn server() -> SocketAddr {
 }
 
 /// Sends `pieces` (pausing after each if `pause`), half-closes, reads until the server closes.
-fn exchange(addr: SocketAddr, pieces: &[&[u8]], pause: bool) -> Vec<u8> {
+/// Returns what was read and how the exchange ended (for the failure message).
+fn exchange(addr: SocketAddr, pieces: &[&[u8]], pause: bool) -> (Vec<u8>, String) {
+    let mut how = String::new();
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_nodelay(true).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     for p in pieces {
         // The server may close early (after an error response): later writes may fail.
-        if s.write_all(p).is_err() {
+        if let Err(e) = s.write_all(p) {
+            how = format!("write failed: {e}; ");
             break;
         }
         if pause {
@@ -101,7 +104,10 @@ fn exchange(addr: SocketAddr, pieces: &[&[u8]], pause: bool) -> Vec<u8> {
     let mut buf = [0u8; 16384];
     loop {
         match s.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => {
+                how.push_str("eof");
+                break;
+            }
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
@@ -110,10 +116,13 @@ fn exchange(addr: SocketAddr, pieces: &[&[u8]], pause: bool) -> Vec<u8> {
                 panic!("the server neither answered nor closed within 5 s of the client's EOF")
             }
             // A reset after the answer (the server closed with input unread).
-            Err(_) => break,
+            Err(e) => {
+                how.push_str(&format!("read failed: {e}"));
+                break;
+            }
         }
     }
-    out
+    (out, how)
 }
 
 /// The answer without `Date` lines and interim `100 Continue` responses.
@@ -153,8 +162,8 @@ fuzz_target!(|data: &[u8]| {
     if at < payload.len() {
         pieces.push(&payload[at..]);
     }
-    let whole = exchange(addr, &[payload], false);
-    let split = exchange(addr, &pieces, true);
+    let (whole, whole_end) = exchange(addr, &[payload], false);
+    let (split, split_end) = exchange(addr, &pieces, true);
     for out in [&whole, &split] {
         assert!(
             out.is_empty() || out.starts_with(b"HTTP/1.1 "),
@@ -164,13 +173,13 @@ fuzz_target!(|data: &[u8]| {
     }
     assert!(
         normalised(&whole) == normalised(&split),
-        "the answer depends on the cuts:\nwhole: {:?}\nsplit: {:?}",
+        "the answer depends on the cuts:\nwhole ({whole_end}): {:?}\nsplit ({split_end}): {:?}",
         String::from_utf8_lossy(&whole),
         String::from_utf8_lossy(&split)
     );
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     if RUNS.fetch_add(1, Ordering::Relaxed) % 64 == 0 {
-        let alive = exchange(addr, &[b"GET /alive HTTP/1.1\r\nHost: f\r\n\r\n"], false);
+        let (alive, _) = exchange(addr, &[b"GET /alive HTTP/1.1\r\nHost: f\r\n\r\n"], false);
         assert!(
             alive.starts_with(b"HTTP/1.1 200 "),
             "the server stopped serving"
