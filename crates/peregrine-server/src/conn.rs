@@ -241,13 +241,16 @@ impl Conn {
             {
                 let mut io = self.io.borrow_mut();
                 let io = &mut *io;
+                let start = io.out_pos;
                 while io.out_pos < io.out.len() {
                     match self.stream().try_write(&io.out[io.out_pos..]) {
-                        Ok(n) => {
-                            io.out_pos += n;
-                            io.write_sent = io.write_sent.wrapping_add(n as u64);
+                        Ok(n) => io.out_pos += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            // Slow path: count what this round wrote toward the write rate.
+                            let sent = (io.out_pos - start) as u64;
+                            io.write_sent = io.write_sent.saturating_add(sent);
+                            break;
                         }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => return Err(e),
                     }
                 }
@@ -340,7 +343,7 @@ impl Conn {
                 Ok(n) => {
                     pos += n;
                     let mut io = self.io.borrow_mut();
-                    io.write_sent = io.write_sent.wrapping_add(n as u64);
+                    io.write_sent = io.write_sent.saturating_add(n as u64);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     Box::pin(self.wait_writable()).await?
@@ -363,7 +366,7 @@ impl Conn {
                 Poll::Ready(Ok(())) => match self.stream().try_write(&io.out[io.out_pos..]) {
                     Ok(n) => {
                         io.out_pos += n;
-                        io.write_sent = io.write_sent.wrapping_add(n as u64);
+                        io.write_sent = io.write_sent.saturating_add(n as u64);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     // The driver's next flush reports the error.
@@ -1339,6 +1342,10 @@ async fn busy<S: Service>(
                                     version,
                                     head_request,
                                 ));
+                                // The handler's future (and the request it may hold) goes
+                                // now, inside this `catch_unwind` (issue 17): a panic in its
+                                // drop is caught, after the response was encoded.
+                                slot.set(None);
                                 true
                             }
                             Poll::Pending => false,
@@ -1358,10 +1365,11 @@ async fn busy<S: Service>(
                 }
             })
             .await;
-            // The handler's future (and the request it may hold) goes now, before the rest of
-            // the response is written and the body drained. Its drop may panic too (issue 17):
-            // caught like a panic in its poll, so the worker and the answer survive it.
-            let drop_panicked = catch_unwind(AssertUnwindSafe(|| slot.set(None))).is_err();
+            if panicked {
+                // A future that panicked in its poll is dropped here, and its drop may panic
+                // too (issue 17). (One that answered was dropped in the poll, see above.)
+                let _ = catch_unwind(AssertUnwindSafe(|| slot.set(None)));
+            }
             match answered {
                 Some(Answered::Encoded) => {}
                 Some(Answered::Rest(rest)) => {
@@ -1378,7 +1386,7 @@ async fn busy<S: Service>(
                     return Next::Close(Close::Linger);
                 }
             }
-            if panicked | drop_panicked {
+            if panicked {
                 // The response was complete (a panic after it, dropping the handler's future
                 // or the response): it is sent, then the connection closes cleanly.
                 tracing::error!(%peer, "panic after the handler's response; closing");
