@@ -97,6 +97,21 @@ def test_robustness_verdicts_on_the_lenient_server(lenient_port):
     assert pipe["skipped"]  # no --server-pid
 
 
+def test_trickle_verdicts_on_the_lenient_server(lenient_port):
+    # The lenient server only has a per-read timeout (5 s): a byte every 0.1 s keeps it forever.
+    o = robustness.Options(timeout=1.0, body_timeout=1.0, trickle_gap=0.1, slow_client_deadline=1.0)
+
+    async def go():
+        return await asyncio.gather(
+            robustness.trickle_body("127.0.0.1", lenient_port, o),
+            robustness.trickle_read("127.0.0.1", lenient_port, o),
+        )
+
+    body, read = asyncio.run(go())
+    assert not body["passed"] and "still open" in body["observed"], body
+    assert not read["passed"] and "still open" in read["observed"], read
+
+
 def test_cli_report_and_require_must(lenient_port, tmp_path):
     out = tmp_path / "r.json"
     md = tmp_path / "r.md"

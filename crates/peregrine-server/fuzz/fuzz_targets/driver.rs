@@ -8,7 +8,7 @@
 //! piece (with a short pause after each, so the server reads them one at a time), each time
 //! followed by a half-close. Checked:
 //! - no panic anywhere in the server (the hook aborts, so libFuzzer reports it);
-//! - the server answers and closes after the client's EOF (no hang; a 5 s guard);
+//! - the server answers and closes after the client's EOF (no hang; a 20 s guard);
 //! - what it sends starts with `HTTP/1.1 ` (or is nothing);
 //! - both runs get the same answer, apart from the `Date` lines and interim `100 Continue`
 //!   responses (which depend on whether a body was already there when the handler read it);
@@ -54,12 +54,14 @@ fn server() -> SocketAddr {
             let config = ServerConfig {
                 addr: "127.0.0.1:0".parse().unwrap(),
                 workers: 1,
-                // Long enough that no timeout fires within one input (the client half-closes at
-                // once), short enough that a bug that waits for one is seen.
-                header_timeout: Duration::from_secs(2),
-                body_timeout: Duration::from_secs(2),
-                idle_timeout: Duration::from_secs(2),
-                write_timeout: Duration::from_secs(2),
+                // No timeout should fire within one input (the client half-closes at once); they
+                // are long because the fuzzing machine may be loaded: with 2 s, a client thread
+                // descheduled between connect and write saw its silent new connection closed (a
+                // correct close, but a false "the answer depends on the cuts").
+                header_timeout: Duration::from_secs(30),
+                body_timeout: Duration::from_secs(30),
+                idle_timeout: Duration::from_secs(30),
+                write_timeout: Duration::from_secs(30),
                 max_body_size: 4096,
                 ..ServerConfig::default()
             };
@@ -83,13 +85,16 @@ fn server() -> SocketAddr {
 }
 
 /// Sends `pieces` (pausing after each if `pause`), half-closes, reads until the server closes.
-fn exchange(addr: SocketAddr, pieces: &[&[u8]], pause: bool) -> Vec<u8> {
+/// Returns what was read and how the exchange ended (for the failure message).
+fn exchange(addr: SocketAddr, pieces: &[&[u8]], pause: bool) -> (Vec<u8>, String) {
+    let mut how = String::new();
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_nodelay(true).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     for p in pieces {
         // The server may close early (after an error response): later writes may fail.
-        if s.write_all(p).is_err() {
+        if let Err(e) = s.write_all(p) {
+            how = format!("write failed: {e}; ");
             break;
         }
         if pause {
@@ -101,19 +106,25 @@ fn exchange(addr: SocketAddr, pieces: &[&[u8]], pause: bool) -> Vec<u8> {
     let mut buf = [0u8; 16384];
     loop {
         match s.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => {
+                how.push_str("eof");
+                break;
+            }
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
                     || e.kind() == std::io::ErrorKind::TimedOut =>
             {
-                panic!("the server neither answered nor closed within 5 s of the client's EOF")
+                panic!("the server neither answered nor closed within 20 s of the client's EOF")
             }
             // A reset after the answer (the server closed with input unread).
-            Err(_) => break,
+            Err(e) => {
+                how.push_str(&format!("read failed: {e}"));
+                break;
+            }
         }
     }
-    out
+    (out, how)
 }
 
 /// The answer without `Date` lines and interim `100 Continue` responses.
@@ -153,8 +164,8 @@ fuzz_target!(|data: &[u8]| {
     if at < payload.len() {
         pieces.push(&payload[at..]);
     }
-    let whole = exchange(addr, &[payload], false);
-    let split = exchange(addr, &pieces, true);
+    let (whole, whole_end) = exchange(addr, &[payload], false);
+    let (split, split_end) = exchange(addr, &pieces, true);
     for out in [&whole, &split] {
         assert!(
             out.is_empty() || out.starts_with(b"HTTP/1.1 "),
@@ -164,13 +175,13 @@ fuzz_target!(|data: &[u8]| {
     }
     assert!(
         normalised(&whole) == normalised(&split),
-        "the answer depends on the cuts:\nwhole: {:?}\nsplit: {:?}",
+        "the answer depends on the cuts:\nwhole ({whole_end}): {:?}\nsplit ({split_end}): {:?}",
         String::from_utf8_lossy(&whole),
         String::from_utf8_lossy(&split)
     );
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     if RUNS.fetch_add(1, Ordering::Relaxed) % 64 == 0 {
-        let alive = exchange(addr, &[b"GET /alive HTTP/1.1\r\nHost: f\r\n\r\n"], false);
+        let (alive, _) = exchange(addr, &[b"GET /alive HTTP/1.1\r\nHost: f\r\n\r\n"], false);
         assert!(
             alive.starts_with(b"HTTP/1.1 200 "),
             "the server stopped serving"

@@ -257,7 +257,7 @@ impl Conn {
                 Ok(n) => {
                     pos += n;
                     let mut io = self.io.borrow_mut();
-                    io.write_sent = io.write_sent.wrapping_add(n as u64);
+                    io.write_sent = io.write_sent.saturating_add(n as u64);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     Box::pin(self.wait_writable()).await?
@@ -363,13 +363,16 @@ fn read_into<T: Transport + ?Sized>(stream: &T, buf: &mut BytesMut) -> io::Resul
 /// Writes pending output until it is all written or the stream would block.
 #[inline(always)]
 fn write_out<T: Transport + ?Sized>(stream: &T, io: &mut Io) -> io::Result<()> {
+    let start = io.out_pos;
     while io.out_pos < io.out.len() {
         match stream.try_write(&io.out[io.out_pos..]) {
-            Ok(n) => {
-                io.out_pos += n;
-                io.write_sent = io.write_sent.wrapping_add(n as u64);
+            Ok(n) => io.out_pos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Slow path: count what this round wrote toward the write rate.
+                let sent = (io.out_pos - start) as u64;
+                io.write_sent = io.write_sent.saturating_add(sent);
+                break;
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(e),
         }
     }
@@ -384,7 +387,7 @@ fn write_progress<T: Transport + ?Sized>(stream: &T, io: &mut Io, cx: &mut Conte
             Poll::Ready(Ok(())) => match stream.try_write(&io.out[io.out_pos..]) {
                 Ok(n) => {
                     io.out_pos += n;
-                    io.write_sent = io.write_sent.wrapping_add(n as u64);
+                    io.write_sent = io.write_sent.saturating_add(n as u64);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 // The driver's next flush reports the error.

@@ -151,9 +151,11 @@ async fn busy<S: Service>(
                 call.poll(cx, slot.as_mut(), &mut req, &mut keep_alive, &mut answered)
             })
             .await;
-            // The handler's future (and the request it may hold) goes before the rest of the
-            // response is written; a panic in its drop is caught too (issue 17).
-            let drop_panicked = catch_unwind(AssertUnwindSafe(|| slot.set(None))).is_err();
+            if panicked {
+                // A future that panicked in its poll is dropped here, and its drop may panic
+                // too (issue 17). (One that answered was dropped in the poll, see `Call::poll`.)
+                let _ = catch_unwind(AssertUnwindSafe(|| slot.set(None)));
+            }
             match answered {
                 Some(Answered::Encoded) => {}
                 Some(Answered::Rest(rest)) => {
@@ -169,7 +171,7 @@ async fn busy<S: Service>(
                     return Next::Close(Close::Linger);
                 }
             }
-            if panicked | drop_panicked {
+            if panicked {
                 // The response was complete: it is sent, then the connection closes cleanly.
                 tracing::error!(%peer, "panic after the handler's response; closing");
                 return Next::Close(Close::Linger);
@@ -251,6 +253,9 @@ impl<S: Service> Call<'_, S> {
                         }
                         *answered =
                             Some(conn.answer(&mut r, keep_alive, self.version, self.head_request));
+                        // The handler's future (and the request it may hold) goes now, inside
+                        // this `catch_unwind`: a panic in its drop is caught (issue 17).
+                        slot.set(None);
                         true
                     }
                     Poll::Pending => false,
