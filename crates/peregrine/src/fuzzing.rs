@@ -107,7 +107,10 @@ pub fn routing(data: &[u8]) {
         return;
     };
     assert_ne!(status, 500, "a handler failed on {text:?}");
-    let Ok(canon) = normalize_with(&text, slashes) else {
+    // The path as the codec delivered it (origin-form or the path of absolute-form).
+    let parsed = peregrine_server::Request::from_bytes(&raw, "127.0.0.1:1".parse().unwrap())
+        .expect("parsed once already");
+    let Ok(canon) = normalize_with(parsed.path(), slashes) else {
         assert_eq!(status, 400, "a refused path must be answered 400: {text:?}");
         return;
     };
