@@ -107,9 +107,10 @@ pub fn routing(data: &[u8]) {
         return;
     };
     assert_ne!(status, 500, "a handler failed on {text:?}");
-    // Routing sees the path only: the query is not normalised.
-    let path_only = text.split_once('?').map_or(&*text, |(path, _)| path);
-    let Ok(canon) = normalize_with(path_only, slashes) else {
+    // The path as the codec delivered it (origin-form or the path of absolute-form).
+    let parsed = peregrine_server::Request::from_bytes(&raw, "127.0.0.1:1".parse().unwrap())
+        .expect("parsed once already");
+    let Ok(canon) = normalize_with(parsed.path(), slashes) else {
         assert_eq!(status, 400, "a refused path must be answered 400: {text:?}");
         return;
     };
