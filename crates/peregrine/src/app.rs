@@ -3,7 +3,8 @@
 use crate::error::Error;
 use crate::handler::{BoxFuture, Handler, IntoHandler};
 use crate::middleware::{self, Hook, Layer, Middleware};
-use crate::request::{Request, NO_ROUTE};
+use crate::path::{self, EncodedSlashes};
+use crate::request::{Request, BAD_PATH, NO_ROUTE};
 use crate::response::IntoResponse;
 use crate::router::{self, MethodRouter, Router};
 use crate::state::{Need, StateMapHolder, WorkerContext, WorkerInit, WorkerInits};
@@ -43,6 +44,7 @@ pub struct App {
     worker_inits: Vec<WorkerInit>,
     body_limit: usize,
     fallback: Option<Arc<dyn Handler>>,
+    encoded_slashes: EncodedSlashes,
 }
 
 impl Default for App {
@@ -61,6 +63,7 @@ impl App {
             worker_inits: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             fallback: None,
+            encoded_slashes: EncodedSlashes::Refuse,
         }
     }
 
@@ -267,6 +270,25 @@ impl App {
         self
     }
 
+    /// What to do with `%2F` / `%5C` in request paths: refused with 400 by default; `Keep`
+    /// leaves them encoded inside their segment (see [`crate::path`] for every rule).
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// use peregrine::path::EncodedSlashes;
+    /// // GET /projects/group%2Fname -> id = "group/name"
+    /// let app = App::new()
+    ///     .encoded_slashes(EncodedSlashes::Keep)
+    ///     .route("/projects/{id}", get(|req: Request| async move {
+    ///         req.param_str("id").map(|id| id.into_owned())
+    ///     }));
+    /// # let _ = app;
+    /// ```
+    pub fn encoded_slashes(mut self, policy: EncodedSlashes) -> Self {
+        self.encoded_slashes = policy;
+        self
+    }
+
     /// Answers requests that match no route (instead of the 404 problem document).
     ///
     /// ```
@@ -370,6 +392,7 @@ impl App {
                 body_limit: self.body_limit,
                 chain,
                 fallback: self.fallback,
+                encoded_slashes: self.encoded_slashes,
                 all_allow: all_methods.join(", ").into_bytes(),
             }),
         })
@@ -523,6 +546,7 @@ pub(crate) struct Shared {
     /// case calls the handler directly.
     chain: Option<Arc<dyn Handler>>,
     fallback: Option<Arc<dyn Handler>>,
+    encoded_slashes: EncodedSlashes,
     all_allow: Vec<u8>,
 }
 
@@ -540,8 +564,40 @@ impl Shared {
             .and_then(|(_, v)| v.downcast_ref::<T>())
     }
 
-    /// What answers `req`: a handler, or a ready response (404, 405, automatic OPTIONS).
+    /// The route matching the (normalised) `path` and its parameters as byte ranges into it.
+    #[inline]
+    fn find_route(&self, path: &str) -> (u32, SmallVec<[(u32, u32); 4]>) {
+        match self.matcher.at(path) {
+            Ok(m) => {
+                let base = path.as_ptr() as usize;
+                // matchit hands out slices of the path we gave it, in pattern order; keep their
+                // offsets so the request owns no strings.
+                let params = m
+                    .params
+                    .iter()
+                    .map(|(_, v)| {
+                        let s = v.as_ptr() as usize - base;
+                        (s as u32, (s + v.len()) as u32)
+                    })
+                    .collect();
+                (*m.value, params)
+            }
+            Err(_) => (NO_ROUTE, SmallVec::new()),
+        }
+    }
+
+    /// What answers `req`: a handler, or a ready response (400 for a refused path, 404, 405,
+    /// automatic OPTIONS).
     fn select(&self, req: &Request) -> Selected<'_> {
+        if req.route == BAD_PATH {
+            return Selected::Ready(
+                Error::bad_request()
+                    .with_detail(
+                        "'.' and '..' segments and encoded '/', '\\' or NUL are refused in paths",
+                    )
+                    .into_response(),
+            );
+        }
         let Some(route) = self.routes.get(req.route as usize) else {
             if let Some(f) = &self.fallback {
                 return Selected::Handler(f);
@@ -635,25 +691,23 @@ impl Service for AppService {
     #[inline]
     fn call(&self, inner: peregrine_server::Request) -> AppFuture {
         let shared = &self.shared;
-        let path = inner.path();
-        let (route, params) = match shared.matcher.at(path) {
-            Ok(m) => {
-                let base = path.as_ptr() as usize;
-                // matchit hands out slices of the path we gave it, in pattern order; keep their
-                // offsets so the request owns no strings.
-                let params = m
-                    .params
-                    .iter()
-                    .map(|(_, v)| {
-                        let s = v.as_ptr() as usize - base;
-                        (s as u32, (s + v.len()) as u32)
-                    })
-                    .collect::<SmallVec<[(u32, u32); 4]>>();
-                (*m.value, params)
-            }
-            Err(_) => (NO_ROUTE, SmallVec::new()),
-        };
+        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
+        let (route, params, normalized) =
+            match path::normalize_with(inner.path(), shared.encoded_slashes) {
+                Ok(path) => {
+                    let (route, params) = shared.find_route(&path);
+                    let owned = match path {
+                        Cow::Owned(p) => Some(p.into_boxed_str()),
+                        Cow::Borrowed(_) => None,
+                    };
+                    (route, params, owned)
+                }
+                Err(_) => (BAD_PATH, SmallVec::new(), None),
+            };
         let mut req = Request::new(inner, shared.clone(), route, params);
+        if let Some(p) = normalized {
+            req.set_normalized_path(p);
+        }
         if !shared.worker.is_empty() {
             match shared.worker.ready() {
                 Some(locals) => req.locals = Some(locals),

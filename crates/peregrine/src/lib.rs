@@ -44,6 +44,7 @@ pub mod fs;
 mod handler;
 mod header;
 pub mod middleware;
+pub mod path;
 mod request;
 mod response;
 mod router;

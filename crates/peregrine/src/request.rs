@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 /// Route index meaning "no route matched".
 pub(crate) const NO_ROUTE: u32 = u32::MAX;
+/// Route index meaning "the path was refused by [`crate::path::normalize`]" (answered 400).
+pub(crate) const BAD_PATH: u32 = u32::MAX - 1;
 
 /// Per-request values by type; a short list beats a hash map for the one or two entries
 /// requests carry, and nothing is allocated until the first insert.
@@ -51,6 +53,9 @@ pub struct Request {
     /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
     /// before middleware and handler run when the app has any.
     pub(crate) locals: Option<Rc<crate::state::Locals>>,
+    /// The normalised path when it differs from the one sent (see [`crate::path`]); routing
+    /// and the parameter ranges refer to it.
+    normalized_path: Option<Box<str>>,
 }
 
 impl Request {
@@ -67,7 +72,13 @@ impl Request {
             params,
             extensions: None,
             locals: None,
+            normalized_path: None,
         }
+    }
+
+    /// Records the normalised path that was routed (only when it differs from the one sent).
+    pub(crate) fn set_normalized_path(&mut self, path: Box<str>) {
+        self.normalized_path = Some(path);
     }
 
     /// The method as sent, e.g. `"GET"`.
@@ -80,10 +91,15 @@ impl Request {
     pub fn method_kind(&self) -> Method {
         self.inner.method_kind()
     }
-    /// The path, still percent-encoded (use [`Request::param`] for decoded segments).
+    /// The path as routed: normalised by the rules of [`crate::path`] (unreserved escapes
+    /// decoded, `//` merged), otherwise still percent-encoded (use [`Request::param`] for
+    /// decoded segments). [`Request::target`] has the request-target exactly as sent.
     #[inline]
     pub fn path(&self) -> &str {
-        self.inner.path()
+        match &self.normalized_path {
+            Some(p) => p,
+            None => self.inner.path(),
+        }
     }
     /// The whole request-target as sent.
     pub fn target(&self) -> &str {
@@ -127,7 +143,7 @@ impl Request {
         let route = self.shared.routes.get(self.route as usize)?;
         let i = route.param_names.iter().position(|n| &**n == name)?;
         let (s, e) = *self.params.get(i)?;
-        self.inner.path().get(s as usize..e as usize)
+        self.path().get(s as usize..e as usize)
     }
 
     /// Path parameter `name`, percent-decoded, as text. Allocates only if the segment
@@ -176,7 +192,7 @@ impl Request {
             .routes
             .get(self.route as usize)
             .map_or(&[], |r| &r.param_names[..]);
-        let path = self.inner.path();
+        let path = self.path();
         names
             .iter()
             .zip(self.params.iter())
