@@ -50,12 +50,12 @@ pub struct Request {
     /// rather than strings: matching allocates nothing.
     pub(crate) params: SmallVec<[(u32, u32); 4]>,
     extensions: Option<Box<Extensions>>,
-    /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
-    /// before middleware and handler run when the app has any.
-    pub(crate) locals: Option<Rc<crate::state::Locals>>,
     /// The normalised path when it differs from the one sent (see [`crate::path`]); routing
     /// and the parameter ranges refer to it.
     normalized_path: Option<Box<str>>,
+    /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
+    /// before middleware and handler run when the app has any.
+    pub(crate) locals: Option<Rc<crate::state::Locals>>,
 }
 
 impl Request {
@@ -71,8 +71,8 @@ impl Request {
             route,
             params,
             extensions: None,
-            locals: None,
             normalized_path: None,
+            locals: None,
         }
     }
 
