@@ -4,7 +4,7 @@ use crate::error::Error;
 use crate::handler::{BoxFuture, Handler, IntoHandler};
 use crate::middleware::{self, Hook, Layer, Middleware};
 use crate::path::{self, EncodedSlashes};
-use crate::request::{Request, BAD_PATH, NO_ROUTE};
+use crate::request::{Request, BAD_PATH, NO_ROUTE, PRE_ROUTING};
 use crate::response::IntoResponse;
 use crate::router::{self, MethodRouter, Router};
 use crate::state::{Need, StateMapHolder, WorkerContext, WorkerInit, WorkerInits};
@@ -40,6 +40,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 pub struct App {
     router: Router,
     layers: Vec<Layer>,
+    /// Layers that run before routing (they may rewrite method, path and headers).
+    pre_routing: Vec<Layer>,
     states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
     worker_inits: Vec<WorkerInit>,
     body_limit: usize,
@@ -59,6 +61,7 @@ impl App {
         App {
             router: Router::new(),
             layers: Vec::new(),
+            pre_routing: Vec::new(),
             states: Vec::new(),
             worker_inits: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
@@ -147,6 +150,65 @@ impl App {
     /// ```
     pub fn hook<H: Hook>(mut self, hook: H) -> Self {
         self.layers.push(Layer::Hook(Arc::new(hook)));
+        self
+    }
+
+    /// Adds a layer that runs *before routing*, so it may rewrite what routing sees: the method
+    /// ([`Request::set_method`]), the path ([`Request::set_path`]) and headers
+    /// ([`Request::set_header`]). The rewritten path is normalised and routed exactly like a
+    /// path sent by the client (so a rewrite cannot smuggle `..` or `%2F` past the checks of
+    /// the `path` module). These layers are outside every [`App::layer`]; the last added is
+    /// the outermost. [`Request::route`] is not known inside them.
+    ///
+    /// ```
+    /// use peregrine::middleware::{from_fn, Next};
+    /// use peregrine::{get, App, Error, IntoResponse, Request};
+    ///
+    /// // Old clients call /v1/...; the routes live under /api/v1/.
+    /// let app = App::new()
+    ///     .route("/api/v1/ping", get(|_r: Request| async { "pong" }))
+    ///     .layer_before_routing(from_fn(|mut req: Request, next: Next| async move {
+    ///         if let Some(rest) = req.path().strip_prefix("/v1/") {
+    ///             let new = format!("/api/v1/{rest}");
+    ///             if let Err(e) = req.set_path(&new) {
+    ///                 return e.into_response();
+    ///             }
+    ///         }
+    ///         next.run(req).await
+    ///     }));
+    /// # let _ = app;
+    /// ```
+    pub fn layer_before_routing<M: Middleware>(mut self, layer: M) -> Self {
+        self.pre_routing.push(Layer::Async(Arc::new(layer)));
+        self
+    }
+
+    /// A synchronous [`Hook`] that runs before routing (see [`App::layer_before_routing`]):
+    /// the cheap way to rewrite a request.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{delete, App, IntoResponse, Request, Response};
+    ///
+    /// /// HTML forms can only POST: honour `X-HTTP-Method-Override`.
+    /// struct MethodOverride;
+    /// impl Hook for MethodOverride {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         if req.method() == "POST" {
+    ///             if let Some(m) = req.header("x-http-method-override").map(str::to_owned) {
+    ///                 req.set_method(&m).map_err(|e| e.into_response())?;
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let app = App::new()
+    ///     .route("/todos/{id}", delete(|_r: Request| async { "deleted" }))
+    ///     .hook_before_routing(MethodOverride);
+    /// # let _ = app;
+    /// ```
+    pub fn hook_before_routing<H: Hook>(mut self, hook: H) -> Self {
+        self.pre_routing.push(Layer::Hook(Arc::new(hook)));
         self
     }
 
@@ -378,6 +440,14 @@ impl App {
             }
         }
         let states = Arc::new(StateMapHolder(self.states));
+        let pre_routing = if self.pre_routing.is_empty() {
+            None
+        } else {
+            Some(middleware::wrap(
+                Arc::new(RouteThenStart),
+                &self.pre_routing,
+            ))
+        };
         let chain = if self.layers.is_empty() {
             None
         } else {
@@ -393,6 +463,7 @@ impl App {
                 chain,
                 fallback: self.fallback,
                 encoded_slashes: self.encoded_slashes,
+                pre_routing,
                 all_allow: all_methods.join(", ").into_bytes(),
             }),
         })
@@ -527,6 +598,10 @@ fn check_needs(
     Ok(())
 }
 
+/// What routing found: the route, its parameters as byte ranges into the normalised path, and
+/// that path when it differs from the one given.
+type Routed = (u32, SmallVec<[(u32, u32); 4]>, Option<Box<str>>);
+
 pub(crate) struct Route {
     pub(crate) pattern: Box<str>,
     pub(crate) param_names: Box<[Box<str>]>,
@@ -547,6 +622,9 @@ pub(crate) struct Shared {
     chain: Option<Arc<dyn Handler>>,
     fallback: Option<Arc<dyn Handler>>,
     encoded_slashes: EncodedSlashes,
+    /// Layers before routing around [`RouteThenStart`]; `None` when there are none, so the
+    /// common case routes right away.
+    pre_routing: Option<Arc<dyn Handler>>,
     all_allow: Vec<u8>,
 }
 
@@ -562,6 +640,24 @@ impl Shared {
             .iter()
             .find(|(t, _)| *t == id)
             .and_then(|(_, v)| v.downcast_ref::<T>())
+    }
+
+    /// Normalises `path` and finds its route: the route, its parameters as byte ranges into the
+    /// normalised path, and that path when it differs from `path`.
+    #[inline]
+    fn route_of(&self, path: &str) -> Routed {
+        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
+        match path::normalize_with(path, self.encoded_slashes) {
+            Ok(path) => {
+                let (route, params) = self.find_route(&path);
+                let owned = match path {
+                    Cow::Owned(p) => Some(p.into_boxed_str()),
+                    Cow::Borrowed(_) => None,
+                };
+                (route, params, owned)
+            }
+            Err(_) => (BAD_PATH, SmallVec::new(), None),
+        }
     }
 
     /// The route matching the (normalised) `path` and its parameters as byte ranges into it.
@@ -691,23 +787,17 @@ impl Service for AppService {
     #[inline]
     fn call(&self, inner: peregrine_server::Request) -> AppFuture {
         let shared = &self.shared;
-        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
-        let (route, params, normalized) =
-            match path::normalize_with(inner.path(), shared.encoded_slashes) {
-                Ok(path) => {
-                    let (route, params) = shared.find_route(&path);
-                    let owned = match path {
-                        Cow::Owned(p) => Some(p.into_boxed_str()),
-                        Cow::Borrowed(_) => None,
-                    };
-                    (route, params, owned)
-                }
-                Err(_) => (BAD_PATH, SmallVec::new(), None),
-            };
-        let mut req = Request::new(inner, shared.clone(), route, params);
-        if let Some(p) = normalized {
-            req.set_normalized_path(p);
-        }
+        let mut req = if shared.pre_routing.is_some() {
+            // Routed inside the chain, after the layers that may rewrite it (RouteThenStart).
+            Request::new(inner, shared.clone(), PRE_ROUTING, SmallVec::new())
+        } else {
+            let (route, params, normalized) = shared.route_of(inner.path());
+            let mut req = Request::new(inner, shared.clone(), route, params);
+            if let Some(p) = normalized {
+                req.set_normalized_path(p);
+            }
+            req
+        };
         if !shared.worker.is_empty() {
             match shared.worker.ready() {
                 Some(locals) => req.locals = Some(locals),
@@ -743,12 +833,33 @@ impl Service for AppService {
 #[inline]
 fn start(req: Request) -> Result<BoxFuture<Response>, Response> {
     let shared = req.shared.clone();
+    if req.route == PRE_ROUTING {
+        if let Some(pre) = &shared.pre_routing {
+            return Ok(pre.call(req));
+        }
+    }
     if let Some(chain) = &shared.chain {
         return Ok(chain.call(req));
     }
     match shared.select(&req) {
         Selected::Handler(h) => Ok(h.call(req)),
         Selected::Ready(r) => Err(r),
+    }
+}
+
+/// Innermost handler of the layers before routing: routes the (possibly rewritten) request,
+/// then runs the application-wide layers and the handler.
+struct RouteThenStart;
+
+impl Handler for RouteThenStart {
+    fn call(&self, mut req: Request) -> BoxFuture<Response> {
+        let shared = req.shared.clone();
+        let (route, params, normalized) = shared.route_of(req.path());
+        req.set_route(route, params, normalized);
+        match start(req) {
+            Ok(fut) => fut,
+            Err(res) => Box::pin(std::future::ready(res)),
+        }
     }
 }
 
