@@ -51,6 +51,8 @@ mod router;
 mod state;
 mod status;
 mod test_client;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
 pub use error::Error;

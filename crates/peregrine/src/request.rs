@@ -337,6 +337,17 @@ impl Request {
         Ok(())
     }
 
+    /// Replaces all header fields (a tower layer's view of the request coming back).
+    #[cfg(feature = "tower")]
+    pub(crate) fn replace_headers<'a>(
+        &mut self,
+        fields: impl Iterator<Item = (&'a str, &'a [u8])>,
+    ) {
+        let h = self.headers_mut();
+        h.clear();
+        h.extend(fields.map(|(n, v)| (Box::from(n), Box::from(v))));
+    }
+
     /// Removes every field named `name` (case-insensitive); returns whether there was one.
     pub fn remove_header(&mut self, name: &str) -> bool {
         if self.header_bytes(name).is_none() {
