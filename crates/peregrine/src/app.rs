@@ -44,7 +44,9 @@ pub struct App {
     pre_routing: Vec<Layer>,
     states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
     worker_inits: Vec<WorkerInit>,
-    body_limit: usize,
+    /// `None`: the engine's `max_body_size` from the config given to `serve`/`run`.
+    body_limit: Option<usize>,
+    decode_bodies: bool,
     fallback: Option<Arc<dyn Handler>>,
     encoded_slashes: EncodedSlashes,
 }
@@ -64,7 +66,8 @@ impl App {
             pre_routing: Vec::new(),
             states: Vec::new(),
             worker_inits: Vec::new(),
-            body_limit: DEFAULT_BODY_LIMIT,
+            body_limit: None,
+            decode_bodies: true,
             fallback: None,
             encoded_slashes: EncodedSlashes::Refuse,
         }
@@ -320,15 +323,38 @@ impl App {
         })
     }
 
-    /// Limit for reading whole bodies with [`Request::bytes`], `text`, `json` and `form`
-    /// (413 past it). The engine's own `max_body_size` applies first.
+    /// The request body limit: one number for the engine and the framework. Reading a body
+    /// with [`Request::bytes`], `text`, `json`, `form`, `multipart` (whole stream), and the
+    /// decoded size of a compressed body, fail past it with a 413 problem document.
+    ///
+    /// Without this call the limit is the `max_body_size` of the [`ServerConfig`] given to
+    /// [`App::serve`] / [`App::run`] (default 1 MiB; [`DEFAULT_BODY_LIMIT`] for a service built
+    /// with [`App::into_service`]). When serving, the framework takes the engine's
+    /// declared-length check over (it raises the engine's `max_body_size`), so a too-large
+    /// body is answered as problem+json by the framework instead of `text/plain` by the
+    /// engine; an unread body is still drained (at most 256 KiB) or the connection closed by
+    /// the engine. A handler reading the raw body with [`Request::body_mut`] counts for itself.
     ///
     /// ```
     /// let app = peregrine::App::new().body_limit(64 * 1024);
     /// # let _ = app;
     /// ```
     pub fn body_limit(mut self, bytes: usize) -> Self {
-        self.body_limit = bytes;
+        self.body_limit = Some(bytes);
+        self
+    }
+
+    /// Whether [`Request::bytes`] (and `text`, `json`, `form`) decode a request body sent with
+    /// `Content-Encoding: gzip`, `deflate` or `br` (default: yes). The decoded size is held to
+    /// the body limit as it is produced, so a small compressed "bomb" is refused with 413
+    /// without the worker allocating past the limit; an unknown coding is answered 415.
+    ///
+    /// ```
+    /// let app = peregrine::App::new().decode_request_bodies(false); // hand over the raw bytes
+    /// # let _ = app;
+    /// ```
+    pub fn decode_request_bodies(mut self, on: bool) -> Self {
+        self.decode_bodies = on;
         self
     }
 
@@ -459,7 +485,8 @@ impl App {
                 routes,
                 worker: Arc::new(WorkerInits::new(self.worker_inits, states.clone())),
                 states,
-                body_limit: self.body_limit,
+                body_limit: self.body_limit.unwrap_or(DEFAULT_BODY_LIMIT),
+                decode_bodies: self.decode_bodies,
                 chain,
                 fallback: self.fallback,
                 encoded_slashes: self.encoded_slashes,
@@ -488,7 +515,8 @@ impl App {
     /// own runtimes on their own threads). A route conflict or a missing state is an
     /// `InvalidInput` error.
     pub fn serve(self, config: ServerConfig) -> std::io::Result<ServerHandle> {
-        Server::new(config).serve(self.build_service()?)
+        let (service, config) = self.build_for(config)?;
+        Server::new(config).serve(service)
     }
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully. Blocks the calling thread.
@@ -502,7 +530,8 @@ impl App {
                  (#[tokio::main]); use `app.run_async(config).await` instead",
             ));
         }
-        Server::new(config).run_until_signal(self.build_service()?)
+        let (service, config) = self.build_for(config)?;
+        Server::new(config).run_until_signal(service)
     }
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully: [`App::run`] for use inside
@@ -556,7 +585,7 @@ impl App {
         config: ServerConfig,
         shutdown: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
-        let service = self.build_service()?;
+        let (service, config) = self.build_for(config)?;
         // Starting and stopping join threads: keep that off the runtime's own threads.
         let handle = tokio::task::spawn_blocking(move || Server::new(config).serve(service))
             .await
@@ -567,9 +596,22 @@ impl App {
             .map_err(std::io::Error::other)
     }
 
-    fn build_service(self) -> std::io::Result<AppService> {
-        self.try_into_service()
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+    /// The service, and the engine's configuration with the body limit agreed on: the app's
+    /// limit is `body_limit` if set, else the config's `max_body_size`; the engine's own
+    /// declared-length check is lifted so the framework answers (problem+json).
+    fn build_for(
+        mut self,
+        mut config: ServerConfig,
+    ) -> std::io::Result<(AppService, ServerConfig)> {
+        let limit = self
+            .body_limit
+            .unwrap_or(usize::try_from(config.max_body_size).unwrap_or(usize::MAX));
+        self.body_limit = Some(limit);
+        config.max_body_size = u64::MAX;
+        let service = self
+            .try_into_service()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        Ok((service, config))
     }
 }
 
@@ -617,6 +659,7 @@ pub(crate) struct Shared {
     /// Per-worker initialisers and where each thread keeps their values.
     worker: Arc<WorkerInits>,
     pub(crate) body_limit: usize,
+    pub(crate) decode_bodies: bool,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
     /// case calls the handler directly.
     chain: Option<Arc<dyn Handler>>,

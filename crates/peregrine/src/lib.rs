@@ -39,11 +39,14 @@
 mod app;
 pub mod config;
 pub mod cookie;
+mod decode;
 mod error;
 pub mod fs;
 mod handler;
 mod header;
 pub mod middleware;
+#[cfg(feature = "multipart")]
+mod multipart;
 pub mod path;
 mod request;
 mod response;
@@ -58,6 +61,8 @@ pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
 pub use error::Error;
 pub use handler::{BoxFuture, Handler, IntoHandler, IsHandler};
 pub use header::{Headers, IntoHeaderValue, IntoHeaders};
+#[cfg(feature = "multipart")]
+pub use multipart::{Field, Multipart, MultipartLimits};
 pub use request::Request;
 pub use response::{BodySender, Disconnected, Html, IntoResponse, Json, Redirect, StreamBody};
 pub use router::{

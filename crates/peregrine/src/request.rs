@@ -525,7 +525,9 @@ impl Request {
 
     /// The whole body, up to the application's body limit
     /// ([`App::body_limit`](crate::App::body_limit), default 1 MiB). 413 past the limit, 400
-    /// for broken framing, 408 if the client stalls.
+    /// for broken framing, 408 if the client stalls. A body sent with `Content-Encoding: gzip`,
+    /// `deflate` or `br` is decoded, the decoded size held to the same limit (see
+    /// [`App::decode_request_bodies`](crate::App::decode_request_bodies)).
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
         let limit = self.shared.body_limit;
         self.bytes_limited(limit).await
@@ -542,11 +544,22 @@ impl Request {
     /// # let _ = upload;
     /// ```
     pub async fn bytes_limited(&mut self, limit: usize) -> Result<Bytes, Error> {
-        self.inner
+        let coding = if self.shared.decode_bodies {
+            crate::decode::coding_of(self.header_bytes("content-encoding"))?
+        } else {
+            None
+        };
+        // The compressed form is held to the limit too (it is in memory at once).
+        let raw = self
+            .inner
             .body_mut()
             .to_bytes(limit)
             .await
-            .map_err(body_error)
+            .map_err(body_error)?;
+        match coding {
+            None => Ok(raw),
+            Some(c) => crate::decode::decode(c, &raw, limit),
+        }
     }
 
     /// The body as UTF-8 text (400 if it is not UTF-8).
@@ -605,7 +618,11 @@ impl Request {
             .map_err(|e| Error::bad_request().with_detail(format!("invalid form body: {e}")))
     }
 
-    /// The body, to read piece by piece (streaming uploads).
+    /// The raw body, to read piece by piece (streaming uploads): as sent (not decoded). When
+    /// the app is served with `serve`/`run`, the engine leaves the body limit to the framework
+    /// (see [`App::body_limit`](crate::App::body_limit)), so nothing limits this raw stream:
+    /// count what you read, or use [`Request::bytes_limited`] / `multipart`, which apply
+    /// limits.
     pub fn body_mut(&mut self) -> &mut Body {
         self.inner.body_mut()
     }
