@@ -51,6 +51,7 @@ pub mod path;
 mod request;
 mod response;
 mod router;
+pub mod sse;
 mod state;
 mod status;
 mod test_client;
