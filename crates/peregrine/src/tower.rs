@@ -279,6 +279,8 @@ where
             *req.inner.body_mut() = Body::from_bytes(bytes);
         }
     }
+    // The peer address was ours; anything else a layer left is worth keeping.
+    parts.extensions.remove::<std::net::SocketAddr>();
     if !parts.extensions.is_empty() {
         // Layers leave values here (tower-http's `RequestId`, a tracing span...).
         req.insert_extension(parts.extensions);
@@ -380,7 +382,7 @@ where
             if other.is_end_stream() {
                 ResponseBody::Empty
             } else {
-                ResponseBody::Stream(Box::pin(BodyStream(Box::pin(*other))))
+                ready_or_stream(Box::pin(*other))
             }
         }
     };
@@ -388,6 +390,105 @@ where
         status: parts.status.as_u16(),
         headers,
         body,
+    }
+}
+
+/// A layer's body that is all there at once (a wrapped full body: `TraceLayer`,
+/// `SetResponseHeader`...) goes out as a full body with a `Content-Length`, not chunked: it is
+/// polled once without a waker that matters, and streamed only if it is not ready.
+fn ready_or_stream<B>(mut body: Pin<Box<B>>) -> ResponseBody
+where
+    B: HttpBody + 'static,
+    B::Data: Buf,
+    B::Error: Into<BoxError>,
+{
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut data: Option<Bytes> = None;
+    loop {
+        match body.as_mut().poll_frame(&mut cx) {
+            Poll::Ready(None) => {
+                return data.map_or(ResponseBody::Empty, ResponseBody::Full);
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(mut d) = frame.into_data() {
+                    let b = d.copy_to_bytes(d.remaining());
+                    data = Some(match data.take() {
+                        None => b,
+                        Some(prev) => {
+                            let mut v = Vec::with_capacity(prev.len() + b.len());
+                            v.extend_from_slice(&prev);
+                            v.extend_from_slice(&b);
+                            Bytes::from(v)
+                        }
+                    });
+                    // A body that keeps being ready (an endless generator) is streamed, not
+                    // gathered without bound.
+                    if data.as_ref().is_some_and(|d| d.len() > READY_MAX) {
+                        return ResponseBody::Stream(Box::pin(Prefixed {
+                            first: data,
+                            rest: BodyStream(body),
+                        }));
+                    }
+                }
+            }
+            // An error or a body that must wait: stream it (what was read goes first).
+            Poll::Ready(Some(Err(e))) => {
+                let first = data.map(Ok).into_iter();
+                let err = std::iter::once(Err(std::io::Error::other(e.into())));
+                return ResponseBody::Stream(Box::pin(Iter(first.chain(err))));
+            }
+            Poll::Pending => {
+                return ResponseBody::Stream(Box::pin(Prefixed {
+                    first: data,
+                    rest: BodyStream(body),
+                }));
+            }
+        }
+    }
+}
+
+/// Most a ready body is gathered into one full body (beyond it the rest is streamed).
+const READY_MAX: usize = 1 << 20;
+
+fn noop_waker() -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+    fn clone(_: *const ()) -> RawWaker {
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions do nothing and never touch the (null) data pointer.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+/// What was read before the body had to wait, then the rest of it.
+struct Prefixed<B> {
+    first: Option<Bytes>,
+    rest: BodyStream<B>,
+}
+
+impl<B> futures_core::Stream for Prefixed<B>
+where
+    B: HttpBody,
+    B::Data: Buf,
+    B::Error: Into<BoxError>,
+{
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(b) = self.first.take() {
+            return Poll::Ready(Some(Ok(b)));
+        }
+        Pin::new(&mut self.rest).poll_next(cx)
+    }
+}
+
+struct Iter<I>(I);
+
+impl<I: Iterator<Item = Result<Bytes, std::io::Error>> + Unpin> futures_core::Stream for Iter<I> {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(self.0.next())
     }
 }
 

@@ -41,7 +41,11 @@ async fn trace_layer_sees_every_request() {
         .route("/", get(|_r: Request| async { "hi" }))
         .layer(TowerLayer::new(trace))
         .test();
-    assert_eq!(c.get("/").send().await.text(), "hi");
+    let r = c.get("/").send().await;
+    assert_eq!(r.text(), "hi");
+    // TraceLayer wraps the body; a body ready at once still goes out whole (content-length),
+    // not chunked: the test client sees what the engine would frame.
+    assert!(!r.is_streamed());
     assert_eq!(c.get("/missing").send().await.status(), 404);
     assert_eq!(seen.load(Ordering::SeqCst), 2);
 }
