@@ -15,8 +15,8 @@
 
 use peregrine::middleware::{Cors, Logger};
 use peregrine::{
-    delete, get, App, Error, Extract, IntoResponse, Json, Need, Request, Response, State,
-    StatusCode, StreamBody,
+    get, App, Error, Extract, IntoResponse, Json, Need, Request, Response, State, StatusCode,
+    StreamBody,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -326,8 +326,10 @@ pub fn app(state: AppState) -> App {
         .with_state(state)
         .route("/todos", get(list).post(create))
         .route("/todos/export", get(export))
-        .route("/todos/{id}", get(show).put(replace).patch(update))
-        .route("/todos/{id}", delete(remove))
+        .route(
+            "/todos/{id}",
+            get(show).put(replace).patch(update).delete(remove),
+        )
         .route("/health", get(|_req: Request| async { "ok" }))
         .layer(
             Cors::new()

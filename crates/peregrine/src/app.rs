@@ -483,6 +483,7 @@ impl App {
             shared: Arc::new(Shared {
                 matcher,
                 routes,
+                has_worker_inits: !self.worker_inits.is_empty(),
                 worker: Arc::new(WorkerInits::new(self.worker_inits, states.clone())),
                 states,
                 body_limit: self.body_limit.unwrap_or(DEFAULT_BODY_LIMIT),
@@ -658,6 +659,8 @@ pub(crate) struct Shared {
     states: Arc<StateMapHolder>,
     /// Per-worker initialisers and where each thread keeps their values.
     worker: Arc<WorkerInits>,
+    /// `!worker.is_empty()`, kept inline: checked on every request.
+    has_worker_inits: bool,
     pub(crate) body_limit: usize,
     pub(crate) decode_bodies: bool,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
@@ -841,7 +844,7 @@ impl Service for AppService {
             }
             req
         };
-        if !shared.worker.is_empty() {
+        if shared.has_worker_inits {
             match shared.worker.ready() {
                 Some(locals) => req.locals = Some(locals),
                 // First request on this worker: build its state first.
@@ -853,7 +856,7 @@ impl Service for AppService {
                 }
             }
         }
-        let started = std::panic::catch_unwind(AssertUnwindSafe(|| start(req)));
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| start(shared, req)));
         match started {
             Ok(Ok(fut)) => AppFuture {
                 fut: Some(fut),
@@ -873,9 +876,9 @@ impl Service for AppService {
 
 /// Runs the application-wide layers, or routing's choice directly when there are none:
 /// `Err` is a ready answer (404/405/OPTIONS without layers: nothing boxed).
+/// `shared` is the request's own (passed in so the hot path clones no `Arc`).
 #[inline]
-fn start(req: Request) -> Result<BoxFuture<Response>, Response> {
-    let shared = req.shared.clone();
+fn start(shared: &Shared, req: Request) -> Result<BoxFuture<Response>, Response> {
     if req.route == PRE_ROUTING {
         if let Some(pre) = &shared.pre_routing {
             return Ok(pre.call(req));
@@ -899,7 +902,7 @@ impl Handler for RouteThenStart {
         let shared = req.shared.clone();
         let (route, params, normalized) = shared.route_of(req.path());
         req.set_route(route, params, normalized);
-        match start(req) {
+        match start(&shared, req) {
             Ok(fut) => fut,
             Err(res) => Box::pin(std::future::ready(res)),
         }
@@ -912,7 +915,8 @@ async fn init_then_start(mut req: Request) -> Response {
     match worker.init().await {
         Ok(locals) => {
             req.locals = Some(locals);
-            match start(req) {
+            let shared = req.shared.clone();
+            match start(&shared, req) {
                 Ok(fut) => fut.await,
                 Err(res) => res,
             }
