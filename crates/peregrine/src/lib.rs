@@ -34,6 +34,7 @@
 //!
 //! Handler futures run on the worker thread that owns the connection and need not be `Send`.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod app;
@@ -42,6 +43,8 @@ pub mod cookie;
 mod decode;
 mod error;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 mod header;
 pub mod middleware;

@@ -49,7 +49,8 @@ use std::fmt;
 pub enum PathError {
     /// A `.` or `..` segment, literal or percent-encoded.
     DotSegment,
-    /// `%2F`, `%5C` or `%00` (an encoded `/`, `\` or NUL).
+    /// `%2F`, `%5C` or `%00` (an encoded `/`, `\` or NUL), or a raw `\` or NUL (the codec
+    /// refuses raw ones in a request-target; this covers other callers).
     EncodedSeparator,
     /// A `%` not followed by two hex digits (the codec refuses these first; kept for callers
     /// that normalise other strings).
@@ -121,6 +122,7 @@ fn is_canonical(b: &[u8], keep_slashes: bool) -> bool {
                     return false;
                 }
             }
+            b'\\' | 0 => return false,
             b'%' => match escape_at(b, i) {
                 Some(v)
                     if b[i + 1..i + 3] == hex_upper(v)
@@ -151,6 +153,9 @@ fn rewrite(path: &str, keep_slashes: bool) -> Result<String, PathError> {
                 out.push('/');
             }
             continue;
+        }
+        if seg.contains(['\\', '\0']) {
+            return Err(PathError::EncodedSeparator);
         }
         out.push('/');
         let start = out.len();
@@ -288,7 +293,9 @@ mod tests {
 
     #[test]
     fn encoded_separators_are_refused() {
-        for p in ["/a%2fb", "/a%2Fb", "/a%5cb", "/a%5C", "/%00", "/ok/%2f/"] {
+        for p in [
+            "/a%2fb", "/a%2Fb", "/a%5cb", "/a%5C", "/%00", "/ok/%2f/", "/a\\b", "/a\0",
+        ] {
             assert_eq!(normalize(p), Err(PathError::EncodedSeparator), "{p}");
         }
     }
@@ -381,6 +388,7 @@ mod tests {
                         }),
                         PathError::EncodedSeparator => {
                             lower.contains("%2f") || lower.contains("%5c") || lower.contains("%00")
+                                || p.contains(['\\', '\0'])
                         }
                         PathError::BadEscape => p.contains('%'),
                     };
