@@ -452,14 +452,14 @@ where
 const READY_MAX: usize = 1 << 20;
 
 fn noop_waker() -> std::task::Waker {
-    use std::task::{RawWaker, RawWakerVTable, Waker};
-    fn clone(_: *const ()) -> RawWaker {
-        RawWaker::new(std::ptr::null(), &VTABLE)
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
     }
-    fn noop(_: *const ()) {}
-    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
-    // SAFETY: the vtable's functions do nothing and never touch the (null) data pointer.
-    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+    thread_local! {
+        static NOOP: std::task::Waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+    }
+    NOOP.with(|w| w.clone())
 }
 
 /// What was read before the body had to wait, then the rest of it.
