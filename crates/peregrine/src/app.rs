@@ -4,7 +4,7 @@ use crate::error::Error;
 use crate::handler::{BoxFuture, Handler, IntoHandler};
 use crate::middleware::{self, Hook, Layer, Middleware};
 use crate::path::{self, EncodedSlashes};
-use crate::request::{Request, BAD_PATH, NO_ROUTE};
+use crate::request::{Request, BAD_PATH, NO_ROUTE, PRE_ROUTING};
 use crate::response::IntoResponse;
 use crate::router::{self, MethodRouter, Router};
 use crate::state::{Need, StateMapHolder, WorkerContext, WorkerInit, WorkerInits};
@@ -40,9 +40,13 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 pub struct App {
     router: Router,
     layers: Vec<Layer>,
+    /// Layers that run before routing (they may rewrite method, path and headers).
+    pre_routing: Vec<Layer>,
     states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
     worker_inits: Vec<WorkerInit>,
-    body_limit: usize,
+    /// `None`: the engine's `max_body_size` from the config given to `serve`/`run`.
+    body_limit: Option<usize>,
+    decode_bodies: bool,
     fallback: Option<Arc<dyn Handler>>,
     encoded_slashes: EncodedSlashes,
 }
@@ -59,9 +63,11 @@ impl App {
         App {
             router: Router::new(),
             layers: Vec::new(),
+            pre_routing: Vec::new(),
             states: Vec::new(),
             worker_inits: Vec::new(),
-            body_limit: DEFAULT_BODY_LIMIT,
+            body_limit: None,
+            decode_bodies: true,
             fallback: None,
             encoded_slashes: EncodedSlashes::Refuse,
         }
@@ -147,6 +153,65 @@ impl App {
     /// ```
     pub fn hook<H: Hook>(mut self, hook: H) -> Self {
         self.layers.push(Layer::Hook(Arc::new(hook)));
+        self
+    }
+
+    /// Adds a layer that runs *before routing*, so it may rewrite what routing sees: the method
+    /// ([`Request::set_method`]), the path ([`Request::set_path`]) and headers
+    /// ([`Request::set_header`]). The rewritten path is normalised and routed exactly like a
+    /// path sent by the client (so a rewrite cannot smuggle `..` or `%2F` past the checks of
+    /// the `path` module). These layers are outside every [`App::layer`]; the last added is
+    /// the outermost. [`Request::route`] is not known inside them.
+    ///
+    /// ```
+    /// use peregrine::middleware::{from_fn, Next};
+    /// use peregrine::{get, App, Error, IntoResponse, Request};
+    ///
+    /// // Old clients call /v1/...; the routes live under /api/v1/.
+    /// let app = App::new()
+    ///     .route("/api/v1/ping", get(|_r: Request| async { "pong" }))
+    ///     .layer_before_routing(from_fn(|mut req: Request, next: Next| async move {
+    ///         if let Some(rest) = req.path().strip_prefix("/v1/") {
+    ///             let new = format!("/api/v1/{rest}");
+    ///             if let Err(e) = req.set_path(&new) {
+    ///                 return e.into_response();
+    ///             }
+    ///         }
+    ///         next.run(req).await
+    ///     }));
+    /// # let _ = app;
+    /// ```
+    pub fn layer_before_routing<M: Middleware>(mut self, layer: M) -> Self {
+        self.pre_routing.push(Layer::Async(Arc::new(layer)));
+        self
+    }
+
+    /// A synchronous [`Hook`] that runs before routing (see [`App::layer_before_routing`]):
+    /// the cheap way to rewrite a request.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{delete, App, IntoResponse, Request, Response};
+    ///
+    /// /// HTML forms can only POST: honour `X-HTTP-Method-Override`.
+    /// struct MethodOverride;
+    /// impl Hook for MethodOverride {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         if req.method() == "POST" {
+    ///             if let Some(m) = req.header("x-http-method-override").map(str::to_owned) {
+    ///                 req.set_method(&m).map_err(|e| e.into_response())?;
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let app = App::new()
+    ///     .route("/todos/{id}", delete(|_r: Request| async { "deleted" }))
+    ///     .hook_before_routing(MethodOverride);
+    /// # let _ = app;
+    /// ```
+    pub fn hook_before_routing<H: Hook>(mut self, hook: H) -> Self {
+        self.pre_routing.push(Layer::Hook(Arc::new(hook)));
         self
     }
 
@@ -258,15 +323,38 @@ impl App {
         })
     }
 
-    /// Limit for reading whole bodies with [`Request::bytes`], `text`, `json` and `form`
-    /// (413 past it). The engine's own `max_body_size` applies first.
+    /// The request body limit: one number for the engine and the framework. Reading a body
+    /// with [`Request::bytes`], `text`, `json`, `form`, `multipart` (whole stream), and the
+    /// decoded size of a compressed body, fail past it with a 413 problem document.
+    ///
+    /// Without this call the limit is the `max_body_size` of the [`ServerConfig`] given to
+    /// [`App::serve`] / [`App::run`] (default 1 MiB; [`DEFAULT_BODY_LIMIT`] for a service built
+    /// with [`App::into_service`]). When serving, the framework takes the engine's
+    /// declared-length check over (it raises the engine's `max_body_size`), so a too-large
+    /// body is answered as problem+json by the framework instead of `text/plain` by the
+    /// engine; an unread body is still drained (at most 256 KiB) or the connection closed by
+    /// the engine. A handler reading the raw body with [`Request::body_mut`] counts for itself.
     ///
     /// ```
     /// let app = peregrine::App::new().body_limit(64 * 1024);
     /// # let _ = app;
     /// ```
     pub fn body_limit(mut self, bytes: usize) -> Self {
-        self.body_limit = bytes;
+        self.body_limit = Some(bytes);
+        self
+    }
+
+    /// Whether [`Request::bytes`] (and `text`, `json`, `form`) decode a request body sent with
+    /// `Content-Encoding: gzip`, `deflate` or `br` (default: yes). The decoded size is held to
+    /// the body limit as it is produced, so a small compressed "bomb" is refused with 413
+    /// without the worker allocating past the limit; an unknown coding is answered 415.
+    ///
+    /// ```
+    /// let app = peregrine::App::new().decode_request_bodies(false); // hand over the raw bytes
+    /// # let _ = app;
+    /// ```
+    pub fn decode_request_bodies(mut self, on: bool) -> Self {
+        self.decode_bodies = on;
         self
     }
 
@@ -378,6 +466,14 @@ impl App {
             }
         }
         let states = Arc::new(StateMapHolder(self.states));
+        let pre_routing = if self.pre_routing.is_empty() {
+            None
+        } else {
+            Some(middleware::wrap(
+                Arc::new(RouteThenStart),
+                &self.pre_routing,
+            ))
+        };
         let chain = if self.layers.is_empty() {
             None
         } else {
@@ -387,12 +483,15 @@ impl App {
             shared: Arc::new(Shared {
                 matcher,
                 routes,
+                has_worker_inits: !self.worker_inits.is_empty(),
                 worker: Arc::new(WorkerInits::new(self.worker_inits, states.clone())),
                 states,
-                body_limit: self.body_limit,
+                body_limit: self.body_limit.unwrap_or(DEFAULT_BODY_LIMIT),
+                decode_bodies: self.decode_bodies,
                 chain,
                 fallback: self.fallback,
                 encoded_slashes: self.encoded_slashes,
+                pre_routing,
                 all_allow: all_methods.join(", ").into_bytes(),
             }),
         })
@@ -417,7 +516,8 @@ impl App {
     /// own runtimes on their own threads). A route conflict or a missing state is an
     /// `InvalidInput` error.
     pub fn serve(self, config: ServerConfig) -> std::io::Result<ServerHandle> {
-        Server::new(config).serve(self.build_service()?)
+        let (service, config) = self.build_for(config)?;
+        Server::new(config).serve(service)
     }
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully. Blocks the calling thread.
@@ -431,7 +531,8 @@ impl App {
                  (#[tokio::main]); use `app.run_async(config).await` instead",
             ));
         }
-        Server::new(config).run_until_signal(self.build_service()?)
+        let (service, config) = self.build_for(config)?;
+        Server::new(config).run_until_signal(service)
     }
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully: [`App::run`] for use inside
@@ -485,7 +586,7 @@ impl App {
         config: ServerConfig,
         shutdown: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
-        let service = self.build_service()?;
+        let (service, config) = self.build_for(config)?;
         // Starting and stopping join threads: keep that off the runtime's own threads.
         let handle = tokio::task::spawn_blocking(move || Server::new(config).serve(service))
             .await
@@ -496,9 +597,22 @@ impl App {
             .map_err(std::io::Error::other)
     }
 
-    fn build_service(self) -> std::io::Result<AppService> {
-        self.try_into_service()
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+    /// The service, and the engine's configuration with the body limit agreed on: the app's
+    /// limit is `body_limit` if set, else the config's `max_body_size`; the engine's own
+    /// declared-length check is lifted so the framework answers (problem+json).
+    fn build_for(
+        mut self,
+        mut config: ServerConfig,
+    ) -> std::io::Result<(AppService, ServerConfig)> {
+        let limit = self
+            .body_limit
+            .unwrap_or(usize::try_from(config.max_body_size).unwrap_or(usize::MAX));
+        self.body_limit = Some(limit);
+        config.max_body_size = u64::MAX;
+        let service = self
+            .try_into_service()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        Ok((service, config))
     }
 }
 
@@ -527,6 +641,10 @@ fn check_needs(
     Ok(())
 }
 
+/// What routing found: the route, its parameters as byte ranges into the normalised path, and
+/// that path when it differs from the one given.
+type Routed = (u32, SmallVec<[(u32, u32); 4]>, Option<Box<str>>);
+
 pub(crate) struct Route {
     pub(crate) pattern: Box<str>,
     pub(crate) param_names: Box<[Box<str>]>,
@@ -541,12 +659,18 @@ pub(crate) struct Shared {
     states: Arc<StateMapHolder>,
     /// Per-worker initialisers and where each thread keeps their values.
     worker: Arc<WorkerInits>,
+    /// `!worker.is_empty()`, kept inline: checked on every request.
+    has_worker_inits: bool,
     pub(crate) body_limit: usize,
+    pub(crate) decode_bodies: bool,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
     /// case calls the handler directly.
     chain: Option<Arc<dyn Handler>>,
     fallback: Option<Arc<dyn Handler>>,
     encoded_slashes: EncodedSlashes,
+    /// Layers before routing around [`RouteThenStart`]; `None` when there are none, so the
+    /// common case routes right away.
+    pre_routing: Option<Arc<dyn Handler>>,
     all_allow: Vec<u8>,
 }
 
@@ -562,6 +686,24 @@ impl Shared {
             .iter()
             .find(|(t, _)| *t == id)
             .and_then(|(_, v)| v.downcast_ref::<T>())
+    }
+
+    /// Normalises `path` and finds its route: the route, its parameters as byte ranges into the
+    /// normalised path, and that path when it differs from `path`.
+    #[inline]
+    fn route_of(&self, path: &str) -> Routed {
+        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
+        match path::normalize_with(path, self.encoded_slashes) {
+            Ok(path) => {
+                let (route, params) = self.find_route(&path);
+                let owned = match path {
+                    Cow::Owned(p) => Some(p.into_boxed_str()),
+                    Cow::Borrowed(_) => None,
+                };
+                (route, params, owned)
+            }
+            Err(_) => (BAD_PATH, SmallVec::new(), None),
+        }
     }
 
     /// The route matching the (normalised) `path` and its parameters as byte ranges into it.
@@ -691,24 +833,18 @@ impl Service for AppService {
     #[inline]
     fn call(&self, inner: peregrine_server::Request) -> AppFuture {
         let shared = &self.shared;
-        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
-        let (route, params, normalized) =
-            match path::normalize_with(inner.path(), shared.encoded_slashes) {
-                Ok(path) => {
-                    let (route, params) = shared.find_route(&path);
-                    let owned = match path {
-                        Cow::Owned(p) => Some(p.into_boxed_str()),
-                        Cow::Borrowed(_) => None,
-                    };
-                    (route, params, owned)
-                }
-                Err(_) => (BAD_PATH, SmallVec::new(), None),
-            };
-        let mut req = Request::new(inner, shared.clone(), route, params);
-        if let Some(p) = normalized {
-            req.set_normalized_path(p);
-        }
-        if !shared.worker.is_empty() {
+        let mut req = if shared.pre_routing.is_some() {
+            // Routed inside the chain, after the layers that may rewrite it (RouteThenStart).
+            Request::new(inner, shared.clone(), PRE_ROUTING, SmallVec::new())
+        } else {
+            let (route, params, normalized) = shared.route_of(inner.path());
+            let mut req = Request::new(inner, shared.clone(), route, params);
+            if let Some(p) = normalized {
+                req.set_normalized_path(p);
+            }
+            req
+        };
+        if shared.has_worker_inits {
             match shared.worker.ready() {
                 Some(locals) => req.locals = Some(locals),
                 // First request on this worker: build its state first.
@@ -720,7 +856,7 @@ impl Service for AppService {
                 }
             }
         }
-        let started = std::panic::catch_unwind(AssertUnwindSafe(|| start(req)));
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| start(shared, req)));
         match started {
             Ok(Ok(fut)) => AppFuture {
                 fut: Some(fut),
@@ -740,9 +876,14 @@ impl Service for AppService {
 
 /// Runs the application-wide layers, or routing's choice directly when there are none:
 /// `Err` is a ready answer (404/405/OPTIONS without layers: nothing boxed).
+/// `shared` is the request's own (passed in so the hot path clones no `Arc`).
 #[inline]
-fn start(req: Request) -> Result<BoxFuture<Response>, Response> {
-    let shared = req.shared.clone();
+fn start(shared: &Shared, req: Request) -> Result<BoxFuture<Response>, Response> {
+    if req.route == PRE_ROUTING {
+        if let Some(pre) = &shared.pre_routing {
+            return Ok(pre.call(req));
+        }
+    }
     if let Some(chain) = &shared.chain {
         return Ok(chain.call(req));
     }
@@ -752,13 +893,30 @@ fn start(req: Request) -> Result<BoxFuture<Response>, Response> {
     }
 }
 
+/// Innermost handler of the layers before routing: routes the (possibly rewritten) request,
+/// then runs the application-wide layers and the handler.
+struct RouteThenStart;
+
+impl Handler for RouteThenStart {
+    fn call(&self, mut req: Request) -> BoxFuture<Response> {
+        let shared = req.shared.clone();
+        let (route, params, normalized) = shared.route_of(req.path());
+        req.set_route(route, params, normalized);
+        match start(&shared, req) {
+            Ok(fut) => fut,
+            Err(res) => Box::pin(std::future::ready(res)),
+        }
+    }
+}
+
 /// Builds this worker's state ([`App::on_worker_start`]), then answers `req`.
 async fn init_then_start(mut req: Request) -> Response {
     let worker = req.shared.worker.clone();
     match worker.init().await {
         Ok(locals) => {
             req.locals = Some(locals);
-            match start(req) {
+            let shared = req.shared.clone();
+            match start(&shared, req) {
                 Ok(fut) => fut.await,
                 Err(res) => res,
             }

@@ -40,6 +40,7 @@
 mod app;
 pub mod config;
 pub mod cookie;
+mod decode;
 mod error;
 pub mod fs;
 #[doc(hidden)]
@@ -47,18 +48,25 @@ pub mod fuzzing;
 mod handler;
 mod header;
 pub mod middleware;
+#[cfg(feature = "multipart")]
+mod multipart;
 pub mod path;
 mod request;
 mod response;
 mod router;
+pub mod sse;
 mod state;
 mod status;
 mod test_client;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
 pub use error::Error;
 pub use handler::{BoxFuture, Handler, IntoHandler, IsHandler};
 pub use header::{Headers, IntoHeaderValue, IntoHeaders};
+#[cfg(feature = "multipart")]
+pub use multipart::{Field, Multipart, MultipartLimits};
 pub use request::Request;
 pub use response::{BodySender, Disconnected, Html, IntoResponse, Json, Redirect, StreamBody};
 pub use router::{

@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 /// Route index meaning "no route matched".
 pub(crate) const NO_ROUTE: u32 = u32::MAX;
+/// Route index while middleware that runs before routing has the request.
+pub(crate) const PRE_ROUTING: u32 = u32::MAX - 2;
 /// Route index meaning "the path was refused by [`crate::path::normalize`]" (answered 400).
 pub(crate) const BAD_PATH: u32 = u32::MAX - 1;
 
@@ -56,7 +58,21 @@ pub struct Request {
     /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
     /// before middleware and handler run when the app has any.
     pub(crate) locals: Option<Rc<crate::state::Locals>>,
+    /// Method and headers as rewritten by middleware; `None` (the usual case) reads the
+    /// engine's parsed request.
+    rewrites: Option<Box<Rewrites>>,
 }
+
+/// What middleware changed in a request. Headers are copied out of the engine's request on
+/// the first change, then edited here.
+#[derive(Default)]
+struct Rewrites {
+    method: Option<(Box<str>, Method)>,
+    headers: Option<Vec<OwnedField>>,
+}
+
+/// A header field owned by the request (after a rewrite).
+type OwnedField = (Box<str>, Box<[u8]>);
 
 impl Request {
     pub(crate) fn new(
@@ -73,6 +89,7 @@ impl Request {
             extensions: None,
             normalized_path: None,
             locals: None,
+            rewrites: None,
         }
     }
 
@@ -84,12 +101,18 @@ impl Request {
     /// The method as sent, e.g. `"GET"`.
     #[inline]
     pub fn method(&self) -> &str {
-        self.inner.method()
+        match self.rewrites.as_deref().and_then(|r| r.method.as_ref()) {
+            Some((m, _)) => m,
+            None => self.inner.method(),
+        }
     }
     /// The method, recognised.
     #[inline]
     pub fn method_kind(&self) -> Method {
-        self.inner.method_kind()
+        match self.rewrites.as_deref().and_then(|r| r.method.as_ref()) {
+            Some((_, k)) => *k,
+            None => self.inner.method_kind(),
+        }
     }
     /// The path as routed: normalised by the rules of [`crate::path`] (unreserved escapes
     /// decoded, `//` merged), otherwise still percent-encoded (use [`Request::param`] for
@@ -228,18 +251,162 @@ impl Request {
     /// ```
     #[inline]
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.inner
-            .header(name)
+        self.header_bytes(name)
             .and_then(|v| std::str::from_utf8(v).ok())
     }
     /// First value of header `name` (case-insensitive), byte-exact.
     #[inline]
     pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
-        self.inner.header(name)
+        match self.rewritten_headers() {
+            None => self.inner.header(name),
+            Some(h) => h
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| &v[..]),
+        }
     }
-    /// All header fields in the order received.
+    /// All header fields in the order received (with middleware's changes, if any).
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
-        self.inner.headers()
+        let (engine, rewritten) = match self.rewritten_headers() {
+            None => (Some(self.inner.headers()), None),
+            Some(h) => (None, Some(h.iter().map(|(n, v)| (&**n, &v[..])))),
+        };
+        engine
+            .into_iter()
+            .flatten()
+            .chain(rewritten.into_iter().flatten())
+    }
+
+    #[inline]
+    fn rewritten_headers(&self) -> Option<&Vec<OwnedField>> {
+        self.rewrites.as_deref()?.headers.as_ref()
+    }
+
+    /// The headers, copied out of the engine's request on the first change.
+    fn headers_mut(&mut self) -> &mut Vec<OwnedField> {
+        let inner = &self.inner;
+        let rw = self.rewrites.get_or_insert_with(Default::default);
+        rw.headers.get_or_insert_with(|| {
+            inner
+                .headers()
+                .map(|(n, v)| (Box::from(n), Box::from(v)))
+                .collect()
+        })
+    }
+
+    /// Replaces every field named `name` with one `name: value` (middleware rewriting the
+    /// request; handlers and inner layers see the change). Fails with 500 if the name is not a
+    /// token or the value has control characters (a header block must stay well-formed).
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{Request, Response};
+    /// /// Trusts a proxy's forwarded tenant, under the header name handlers expect.
+    /// struct Tenant;
+    /// impl Hook for Tenant {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         use peregrine::IntoResponse;
+    ///         let t = req.header("x-forwarded-tenant").unwrap_or("public").to_owned();
+    ///         req.remove_header("x-forwarded-tenant");
+    ///         req.set_header("x-tenant", t).map_err(|e| e.into_response())
+    ///     }
+    /// }
+    /// # let _ = Tenant;
+    /// ```
+    pub fn set_header(
+        &mut self,
+        name: &str,
+        value: impl crate::header::IntoHeaderValue,
+    ) -> Result<(), Error> {
+        let value = checked_header(name, value)?;
+        let h = self.headers_mut();
+        h.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        h.push((name.into(), value));
+        Ok(())
+    }
+
+    /// Adds a field `name: value`, keeping the ones already there (checked like
+    /// [`Request::set_header`]).
+    pub fn append_header(
+        &mut self,
+        name: &str,
+        value: impl crate::header::IntoHeaderValue,
+    ) -> Result<(), Error> {
+        let value = checked_header(name, value)?;
+        self.headers_mut().push((name.into(), value));
+        Ok(())
+    }
+
+    /// Replaces all header fields (a tower layer's view of the request coming back).
+    #[cfg(feature = "tower")]
+    pub(crate) fn replace_headers<'a>(
+        &mut self,
+        fields: impl Iterator<Item = (&'a str, &'a [u8])>,
+    ) {
+        let h = self.headers_mut();
+        h.clear();
+        h.extend(fields.map(|(n, v)| (Box::from(n), Box::from(v))));
+    }
+
+    /// Removes every field named `name` (case-insensitive); returns whether there was one.
+    pub fn remove_header(&mut self, name: &str) -> bool {
+        if self.header_bytes(name).is_none() {
+            return false;
+        }
+        self.headers_mut()
+            .retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        true
+    }
+
+    /// Rewrites the method (method-override middleware: `POST` + `X-HTTP-Method-Override:
+    /// DELETE`). To change which handler runs, do it before routing
+    /// ([`App::layer_before_routing`](crate::App::layer_before_routing)). 500 if `method` is
+    /// not a token.
+    pub fn set_method(&mut self, method: &str) -> Result<(), Error> {
+        if !crate::header::valid_name(method) {
+            return Err(Error::internal().with_detail(format!("invalid method {method:?}")));
+        }
+        let kind = method_kind_of(method);
+        self.rewrites.get_or_insert_with(Default::default).method = Some((method.into(), kind));
+        Ok(())
+    }
+
+    /// Rewrites the path, before routing only
+    /// ([`App::layer_before_routing`](crate::App::layer_before_routing) /
+    /// [`App::hook_before_routing`](crate::App::hook_before_routing)): the new path is then
+    /// normalised and routed like one sent by the client (a path that normalisation refuses is
+    /// answered 400). After routing it fails with a (logged) 500, because the route and its
+    /// parameters were found on the old path. `path` must start with `/` and contain no `?`,
+    /// `#` or whitespace; the query string is kept.
+    pub fn set_path(&mut self, path: &str) -> Result<(), Error> {
+        if self.route != PRE_ROUTING {
+            return Err(Error::internal()
+                .with_detail("Request::set_path after routing; rewrite before routing instead"));
+        }
+        let ok = path.starts_with('/')
+            && path
+                .bytes()
+                .all(|b| b > 0x20 && b != 0x7f && b != b'?' && b != b'#');
+        if !ok {
+            return Err(Error::internal().with_detail(format!("invalid rewritten path {path:?}")));
+        }
+        self.normalized_path = Some(path.into());
+        Ok(())
+    }
+
+    /// Routing after pre-routing middleware: the (possibly rewritten) path is normalised and
+    /// matched like one sent by the client.
+    pub(crate) fn set_route(
+        &mut self,
+        route: u32,
+        params: SmallVec<[(u32, u32); 4]>,
+        normalized: Option<Box<str>>,
+    ) {
+        self.route = route;
+        self.params = params;
+        if let Some(p) = normalized {
+            self.normalized_path = Some(p);
+        }
     }
 
     /// The value of cookie `name` from the `Cookie` header(s), surrounding quotes removed.
@@ -251,8 +418,7 @@ impl Request {
     /// # let _ = session;
     /// ```
     pub fn cookie(&self, name: &str) -> Option<&str> {
-        self.inner
-            .headers()
+        self.headers()
             .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
             .filter_map(|(_, v)| std::str::from_utf8(v).ok())
             .find_map(|v| find_cookie(v, name))
@@ -359,7 +525,9 @@ impl Request {
 
     /// The whole body, up to the application's body limit
     /// ([`App::body_limit`](crate::App::body_limit), default 1 MiB). 413 past the limit, 400
-    /// for broken framing, 408 if the client stalls.
+    /// for broken framing, 408 if the client stalls. A body sent with `Content-Encoding: gzip`,
+    /// `deflate` or `br` is decoded, the decoded size held to the same limit (see
+    /// [`App::decode_request_bodies`](crate::App::decode_request_bodies)).
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
         let limit = self.shared.body_limit;
         self.bytes_limited(limit).await
@@ -376,11 +544,22 @@ impl Request {
     /// # let _ = upload;
     /// ```
     pub async fn bytes_limited(&mut self, limit: usize) -> Result<Bytes, Error> {
-        self.inner
+        let coding = if self.shared.decode_bodies {
+            crate::decode::coding_of(self.header_bytes("content-encoding"))?
+        } else {
+            None
+        };
+        // The compressed form is held to the limit too (it is in memory at once).
+        let raw = self
+            .inner
             .body_mut()
             .to_bytes(limit)
             .await
-            .map_err(body_error)
+            .map_err(body_error)?;
+        match coding {
+            None => Ok(raw),
+            Some(c) => crate::decode::decode(c, &raw, limit),
+        }
     }
 
     /// The body as UTF-8 text (400 if it is not UTF-8).
@@ -405,7 +584,7 @@ impl Request {
     /// # let _ = create;
     /// ```
     pub async fn json<T: DeserializeOwned>(&mut self) -> Result<T, Error> {
-        if !is_json_content_type(self.inner.header("content-type")) {
+        if !is_json_content_type(self.header_bytes("content-type")) {
             return Err(Error::new(415).with_detail("expected content type application/json"));
         }
         let body = self.bytes().await?;
@@ -428,7 +607,7 @@ impl Request {
     /// ```
     pub async fn form<T: DeserializeOwned>(&mut self) -> Result<T, Error> {
         if !media_type_is(
-            self.inner.header("content-type"),
+            self.header_bytes("content-type"),
             "application/x-www-form-urlencoded",
         ) {
             return Err(Error::new(415)
@@ -439,7 +618,11 @@ impl Request {
             .map_err(|e| Error::bad_request().with_detail(format!("invalid form body: {e}")))
     }
 
-    /// The body, to read piece by piece (streaming uploads).
+    /// The raw body, to read piece by piece (streaming uploads): as sent (not decoded). When
+    /// the app is served with `serve`/`run`, the engine leaves the body limit to the framework
+    /// (see [`App::body_limit`](crate::App::body_limit)), so nothing limits this raw stream:
+    /// count what you read, or use [`Request::bytes_limited`] / `multipart`, which apply
+    /// limits.
     pub fn body_mut(&mut self) -> &mut Body {
         self.inner.body_mut()
     }
@@ -447,6 +630,32 @@ impl Request {
     /// The engine's request underneath.
     pub fn as_server_request(&self) -> &peregrine_server::Request {
         &self.inner
+    }
+}
+
+fn checked_header(
+    name: &str,
+    value: impl crate::header::IntoHeaderValue,
+) -> Result<Box<[u8]>, Error> {
+    let value = value.into_header_value();
+    if !crate::header::valid_name(name) || !crate::header::valid_value(&value) {
+        return Err(Error::internal().with_detail(format!("invalid request header {name:?}")));
+    }
+    Ok(value.into_owned().into_boxed_slice())
+}
+
+fn method_kind_of(m: &str) -> Method {
+    match m {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "OPTIONS" => Method::Options,
+        "PATCH" => Method::Patch,
+        "CONNECT" => Method::Connect,
+        "TRACE" => Method::Trace,
+        _ => Method::Other,
     }
 }
 

@@ -335,10 +335,6 @@ impl WorkerInits {
         }
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.inits.is_empty()
-    }
-
     /// This thread's slot for this application (created empty on first use).
     fn slot(&self) -> Slot {
         WORKER_LOCALS.with(|t| {

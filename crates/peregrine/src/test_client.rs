@@ -230,6 +230,7 @@ pub struct TestResponse {
     body: Bytes,
     /// The body stream failed after these bytes (the engine would abort the connection).
     aborted: Option<String>,
+    streamed: bool,
 }
 
 impl TestResponse {
@@ -239,6 +240,7 @@ impl TestResponse {
             .iter()
             .map(|(n, v)| (n.to_string(), v.to_vec()))
             .collect();
+        let streamed = matches!(res.body, ResponseBody::Stream(_));
         let (body, aborted) = match res.body {
             ResponseBody::Empty => (Bytes::new(), None),
             ResponseBody::Full(b) => (b, None),
@@ -263,7 +265,14 @@ impl TestResponse {
             // The engine sends HEAD answers without their body.
             body: if head { Bytes::new() } else { body },
             aborted,
+            streamed,
         }
+    }
+
+    /// Whether the body was a stream (the engine sends it chunked) rather than a full body
+    /// (sent with `Content-Length`).
+    pub fn is_streamed(&self) -> bool {
+        self.streamed
     }
 
     /// The status code.

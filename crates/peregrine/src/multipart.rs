@@ -1,0 +1,249 @@
+//! `multipart/form-data` request bodies (feature `multipart`, on the `multer` crate), streamed
+//! part by part with a limit per part and for the whole body, and saved to disk without being
+//! held in memory.
+
+use crate::error::Error;
+use crate::request::{body_error, Request};
+use bytes::Bytes;
+use futures_core::Stream;
+use peregrine_server::{Body, BodyError};
+use std::cell::RefCell;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+/// Limits for [`Request::multipart_with`]. Past either limit the read fails with 413.
+#[derive(Debug, Clone, Copy)]
+pub struct MultipartLimits {
+    /// The whole body (every part, headers and boundaries included).
+    pub total: u64,
+    /// Any one part's data.
+    pub per_part: u64,
+}
+
+/// A `multipart/form-data` body, read part by part (see [`Request::multipart`]).
+pub struct Multipart {
+    inner: multer::Multipart<'static>,
+    pump: Pump,
+}
+
+/// One part of a [`Multipart`] body. Read it before asking for the next part.
+pub struct Field {
+    inner: multer::Field<'static>,
+    pump: Pump,
+}
+
+/// Feeds multer (which wants a `Send` stream) from the engine's body (which is not `Send`)
+/// through a one-chunk channel. Polled beside every read, in the reader's own task, so no task
+/// is spawned and backpressure reaches the client.
+#[derive(Clone)]
+struct Pump(Rc<RefCell<Option<PumpFuture>>>);
+
+type PumpFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+impl Pump {
+    async fn drive<T>(&self, fut: impl Future<Output = T>) -> T {
+        let mut fut = std::pin::pin!(fut);
+        std::future::poll_fn(|cx| {
+            if let Ok(mut slot) = self.0.try_borrow_mut() {
+                if let Some(p) = slot.as_mut() {
+                    if p.as_mut().poll(cx).is_ready() {
+                        *slot = None;
+                    }
+                }
+            }
+            fut.as_mut().poll(cx)
+        })
+        .await
+    }
+}
+
+struct ChannelStream(tokio::sync::mpsc::Receiver<Result<Bytes, BodyError>>);
+
+impl Stream for ChannelStream {
+    type Item = Result<Bytes, BodyError>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+impl Request {
+    /// The body as `multipart/form-data`, with the application's body limit for the whole
+    /// body and for each part. 415 if the content type is not `multipart/form-data` with a
+    /// boundary.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn upload(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let mut saved = Vec::new();
+    ///     while let Some(mut part) = form.next_field().await? {
+    ///         let name = part.name().unwrap_or("").to_owned();
+    ///         if part.file_name().is_some() {
+    ///             let path = std::env::temp_dir().join(format!("upload-{name}"));
+    ///             let n = part.save_to(&path).await?; // streamed to disk
+    ///             saved.push(format!("{name}: {n} bytes"));
+    ///         } else {
+    ///             saved.push(format!("{name} = {}", part.text().await?));
+    ///         }
+    ///     }
+    ///     Ok(saved.join("\n"))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let client = App::new().route("/upload", post(upload)).test();
+    /// let body = "--XX\r\ncontent-disposition: form-data; name=\"title\"\r\n\r\nfalcon\r\n\
+    ///             --XX\r\ncontent-disposition: form-data; name=\"photo\"; filename=\"a.jpg\"\r\n\
+    ///             content-type: image/jpeg\r\n\r\nJPEGDATA\r\n--XX--\r\n";
+    /// let res = client
+    ///     .post("/upload")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(body)
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), "title = falcon\nphoto: 8 bytes");
+    /// # });
+    /// ```
+    pub fn multipart(&mut self) -> Result<Multipart, Error> {
+        let limit = self.shared.body_limit as u64;
+        self.multipart_with(MultipartLimits {
+            total: limit,
+            per_part: limit,
+        })
+    }
+
+    /// [`Request::multipart`] with explicit limits (for uploads larger than the body limit,
+    /// streamed to disk with [`Field::save_to`]).
+    pub fn multipart_with(&mut self, limits: MultipartLimits) -> Result<Multipart, Error> {
+        let ct = self.header("content-type").unwrap_or("");
+        let boundary = multer::parse_boundary(ct).map_err(|_| {
+            Error::new(415).with_detail("expected content type multipart/form-data with a boundary")
+        })?;
+        if let Some(n) = self.content_length() {
+            if n > limits.total {
+                return Err(Error::new(413).with_detail("request body exceeds the size limit"));
+            }
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let mut body: Body = std::mem::replace(self.body_mut(), Body::empty());
+        let pump = Pump(Rc::new(RefCell::new(Some(Box::pin(async move {
+            loop {
+                let chunk = body.chunk().await;
+                let last = !matches!(chunk, Ok(Some(_)));
+                let item = match chunk {
+                    Ok(Some(b)) => Ok(b),
+                    Ok(None) => break,
+                    Err(e) => Err(e),
+                };
+                if tx.send(item).await.is_err() || last {
+                    break;
+                }
+            }
+        })))));
+        let constraints = multer::Constraints::new().size_limit(
+            multer::SizeLimit::new()
+                .whole_stream(limits.total)
+                .per_field(limits.per_part),
+        );
+        Ok(Multipart {
+            inner: multer::Multipart::with_constraints(ChannelStream(rx), boundary, constraints),
+            pump,
+        })
+    }
+}
+
+impl Multipart {
+    /// The next part, `None` after the last.
+    pub async fn next_field(&mut self) -> Result<Option<Field>, Error> {
+        let pump = self.pump.clone();
+        let next = pump
+            .drive(self.inner.next_field())
+            .await
+            .map_err(multer_error)?;
+        Ok(next.map(|inner| Field { inner, pump }))
+    }
+}
+
+impl Field {
+    /// The part's `name` (from `Content-Disposition`).
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name()
+    }
+    /// The part's `filename`, if it is a file. Client-chosen: never use it as a path.
+    pub fn file_name(&self) -> Option<&str> {
+        self.inner.file_name()
+    }
+    /// The part's content type, as sent.
+    pub fn content_type(&self) -> Option<String> {
+        self.inner.content_type().map(|m| m.to_string())
+    }
+    /// The next piece of the part's data, `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
+        let pump = self.pump.clone();
+        pump.drive(self.inner.chunk()).await.map_err(multer_error)
+    }
+    /// The whole part in memory (within the per-part limit).
+    pub async fn bytes(&mut self) -> Result<Bytes, Error> {
+        let mut out = Vec::new();
+        while let Some(c) = self.chunk().await? {
+            out.extend_from_slice(&c);
+        }
+        Ok(Bytes::from(out))
+    }
+    /// The whole part as UTF-8 text (400 otherwise).
+    pub async fn text(&mut self) -> Result<String, Error> {
+        String::from_utf8(self.bytes().await?.into()).map_err(|_| {
+            Error::bad_request().with_detail(format!(
+                "part `{}` is not valid UTF-8",
+                self.name().unwrap_or("")
+            ))
+        })
+    }
+    /// Streams the part into a new file at `path` (created or truncated), chunk by chunk:
+    /// the part is never held in memory. Returns the bytes written. On any failure (a limit,
+    /// a broken body, a disk error) the partial file is removed.
+    pub async fn save_to(&mut self, path: impl AsRef<Path>) -> Result<u64, Error> {
+        use tokio::io::AsyncWriteExt;
+        let path = path.as_ref();
+        let mut file = tokio::fs::File::create(path)
+            .await
+            .map_err(Error::internal_from)?;
+        let mut written = 0u64;
+        let res: Result<(), Error> = async {
+            while let Some(c) = self.chunk().await? {
+                file.write_all(&c).await.map_err(Error::internal_from)?;
+                written += c.len() as u64;
+            }
+            file.flush().await.map_err(Error::internal_from)?;
+            Ok(())
+        }
+        .await;
+        if let Err(e) = res {
+            drop(file);
+            let _ = tokio::fs::remove_file(path).await;
+            return Err(e);
+        }
+        Ok(written)
+    }
+}
+
+fn multer_error(e: multer::Error) -> Error {
+    match e {
+        multer::Error::FieldSizeExceeded { limit, field_name } => {
+            Error::new(413).with_detail(format!(
+                "part `{}` exceeds its limit of {limit} bytes",
+                field_name.unwrap_or_default()
+            ))
+        }
+        multer::Error::StreamSizeExceeded { limit } => Error::new(413)
+            .with_detail(format!("multipart body exceeds its limit of {limit} bytes")),
+        multer::Error::StreamReadFailed(inner) => match inner.downcast::<BodyError>() {
+            Ok(b) => body_error(*b),
+            Err(other) => Error::bad_request().with_detail(format!("multipart body: {other}")),
+        },
+        other => Error::bad_request().with_detail(format!("malformed multipart body: {other}")),
+    }
+}
