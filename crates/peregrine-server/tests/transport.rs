@@ -157,12 +157,24 @@ fn restart_child_server() {
         .expect("serve");
 }
 
+/// A child server process, killed when the test ends however it ends (no server is left
+/// running after a failed assertion).
+struct ChildServer(Child);
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts [`restart_child_server`] with the listener at descriptor `fd` passed as descriptor
 /// 3, the way systemd socket activation (or a restarting server) passes it.
-fn spawn_child(fd: i32) -> Child {
+fn spawn_child(fd: i32) -> ChildServer {
     let exe = std::env::current_exe().unwrap();
     // The shell puts the socket at descriptor 3 and exports its own pid, which `exec` keeps.
-    Command::new("sh")
+    // (bash: dash refuses descriptors above 9.)
+    Command::new("bash")
         .arg("-c")
         .arg(format!(
             "exec 3<&{fd}; LISTEN_FDS=1 LISTEN_PID=$$ exec \"$0\" \"$@\""
@@ -179,6 +191,7 @@ fn spawn_child(fd: i32) -> Child {
         .stdout(Stdio::null())
         .stdin(Stdio::null())
         .spawn()
+        .map(ChildServer)
         .expect("spawn the child server")
 }
 
@@ -233,8 +246,11 @@ fn restart_hands_the_listener_over_without_losing_a_connection() {
 
     // The old server, and a client that keeps connecting throughout the restart.
     let mut old = spawn_child(fd);
-    let old_pid = old.id();
+    let old_pid = old.0.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
     while attempt(addr) != Some(old_pid) {
+        assert!(old.0.try_wait().unwrap().is_none(), "the old server exited");
+        assert!(Instant::now() < deadline, "the old server never answered");
         std::thread::sleep(Duration::from_millis(20));
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -251,23 +267,25 @@ fn restart_hands_the_listener_over_without_losing_a_connection() {
 
     // The new server takes the same listening socket; once it answers, the old one stops.
     let mut new = spawn_child(fd);
-    let new_pid = new.id();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let new_pid = new.0.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !answers.lock().unwrap().contains(&Some(new_pid)) {
+        assert!(new.0.try_wait().unwrap().is_none(), "the new server exited");
         assert!(Instant::now() < deadline, "the new server never answered");
         std::thread::sleep(Duration::from_millis(10));
     }
-    sigterm(&old);
-    wait_exit(&mut old);
+    sigterm(&old.0);
+    wait_exit(&mut old.0);
     // Connections made after the old server left are the new one's.
     let after = answers.lock().unwrap().len();
     while answers.lock().unwrap().len() < after + 50 {
+        assert!(new.0.try_wait().unwrap().is_none(), "the new server exited");
         std::thread::sleep(Duration::from_millis(10));
     }
     stop.store(true, Ordering::SeqCst);
     client.join().unwrap();
-    sigterm(&new);
-    wait_exit(&mut new);
+    sigterm(&new.0);
+    wait_exit(&mut new.0);
 
     let answers = answers.lock().unwrap();
     let failed = answers.iter().filter(|a| a.is_none()).count();
@@ -275,4 +293,86 @@ fn restart_hands_the_listener_over_without_losing_a_connection() {
     assert!(answers.contains(&Some(old_pid)));
     assert!(answers[after..].iter().all(|a| *a == Some(new_pid)));
     drop(listener);
+}
+
+/// A transport of the test's own around a TCP socket: it counts what it reads and writes, the
+/// way a TLS transport would decrypt and encrypt around one.
+struct Counting {
+    inner: tokio::net::TcpStream,
+    read: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl peregrine_server::Transport for Counting {
+    fn poll_read_ready(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.inner.poll_read_ready(cx)
+    }
+    fn poll_write_ready(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.inner.poll_write_ready(cx)
+    }
+    fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+        let n = self.inner.try_read_buf(buf)?;
+        self.read.fetch_add(n, Ordering::SeqCst);
+        Ok(n)
+    }
+    fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
+        self.inner.try_write(data)
+    }
+    fn clear_read_ready(&self) {}
+    fn shutdown_write(&self) -> std::io::Result<()> {
+        socket2::SockRef::from(&self.inner).shutdown(std::net::Shutdown::Write)
+    }
+}
+
+/// An acceptor that wraps every TCP connection in [`Counting`], after an asynchronous
+/// "handshake" (a yield), as a TLS acceptor would.
+#[derive(Clone)]
+struct CountingAcceptor {
+    read: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl peregrine_server::Acceptor for CountingAcceptor {
+    fn accept(&self, conn: peregrine_server::Accepted) -> peregrine_server::Accept {
+        let read = self.read.clone();
+        peregrine_server::Accept::Handshake(Box::pin(async move {
+            tokio::task::yield_now().await;
+            match conn.stream {
+                peregrine_server::Stream::Tcp(inner) => {
+                    Ok(peregrine_server::Stream::Other(Box::new(Counting {
+                        inner,
+                        read,
+                    })))
+                }
+                _ => Err(std::io::Error::other("not TCP")),
+            }
+        }))
+    }
+}
+
+#[test]
+fn an_acceptor_serves_its_own_transport() {
+    let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let calls = Calls::default();
+    let handle = Server::new(config())
+        .with_acceptor(CountingAcceptor { read: read.clone() })
+        .serve(service(calls.clone()))
+        .unwrap();
+    let addr = handle.local_addr();
+    let mut c = Client::new(addr);
+    let request = get("/plaintext");
+    c.send(&request);
+    assert_eq!(c.read_response().body_str(), "Hello, World!");
+    c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc");
+    assert_eq!(c.read_response().body_str(), "abc");
+    handle.shutdown();
+    assert_eq!(calls.get(), 2);
+    // Every byte the client sent went through the transport.
+    let sent =
+        request.len() + b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc".len();
+    assert_eq!(read.load(Ordering::SeqCst), sent);
 }
