@@ -1,8 +1,11 @@
 //! Server configuration: limits and timeouts, defaults in the spirit of nginx/h2o
 //! (`http1-rules.md` section H).
 
+use crate::events::EngineEvents;
+use crate::server::DrainSignal;
 use peregrine_codec::Limits;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything configurable about the engine. Build with `ServerConfig::default()` and adjust
@@ -42,6 +45,16 @@ pub struct ServerConfig {
     pub server_name: Option<&'static str>,
     /// `listen(2)` backlog. Default 1024.
     pub backlog: u32,
+    /// Raised when a graceful shutdown starts, before the listeners close (see
+    /// [`ServerConfig::drain_delay`]); readiness endpoints read it. Clones share the flag.
+    pub drain_signal: DrainSignal,
+    /// How long the server keeps accepting, with [`ServerConfig::drain_signal`] raised, between
+    /// the start of a graceful shutdown and closing the listeners: the time a load balancer needs
+    /// to see readiness fail and stop sending new connections. Default 0 (close at once).
+    pub drain_delay: Duration,
+    /// Who hears about connections opening and closing and requests the engine refuses itself
+    /// (see [`EngineEvents`]). Default `None`: the driver skips every event.
+    pub events: Option<Arc<dyn EngineEvents>>,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +74,9 @@ impl Default for ServerConfig {
             shutdown_timeout: Duration::from_secs(10),
             server_name: Some("peregrine"),
             backlog: 1024,
+            drain_signal: DrainSignal::default(),
+            drain_delay: Duration::ZERO,
+            events: None,
         }
     }
 }

@@ -45,8 +45,10 @@
 pub mod body;
 pub mod config;
 mod conn;
+pub mod events;
 mod idle;
 mod pooled;
+pub mod proxy_protocol;
 pub mod request;
 pub mod response;
 pub mod server;
@@ -58,5 +60,5 @@ pub use config::ServerConfig;
 pub use peregrine_codec::{Limits, Method, Version};
 pub use request::Request;
 pub use response::{Response, ResponseBody};
-pub use server::{Server, ServerHandle};
+pub use server::{DrainSignal, Server, ServerHandle};
 pub use service::{service_fn, Service};
