@@ -107,8 +107,7 @@ fn main() -> std::io::Result<()> {
                 .with(tracing_opentelemetry::layer().with_tracer(tracer))
                 .init();
             provider = Some(p);
-            let prometheus = metrics::install()
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::Other, e))?;
+            let prometheus = metrics::install().map_err(std::io::Error::other)?;
             config.events = Some(Arc::new(EngineObserver::new()));
             app = app
                 .route("/metrics", prometheus.endpoint())
