@@ -92,7 +92,11 @@ fn main() -> std::io::Result<()> {
         _ => {
             // OpenTelemetry: spans batched and exported to stdout (an OTLP exporter in
             // production); the incoming `traceparent` becomes the server span's parent.
-            let builder = SdkTracerProvider::builder();
+            let builder = SdkTracerProvider::builder().with_resource(
+                opentelemetry_sdk::Resource::builder()
+                    .with_service_name("observability-example")
+                    .build(),
+            );
             let builder = if env("OTEL_STDOUT", 1) == 1 {
                 builder.with_batch_exporter(opentelemetry_stdout::SpanExporter::default())
             } else {
