@@ -27,10 +27,10 @@ export PATHS=/plaintext
 run() { # label, binary, env...
   local label=$1 bin=$2
   shift 2
-  local m
-  m=$(env "$@" "$HERE/cpu-per-request.sh" "$bin" "$DUR" "$CONNS" "$ROUNDS" | tee /dev/stderr |
-    awk '/^median/ {print $3}')
-  echo "RESULT $label $m"
+  local out
+  out=$(env "$@" "$HERE/cpu-per-request.sh" "$bin" "$DUR" "$CONNS" "$ROUNDS")
+  echo "$out" | sed "s/^/$label /"
+  echo "RESULT $label $(echo "$out" | awk '/^median/ {print $3}')"
 }
 
 run peregrine-off "$PEREGRINE" OBS=off
