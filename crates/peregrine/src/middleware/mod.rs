@@ -26,7 +26,7 @@
 //! # let _ = app;
 //! ```
 
-mod compression;
+pub(crate) mod compression;
 mod cors;
 mod logger;
 pub(crate) mod observe;
