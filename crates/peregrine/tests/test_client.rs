@@ -82,7 +82,10 @@ fn app() -> App {
         .route("/todos", post(create))
         .route("/std", get(std_error))
         .route("/gone", get(|_r: Request| async { StatusCode::GONE }))
-        .route("/empty", get(|_r: Request| async { StatusCode::NO_CONTENT }))
+        .route(
+            "/empty",
+            get(|_r: Request| async { StatusCode::NO_CONTENT }),
+        )
         .route(
             "/mixed",
             get(|_r: Request| async {
@@ -216,11 +219,7 @@ async fn client_sends_headers_bodies_and_reads_streams() {
         .send()
         .await;
     assert_eq!(r.text(), "text/plain|tests|hello");
-    let r = c
-        .post("/echo")
-        .form(&[("a", "1 2")])
-        .send()
-        .await;
+    let r = c.post("/echo").form(&[("a", "1 2")]).send().await;
     assert_eq!(r.text(), "application/x-www-form-urlencoded||a=1+2");
     // A body fed by a spawn_local task, read to the end.
     let r = c.get("/stream").send().await;
