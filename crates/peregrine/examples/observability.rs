@@ -16,7 +16,8 @@
 //! * `OTEL_STDOUT=0` keeps the OpenTelemetry pipeline but drops the exported spans (for
 //!   measuring without a terminal's cost);
 //! * `TRUSTED_PROXIES` = comma-separated networks (default `127.0.0.1,::1`);
-//! * `DRAIN_DELAY_MS` (default 2000): how long readiness is off before the listener closes;
+//! * `DRAIN_DELAY_MS` (here default 2000, `peregrine::config`): how long readiness is off
+//!   before the listener closes;
 //! * `RATE_LIMIT` requests per second per client (default 0: no limit).
 
 use opentelemetry::trace::TracerProvider as _;
@@ -61,7 +62,9 @@ fn main() -> std::io::Result<()> {
     let mut config = peregrine::config::from_env_and_args(std::env::args().skip(1))
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mode = std::env::var("OBS").unwrap_or_else(|_| "full".into());
-    config.drain_delay = Duration::from_millis(env("DRAIN_DELAY_MS", 2000));
+    if std::env::var_os("DRAIN_DELAY_MS").is_none() {
+        config.drain_delay = Duration::from_secs(2);
+    }
     let trusted = std::env::var("TRUSTED_PROXIES").unwrap_or_else(|_| "127.0.0.1,::1".into());
     let trusted = TrustedProxies::new(trusted.split(',').filter(|s| !s.is_empty()))
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;

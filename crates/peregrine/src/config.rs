@@ -16,6 +16,7 @@ use std::time::Duration;
 /// | `BODY_TIMEOUT` | `--body-timeout SECS` | `body_timeout` |
 /// | `SHUTDOWN_TIMEOUT` | `--shutdown-timeout SECS` | `shutdown_timeout` |
 /// | `MAX_CONNECTIONS` | `--max-connections N` | `max_connections` |
+/// | `DRAIN_DELAY_MS` | `--drain-delay-ms MS` | `drain_delay` (readiness off before the listeners close) |
 ///
 /// `args` are the arguments after the program name.
 ///
@@ -53,7 +54,7 @@ pub fn from_env_and_args<I: IntoIterator<Item = String>>(args: I) -> Result<Serv
     Ok(cfg)
 }
 
-const VARS: [(&str, &str); 8] = [
+const VARS: [(&str, &str); 9] = [
     ("ADDR", "addr"),
     ("WORKERS", "workers"),
     ("MAX_BODY", "max-body"),
@@ -62,6 +63,7 @@ const VARS: [(&str, &str); 8] = [
     ("BODY_TIMEOUT", "body-timeout"),
     ("SHUTDOWN_TIMEOUT", "shutdown-timeout"),
     ("MAX_CONNECTIONS", "max-connections"),
+    ("DRAIN_DELAY_MS", "drain-delay-ms"),
 ];
 
 fn apply(cfg: &mut ServerConfig, name: &str, v: &str) -> Result<(), String> {
@@ -81,6 +83,7 @@ fn apply(cfg: &mut ServerConfig, name: &str, v: &str) -> Result<(), String> {
         "body-timeout" => cfg.body_timeout = Duration::from_secs(num(v)?),
         "shutdown-timeout" => cfg.shutdown_timeout = Duration::from_secs(num(v)?),
         "max-connections" => cfg.max_connections = num(v)? as usize,
+        "drain-delay-ms" => cfg.drain_delay = Duration::from_millis(num(v)?),
         _ => return Err(format!("unknown setting {name}")),
     }
     Ok(())
@@ -115,6 +118,8 @@ mod tests {
                 Duration::from_secs(2)
             )
         );
+        let c = from_env_and_args(["--drain-delay-ms", "2500"].map(String::from)).unwrap();
+        assert_eq!(c.drain_delay, Duration::from_millis(2500));
         assert!(from_env_and_args(["--workers", "0"].map(String::from)).is_err());
         assert!(from_env_and_args(["--nope", "1"].map(String::from))
             .unwrap_err()
