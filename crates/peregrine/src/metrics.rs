@@ -272,6 +272,8 @@ struct WorkerGauges {
     open: metrics::Gauge,
     idle: metrics::Gauge,
     opened: Counter,
+    bytes_in: Counter,
+    bytes_out: Counter,
 }
 
 thread_local! {
@@ -288,6 +290,11 @@ fn with_worker(worker: usize, f: impl FnOnce(&WorkerGauges)) {
                 open: metrics::gauge!("peregrine_connections_open", "worker" => w.clone()),
                 idle: metrics::gauge!("peregrine_connections_idle", "worker" => w.clone()),
                 opened: metrics::counter!("peregrine_connections_total", "worker" => w),
+                bytes_in: metrics::counter!("peregrine_connection_bytes_total", "direction" => "in"),
+                bytes_out: metrics::counter!(
+                    "peregrine_connection_bytes_total",
+                    "direction" => "out"
+                ),
             }
         });
         f(g)
@@ -304,11 +311,11 @@ impl EngineEvents for EngineObserver {
     }
 
     fn connection_closed(&self, ev: &ConnectionClosed) {
-        with_worker(ev.worker, |g| g.open.decrement(1.0));
-        metrics::counter!("peregrine_connection_bytes_total", "direction" => "in")
-            .increment(ev.bytes_in);
-        metrics::counter!("peregrine_connection_bytes_total", "direction" => "out")
-            .increment(ev.bytes_out);
+        with_worker(ev.worker, |g| {
+            g.open.decrement(1.0);
+            g.bytes_in.increment(ev.bytes_in);
+            g.bytes_out.increment(ev.bytes_out);
+        });
         tracing::debug!(
             target: "peregrine::connection",
             peer = %ev.peer,
