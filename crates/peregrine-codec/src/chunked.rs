@@ -244,7 +244,7 @@ fn check_trailer_progress(line: usize, bytes: usize, limits: &Limits) -> Result<
 
 #[inline]
 fn is_tchar(b: u8) -> bool {
-    crate::scan::is_tchar(b)
+    crate::grammar::is_tchar(b)
 }
 
 /// Parses `chunk-size [ chunk-ext ] CRLF` at the start of `s`. `Ok(None)`: valid so far, need

@@ -8,13 +8,13 @@
 //! `Notified` future per connection would cost more than the whole budget of an idle
 //! connection (under 1 KiB).
 
+use crate::transport::{Stream, Transport};
 use crate::worker::WorkerShared;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// One connection's place in the registry, kept from its first idle wait until it closes, so
 /// that going idle and busy again (once per request without pipelining) costs no insertion, no
@@ -22,10 +22,11 @@ use tokio::net::TcpStream;
 /// a per-connection cost too.
 enum Entry {
     Vacant,
-    /// Idle since tick `registered`.
+    /// Idle since tick `registered`; `fresh`: a new connection that has sent nothing yet.
     Waiting {
         waker: Waker,
         registered: u32,
+        fresh: bool,
     },
     /// Answering requests: never expires (the driver's own timeouts apply).
     Busy(Waker),
@@ -81,6 +82,7 @@ impl IdleSet {
         let entry = Entry::Waiting {
             waker,
             registered: self.tick.get().wrapping_sub(backdate),
+            fresh,
         };
         let mut entries = self.entries.borrow_mut();
         match self.free.borrow_mut().pop() {
@@ -95,6 +97,11 @@ impl IdleSet {
         }
     }
 
+    /// Whether entry `k` is a new connection waiting for its first bytes.
+    fn is_fresh(&self, k: usize) -> bool {
+        matches!(self.entries.borrow()[k], Entry::Waiting { fresh: true, .. })
+    }
+
     /// Entry `k` waits (again) with `waker`: a busy entry starts a new idle period now, a
     /// waiting one keeps its age. `false` if it expired meanwhile.
     fn wait(&self, k: usize, waker: &Waker) -> bool {
@@ -107,6 +114,7 @@ impl IdleSet {
             *e = Entry::Waiting {
                 waker: w,
                 registered,
+                fresh: false,
             };
         }
         match e {
@@ -204,13 +212,13 @@ pub(crate) fn is_entry(key: u32) -> bool {
 /// `conn::serve`). The connection's registry entry is made at its first wait and kept in `key`
 /// until the connection closes (whose owner then calls [`IdleSet::remove`]).
 pub(crate) struct IdleWait<'a> {
-    stream: &'a TcpStream,
+    stream: &'a Stream,
     shared: &'a WorkerShared,
     key: &'a Cell<u32>,
 }
 
 impl<'a> IdleWait<'a> {
-    pub(crate) fn new(stream: &'a TcpStream, shared: &'a WorkerShared, key: &'a Cell<u32>) -> Self {
+    pub(crate) fn new(stream: &'a Stream, shared: &'a WorkerShared, key: &'a Cell<u32>) -> Self {
         IdleWait {
             stream,
             shared,
@@ -225,9 +233,9 @@ impl Future for IdleWait<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         let this = self.get_mut();
         let shared = this.shared;
-        if shared.is_shutting_down() {
-            return Poll::Ready(false);
-        }
+        // Input first, even during shutdown: a request already sent is answered (with
+        // `Connection: close`) rather than dropped, which a restart that hands the listener to
+        // a new process relies on.
         match this.stream.poll_read_ready(cx) {
             Poll::Ready(Ok(())) => {
                 let key = this.key.get();
@@ -238,6 +246,15 @@ impl Future for IdleWait<'_> {
             }
             Poll::Ready(Err(_)) => return Poll::Ready(false),
             Poll::Pending => {}
+        }
+        // Shutdown closes idle connections; a new one that has sent nothing yet keeps its
+        // (header-timeout) wait: its client connected before the listener closed.
+        if shared.is_shutting_down() {
+            let key = this.key.get();
+            let fresh = key == NO_KEY || (is_entry(key) && shared.idle.is_fresh(key as usize));
+            if !fresh {
+                return Poll::Ready(false);
+            }
         }
         let key = this.key.get();
         if !is_entry(key) {

@@ -90,7 +90,7 @@ impl Error {
         };
         Error {
             status,
-            title: Cow::Borrowed(reason_phrase(status)),
+            title: Cow::Borrowed(peregrine_server::codec::response::reason_phrase(status)),
             detail: None,
             extra: None,
             headers: Vec::new(),
@@ -406,46 +406,6 @@ impl IntoResponse for Error {
             headers,
             body: ResponseBody::Full(Bytes::from(body)),
         }
-    }
-}
-
-/// Standard reason phrases (RFC 9110 §15) for the statuses a framework answers with.
-pub(crate) fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        407 => "Proxy Authentication Required",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        410 => "Gone",
-        411 => "Length Required",
-        412 => "Precondition Failed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        416 => "Range Not Satisfiable",
-        417 => "Expectation Failed",
-        421 => "Misdirected Request",
-        422 => "Unprocessable Content",
-        425 => "Too Early",
-        426 => "Upgrade Required",
-        428 => "Precondition Required",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        451 => "Unavailable For Legal Reasons",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        s if s < 500 => "Client Error",
-        _ => "Server Error",
     }
 }
 

@@ -107,7 +107,9 @@ pub fn routing(data: &[u8]) {
         return;
     };
     assert_ne!(status, 500, "a handler failed on {text:?}");
-    let Ok(canon) = normalize_with(&text, slashes) else {
+    // Routing sees the path only: the query is not normalised.
+    let path_only = text.split_once('?').map_or(&*text, |(path, _)| path);
+    let Ok(canon) = normalize_with(path_only, slashes) else {
         assert_eq!(status, 400, "a refused path must be answered 400: {text:?}");
         return;
     };

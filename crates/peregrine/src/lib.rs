@@ -34,6 +34,7 @@
 //!
 //! Handler futures run on the worker thread that owns the connection and need not be `Send`.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod app;

@@ -165,7 +165,7 @@ impl MethodRouter {
     /// If `method` is not a valid token or already has a handler.
     pub fn on<M, H: IntoHandler<M>>(mut self, method: &str, handler: H) -> Self {
         assert!(
-            !method.is_empty() && method.bytes().all(is_tchar),
+            peregrine_server::codec::grammar::is_token(method.as_bytes()),
             "invalid method name {method:?}"
         );
         if let Some(i) = slot_by_name(method) {
@@ -269,10 +269,6 @@ impl MethodRouter {
         names.extend(self.other.iter().map(|(n, _)| &**n));
         names.join(", ").into_bytes()
     }
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// A group of routes sharing a prefix (when nested) and layers.
