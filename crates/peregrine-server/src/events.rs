@@ -31,6 +31,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Why the engine refused or dropped a request (or a connection) without the service.
+///
+/// Emitted today: every error response the driver writes itself (the status-carrying reasons,
+/// `HeaderTimeout`, `BodyTimeout`, `InvalidResponse`, `BodyFailed`, `HandlerPanic`).
+/// `IdleClose`, `WriteTimeout`, `LimitReached` and `ProxyProtocol` close a connection without a
+/// response and are not reported yet (their emit points are in the driver's close paths).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectReason {
@@ -151,24 +156,8 @@ pub struct ConnectionClosed {
     pub peer: SocketAddr,
     /// The worker (0-based) that owned it.
     pub worker: usize,
-    /// Requests answered on it (by the service or the engine).
-    pub requests: u64,
-    /// Bytes read from and written to the socket.
-    pub bytes_in: u64,
-    /// See `bytes_in`.
-    pub bytes_out: u64,
     /// How long it was open.
     pub duration: Duration,
-}
-
-/// A connection went from busy to idle (`idle = true`) or back; for "idle connections per
-/// worker" gauges.
-#[derive(Debug, Clone, Copy)]
-pub struct IdleChange {
-    /// The worker (0-based).
-    pub worker: usize,
-    /// `true`: the connection now waits for its next request; `false`: it got one.
-    pub idle: bool,
 }
 
 /// Receives the engine's own events. Called on the worker thread, inline in the connection
@@ -184,14 +173,55 @@ pub trait EngineEvents: Send + Sync + 'static {
     fn connection_closed(&self, ev: &ConnectionClosed) {
         let _ = ev;
     }
-    /// A connection went idle or busy.
-    fn idle_changed(&self, ev: &IdleChange) {
-        let _ = ev;
-    }
     /// The engine refused, replaced or dropped a request without the service's answer.
     fn rejected(&self, ev: &Rejection<'_>) {
         let _ = ev;
     }
+}
+
+/// The worker (0-based) running on this thread, from its name (`peregrine-w{i}`, see
+/// `Server::serve`); 0 on any other thread. Read once per thread.
+pub(crate) fn current_worker() -> usize {
+    thread_local! {
+        static WORKER: usize = std::thread::current()
+            .name()
+            .and_then(|n| n.strip_prefix("peregrine-w"))
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(0);
+    }
+    WORKER.with(|w| *w)
+}
+
+/// The reason behind an error response the driver queued, from its status and text (the
+/// driver's error paths carry those two; see `Conn::push_error`).
+pub(crate) fn classify(status: u16, reason: &str) -> RejectReason {
+    match status {
+        408 if reason.contains("body") => RejectReason::BodyTimeout,
+        500 if reason.contains("invalid response") => RejectReason::InvalidResponse,
+        500 => RejectReason::HandlerPanic,
+        _ if reason.contains("request body") && status != 413 => RejectReason::BodyFailed,
+        _ => RejectReason::from_status(status),
+    }
+}
+
+/// Tells `events` about an error response the driver queued. Cold path.
+#[cold]
+pub(crate) fn emit_rejection(
+    events: &dyn EngineEvents,
+    status: u16,
+    reason: &str,
+    peer: SocketAddr,
+    bytes_out: u64,
+) {
+    events.rejected(&Rejection {
+        reason: classify(status, reason),
+        status,
+        peer,
+        method: None,
+        target: None,
+        bytes_out,
+        worker: current_worker(),
+    });
 }
 
 impl fmt::Debug for dyn EngineEvents {
@@ -231,5 +261,30 @@ mod tests {
         assert_eq!(RejectReason::from_status(431), RejectReason::HeaderTooLarge);
         assert_eq!(RejectReason::from_status(400), RejectReason::BadRequest);
         assert_eq!(RejectReason::BodyTooLarge.to_string(), "body_too_large");
+        // The driver's error texts map to their reasons.
+        for (status, text, reason) in [
+            (408, "request header timeout", RejectReason::HeaderTimeout),
+            (
+                408,
+                "timed out reading request body",
+                RejectReason::BodyTimeout,
+            ),
+            (413, "request body too large", RejectReason::BodyTooLarge),
+            (400, "request body incomplete", RejectReason::BodyFailed),
+            (400, "invalid request line", RejectReason::BadRequest),
+            (
+                431,
+                "header section too large",
+                RejectReason::HeaderTooLarge,
+            ),
+            (
+                500,
+                "invalid response from handler",
+                RejectReason::InvalidResponse,
+            ),
+            (500, "internal server error", RejectReason::HandlerPanic),
+        ] {
+            assert_eq!(classify(status, text), reason, "{text}");
+        }
     }
 }

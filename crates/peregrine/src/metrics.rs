@@ -31,9 +31,7 @@
 //! | `peregrine_http_response_body_bytes_total` | counter | `route` (as written to the wire) |
 //! | `peregrine_rejections_total` | counter | `reason` (engine refusals, `rate_limited`) |
 //! | `peregrine_connections_open` | gauge | `worker` |
-//! | `peregrine_connections_idle` | gauge | `worker` |
 //! | `peregrine_connections_total` | counter | `worker` |
-//! | `peregrine_connection_bytes_total` | counter | `direction` (`in`, `out`: socket bytes) |
 
 use crate::handler::BoxFuture;
 use crate::middleware::observe::{on_complete, status_class};
@@ -42,9 +40,7 @@ use crate::request::Request;
 use crate::router::{get, MethodRouter};
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use peregrine_server::events::{
-    ConnectionClosed, ConnectionOpened, EngineEvents, IdleChange, Rejection,
-};
+use peregrine_server::events::{ConnectionClosed, ConnectionOpened, EngineEvents, Rejection};
 use peregrine_server::{Method, Response};
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -270,10 +266,7 @@ impl EngineObserver {
 
 struct WorkerGauges {
     open: metrics::Gauge,
-    idle: metrics::Gauge,
     opened: Counter,
-    bytes_in: Counter,
-    bytes_out: Counter,
 }
 
 thread_local! {
@@ -288,13 +281,7 @@ fn with_worker(worker: usize, f: impl FnOnce(&WorkerGauges)) {
             let w = worker.to_string();
             WorkerGauges {
                 open: metrics::gauge!("peregrine_connections_open", "worker" => w.clone()),
-                idle: metrics::gauge!("peregrine_connections_idle", "worker" => w.clone()),
                 opened: metrics::counter!("peregrine_connections_total", "worker" => w),
-                bytes_in: metrics::counter!("peregrine_connection_bytes_total", "direction" => "in"),
-                bytes_out: metrics::counter!(
-                    "peregrine_connection_bytes_total",
-                    "direction" => "out"
-                ),
             }
         });
         f(g)
@@ -311,31 +298,14 @@ impl EngineEvents for EngineObserver {
     }
 
     fn connection_closed(&self, ev: &ConnectionClosed) {
-        with_worker(ev.worker, |g| {
-            g.open.decrement(1.0);
-            g.bytes_in.increment(ev.bytes_in);
-            g.bytes_out.increment(ev.bytes_out);
-        });
+        with_worker(ev.worker, |g| g.open.decrement(1.0));
         tracing::debug!(
             target: "peregrine::connection",
             peer = %ev.peer,
             worker = ev.worker,
-            requests = ev.requests,
-            bytes_in = ev.bytes_in,
-            bytes_out = ev.bytes_out,
             duration_us = ev.duration.as_micros() as u64,
             "closed"
         );
-    }
-
-    fn idle_changed(&self, ev: &IdleChange) {
-        with_worker(ev.worker, |g| {
-            if ev.idle {
-                g.idle.increment(1.0)
-            } else {
-                g.idle.decrement(1.0)
-            }
-        });
     }
 
     fn rejected(&self, ev: &Rejection<'_>) {
