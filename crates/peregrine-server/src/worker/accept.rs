@@ -55,11 +55,15 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 let _hold = addr_hold;
                 let opened = Instant::now();
                 let stream = match accept {
-                    Accept::Ready(stream) => Some(stream),
-                    Accept::Handshake(handshake) => handshake.await.ok(),
+                    Accept::Ready(stream) => Some((stream, peer)),
+                    Accept::Handshake(handshake) => handshake.await.ok().map(|s| (s, peer)),
+                    Accept::Proxied(proxied) => proxied
+                        .await
+                        .ok()
+                        .map(|(s, real)| (s, real.unwrap_or(peer))),
                 };
                 match stream {
-                    Some(stream) => conn::serve(service, held, stream, peer).await,
+                    Some((stream, peer)) => conn::serve(service, held, stream, peer).await,
                     None => drop(held),
                 }
                 events.connection_closed(&ConnectionClosed {
@@ -84,6 +88,17 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 });
             }
             // A handshake runs in the connection's own task; a failed one closes silently.
+            // The PROXY protocol: the header is read in the connection's own task too, and its
+            // source becomes the connection's peer.
+            (Accept::Proxied(proxied), hold) => {
+                let service = service.clone();
+                tokio::task::spawn_local(async move {
+                    let _hold = hold;
+                    if let Ok((stream, real)) = proxied.await {
+                        conn::serve(service, held, stream, real.unwrap_or(peer)).await
+                    }
+                });
+            }
             (Accept::Handshake(handshake), hold) => {
                 let service = service.clone();
                 tokio::task::spawn_local(async move {
