@@ -222,8 +222,11 @@ pub enum Accept {
     /// learnt it (the PROXY protocol's source address, see
     /// [`ProxyProtocolAcceptor`](crate::proxy_protocol::ProxyProtocolAcceptor)): requests then
     /// report it as their peer.
-    Proxied(Pin<Box<dyn Future<Output = io::Result<(Stream, Option<SocketAddr>)>>>>),
+    Proxied(ProxiedFuture),
 }
+
+/// The future of [`Accept::Proxied`]: the stream to serve, and the real client if known.
+pub type ProxiedFuture = Pin<Box<dyn Future<Output = io::Result<(Stream, Option<SocketAddr>)>>>>;
 
 /// The step between accepting a connection and serving it (see the module documentation).
 /// One acceptor value is shared by all the connections of a worker.
