@@ -1,9 +1,12 @@
 //! Server configuration: limits and timeouts, defaults in the spirit of nginx/h2o
 //! (`docs/http1-rules.md` section H), and [`ServerConfig::from_env_and_args`] for binaries.
 
+use crate::events::EngineEvents;
+use crate::server::DrainSignal;
 use peregrine_codec::Limits;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything configurable about the engine. Build with `ServerConfig::default()` and adjust
@@ -97,6 +100,16 @@ pub struct ServerConfig {
     pub server_name: Option<&'static str>,
     /// `listen(2)` backlog. Default 1024.
     pub backlog: u32,
+    /// Raised when a graceful shutdown starts, before the listeners close (see
+    /// [`ServerConfig::drain_delay`]); readiness endpoints read it. Clones share the flag.
+    pub drain_signal: DrainSignal,
+    /// How long the server keeps accepting, with [`ServerConfig::drain_signal`] raised, between
+    /// the start of a graceful shutdown and closing the listeners: the time a load balancer needs
+    /// to see readiness fail and stop sending new connections. Default 0 (close at once).
+    pub drain_delay: Duration,
+    /// Who hears about connections opening and closing and requests the engine refuses itself
+    /// (see [`EngineEvents`]). Default `None`: the driver skips every event.
+    pub events: Option<Arc<dyn EngineEvents>>,
 }
 
 impl Default for ServerConfig {
@@ -123,6 +136,9 @@ impl Default for ServerConfig {
             shutdown_timeout: Duration::from_secs(10),
             server_name: Some("peregrine"),
             backlog: 1024,
+            drain_signal: DrainSignal::default(),
+            drain_delay: Duration::ZERO,
+            events: None,
         }
     }
 }
@@ -156,7 +172,7 @@ impl From<ConfigError> for std::io::Error {
 }
 
 /// The settings read by [`ServerConfig::from_env_and_args`]: (environment variable, flag).
-const SETTINGS: [(&str, &str); 9] = [
+const SETTINGS: [(&str, &str); 10] = [
     ("ADDR", "addr"),
     ("WORKERS", "workers"),
     ("MAX_BODY", "max-body"),
@@ -166,6 +182,7 @@ const SETTINGS: [(&str, &str); 9] = [
     ("SHUTDOWN_TIMEOUT", "shutdown-timeout"),
     ("MAX_CONNECTIONS", "max-connections"),
     ("SERVER_NAME", "server-name"),
+    ("DRAIN_DELAY_MS", "drain-delay-ms"),
 ];
 
 impl ServerConfig {
@@ -183,6 +200,7 @@ impl ServerConfig {
     /// | `SHUTDOWN_TIMEOUT` | `--shutdown-timeout SECS` | `shutdown_timeout` |
     /// | `MAX_CONNECTIONS` | `--max-connections N` | `max_connections` |
     /// | `SERVER_NAME` | `--server-name NAME` | `server_name` (empty: none) |
+    /// | `DRAIN_DELAY_MS` | `--drain-delay-ms MS` | `drain_delay` |
     ///
     /// An address is an IP address with a port (`127.0.0.1:8080`, `[::1]:80`), a host name with
     /// a port (`localhost:3000`, resolved now; the first address is used), or `unix:` and a
@@ -312,6 +330,13 @@ impl ServerConfig {
             "shutdown-timeout" => self.shutdown_timeout = secs(v)?,
             "max-connections" => {
                 self.max_connections = usize::try_from(num(v)?).map_err(|e| e.to_string())?
+            }
+            "drain-delay-ms" => {
+                let d = Duration::from_millis(num(v)?);
+                if d > MAX_TIMEOUT {
+                    return Err(format!("above the maximum of {} s", MAX_TIMEOUT.as_secs()));
+                }
+                self.drain_delay = d;
             }
             "server-name" => {
                 // Read once per process: leaking the string gives the `'static` the field wants.
@@ -461,6 +486,9 @@ mod tests {
             .contains("needs a value"));
         let (c, _) = parse(&[("MAX_CONNECTIONS", "12")], &[]).unwrap();
         assert_eq!(c.max_connections, 12);
+        let (c, _) = parse(&[("DRAIN_DELAY_MS", "2500")], &[]).unwrap();
+        assert_eq!(c.drain_delay, Duration::from_millis(2500));
+        assert!(parse(&[], &["--drain-delay-ms", "x"]).is_err());
     }
 
     #[test]

@@ -37,7 +37,12 @@
 //!   is closed. Large response bodies are written from their own buffers; streamed ones are sent
 //!   chunked with the pending output bounded by [`ServerConfig::max_pending_output`].
 //! * Limits and timeouts are in [`ServerConfig`]; graceful shutdown through
-//!   [`ServerHandle::shutdown`] or SIGTERM/SIGINT ([`Server::run_until_signal`]).
+//!   [`ServerHandle::shutdown`] or SIGTERM/SIGINT ([`Server::run_until_signal`]). A shutdown
+//!   first raises [`ServerConfig::drain_signal`] and keeps accepting for
+//!   [`ServerConfig::drain_delay`], so readiness checks fail before the listeners close.
+//! * Operations: [`events`] is the interface through which the engine reports connections and
+//!   the requests it refuses by itself ([`ServerConfig::events`]); [`proxy_protocol`] parses
+//!   HAProxy's PROXY protocol v1/v2 header.
 //!
 //! API CONTRACT: the public items below are what the framework crate (`peregrine`) is written
 //! against. Their names and signatures are fixed; internals are free.
@@ -48,9 +53,11 @@
 pub mod body;
 pub mod config;
 mod conn;
+pub mod events;
 mod idle;
 pub mod listener;
 mod pooled;
+pub mod proxy_protocol;
 pub mod request;
 pub mod response;
 pub mod server;
@@ -66,6 +73,6 @@ pub use peregrine_codec as codec;
 pub use peregrine_codec::{Limits, Method, Version};
 pub use request::Request;
 pub use response::{Response, ResponseBody};
-pub use server::{Server, ServerHandle};
+pub use server::{DrainSignal, Server, ServerHandle};
 pub use service::{service_fn, Service};
 pub use transport::{Accept, Accepted, Acceptor, PlainAcceptor, Stream, Transport};

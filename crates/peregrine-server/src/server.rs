@@ -8,9 +8,37 @@ use crate::{ServerConfig, Service};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 use tokio::sync::watch;
+
+/// Raised when a graceful shutdown starts, while the server still accepts: a readiness endpoint
+/// that reads it answers "not ready" before the listeners close, so a load balancer stops
+/// sending new connections first (see [`ServerConfig::drain_delay`]).
+///
+/// ```
+/// use peregrine_server::ServerConfig;
+/// let config = ServerConfig::default();
+/// let draining = config.drain_signal.clone(); // give this to the readiness handler
+/// assert!(!draining.is_draining());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct DrainSignal(Arc<AtomicBool>);
+
+impl DrainSignal {
+    /// Whether a graceful shutdown has started.
+    pub fn is_draining(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Raises the signal (done by [`ServerHandle::shutdown`]; public for tests and for
+    /// processes that drain on their own trigger).
+    pub fn start(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
 
 /// Entry point: `Server::new(config).serve(service)`.
 ///
@@ -41,6 +69,8 @@ pub struct Server<A = PlainAcceptor> {
 /// ends); call [`ServerHandle::shutdown`] to stop it.
 pub struct ServerHandle {
     addr: SocketAddr,
+    drain: DrainSignal,
+    drain_delay: Duration,
     listen_addr: ListenAddr,
     /// The Unix socket file the server created, removed when it stops.
     bound_path: Option<PathBuf>,
@@ -174,6 +204,8 @@ impl<A: Acceptor> Server<A> {
         let started = workers.len();
         let handle = ServerHandle {
             addr,
+            drain: config.drain_signal.clone(),
+            drain_delay: config.drain_delay,
             listen_addr,
             bound_path,
             stop,
@@ -232,12 +264,23 @@ impl ServerHandle {
         &self.listen_addr
     }
 
-    /// Graceful shutdown: stop accepting, finish in-flight requests (their responses say
-    /// `Connection: close`), close idle connections, force-close after the deadline. Blocks
-    /// until every worker has exited.
+    /// Graceful shutdown: raise [`ServerConfig::drain_signal`] and keep accepting for
+    /// [`ServerConfig::drain_delay`] (readiness fails first), then stop accepting, finish
+    /// in-flight requests (their responses say `Connection: close`), close idle connections,
+    /// force-close after the deadline. Blocks until every worker has exited.
     pub fn shutdown(self) {
+        self.drain.start();
+        if !self.drain_delay.is_zero() {
+            tracing::info!(delay = ?self.drain_delay, "draining: readiness off, still accepting");
+            std::thread::sleep(self.drain_delay);
+        }
         let _ = self.stop.send(true);
         self.wait();
+    }
+
+    /// The server's [`DrainSignal`] (the one in its configuration).
+    pub fn drain_signal(&self) -> &DrainSignal {
+        &self.drain
     }
 
     /// Block until the server stops (for example after a signal).

@@ -223,7 +223,15 @@ pub enum Accept {
     /// Ready after this future (a TLS handshake), which runs in the connection's own task so the
     /// accept loop never waits for a client. An error closes the connection silently.
     Handshake(Pin<Box<dyn Future<Output = io::Result<Stream>>>>),
+    /// Like `Handshake`, and the future also names the connection's real client when it
+    /// learnt it (the PROXY protocol's source address, see
+    /// [`ProxyProtocolAcceptor`](crate::proxy_protocol::ProxyProtocolAcceptor)): requests then
+    /// report it as their peer.
+    Proxied(ProxiedFuture),
 }
+
+/// The future of [`Accept::Proxied`]: the stream to serve, and the real client if known.
+pub type ProxiedFuture = Pin<Box<dyn Future<Output = io::Result<(Stream, Option<SocketAddr>)>>>>;
 
 /// The step between accepting a connection and serving it (see the module documentation).
 /// One acceptor value is shared by all the connections of a worker.

@@ -47,10 +47,13 @@ pub mod fs;
 pub mod fuzzing;
 mod handler;
 mod header;
+pub mod health;
+pub mod metrics;
 pub mod middleware;
 #[cfg(feature = "multipart")]
 mod multipart;
 pub mod path;
+pub mod proxy;
 mod request;
 mod response;
 mod router;

@@ -147,6 +147,13 @@ impl Request {
     pub fn peer_addr(&self) -> SocketAddr {
         self.inner.peer_addr()
     }
+    /// The client's address: the peer's, or, when the application has a
+    /// [`TrustedProxies`](crate::proxy::TrustedProxies) state and the peer is one of those
+    /// proxies, the address they forwarded (`Forwarded`, else `X-Forwarded-For`). Headers from
+    /// any other peer are ignored. See [`crate::proxy`].
+    pub fn client_addr(&self) -> std::net::IpAddr {
+        crate::proxy::client_info(self).addr
+    }
     /// The effective authority (absolute-form target, else `Host`).
     pub fn authority(&self) -> Option<&str> {
         self.inner.authority()

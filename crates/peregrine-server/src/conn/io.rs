@@ -9,6 +9,7 @@ use crate::worker::WorkerShared;
 use bytes::BytesMut;
 use std::cell::RefCell;
 use std::io;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -65,6 +66,8 @@ pub(crate) struct Conn {
     stream: Option<Stream>,
     pub(super) shared: Rc<WorkerShared>,
     pub(super) io: RefCell<Io>,
+    /// The client, for engine events (`ServerConfig::events`); set only when someone listens.
+    pub(super) peer: std::cell::Cell<SocketAddr>,
 }
 
 /// Outcome of waiting for input.
@@ -80,6 +83,7 @@ impl Conn {
         Conn {
             stream: Some(stream),
             shared,
+            peer: std::cell::Cell::new(SocketAddr::from(([0, 0, 0, 0], 0))),
             io: RefCell::new(Io {
                 rbuf: BytesMut::new(),
                 out: Vec::new(),

@@ -75,6 +75,9 @@ pub(crate) fn serve<S: Service>(
                 return;
             }
             let conn = home.into_conn(&shared);
+            if shared.config.events.is_some() {
+                conn.peer.set(peer);
+            }
             match conn.try_fill() {
                 Ok(Some(_)) => {
                     // Input arrived: later waits are idle waits, not a new connection's

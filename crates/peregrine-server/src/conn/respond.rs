@@ -33,6 +33,15 @@ pub(super) enum Answered {
 impl Conn {
     /// Appends an error response (small text body with the reason, `Connection: close`).
     pub(super) fn push_error(&self, status: u16, reason: &str, head_only: bool) {
+        // Every response the engine makes itself passes here: one branch when nobody listens.
+        if let Some(events) = &self.shared.config.events {
+            let bytes_out = if head_only {
+                0
+            } else {
+                reason.len() as u64 + 1
+            };
+            crate::events::emit_rejection(&**events, status, reason, self.peer.get(), bytes_out);
+        }
         let mut io = self.io.borrow_mut();
         let out = &mut io.out;
         self.shared

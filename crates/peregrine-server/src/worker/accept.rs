@@ -4,11 +4,12 @@
 
 use super::{ConnShared, Slot, WorkerShared};
 use crate::conn;
+use crate::events::{ConnectionClosed, ConnectionOpened};
 use crate::listener::AsyncListener;
 use crate::transport::{Accept, Acceptor, Stream};
 use crate::Service;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Accepts until the worker stops (the caller drops this future).
 pub(super) async fn accept_loop<S: Service, A: Acceptor>(
@@ -43,6 +44,36 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         // wait in the backlog meanwhile).
         let slot = Slot::acquire(&shared.global, &shared.idle).await;
         let held = ConnShared::new(shared, slot);
+        if let Some(events) = &shared.config.events {
+            // Someone listens (`ServerConfig::events`): this connection's task reports its
+            // opening and closing. Only then, so the default task stays as it is.
+            let (events, service) = (events.clone(), service.clone());
+            let worker = crate::events::current_worker();
+            events.connection_opened(&ConnectionOpened { peer, worker });
+            let accept = acceptor.accept(accepted);
+            tokio::task::spawn_local(async move {
+                let _hold = addr_hold;
+                let opened = Instant::now();
+                let stream = match accept {
+                    Accept::Ready(stream) => Some((stream, peer)),
+                    Accept::Handshake(handshake) => handshake.await.ok().map(|s| (s, peer)),
+                    Accept::Proxied(proxied) => proxied
+                        .await
+                        .ok()
+                        .map(|(s, real)| (s, real.unwrap_or(peer))),
+                };
+                match stream {
+                    Some((stream, peer)) => conn::serve(service, held, stream, peer).await,
+                    None => drop(held),
+                }
+                events.connection_closed(&ConnectionClosed {
+                    peer,
+                    worker,
+                    duration: opened.elapsed(),
+                });
+            });
+            continue;
+        }
         match (acceptor.accept(accepted), addr_hold) {
             (Accept::Ready(stream), None) => {
                 tokio::task::spawn_local(conn::serve(service.clone(), held, stream, peer));
@@ -57,6 +88,17 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 });
             }
             // A handshake runs in the connection's own task; a failed one closes silently.
+            // The PROXY protocol: the header is read in the connection's own task too, and its
+            // source becomes the connection's peer.
+            (Accept::Proxied(proxied), hold) => {
+                let service = service.clone();
+                tokio::task::spawn_local(async move {
+                    let _hold = hold;
+                    if let Ok((stream, real)) = proxied.await {
+                        conn::serve(service, held, stream, real.unwrap_or(peer)).await
+                    }
+                });
+            }
             (Accept::Handshake(handshake), hold) => {
                 let service = service.clone();
                 tokio::task::spawn_local(async move {

@@ -1,3 +1,4 @@
+use super::observe::on_complete;
 use super::{Middleware, Next};
 use crate::handler::BoxFuture;
 use crate::request::Request;
@@ -5,8 +6,10 @@ use peregrine_server::Response;
 use std::time::Instant;
 
 /// Logs one `tracing` event per request at `INFO` (target `peregrine::request`): method, path,
-/// matched route, status, duration and peer. With no subscriber interested, the cost is one
-/// cached callsite check.
+/// matched route, status and bytes as written to the wire, duration, client (see
+/// [`Request::client_addr`]) and peer. With no subscriber interested, the cost is one cached
+/// callsite check. For a span per request that handler logs nest under, use
+/// [`Trace`](super::Trace) instead.
 ///
 /// ```
 /// let app = peregrine::App::new().layer(peregrine::middleware::Logger::new());
@@ -34,20 +37,26 @@ impl Middleware for Logger {
         let path = req.path().to_owned();
         let route = req.route().map(str::to_owned);
         let peer = req.peer_addr();
+        let client = req.client_addr();
+        let head = req.method_kind() == peregrine_server::Method::Head;
         let start = Instant::now();
         let fut = next.run(req);
         Box::pin(async move {
-            let res = fut.await;
-            tracing::info!(
-                target: "peregrine::request",
-                %method,
-                %path,
-                route = %route.as_deref().unwrap_or("-"),
-                status = res.status,
-                micros = start.elapsed().as_micros() as u64,
-                %peer,
-                "request"
-            );
+            let mut res = fut.await;
+            on_complete(&mut res, head, move |status, bytes| {
+                tracing::info!(
+                    target: "peregrine::request",
+                    %method,
+                    %path,
+                    route = %route.as_deref().unwrap_or("-"),
+                    status,
+                    bytes,
+                    micros = start.elapsed().as_micros() as u64,
+                    %client,
+                    %peer,
+                    "request"
+                );
+            });
             res
         })
     }

@@ -29,14 +29,19 @@
 pub(crate) mod compression;
 mod cors;
 mod logger;
+pub(crate) mod observe;
+mod rate_limit;
 mod request_id;
 mod timeout;
+mod trace;
 
 pub use compression::Compression;
 pub use cors::Cors;
 pub use logger::Logger;
+pub use rate_limit::RateLimit;
 pub use request_id::{RequestId, RequestIdLayer};
 pub use timeout::Timeout;
+pub use trace::{Trace, TraceParent};
 
 use crate::handler::{BoxFuture, Handler};
 use crate::request::Request;

@@ -84,6 +84,8 @@ impl Middleware for RequestIdLayer {
             Some(v) if acceptable(v) => v.to_owned(),
             _ => self.next_id(),
         };
+        // Into the request's span when a `Trace` layer outside this one opened it.
+        tracing::Span::current().record("request_id", id.as_str());
         req.insert_extension(RequestId(id.clone()));
         let header = self.header;
         let fut = next.run(req);

@@ -34,6 +34,11 @@ impl TestServer {
         }
     }
 
+    /// A client for a server started elsewhere (not shut down on drop).
+    pub fn attach(addr: SocketAddr) -> Self {
+        TestServer { handle: None, addr }
+    }
+
     pub fn connect(&self) -> Conn {
         let s = TcpStream::connect(self.addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();

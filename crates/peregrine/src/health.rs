@@ -1,0 +1,106 @@
+//! Liveness and readiness endpoints for load balancers and orchestrators, and the drain that
+//! makes restarts lossless: on SIGTERM (or [`ServerHandle::shutdown`]) readiness turns false at
+//! once while the server keeps accepting for `ServerConfig::drain_delay`, so the balancer
+//! stops sending new connections before the listeners close. The recipe for Kubernetes and
+//! HAProxy is in the crate README ("Running in production").
+//!
+//! ```no_run
+//! use peregrine::health::Health;
+//! use peregrine::{get, App, Request};
+//! use std::time::Duration;
+//!
+//! let mut config = peregrine::ServerConfig::default();
+//! config.drain_delay = Duration::from_secs(5); // > the balancer's check interval × failures
+//! let health = Health::new(&config);
+//! App::new()
+//!     .route("/", get(|_r: Request| async { "hi" }))
+//!     .route("/livez", health.liveness())
+//!     .route("/readyz", health.readiness())
+//!     .hook(health.close_when_draining())
+//!     .run(config)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! [`ServerHandle::shutdown`]: peregrine_server::ServerHandle::shutdown
+
+use crate::middleware::Hook;
+use crate::request::Request;
+use crate::router::{get, MethodRouter};
+use peregrine_server::{DrainSignal, Response, ServerConfig};
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The process's health: the engine's drain signal, plus an application switch for "not ready
+/// yet" (warming caches, a dependency down).
+#[derive(Debug, Clone)]
+pub struct Health {
+    drain: DrainSignal,
+    not_ready: Arc<AtomicBool>,
+}
+
+impl Health {
+    /// Health tied to the drain signal of `config` (the configuration the server will run with).
+    pub fn new(config: &ServerConfig) -> Self {
+        Health {
+            drain: config.drain_signal.clone(),
+            not_ready: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Marks the application itself ready or not (independent of draining). Ready by default.
+    pub fn set_ready(&self, ready: bool) {
+        self.not_ready.store(!ready, Ordering::Relaxed);
+    }
+
+    /// Whether readiness answers 200: not draining and not marked unready.
+    pub fn is_ready(&self) -> bool {
+        !self.drain.is_draining() && !self.not_ready.load(Ordering::Relaxed)
+    }
+
+    /// `GET` (and `HEAD`) answering `200 ok` while the process can serve at all. It stays 200
+    /// during a drain: the process is alive, only leaving.
+    pub fn liveness(&self) -> MethodRouter {
+        get(|_r: Request| async { plain(200, "ok\n") })
+    }
+
+    /// `GET` (and `HEAD`) answering `200 ready`, or `503 draining` / `503 not ready` (with
+    /// `Connection: close`, so a checker's keep-alive connection does not pin it here).
+    pub fn readiness(&self) -> MethodRouter {
+        let me = self.clone();
+        get(move |_r: Request| {
+            let res = if me.drain.is_draining() {
+                plain(503, "draining\n").with_header("connection", &b"close"[..])
+            } else if me.not_ready.load(Ordering::Relaxed) {
+                plain(503, "not ready\n")
+            } else {
+                plain(200, "ready\n")
+            };
+            async move { res }
+        })
+    }
+
+    /// A hook that adds `Connection: close` to every response once draining has started, so
+    /// keep-alive clients move to other instances during the drain delay instead of being cut
+    /// off when the server stops.
+    pub fn close_when_draining(&self) -> CloseWhenDraining {
+        CloseWhenDraining(self.drain.clone())
+    }
+}
+
+/// See [`Health::close_when_draining`].
+#[derive(Debug, Clone)]
+pub struct CloseWhenDraining(DrainSignal);
+
+impl Hook for CloseWhenDraining {
+    fn after(&self, res: &mut Response) {
+        if self.0.is_draining() {
+            res.headers
+                .push((Cow::Borrowed("connection"), Cow::Borrowed(&b"close"[..])));
+        }
+    }
+}
+
+fn plain(status: u16, body: &'static str) -> Response {
+    Response::text(body).with_status(status)
+}

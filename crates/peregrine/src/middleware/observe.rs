@@ -1,0 +1,156 @@
+//! What the wire will carry for a response, seen from the framework: the status and body size
+//! the engine actually sends, and a hook that runs once the body has been handed over (at once
+//! for a full body, at the end of a stream). Shared by [`Trace`](super::Trace),
+//! [`Logger`](super::Logger) and [`Metrics`](crate::metrics::Metrics).
+
+use bytes::Bytes;
+use futures_core::Stream;
+use peregrine_server::{Response, ResponseBody};
+use std::borrow::Cow;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// The body the engine sends in place of a response it cannot encode (`conn.rs`,
+/// `start_response`): its status and length must be what we log.
+const ENGINE_INVALID_BODY_LEN: u64 = "invalid response from handler\n".len() as u64;
+
+/// The status the engine will put on the wire for `res`: the handler's, or 500 when the engine
+/// would refuse to encode it. Mirrors the engine's checks in `conn.rs` (`start_response` and
+/// `encode_head`): a status outside 200..=999, an empty or non-token field name, a field value
+/// with CR, LF or NUL. (1xx finals included: the engine answers them 500.)
+pub(crate) fn wire_status(res: &Response) -> u16 {
+    if !(200..=999).contains(&res.status) || res.headers.iter().any(invalid_field) {
+        500
+    } else {
+        res.status
+    }
+}
+
+fn invalid_field((name, value): &(Cow<'static, str>, Cow<'static, [u8]>)) -> bool {
+    let n = name.as_bytes();
+    // Framing, Date and Connection fields are dropped by the engine, not refused.
+    let engine_owned = ["date", "connection", "content-length", "transfer-encoding"]
+        .iter()
+        .any(|o| n.eq_ignore_ascii_case(o.as_bytes()));
+    !engine_owned
+        && (n.is_empty()
+            || !n.iter().all(|&b| is_tchar(b))
+            || value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0))
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Calls `done(status, body_bytes)` with what the wire carries for `res` once its body has been
+/// handed to the engine: now for empty and full bodies, when the stream ends (or is dropped,
+/// say on a client disconnect) for streamed ones. `head`: the request was HEAD (no body sent).
+pub(crate) fn on_complete(res: &mut Response, head: bool, done: impl FnOnce(u16, u64) + 'static) {
+    let status = wire_status(res);
+    if status != res.status {
+        return done(status, if head { 0 } else { ENGINE_INVALID_BODY_LEN });
+    }
+    let no_body = head || matches!(status, 204 | 304);
+    match &mut res.body {
+        _ if no_body => done(status, 0),
+        ResponseBody::Empty => done(status, 0),
+        ResponseBody::Full(b) => done(status, b.len() as u64),
+        ResponseBody::Stream(s) => {
+            let inner = std::mem::replace(s, Box::pin(EmptyStream));
+            *s = Box::pin(Counted {
+                inner,
+                bytes: 0,
+                done: Some(Box::new(move |n| done(status, n))),
+            });
+        }
+    }
+}
+
+struct EmptyStream;
+
+impl Stream for EmptyStream {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(None)
+    }
+}
+
+/// A streamed body that counts what passes and reports once, at its end or when dropped.
+struct Counted {
+    inner: peregrine_server::response::BodyStream,
+    bytes: u64,
+    done: Option<Box<dyn FnOnce(u64)>>,
+}
+
+impl Stream for Counted {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let r = self.inner.as_mut().poll_next(cx);
+        match &r {
+            Poll::Ready(Some(Ok(b))) => self.bytes += b.len() as u64,
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                if let Some(done) = self.done.take() {
+                    done(self.bytes);
+                }
+            }
+            Poll::Pending => {}
+        }
+        r
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            done(self.bytes);
+        }
+    }
+}
+
+/// `2xx`-style class of a status, as a static label.
+pub(crate) fn status_class(status: u16) -> &'static str {
+    match status / 100 {
+        1 => "1xx",
+        2 => "2xx",
+        3 => "3xx",
+        4 => "4xx",
+        _ => "5xx",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_status_follows_the_engine() {
+        assert_eq!(wire_status(&Response::new(101)), 500);
+        assert_eq!(wire_status(&Response::new(199)), 500);
+        assert_eq!(wire_status(&Response::new(1000)), 500);
+        assert_eq!(wire_status(&Response::new(204)), 204);
+        let split = Response::new(200).with_header("x-a", b"1\r\nx-b: 2".as_slice());
+        assert_eq!(wire_status(&split), 500);
+        let bad_name = Response::new(200).with_header("x a", b"1".as_slice());
+        assert_eq!(wire_status(&bad_name), 500);
+        // Fields the engine owns are dropped, not refused.
+        let owned = Response::new(200).with_header("Content-Length", b"\r\n".as_slice());
+        assert_eq!(wire_status(&owned), 200);
+    }
+
+    #[test]
+    fn sizes_are_what_the_body_sends() {
+        let seen = std::rc::Rc::new(std::cell::Cell::new((0, 0)));
+        let mut r = Response::text("hello");
+        let s = seen.clone();
+        on_complete(&mut r, false, move |st, n| s.set((st, n)));
+        assert_eq!(seen.get(), (200, 5));
+        let mut r = Response::text("hello");
+        let s = seen.clone();
+        on_complete(&mut r, true, move |st, n| s.set((st, n)));
+        assert_eq!(seen.get(), (200, 0));
+        let mut r = Response::text("hello").with_status(101);
+        let s = seen.clone();
+        on_complete(&mut r, false, move |st, n| s.set((st, n)));
+        assert_eq!(seen.get(), (500, ENGINE_INVALID_BODY_LEN));
+    }
+}

@@ -1,0 +1,96 @@
+//! The engine's own refusals and connection events reach the access log and the metrics through
+//! `ServerConfig::events` (`metrics::EngineObserver`), over real sockets: a malformed request
+//! line, a header section over the limit, a body over the limit and a header timeout each
+//! appear as a `rejected` event with their reason, and as `peregrine_rejections_total{reason}`.
+
+mod common;
+use common::TestServer;
+use peregrine::metrics::{self, EngineObserver};
+use peregrine::{get, App, Request};
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends `raw` on a fresh connection and returns everything the server wrote before closing.
+fn exchange(s: &TestServer, raw: &[u8]) -> String {
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn engine_rejections_reach_the_access_log_and_metrics_with_their_reason() {
+    let capture = Capture::default();
+    let sink = capture.clone();
+    tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .init();
+    let prometheus = metrics::install().unwrap();
+    let app = App::new()
+        .route("/", get(|_r: Request| async { "hi" }))
+        .route("/metrics", prometheus.endpoint());
+    let s = TestServer::start_with(app, |c| {
+        c.events = Some(Arc::new(EngineObserver::new()));
+        c.header_timeout = Duration::from_millis(300);
+        c.max_body_size = 10;
+    });
+    assert!(exchange(&s, b"GET /\x01 HTTP/1.1\r\nHost: t\r\n\r\n").starts_with("HTTP/1.1 400"));
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    assert!(exchange(&s, big.as_bytes()).starts_with("HTTP/1.1 431"));
+    assert!(exchange(
+        &s,
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n"
+    )
+    .starts_with("HTTP/1.1 413"));
+    assert!(exchange(&s, b"GET / HTTP/1.1\r\nHost: t\r\n").starts_with("HTTP/1.1 408"));
+    let scrape = s.get("/metrics", &[]).text().to_owned();
+    drop(s);
+
+    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let rejected: Vec<&str> = log.lines().filter(|l| l.contains("rejected")).collect();
+    for (reason, status) in [
+        ("bad_request", 400),
+        ("header_too_large", 431),
+        ("body_too_large", 413),
+        ("header_timeout", 408),
+    ] {
+        assert!(
+            rejected
+                .iter()
+                .any(|l| l.contains(&format!("reason=\"{reason}\""))
+                    && l.contains(&format!("status={status}"))),
+            "{reason}: {log}"
+        );
+        assert!(
+            scrape.contains(&format!(
+                "peregrine_rejections_total{{reason=\"{reason}\"}} 1"
+            )),
+            "{reason}: {scrape}"
+        );
+    }
+    assert!(
+        scrape.contains("peregrine_connections_total{worker=\"0\"}"),
+        "{scrape}"
+    );
+}
