@@ -155,7 +155,7 @@ PROFILES: dict[str, Profile] = {
                     "16 pipelined, 10 x 5 s",
                     ("plaintext",),
                     ((50, 16),),
-                    servers=FAST_SERVERS + ("node-http", "bun"),
+                    servers=FAST_SERVERS,
                 ),
                 Lane(
                     "framework",

@@ -655,7 +655,8 @@ def _method_rows(res: dict) -> list[str]:
 def _open_loop_lines(res: dict, labels: dict, ref: str | None) -> list[str]:
     recs = res.get("open_loop") or []
     if not recs:
-        return []
+        note = res.get("open_loop_note")
+        return ["## Open loop", "", f"Not measured: {note}.", ""] if note else []
     L = [
         "## Open loop: latency at a fixed offered rate",
         "",

@@ -282,13 +282,19 @@ def run(opts: Options) -> dict:
     prof = opts.profile
     procs.install_handlers()
     started = time.monotonic()
-    gens = {opts.loadgen} | ({"oha"} if any(ln.mode == "open" for ln in prof.lanes) else set())
-    for gen in sorted(gens):
-        if not loadgen.available(gen):
-            raise LabError(
-                f"load generator {gen!r} not found on PATH (./scripts/setup lab installs wrk, "
-                "ab and oha; bombardier: `go install github.com/codesenberg/bombardier@v1.2.6`)"
-            )
+    if not loadgen.available(opts.loadgen):
+        raise LabError(
+            f"load generator {opts.loadgen!r} not found on PATH (./scripts/setup lab installs "
+            "wrk and ab; `./scripts/setup lab oha` oha; `./scripts/setup lab bombardier` "
+            "bombardier)"
+        )
+    open_note = ""
+    if any(ln.mode == "open" for ln in prof.lanes) and not loadgen.available("oha"):
+        print(
+            "note: oha not found on PATH (`./scripts/setup lab oha`): the open-loop lane runs "
+            "only if it is there when the closed-loop cells are done",
+            flush=True,
+        )
     if not loadgen.available("taskset"):
         raise LabError("taskset not found (Debian package util-linux)")
     opts.auto_port = opts.port is None
@@ -339,6 +345,7 @@ def run(opts: Options) -> dict:
         "servers": [],
         "cells": [],
         "open_loop": [],
+        "open_loop_note": open_note,
         "wall_seconds": None,
         "complete": False,
     }
@@ -477,8 +484,17 @@ def run(opts: Options) -> dict:
                     lane=pl.lane,
                 )
         _measure_rounds(opts, closed, live, entries, progress, body_file, seed)
+        if any(pl.mode == "open" for pl in todo) and not loadgen.available("oha"):
+            open_note = "oha not found on PATH (`./scripts/setup lab oha`): open-loop lane not run"
+            res["open_loop_note"] = open_note
         _measure_open(
-            opts, [pl for pl in todo if pl.mode == "open"], live, res, progress, body_file, seed
+            opts,
+            [pl for pl in todo if pl.mode == "open" and not open_note],
+            live,
+            res,
+            progress,
+            body_file,
+            seed,
         )
         for pl in planned:
             if pl.record is not None:
@@ -721,6 +737,9 @@ def _measure_rounds(opts, closed: list[Planned], live, entries, progress, body_f
             else:
                 try:
                     warm = prof.warmup if r == 0 else prof.round_warmup
+                    if r == 0 and warm > 0:
+                        # wrk opens every connection first: thousands take seconds to set up.
+                        warm = max(warm, pl.c / 2000)
                     if warm > 0:
                         w = loadgen.run(
                             opts.loadgen,
