@@ -182,7 +182,9 @@ def test_date_must_parse_and_move_on():
     a, b = eu.formatdate(now, usegmt=True), eu.formatdate(now + 1.2, usegmt=True)
     assert parity.check_dates(_dated(a), _dated(b), 1.2) == []
     assert any("did not change" in p for p in parity.check_dates(_dated(a), _dated(a), 1.2))
-    assert any("does not parse" in p for p in parity.check_dates(_dated("yesterday"), _dated(b), 1.2))
+    assert any(
+        "does not parse" in p for p in parity.check_dates(_dated("yesterday"), _dated(b), 1.2)
+    )
     old = eu.formatdate(now - 3600, usegmt=True)
     assert any("away from" in p for p in parity.check_dates(_dated(old), _dated(b), 1.2))
 
