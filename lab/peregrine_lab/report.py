@@ -723,7 +723,8 @@ def _scaling_lines(res: dict, grouped, labels: dict) -> list[str]:
         "request) requests per second per core, and N cores multiply that while the load "
         "generator, the loopback stack and the memory bandwidth keep up; a server with one "
         "accept loop or a shared runtime (hyper/axum multi-thread, actix's acceptor thread, "
-        "Go, Node cluster) adds cross-core hand-offs, so its per-core figure is an upper bound. A run with WORKERS=2 "
+        "Go, Node cluster) adds cross-core hand-offs, so its per-core figure is an upper "
+        "bound. A run with WORKERS=2 "
         "on this 2-CPU machine shares both CPUs with the load generator "
         "(`./scripts/lab standard --server-cpus 0-1 --client-cpus 0-1`): it measures "
         "contention, not scaling, and is labelled so in its report.",
