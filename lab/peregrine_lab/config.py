@@ -149,7 +149,7 @@ PROFILES: dict[str, Profile] = {
                 "connections for every server (3 runs of 2 s); the seeds' lanes c=1, c=1 x 256 "
                 "pipelined and Kourier's 512 x 256 (3 runs of 3 s); a concurrency sweep to 10,000 "
                 "connections, a connection per request, and an open-loop rate sweep to each "
-                "server's knee (oha), for the fastest servers; idle memory with 5000 connections; "
+                "server's knee (oha), for the fastest servers; idle memory with 1000 connections; "
                 "the probe's quick set without robustness (about 50 minutes on 2 CPUs)"
             ),
             scenarios=None,
@@ -157,7 +157,7 @@ PROFILES: dict[str, Profile] = {
             runs=10,
             duration=5.0,
             warmup=1.0,
-            idle_connections=5000,
+            idle_connections=1000,
             probe=("--quick", "--no-robustness"),
             lanes=(
                 Lane("headline", "every server, 10 x 5 s", ("plaintext",), ((50, 0),)),
