@@ -432,6 +432,8 @@ def render(res: dict) -> str:
     ]
     for note in st.get("cpu_split_notes", []) or []:
         L += [f"> Note: {note}", ""]
+    for note in res.get("notes", []) or []:
+        L += [f"> **Note**: {note}", ""]
 
     L += _overview(res, grouped, servers, labels, ref)
 
