@@ -307,6 +307,7 @@ def run(opts: Options) -> dict:
         )
     contract = load_contract()
     peers = select_peers(load_peers(opts.peers_file), list(prof.servers) if prof.servers else None)
+    peers = [p for p in peers if p.name not in prof.skip_servers]
     scenarios = contract.select(prof.scenarios)
     max_conns = max([c for c, _ in prof.cells] + [c for ln in prof.lanes for c, _ in ln.cells])
     nofile = procs.raise_nofile_limit(max(4096, prof.idle_connections * 2 + 1024, max_conns * 3))

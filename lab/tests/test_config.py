@@ -79,3 +79,10 @@ def test_standard_lanes_meet_the_method_and_measure_each_cell_once():
     # Peregrine's framework targets get the headline method too.
     assert by[("peregrine", "param", 50, 0, "keep-alive")].runs >= 10
     assert all(c["status"] == "n/a" for c in unserved)
+
+
+def test_quick_leaves_out_the_standard_profiles_variants_unless_named():
+    quick = config.PROFILES["quick"]
+    assert "hyper-flush" in quick.skip_servers and "hyper-percore" not in quick.skip_servers
+    named = config.with_overrides(quick, servers=["hyper-flush"])
+    assert named.skip_servers == () and named.servers == ("hyper-flush",)
