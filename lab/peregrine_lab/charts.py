@@ -206,6 +206,48 @@ def _memory_chart(res, path: Path) -> Path | None:
     return path
 
 
+def _open_loop_chart(res, path: Path) -> Path | None:
+    """Latency against achieved throughput from the open-loop sweep: one panel per scenario, one
+    colour per server, p50 solid, p99 dashed, p99.9 dotted (log scale)."""
+    recs = [r for r in res.get("open_loop") or [] if r.get("points")]
+    if not recs:
+        return None
+    labels = report._labels(res)
+    scens = sorted({r["scenario"] for r in recs})
+    fig, axes = plt.subplots(1, len(scens), figsize=(9 * len(scens), 6), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, scen in zip(axes.flat, scens, strict=False):
+        for i, r in enumerate(x for x in recs if x["scenario"] == scen):
+            color = colors[i % len(colors)]
+            pts = [p for p in r["points"] if p.get("p50_us")]
+            xs = [p["rps"] / 1000 for p in pts]
+            for key, style, _lab in (
+                ("p50_us", "-", "p50"),
+                ("p99_us", "--", "p99"),
+                ("p999_us", ":", "p99.9"),
+            ):
+                ys = [(p.get(key) or float("nan")) / 1000 for p in pts]
+                ax.plot(
+                    xs,
+                    ys,
+                    style,
+                    color=color,
+                    marker="o" if key == "p50_us" else None,
+                    markersize=3,
+                    label=f"{labels.get(r['server'], r['server'])}" if key == "p50_us" else None,
+                )
+        ax.set_yscale("log")
+        ax.set_xlabel("achieved requests per second (thousands)", fontsize=9)
+        ax.set_ylabel("latency, ms (solid p50, dashed p99, dotted p99.9)", fontsize=9)
+        ax.set_title(f"{scen}: open loop, latency against throughput", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    _finish(fig, res)
+    fig.savefig(path, format="svg", metadata=METADATA)
+    plt.close(fig)
+    return path
+
+
 def _finish(fig, res) -> None:
     """Title over the panels, with room kept for it (tight_layout alone lets it overlap)."""
     fig.suptitle(_suptitle(res), fontsize=9)
@@ -237,7 +279,7 @@ def _suptitle(res) -> str:
     return (
         f"Peregrine lab, profile {res.get('profile')}: {m.get('cpu_model')}, server on CPU "
         f"{','.join(map(str, st.get('server_cpus', [])))}, {st.get('loadgen')} on CPU "
-        f"{','.join(map(str, st.get('client_cpus', [])))}; medians of {st.get('runs')} runs"
+        f"{','.join(map(str, st.get('client_cpus', [])))}; medians of up to {st.get('runs')} runs"
     )
 
 
@@ -251,5 +293,6 @@ def write_all(res: dict, out_dir: Path) -> list[Path]:
         ),
         _latency_chart(res, d / "latency.svg"),
         _memory_chart(res, d / "memory.svg"),
+        _open_loop_chart(res, d / "open_loop.svg"),
     ]
     return [p for p in made if p is not None]

@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import config, procs, report, results, runner
+from . import config, loadgen, procs, report, results, runner
 from .peers import RegistryError
 
 
@@ -48,7 +48,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="seconds per run (wrk: whole seconds)")
     p.add_argument("--server-cpus", help="CPUs for the servers (taskset list, e.g. 1 or 2-3)")
     p.add_argument("--client-cpus", help="CPUs for the load generator")
-    p.add_argument("--loadgen", choices=["wrk", "oha"], default="wrk")
+    p.add_argument(
+        "--loadgen",
+        choices=list(loadgen.LOADGENS),
+        default="wrk",
+        help="closed-loop load generator (the open-loop lane always uses oha)",
+    )
     p.add_argument(
         "--port",
         type=int,

@@ -26,6 +26,26 @@ MAIN_SCENARIOS = "main"
 
 
 @dataclass(frozen=True)
+class Lane:
+    """One group of cells measured the same way, for a chosen set of servers.
+
+    `mode`: "keep-alive" (closed loop, the default), "close" (a new connection per request:
+    `Connection: close` on every request, so accept + request + close are counted), or "open"
+    (open loop: oha at each fixed rate of `rates`, up to the server's knee). `runs`/`duration`
+    default to the profile's. A cell measured by an earlier lane is not measured again."""
+
+    name: str
+    title: str
+    scenarios: tuple[str, ...]
+    cells: tuple[tuple[int, int], ...] = ((50, 0),)
+    servers: tuple[str, ...] | None = None
+    runs: int | None = None
+    duration: float | None = None
+    mode: str = "keep-alive"
+    rates: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Profile:
     """What one run measures.
 
@@ -49,10 +69,50 @@ class Profile:
     probe: tuple[str, ...] | None = ()
     """Arguments for probe/probe.py (() = its full run), or None to skip the probe."""
     timeout: float = 5.0
+    lanes: tuple[Lane, ...] = ()
+    """When set, the cells to measure (instead of `cells`/`sweep_scenarios`/`base_cells`)."""
+    skip_servers: tuple[str, ...] = ()
+    """Servers left out unless named with --servers (variants measured by bigger profiles)."""
+    round_warmup: float = 0.0
+    """Warm-up before a cell's run in the rounds after the first (the servers stay up between
+    rounds, so their JIT and pools are warm; this only refills caches)."""
 
     def to_json(self) -> dict:
         # Through JSON so tuples become lists, as they are when read back from results.json.
         return json.loads(json.dumps(asdict(self)))
+
+
+FAST_SERVERS = (
+    "peregrine-hello",
+    "peregrine",
+    "floor",
+    "hyper",
+    "hyper-percore",
+    "hyper-flush",
+    "axum-percore",
+    "actix",
+    "go-fasthttp",
+    "nginx",
+    "h2o",
+)
+"""The servers within ~3x of the floor on plaintext here."""
+PIPELINED_SERVERS = (
+    "peregrine-hello",
+    "peregrine",
+    "floor",
+    "hyper-percore",
+    "hyper-flush",
+    "actix",
+    "go-fasthttp",
+    "nginx",
+)
+"""The pipelined lane's set: the fastest pipelining servers of the lab's earlier runs."""
+SWEEP_SERVERS = ("peregrine-hello", "peregrine", "floor", "hyper-percore", "nginx")
+"""The breadth lanes' set: the engine, the framework, the floor, the fastest Rust peer (in its
+benchmark shape) and the fastest C server."""
+OPEN_RATES = (5_000, 10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 125_000, 150_000)
+"""Offered loads of the open-loop sweep (requests per second); a server's sweep stops after the
+first rate it does not sustain (its knee)."""
 
 
 def _product(concurrency, pipeline):
@@ -65,7 +125,9 @@ PROFILES: dict[str, Profile] = {
         Profile(
             name="quick",
             description=(
-                "every server on the main scenarios at 50 connections without pipelining, plus "
+                "every server (but the standard profile's hyper-flush, axum-percore and "
+                "bun-fastify variants) on the main scenarios at 50 connections without pipelining, "
+                "plus "
                 "plaintext with 16 pipelined requests per connection; 3 short runs per cell; idle "
                 "memory with 1000 connections; the probe's quick corpus and sweep without its "
                 "robustness "
@@ -81,22 +143,94 @@ PROFILES: dict[str, Profile] = {
             # The probe's robustness scenarios (slow clients, timeouts) take ~15 s per server;
             # quick keeps the corpus and the reduced sweep, which fit the 10-minute budget.
             probe=("--quick", "--no-robustness"),
+            # The variants of hyper/axum/Fastify are the standard profile's fairness checks;
+            # leaving them out keeps quick inside its 10 minutes with the added peers.
+            skip_servers=("hyper-flush", "axum-percore", "bun-fastify"),
         ),
         Profile(
             name="standard",
             description=(
-                "every server on every scenario at 50 connections; plaintext and json also at 1, "
-                "10 and 200 connections and at 50 connections with 16 and 256 pipelined; 3 runs "
-                "of 2 s per cell; idle memory with 5000 connections; the probe's quick set with "
-                "robustness (about 45 minutes on 2 CPUs)"
+                "the headline cells (plaintext at 50 connections, every server; plaintext with 16 "
+                "pipelined, the servers that pipeline fast; Peregrine's json and param) as 10 "
+                "interleaved runs of 5 s with bootstrap 95% intervals; json and param at 50 "
+                "connections for every server (3 runs of 2 s); the seeds' lanes c=1, c=1 x 256 "
+                "pipelined and Kourier's 512 x 256 (3 runs of 3 s); a concurrency sweep to 10,000 "
+                "connections, a connection per request, and an open-loop rate sweep to each "
+                "server's knee (oha), for the fastest servers; idle memory with 1000 connections; "
+                "the probe's quick set without robustness (about 50 minutes on 2 CPUs)"
             ),
-            cells=_product((1, 10, 50, 200), (0,)) + ((50, 16), (50, 256)),
-            sweep_scenarios=("plaintext", "json"),
-            runs=3,
-            duration=2.0,
+            scenarios=None,
+            cells=((50, 0),),
+            runs=10,
+            duration=5.0,
             warmup=1.0,
-            idle_connections=5000,
-            probe=("--quick",),
+            idle_connections=1000,
+            probe=("--quick", "--no-robustness"),
+            lanes=(
+                Lane("headline", "every server, 10 x 5 s", ("plaintext",), ((50, 0),)),
+                Lane(
+                    "pipelined",
+                    "16 pipelined, 10 x 5 s",
+                    ("plaintext",),
+                    ((50, 16),),
+                    servers=PIPELINED_SERVERS,
+                ),
+                Lane(
+                    "framework",
+                    "Peregrine's framework targets, 10 x 5 s",
+                    ("json", "param"),
+                    ((50, 0),),
+                    servers=("peregrine",),
+                ),
+                Lane(
+                    "scenarios",
+                    "json and param, every server, 3 x 2 s",
+                    ("json", "param"),
+                    ((50, 0),),
+                    runs=3,
+                    duration=2.0,
+                ),
+                Lane(
+                    "seeds",
+                    "the seeds' lanes: c=1, c=1 x 256, Kourier's 512 x 256; 3 x 3 s",
+                    ("plaintext",),
+                    ((1, 0), (1, 256), (512, 256)),
+                    servers=SWEEP_SERVERS + ("hyper-flush",),
+                    runs=3,
+                    duration=3.0,
+                ),
+                Lane(
+                    "concurrency",
+                    "concurrency sweep, 3 x 3 s",
+                    ("plaintext",),
+                    ((10, 0), (200, 0), (1000, 0), (10000, 0)),
+                    servers=SWEEP_SERVERS,
+                    runs=3,
+                    duration=3.0,
+                ),
+                Lane(
+                    "close",
+                    "a new connection per request (Connection: close), 3 x 3 s",
+                    ("plaintext",),
+                    ((50, 0),),
+                    servers=tuple(x for x in SWEEP_SERVERS if x != "floor")
+                    + ("go-fasthttp", "node-http", "h2o"),
+                    runs=3,
+                    duration=3.0,
+                    mode="close",
+                ),
+                Lane(
+                    "open",
+                    "open loop (oha -q RATE --latency-correction), 2 s per rate up to the knee",
+                    ("plaintext",),
+                    ((50, 0),),
+                    servers=SWEEP_SERVERS + ("go-fasthttp", "node-http"),
+                    runs=1,
+                    duration=2.0,
+                    mode="open",
+                    rates=OPEN_RATES,
+                ),
+            ),
         ),
         Profile(
             name="full",
@@ -165,13 +299,13 @@ def with_overrides(
     if concurrency or pipeline:
         conc = concurrency or sorted({c for c, _ in p.cells})
         pipe = pipeline or sorted({d for _, d in p.cells})
-        p = replace(p, cells=_product(conc, pipe), sweep_scenarios=None)
+        p = replace(p, cells=_product(conc, pipe), sweep_scenarios=None, lanes=())
     if runs is not None:
-        p = replace(p, runs=runs)
+        p = replace(p, runs=runs, lanes=tuple(replace(ln, runs=None) for ln in p.lanes))
     if duration is not None:
-        p = replace(p, duration=duration)
+        p = replace(p, duration=duration, lanes=tuple(replace(ln, duration=None) for ln in p.lanes))
     if servers:
-        p = replace(p, servers=tuple(servers))
+        p = replace(p, servers=tuple(servers), skip_servers=())
     if scenarios:
         p = replace(p, scenarios=tuple(scenarios))
     return p

@@ -1,5 +1,7 @@
 """Load generators: wrk (default) through wrk_report.lua, which prints machine-readable figures
-from `done()`, and oha as an alternative (`--loadgen oha`, no pipelining).
+from `done()`, and the seeds' others as alternatives with one flag (`--loadgen oha|bombardier|ab`;
+none of them pipelines). oha also drives the open-loop lane: a fixed request rate with
+coordinated-omission correction (`-q RATE --latency-correction`).
 
 Both return a LoadResult; `check_statuses` decides whether a run counted errors or statuses the
 contract does not expect.
@@ -8,6 +10,8 @@ contract does not expect.
 from __future__ import annotations
 
 import json
+import re
+import resource
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -31,6 +35,7 @@ class LoadResult:
     errors: dict[str, int]
     latency_us: dict[str, float | None]
     status_counts: dict[str, int] = field(default_factory=dict)
+    client_cpu_s: float | None = None  # the load generator's own CPU time (user + system)
 
     @property
     def rps(self) -> float:
@@ -45,6 +50,7 @@ class LoadResult:
             "errors": dict(self.errors),
             "latency_us": dict(self.latency_us),
             "status_counts": dict(self.status_counts),
+            "client_cpu_s": self.client_cpu_s,
         }
 
 
@@ -124,6 +130,73 @@ def parse_oha_output(stdout: str) -> LoadResult:
     )
 
 
+def parse_bombardier_output(stdout: str) -> LoadResult:
+    """Read bombardier's JSON (`-o json -p result -l`); its latencies are microseconds."""
+    try:
+        data = json.loads(stdout[stdout.index("{") :])
+        r = data["result"]
+        pct = (r.get("latency") or {}).get("percentiles") or {}
+        statuses = {
+            k[3] + "xx": int(r.get(k, 0))
+            for k in ("req1xx", "req2xx", "req3xx", "req4xx", "req5xx")
+        }
+        total = sum(statuses.values())
+        lat = {
+            "mean": float(r["latency"]["mean"]),
+            "max": float(r["latency"]["max"]),
+            **{f"p{k}": (float(pct[k]) if k in pct else None) for k in ("50", "90", "99")},
+        }
+    except (ValueError, KeyError, TypeError) as e:
+        raise LoadgenError(f"unexpected bombardier output: {e}: {stdout[-300:]!r}") from e
+    errors = {
+        "connect": 0,
+        "read": 0,
+        "write": 0,
+        "timeout": 0,
+        "status": statuses["4xx"] + statuses["5xx"],
+        "other": int(r.get("others", 0))
+        + sum(int(e.get("count", 0)) for e in r.get("errors") or []),
+    }
+    return LoadResult(
+        requests=total,
+        duration_s=float(r["timeTakenSeconds"]),
+        bytes=int(r.get("bytesRead", 0)),
+        errors=errors,
+        latency_us=lat,
+    )
+
+
+def parse_ab_output(stdout: str) -> LoadResult:
+    """Read ApacheBench's text report (`ab -k -t S -n HUGE`): complete requests, time taken,
+    failed and non-2xx counts, and the "Percentage of the requests served within" table (ms)."""
+
+    def grab(pattern, cast=float, default=None):
+        m = re.search(pattern, stdout, re.M)
+        return cast(m.group(1)) if m else default
+
+    done = grab(r"^Complete requests:\s+(\d+)", int)
+    took = grab(r"^Time taken for tests:\s+([\d.]+) seconds")
+    if done is None or took is None:
+        raise LoadgenError(f"ab printed no report; its output ended with: {stdout[-300:]!r}")
+    failed = grab(r"^Failed requests:\s+(\d+)", int, 0)
+    non2xx = grab(r"^Non-2xx responses:\s+(\d+)", int, 0)
+    pct = {int(k): float(v) * 1000 for k, v in re.findall(r"^\s+(\d+)%\s+(\d+)", stdout, re.M)}
+    return LoadResult(
+        requests=done,
+        duration_s=took,
+        bytes=grab(r"^Total transferred:\s+(\d+) bytes", int, 0),
+        errors={
+            "connect": 0,
+            "read": 0,
+            "write": 0,
+            "timeout": 0,
+            "status": non2xx,
+            "other": failed,
+        },
+        latency_us={"p50": pct.get(50), "p90": pct.get(90), "p99": pct.get(99)},
+    )
+
+
 def check_statuses(result: LoadResult, expected_status: int) -> list[str]:
     """Problems that make a run invalid: transport errors, or statuses other than expected.
 
@@ -192,6 +265,7 @@ def oha_command(
     duration: float,
     body_file: Path | None,
     timeout: float = 5.0,
+    rate: float | None = None,
 ) -> list[str]:
     cmd = [
         "oha",
@@ -207,11 +281,48 @@ def oha_command(
         "-m",
         scenario.method,
     ]
+    if rate:
+        # Open loop: requests are due at fixed times; latency counts from when a request was
+        # due, not from when a busy connection got round to sending it (coordinated omission).
+        cmd += ["-q", f"{rate:g}", "--latency-correction"]
     for k, v in scenario.headers.items():
         cmd += ["-H", f"{k}: {v}"]
     if body_file:
         cmd += ["-D", str(body_file)]
     return cmd + [url]
+
+
+def bombardier_command(
+    url, scenario, *, concurrency, duration, body_file, timeout=5.0
+) -> list[str]:
+    cmd = ["bombardier", "-c", str(concurrency), "-d", f"{duration}s", "-l", "-p", "r"]
+    cmd += ["-o", "json", "--timeout", f"{timeout}s", "-m", scenario.method]
+    for k, v in scenario.headers.items():
+        cmd += ["-H", f"{k}: {v}"]
+    if body_file:
+        cmd += ["-f", str(body_file)]
+    return cmd + [url]
+
+
+def ab_command(url, scenario, *, concurrency, duration, body_file, timeout=5.0) -> list[str]:
+    # -t S stops after S seconds; -n must be large or ab stops at its default 50,000 requests.
+    cmd = ["ab", "-q", "-k", "-c", str(concurrency), "-t", f"{max(1, round(duration))}"]
+    cmd += ["-n", "100000000", "-s", f"{max(1, round(timeout))}", "-r"]
+    for k, v in scenario.headers.items():
+        if k.lower() == "connection" and v.lower() == "close":
+            cmd.remove("-k")  # ab's keep-alive flag; without it every request is a connection
+            continue
+        if k.lower() == "content-type":
+            continue
+        cmd += ["-H", f"{k}: {v}"]
+    if body_file:
+        cmd += ["-p", str(body_file), "-T", scenario.headers.get("Content-Type", "text/plain")]
+    if scenario.method not in ("GET", "POST"):
+        cmd += ["-m", scenario.method]
+    return cmd + [url]
+
+
+LOADGENS = ("wrk", "oha", "bombardier", "ab")
 
 
 def available(name: str) -> bool:
@@ -230,53 +341,57 @@ def run(
     threads: int,
     body_file: Path | None,
     timeout: float = 5.0,
+    rate: float | None = None,
 ) -> LoadResult:
-    """Run one load-generator pass, pinned to the client CPUs, and parse its figures."""
+    """Run one load-generator pass, pinned to the client CPUs, and parse its figures. `rate`
+    (oha only) makes it an open-loop run at that many requests per second."""
+    if rate and loadgen != "oha":
+        raise LoadgenError("open-loop runs (a fixed rate) use oha")
+    if pipeline > 1 and loadgen != "wrk":
+        raise LoadgenError(f"{loadgen} cannot pipeline requests; use wrk for pipelined cells")
+    common = dict(concurrency=concurrency, duration=duration, body_file=body_file, timeout=timeout)
     if loadgen == "wrk":
-        cmd = wrk_command(
-            url,
-            scenario,
-            concurrency=concurrency,
-            threads=threads,
-            duration=duration,
-            pipeline=pipeline,
-            body_file=body_file,
-            timeout=timeout,
-        )
+        cmd = wrk_command(url, scenario, threads=threads, pipeline=pipeline, **common)
         parse = parse_wrk_output
     elif loadgen == "oha":
-        if pipeline > 1:
-            raise LoadgenError("oha cannot pipeline requests; use wrk for pipelined cells")
-        cmd = oha_command(
-            url,
-            scenario,
-            concurrency=concurrency,
-            threads=threads,
-            duration=duration,
-            body_file=body_file,
-            timeout=timeout,
-        )
+        cmd = oha_command(url, scenario, threads=threads, rate=rate, **common)
         parse = parse_oha_output
+    elif loadgen == "bombardier":
+        cmd = bombardier_command(url, scenario, **common)
+        parse = parse_bombardier_output
+    elif loadgen == "ab":
+        cmd = ab_command(url, scenario, **common)
+        parse = parse_ab_output
     else:
-        raise LoadgenError(f"unknown load generator {loadgen!r} (wrk or oha)")
+        raise LoadgenError(f"unknown load generator {loadgen!r} ({', '.join(LOADGENS)})")
     if client_cpus:
         cmd = ["taskset", "-c", client_cpus] + cmd
+    # A run that has not ended 15 s after its planned end is stopped and reported as such (wrk
+    # can hang: see issue 18, c=1 with 256 pipelined against the fastest servers).
+    limit = duration + timeout + 15
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + timeout + 30)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired as e:
-        raise LoadgenError(f"{loadgen} did not finish: {' '.join(cmd)}") from e
+        raise LoadgenError(
+            f"{loadgen} did not finish: still running {limit:.0f} s after a {duration:g} s run "
+            f"(stopped); command: {' '.join(cmd)}"
+        ) from e
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise LoadgenError(
             f"{loadgen} exited with {proc.returncode}: "
             f"{(proc.stderr or proc.stdout).strip()[-500:]}"
         )
-    return parse(proc.stdout)
+    res = parse(proc.stdout)
+    res.client_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return res
 
 
 def version(loadgen: str) -> str | None:
     if not available(loadgen):
         return None
-    flag = "-v" if loadgen == "wrk" else "--version"
+    flag = {"wrk": "-v", "ab": "-V", "bombardier": "--version"}.get(loadgen, "--version")
     try:
         p = subprocess.run([loadgen, flag], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):

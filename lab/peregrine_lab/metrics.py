@@ -56,18 +56,79 @@ def process_tree(pid: int) -> list[int]:
     return sorted(found)
 
 
-def cpu_by_pid(pids: list[int]) -> dict[int, float]:
-    """utime + stime (fields 14 and 15) of each live process, in seconds.
+def cpu_ticks_by_pid(pids: list[int]) -> dict[int, float]:
+    """utime + stime (fields 14 and 15) of each live process, in seconds (10 ms ticks).
 
-    The process-level /proc/PID/stat is read rather than each /proc/PID/task/TID/stat: it holds
-    the sum over every thread of the process, including threads that already exited (their time
-    would vanish from the per-task files)."""
+    The process-level /proc/PID/stat holds the sum over every thread of the process, including
+    threads that already exited; kept as a cross-check of `cpu_by_pid`."""
     out = {}
     for pid in pids:
         f = _stat_fields(pid)
         if f is not None:
             out[pid] = (int(f[11]) + int(f[12])) / CLK_TCK
     return out
+
+
+def _task_runtime_ns(pid: int) -> int | None:
+    """Time on CPU of every live thread of `pid`, in nanoseconds: the first field of each
+    /proc/PID/task/TID/schedstat (the scheduler's sum_exec_runtime). A thread that exits takes
+    its time with it; the server threads of every peer live as long as the server."""
+    try:
+        tids = os.listdir(PROC / str(pid) / "task")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    total = 0
+    for tid in tids:
+        try:
+            total += int((PROC / str(pid) / "task" / tid / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError, ValueError):
+            continue
+    return total
+
+
+def cpu_by_pid(pids: list[int]) -> dict[int, float]:
+    """Time on CPU of each live process, in seconds, with nanosecond resolution (schedstat,
+    see `_task_runtime_ns`); the 10 ms tick counts of /proc/PID/stat when schedstat is missing."""
+    out = {}
+    for pid in pids:
+        ns = _task_runtime_ns(pid) if SCHEDSTAT else None
+        if ns is not None:
+            out[pid] = ns / 1e9
+        else:
+            ticks = cpu_ticks_by_pid([pid])
+            if pid in ticks:
+                out[pid] = ticks[pid]
+    return out
+
+
+SCHEDSTAT = (PROC / "self" / "schedstat").exists()
+
+
+def cpu_time_source() -> dict:
+    """How server CPU time is measured, and whether the kernel charges interrupt time to the
+    interrupted task (without IRQ time accounting, softirq work done for the loopback stack while
+    a server thread runs counts as that thread's time)."""
+    irq = None
+    release = os.uname().release
+    for cfg in (Path(f"/boot/config-{release}"), PROC / "config.gz"):
+        try:
+            if cfg.suffix == ".gz":
+                import gzip
+
+                text = gzip.decompress(cfg.read_bytes()).decode()
+            else:
+                text = cfg.read_text()
+        except OSError:
+            continue
+        irq = "CONFIG_IRQ_TIME_ACCOUNTING=y" in text
+        break
+    return {
+        "source": "schedstat (ns, per thread)" if SCHEDSTAT else "/proc/PID/stat (10 ms ticks)",
+        "irq_time_accounting": irq,
+        "irq_time_accounting_note": (
+            "kernel config not readable here: unknown" if irq is None else ""
+        ),
+    }
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -128,6 +189,58 @@ class Sample:
         """CPU seconds the tree spent between `before` and this sample. A process born meanwhile
         counts in full; one that died meanwhile is lost (its time is not readable any more)."""
         return sum(max(0.0, t - before.cpu.get(p, 0.0)) for p, t in self.cpu.items())
+
+
+@dataclass
+class CpuTimes:
+    """Busy, steal and total jiffies of a set of CPUs, from /proc/stat, in seconds."""
+
+    busy: float
+    steal: float
+    total: float
+
+    def since(self, before: CpuTimes) -> CpuTimes:
+        return CpuTimes(
+            self.busy - before.busy, self.steal - before.steal, self.total - before.total
+        )
+
+
+def cpu_times(cpus) -> CpuTimes:
+    """Busy (everything but idle and iowait), steal and total time of the given CPUs."""
+    wanted = {f"cpu{c}" for c in cpus}
+    busy = steal = total = 0
+    for line in (PROC / "stat").read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] in wanted:
+            vals = [int(x) for x in parts[1:]]
+            busy += sum(vals[:8]) - vals[3] - vals[4]
+            steal += vals[7] if len(vals) > 7 else 0
+            total += sum(vals[:8])
+    return CpuTimes(busy / CLK_TCK, steal / CLK_TCK, total / CLK_TCK)
+
+
+def cpu_mhz(cpus) -> float | None:
+    """Mean current frequency of the given CPUs (cpufreq when present, else /proc/cpuinfo)."""
+    vals = []
+    for c in cpus:
+        try:
+            vals.append(
+                int(Path(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_cur_freq").read_text())
+                / 1000
+            )
+        except (OSError, ValueError):
+            pass
+    if not vals:
+        try:
+            cur = None
+            for line in (PROC / "cpuinfo").read_text().splitlines():
+                if line.startswith("processor"):
+                    cur = int(line.split(":")[1])
+                elif line.startswith("cpu MHz") and cur in set(cpus):
+                    vals.append(float(line.split(":")[1]))
+        except (OSError, ValueError):
+            return None
+    return round(sum(vals) / len(vals), 1) if vals else None
 
 
 def cpu_busy_seconds(cpus) -> float:

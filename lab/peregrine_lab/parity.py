@@ -9,10 +9,12 @@ a connection that is not kept alive (the load generator needs keep-alive) are al
 
 from __future__ import annotations
 
+import email.utils
 import json
+import random
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .peers import Scenario
 
@@ -28,6 +30,7 @@ class Response:
     reason: str
     headers: list[tuple[str, str]]
     body: bytes
+    wire_bytes: int | None = None  # the whole response as sent: head, framing and body
 
     def values(self, name: str) -> list[str]:
         name = name.lower()
@@ -54,6 +57,7 @@ class _Reader:
         self.buf = b""
         self.deadline = deadline
         self.eof = False
+        self.received = 0  # bytes read from the socket so far (the wire length of responses)
 
     def _fill(self) -> bool:
         remaining = self.deadline - time.monotonic()
@@ -69,6 +73,7 @@ class _Reader:
         if not chunk:
             self.eof = True
             return False
+        self.received += len(chunk)
         self.buf += chunk
         return True
 
@@ -168,21 +173,114 @@ def read_response(reader: _Reader, method: str) -> Response:
 
 
 def exchange(
-    host: str, port: int, scenario: Scenario, count: int = 2, timeout: float = 5.0
+    host: str, port: int, scenario: Scenario, count: int = 2, timeout: float = 5.0, scenarios=None
 ) -> list[Response]:
-    """Send the scenario's request `count` times on one connection, one after the other."""
-    req = build_request(scenario, host, port)
+    """Send the scenario's request `count` times on one connection, one after the other (or,
+    with `scenarios`, each of those requests in turn). Each response records its wire length."""
+    todo = list(scenarios) if scenarios is not None else [scenario] * count
     out = []
     with socket.create_connection((host, port), timeout=timeout) as sock:
         reader = _Reader(sock, time.monotonic() + timeout)
-        for i in range(count):
+        for i, scen in enumerate(todo):
             try:
-                sock.sendall(req)
+                sock.sendall(build_request(scen, host, port))
             except OSError as e:
                 raise ProtocolError(f"request {i + 1}: cannot send: {e}") from e
-            out.append(read_response(reader, scenario.method))
+            start = reader.received - len(reader.buf)
+            resp = read_response(reader, scen.method)
+            resp.wire_bytes = reader.received - len(reader.buf) - start
+            out.append(resp)
             reader.deadline = time.monotonic() + timeout
     return out
+
+
+# ------------------------------------------------------------------ answers that must vary
+
+_WORDS = ("peregrine", "falcon", "kestrel", "merlin", "hobby", "gyrfalcon", "lanner", "saker")
+
+
+def variants(scenario: Scenario, rounds: int, seed: int = 0) -> list[Scenario]:
+    """Requests of the scenario with other ids, query strings or bodies than the contract's, and
+    the answers they must get: a server that answers a constant (the contract's answer, whatever
+    was asked) fails them. Scenarios whose answer does not depend on the request have none."""
+    rng = random.Random(f"{scenario.name}:{seed}")
+    out = []
+    for _ in range(rounds):
+        exp = dict(scenario.expect)
+        if scenario.name == "param":
+            n = rng.randrange(1, 10**9)
+            path, exp["json"] = f"/users/{n}", {"id": n, "name": f"user-{n}"}
+            out.append(replace(scenario, path=path, expect=exp))
+        elif scenario.name == "deep":
+            a, b, c = (rng.randrange(0, 10**6) for _ in range(3))
+            path = f"/api/v1/orgs/{a}/teams/{b}/members/{c}"
+            exp["json"] = {"org": a, "team": b, "member": c}
+            out.append(replace(scenario, path=path, expect=exp))
+        elif scenario.name == "query":
+            q = f"{rng.choice(_WORDS)} {rng.choice(_WORDS)}"
+            limit = rng.randrange(1, 1000)
+            path = f"/search?q={q.replace(' ', '%20')}&limit={limit}"
+            exp["json"] = {"q": q, "limit": limit}
+            out.append(replace(scenario, path=path, expect=exp))
+        elif scenario.name == "post_json":
+            user = {
+                "name": f"{rng.choice(_WORDS).title()} {rng.choice(_WORDS).title()}",
+                "email": f"{rng.choice(_WORDS)}{rng.randrange(1000)}@example.org",
+                "age": rng.randrange(0, 120),
+            }
+            exp["json"] = user
+            body = json.dumps(user, separators=(",", ":")).encode()
+            out.append(replace(scenario, body=body, expect=exp))
+    return out
+
+
+def check_dates(first: Response, second: Response, seconds_apart: float) -> list[str]:
+    """`Date` must parse as an IMF-fixdate (RFC 9110 §5.6.7), be near this machine's clock and
+    move on between two answers taken more than a second apart: a Date rendered once at start
+    (or a constant answer) fails."""
+    problems = []
+    stamps = []
+    for which, r in (("first", first), ("second", second)):
+        raw = r.first("date")
+        if raw is None:
+            problems.append(f"{which} answer has no Date")
+            continue
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            problems.append(f"Date {raw!r} does not parse")
+            continue
+        if not raw.endswith(" GMT") or when.tzinfo is None:
+            problems.append(f"Date {raw!r} is not in GMT (IMF-fixdate)")
+            continue
+        skew = abs(when.timestamp() - time.time())
+        if skew > 5 + seconds_apart:
+            problems.append(f"Date {raw!r} is {skew:.0f} s away from this machine's clock")
+        stamps.append(when.timestamp())
+    if len(stamps) == 2 and seconds_apart >= 1.05 and stamps[1] <= stamps[0]:
+        problems.append(
+            f"Date did not change in {seconds_apart:.1f} s ({first.first('date')!r}, then "
+            f"{second.first('date')!r})"
+        )
+    return problems
+
+
+def bytes_per_response_problem(
+    wire_bytes: int | None, seen_bytes: int, responses: int, tolerance: float = 0.03
+) -> str | None:
+    """Compare the bytes per response the load generator received with the length of the
+    answer the parity check saw: a server answering something else under load (a cached or
+    constant answer, an error page) shows up here. A few bytes of slack for headers whose
+    length may vary (a Date is fixed-length; an ETag or a counter may not be)."""
+    if not wire_bytes or responses <= 0 or seen_bytes <= 0:
+        return None
+    per = seen_bytes / responses
+    if abs(per - wire_bytes) > max(8.0, tolerance * wire_bytes):
+        return (
+            f"the load generator received {per:.1f} bytes per response; the parity answer "
+            f"was {wire_bytes} bytes"
+        )
+    return None
 
 
 def _expected_json(scenario: Scenario):
@@ -251,6 +349,8 @@ class ParityResult:
     status: int | None = None
     headers: list[tuple[str, str]] = field(default_factory=list)
     body_bytes: int | None = None
+    wire_bytes: int | None = None
+    variants: int = 0
 
     def to_json(self) -> dict:
         return {
@@ -259,15 +359,27 @@ class ParityResult:
             "status": self.status,
             "headers": [list(h) for h in self.headers],
             "body_bytes": self.body_bytes,
+            "wire_bytes": self.wire_bytes,
+            "variants": self.variants,
         }
 
 
 def check(
-    host: str, port: int, scenario: Scenario, required_headers: list[str], timeout: float = 5.0
+    host: str,
+    port: int,
+    scenario: Scenario,
+    required_headers: list[str],
+    timeout: float = 5.0,
+    rounds: int = 2,
+    seed: int = 0,
 ) -> ParityResult:
-    """Send the request twice on one keep-alive connection and check both answers."""
+    """Send the request twice on one keep-alive connection and check both answers; then, on the
+    same connection, `rounds` requests with other ids / query strings / bodies (`variants`)."""
+    extra = variants(scenario, rounds, seed)
     try:
-        responses = exchange(host, port, scenario, count=2, timeout=timeout)
+        responses = exchange(
+            host, port, scenario, timeout=timeout, scenarios=[scenario, scenario, *extra]
+        )
     except (ProtocolError, OSError) as e:
         # One more try with a single request, to tell "wrong" from "does not keep alive".
         try:
@@ -282,15 +394,25 @@ def check(
         r = single[0]
         return ParityResult(scenario.name, False, problems, r.status, r.headers, len(r.body))
     problems = []
-    for i, r in enumerate(responses):
+    for i, r in enumerate(responses[:2]):
         for p in check_response(scenario, r, required_headers):
             tagged = p if i == 0 else f"second request: {p}"
             if p not in problems:
                 problems.append(tagged)
+    for v, r in zip(extra, responses[2:], strict=True):
+        for p in check_response(v, r, required_headers):
+            problems.append(f"varied request {v.method} {v.path}: {p}")
     first = responses[0]
     conn = [v.lower() for v in first.values("connection")]
     if any("close" in v for v in conn):
         problems.append("answered with Connection: close: the load generator needs keep-alive")
     return ParityResult(
-        scenario.name, not problems, problems, first.status, first.headers, len(first.body)
+        scenario.name,
+        not problems,
+        problems,
+        first.status,
+        first.headers,
+        len(first.body),
+        first.wire_bytes,
+        len(extra),
     )

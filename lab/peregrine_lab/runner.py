@@ -5,10 +5,11 @@ interrupted run still leaves what it measured."""
 from __future__ import annotations
 
 import os
+import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import build, compliance, config, loadgen, metrics, parity, procs, results, stats
@@ -104,6 +105,8 @@ def _cell_record(
     message: str = "",
     runs=None,
     warmup=None,
+    mode: str = "keep-alive",
+    lane: str = "main",
 ) -> dict:
     runs = runs or []
     med, spread = stats.summarize(runs, CELL_KEYS)
@@ -112,6 +115,8 @@ def _cell_record(
         "scenario": scen.name,
         "concurrency": c,
         "pipeline": p,
+        "mode": mode,
+        "lane": lane,
         "status": status,
         "message": message,
         "warmup": warmup,
@@ -121,80 +126,156 @@ def _cell_record(
     }
 
 
-def measure_cell(
-    opts: Options, server: procs.Server, scen: Scenario, c: int, p: int, body_file: Path | None
+@dataclass
+class Planned:
+    """One cell to measure: a server, a scenario, a shape, a mode, and how many runs of what."""
+
+    peer: Peer
+    scen: Scenario
+    c: int
+    p: int
+    mode: str
+    lane: str
+    runs: int
+    duration: float
+    rates: tuple[int, ...] = ()
+    record: dict | None = None
+
+
+def plan(prof: config.Profile, scenarios: list[Scenario], peers: list[Peer]):
+    """The cells of a profile for these peers: (planned cells, records of cells not served).
+
+    Without lanes, every peer gets `plan_cells` (the profile's cells) with the profile's runs;
+    with lanes, each lane's servers get its cells, a cell measured by an earlier lane once."""
+    lanes = prof.lanes or (
+        config.Lane("main", "", tuple(s.name for s in scenarios), prof.cells, None),
+    )
+    wanted = {s.name: s for s in scenarios}
+    planned, unserved, seen = [], [], set()
+    for lane in lanes:
+        names = [n for n in wanted if n in lane.scenarios]
+        for peer in peers:
+            if lane.servers is not None and peer.name not in lane.servers:
+                continue
+            shapes = (
+                [(s, c, p) for s, c, p in plan_cells(prof, scenarios)]
+                if not prof.lanes
+                else [(wanted[n], c, p) for n in names for c, p in lane.cells]
+            )
+            for s, c, p in shapes:
+                key = (peer.name, s.name, c, p, lane.mode)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if s.name not in peer.scenarios:
+                    if lane.mode != "open":
+                        unserved.append(
+                            _cell_record(peer, s, c, p, "n/a", mode=lane.mode, lane=lane.name)
+                        )
+                    continue
+                planned.append(
+                    Planned(
+                        peer,
+                        s,
+                        c,
+                        p,
+                        lane.mode,
+                        lane.name,
+                        lane.runs or prof.runs,
+                        lane.duration or prof.duration,
+                        tuple(lane.rates),
+                    )
+                )
+    return planned, unserved
+
+
+def _scenario_for_mode(scen: Scenario, mode: str) -> Scenario:
+    if mode == "close":
+        return replace(scen, headers={**scen.headers, "Connection": "close"})
+    return scen
+
+
+def one_run(
+    opts: Options,
+    server: procs.Server,
+    port: int,
+    scen: Scenario,
+    c: int,
+    p: int,
+    duration: float,
+    body: Path | None,
+    *,
+    mode: str = "keep-alive",
+    rate: float | None = None,
+    wire_bytes: int | None = None,
 ) -> dict:
-    """Warm up, then `runs` timed passes, each with CPU and peak RSS of the server tree."""
-    prof = opts.profile
-    url = f"http://{HOST}:{opts.port}{scen.path}"
+    """One timed pass of the load generator with the server's CPU time (schedstat, ns), peak RSS,
+    the busy, steal and frequency figures of both CPU sets, and the load generator's own CPU."""
+    url = f"http://{HOST}:{port}{scen.path}"
     expected = int(scen.expect.get("status", 200))
-    common = dict(
+    gen = "oha" if rate else opts.loadgen
+    pids = metrics.process_tree(server.pid)
+    peak_reset = metrics.reset_peak_rss(pids)
+    srv0, cli0 = metrics.cpu_times(opts.split.server), metrics.cpu_times(opts.split.client)
+    mhz0 = metrics.cpu_mhz(opts.split.server + opts.split.client)
+    t0 = time.monotonic()
+    before = metrics.Sample.take(server.pid)
+    res = loadgen.run(
+        gen,
+        url,
+        _scenario_for_mode(scen, mode),
         concurrency=c,
         pipeline=p,
+        duration=duration,
         client_cpus=opts.split.client_list,
         threads=len(opts.split.client),
-        body_file=body_file,
-        timeout=prof.timeout,
+        body_file=body,
+        timeout=opts.profile.timeout,
+        rate=rate,
     )
-    warm = None
-    if prof.warmup > 0:
-        w = loadgen.run(opts.loadgen, url, scen, duration=prof.warmup, **common)
-        warm = {"requests": w.requests, "rps": w.rps, "errors": w.errors}
-        problems = loadgen.check_statuses(w, expected)
-        if problems:
-            return {
-                "status": "failed",
-                "message": "warm-up: " + "; ".join(problems),
-                "warmup": warm,
-                "runs": [],
-            }
-    runs = []
-    for i in range(prof.runs):
-        if not server.alive():
-            return {
-                "status": "failed",
-                "message": f"server exited during run {i + 1}",
-                "warmup": warm,
-                "runs": runs,
-            }
-        pids = metrics.process_tree(server.pid)
-        peak_reset = metrics.reset_peak_rss(pids)
-        busy0, t0 = metrics.cpu_busy_seconds(opts.split.server), time.monotonic()
-        before = metrics.Sample.take(server.pid)
-        res = loadgen.run(opts.loadgen, url, scen, duration=prof.duration, **common)
-        after = metrics.Sample.take(server.pid)
-        busy1, t1 = metrics.cpu_busy_seconds(opts.split.server), time.monotonic()
-        cpu = after.cpu_since(before)
-        # Share of the server CPUs' time spent on anything but the server during the run.
-        other = max(0.0, (busy1 - busy0) - cpu) / ((t1 - t0) * len(opts.split.server))
-        run = res.to_json()
-        # With pipelining wrk times whole batches, and its coordinated-omission correction
-        # (which assumes one request in flight per connection) corrupts the percentiles (p99 is
-        # read as 0): pipelined cells keep wrk's raw figures in latency_us but report none.
-        pipelined = p > 1
-        run.update(
-            {
-                "p50_us": None if pipelined else res.latency_us.get("p50"),
-                "p99_us": None if pipelined else res.latency_us.get("p99"),
-                "server_cpu_s": cpu,
-                "server_cpus_other_share": round(min(other, 1.0), 4),
-                "cpu_us_per_req": cpu * 1e6 / res.requests if res.requests else None,
-                "peak_rss_bytes": after.peak_rss if peak_reset else None,
-                "rss_after_bytes": after.rss,
-                "server_processes": len(after.pids),
-            }
-        )
-        problems = loadgen.check_statuses(res, expected)
-        run["problems"] = problems
-        runs.append(run)
-        if problems:
-            return {
-                "status": "failed",
-                "message": f"run {i + 1}: " + "; ".join(problems),
-                "warmup": warm,
-                "runs": runs,
-            }
-    return {"status": "ok", "message": "", "warmup": warm, "runs": runs}
+    after = metrics.Sample.take(server.pid)
+    t1 = time.monotonic()
+    srv = metrics.cpu_times(opts.split.server).since(srv0)
+    cli = metrics.cpu_times(opts.split.client).since(cli0)
+    mhz1 = metrics.cpu_mhz(opts.split.server + opts.split.client)
+    cpu = after.cpu_since(before)
+    wall = t1 - t0
+    overlap = set(opts.split.server) & set(opts.split.client)
+    # Share of each CPU set's time spent on anything but the server (resp. the load generator).
+    other_srv = max(0.0, srv.busy - cpu) / (wall * len(opts.split.server))
+    client_cpu = res.client_cpu_s or 0.0
+    other_cli = max(0.0, cli.busy - client_cpu) / (wall * len(opts.split.client))
+    run = res.to_json()
+    # With pipelining wrk times whole batches, and its coordinated-omission correction
+    # (which assumes one request in flight per connection) corrupts the percentiles (p99 is
+    # read as 0): pipelined cells keep wrk's raw figures in latency_us but report none.
+    pipelined = p > 1
+    run.update(
+        {
+            "p50_us": None if pipelined else res.latency_us.get("p50"),
+            "p99_us": None if pipelined else res.latency_us.get("p99"),
+            "p999_us": None if pipelined else res.latency_us.get("p999"),
+            "server_cpu_s": cpu,
+            "server_cpus_other_share": round(min(other_srv, 1.0), 4),
+            "client_cpus_busy_share": round(min(cli.busy / (wall * len(opts.split.client)), 1), 4),
+            "client_cpus_other_share": None if overlap else round(min(other_cli, 1.0), 4),
+            "steal_share": round((srv.steal + cli.steal) / max(srv.total + cli.total, 1e-9), 4),
+            "cpu_mhz": [mhz0, mhz1],
+            "cpu_us_per_req": cpu * 1e6 / res.requests if res.requests else None,
+            "peak_rss_bytes": after.peak_rss if peak_reset else None,
+            "rss_after_bytes": after.rss,
+            "server_processes": len(after.pids),
+        }
+    )
+    if rate:
+        run["offered_rps"] = rate
+    problems = loadgen.check_statuses(res, expected)
+    if gen == "wrk" and mode == "keep-alive":
+        bad = parity.bytes_per_response_problem(wire_bytes, res.bytes, res.requests)
+        if bad:
+            problems.append(bad)
+    run["problems"] = problems
+    return run
 
 
 def run(opts: Options) -> dict:
@@ -203,8 +284,16 @@ def run(opts: Options) -> dict:
     started = time.monotonic()
     if not loadgen.available(opts.loadgen):
         raise LabError(
-            f"load generator {opts.loadgen!r} not found on PATH "
-            "(./scripts/lab installs wrk with apt-get; oha: `cargo install oha`)"
+            f"load generator {opts.loadgen!r} not found on PATH (./scripts/setup lab installs "
+            "wrk and ab; `./scripts/setup lab oha` oha; `./scripts/setup lab bombardier` "
+            "bombardier)"
+        )
+    open_note = ""
+    if any(ln.mode == "open" for ln in prof.lanes) and not loadgen.available("oha"):
+        print(
+            "note: oha not found on PATH (`./scripts/setup lab oha`): the open-loop lane runs "
+            "only if it is there when the closed-loop cells are done",
+            flush=True,
         )
     if not loadgen.available("taskset"):
         raise LabError("taskset not found (Debian package util-linux)")
@@ -218,9 +307,12 @@ def run(opts: Options) -> dict:
         )
     contract = load_contract()
     peers = select_peers(load_peers(opts.peers_file), list(prof.servers) if prof.servers else None)
+    peers = [p for p in peers if p.name not in prof.skip_servers]
     scenarios = contract.select(prof.scenarios)
-    nofile = procs.raise_nofile_limit(max(4096, prof.idle_connections * 2 + 1024))
-    cells = plan_cells(prof, scenarios)
+    max_conns = max([c for c, _ in prof.cells] + [c for ln in prof.lanes for c, _ in ln.cells])
+    nofile = procs.raise_nofile_limit(max(4096, prof.idle_connections * 2 + 1024, max_conns * 3))
+    planned, unserved = plan(prof, scenarios, peers)
+    seed = int(time.time())
 
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -243,6 +335,9 @@ def run(opts: Options) -> dict:
             "nofile_limit": nofile,
             "reference": opts.reference,
             "cpu_split_notes": opts.split.notes,
+            "order": "interleaved",
+            "order_seed": seed,
+            "cpu_time": metrics.cpu_time_source(),
         },
         "machine": results.machine_info(),
         "tools": results.tool_versions(),
@@ -250,6 +345,8 @@ def run(opts: Options) -> dict:
         "scenarios": [s.summary() for s in scenarios],
         "servers": [],
         "cells": [],
+        "open_loop": [],
+        "open_loop_note": open_note,
         "wall_seconds": None,
         "complete": False,
     }
@@ -264,8 +361,9 @@ def run(opts: Options) -> dict:
         )
     print(
         f"profile {prof.name}: {len(peers)} server(s), {len(scenarios)} scenario(s), "
-        f"up to {len(cells)} cell(s) per server; server CPUs {opts.split.server_list} "
-        f"(WORKERS={opts.split.workers}), {opts.loadgen} on CPUs {opts.split.client_list}",
+        f"{len(planned)} cell(s) in all; server CPUs {opts.split.server_list} "
+        f"(WORKERS={opts.split.workers}), {opts.loadgen} on CPUs {opts.split.client_list}; "
+        "cells in randomised, interleaved order",
         flush=True,
     )
 
@@ -290,11 +388,9 @@ def run(opts: Options) -> dict:
             print(f"[build {i}/{len(peers)}] {peer.name}: NOT BUILT: {b.message}", flush=True)
 
     res["build_seconds"] = round(time.monotonic() - build_start, 1)
-    measured_peers = [p for p in peers if built[p.name].ok]
-    estimate = sum(
-        server_estimate(prof)
-        + cell_estimate(prof) * sum(1 for s, _, _ in cells if s.name in p.scenarios)
-        for p in measured_peers
+    measured = [p for p in peers if built[p.name].ok]
+    estimate = len(measured) * server_estimate(prof) + sum(
+        _planned_estimate(prof, pl) for pl in planned if built[pl.peer.name].ok
     )
     progress = Progress(estimate)
     body_dir = Path(tempfile.mkdtemp(prefix="peregrine-lab-"))
@@ -307,7 +403,10 @@ def run(opts: Options) -> dict:
             f.write_bytes(s.body)
         return f
 
+    res["cells"].extend(unserved)
+    entries: dict[str, dict] = {}
     try:
+        # 1. Each server alone: start, parity, idle memory, probe, stop.
         for peer in peers:
             b = built[peer.name]
             entry = {
@@ -318,24 +417,102 @@ def run(opts: Options) -> dict:
                 "message": "" if b.ok else b.message,
                 "startup_ms": None,
                 "parity": {},
+                "date_check": None,
                 "idle_memory": None,
                 "compliance": None,
             }
             res["servers"].append(entry)
-            if not b.ok:
-                for s, c, p in cells:
-                    st = "n/a" if s.name not in peer.scenarios else entry["status"]
-                    res["cells"].append(
-                        _cell_record(peer, s, c, p, st, b.message if st != "n/a" else "")
-                    )
-                continue
-            entry["version"] = build.peer_version(peer)
-            _measure_server(opts, peer, entry, res, cells, contract, progress, logs, body_file)
+            entries[peer.name] = entry
+            if b.ok:
+                entry["version"] = build.peer_version(peer)
+                _check_server(opts, peer, entry, planned, contract, progress, logs)
             res["wall_seconds"] = round(time.monotonic() - started, 1)
             results.save(res, out)
+        # 2. The cells, on fresh server processes all started at once (idle ones cost nothing),
+        # in a random order per round so drift and other work on the machine spread evenly.
+        todo = []
+        for pl in planned:
+            entry = entries[pl.peer.name]
+            if entry["status"] != "ok":
+                st = entry["status"]
+                pl.record = _cell_record(
+                    pl.peer,
+                    pl.scen,
+                    pl.c,
+                    pl.p,
+                    st,
+                    entry["message"][:300],
+                    mode=pl.mode,
+                    lane=pl.lane,
+                )
+            elif not (entry["parity"].get(pl.scen.name) or {}).get("ok"):
+                problems = (entry["parity"].get(pl.scen.name) or {}).get("problems") or []
+                pl.record = _cell_record(
+                    pl.peer,
+                    pl.scen,
+                    pl.c,
+                    pl.p,
+                    "parity-failed",
+                    "; ".join(problems),
+                    mode=pl.mode,
+                    lane=pl.lane,
+                )
+            elif pl.p > 1 and opts.loadgen != "wrk":
+                pl.record = _cell_record(
+                    pl.peer,
+                    pl.scen,
+                    pl.c,
+                    pl.p,
+                    "n/a",
+                    f"{opts.loadgen} does not pipeline",
+                    mode=pl.mode,
+                    lane=pl.lane,
+                )
+            else:
+                todo.append(pl)
+        live = _start_all(opts, {pl.peer.name: pl.peer for pl in todo}, entries, logs, progress)
+        closed = [pl for pl in todo if pl.mode != "open"]
+        for pl in todo:
+            if pl.peer.name not in live:
+                pl.record = _cell_record(
+                    pl.peer,
+                    pl.scen,
+                    pl.c,
+                    pl.p,
+                    "start-failed",
+                    entries[pl.peer.name].get("load_message", "did not start for the cells"),
+                    mode=pl.mode,
+                    lane=pl.lane,
+                )
+        _measure_rounds(opts, closed, live, entries, progress, body_file, seed)
+        if any(pl.mode == "open" for pl in todo) and not loadgen.available("oha"):
+            open_note = "oha not found on PATH (`./scripts/setup lab oha`): open-loop lane not run"
+            res["open_loop_note"] = open_note
+        _measure_open(
+            opts,
+            [pl for pl in todo if pl.mode == "open" and not open_note],
+            live,
+            res,
+            progress,
+            body_file,
+            seed,
+        )
+        for pl in planned:
+            if pl.record is not None:
+                res["cells"].append(pl.record)
+        for name, (server, _port) in live.items():
+            if not server.alive():
+                e = entries[name]
+                e["message"] = (e["message"] + " " if e["message"] else "") + (
+                    f"server exited with status {server.proc.returncode} during the cells"
+                )
     finally:
         procs.kill_all()
         # Interrupted or failed: keep what was measured (marked incomplete) for the report.
+        done = {id(c) for c in res["cells"]}
+        for pl in planned:
+            if pl.record is not None and id(pl.record) not in done and pl.record.get("runs"):
+                res["cells"].append(pl.record)
         res["wall_seconds"] = round(time.monotonic() - started, 1)
         results.save(res, out)
         for f in body_dir.glob("*"):
@@ -347,15 +524,38 @@ def run(opts: Options) -> dict:
     return res
 
 
-def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, body_file):
+def _planned_estimate(prof: config.Profile, pl: Planned) -> float:
+    if pl.mode == "open":
+        return len(pl.rates) * (pl.duration + 1.0) * 0.6
+    return prof.warmup + pl.runs * (pl.duration + 0.4) + (pl.runs - 1) * prof.round_warmup
+
+
+def _start(opts: Options, peer: Peer, port: int, logs: Path, tag: str):
+    server = procs.start_server(
+        peer.run,
+        peer.dir,
+        _server_env(peer, port, opts.split.workers),
+        opts.split.server_list,
+        logs / f"server-{peer.name}{tag}.log",
+    )
+    try:
+        procs.wait_for_port(HOST, port, server.proc, timeout=30)
+    except procs.StartError:
+        server.stop()
+        raise
+    return server
+
+
+def _check_server(opts, peer, entry, planned, contract, progress, logs):
+    """The checks that need a server alone: startup time, parity (with varied requests and a
+    Date that must move on), idle memory, the compliance probe. The server is stopped after."""
     prof = opts.profile
-    mine = [(s, c, p) for s, c, p in cells if s.name in peer.scenarios]
-    for s, c, p in cells:
-        if s.name not in peer.scenarios:
-            res["cells"].append(_cell_record(peer, s, c, p, "n/a"))
+    mine = sorted(
+        {pl.scen.name for pl in planned if pl.peer.name == peer.name},
+        key=lambda n: contract.names().index(n),
+    )
     progress.line(peer.name, f"starting on CPUs {opts.split.server_list}")
     if opts.auto_port and procs.port_in_use(HOST, opts.port):
-        # Taken meanwhile (builds can take minutes): move to a free one.
         opts.port = _pick_port()
     entry["port"] = opts.port
     if not procs.wait_port_free(HOST, opts.port, 15.0):
@@ -380,17 +580,15 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
         entry["status"] = "start-failed"
         entry["message"] = f"{e}" + (f"; end of its log:\n{tail}" if tail else "")
         progress.line(peer.name, f"DID NOT START: {entry['message']}")
-        for s, c, p in mine:
-            res["cells"].append(_cell_record(peer, s, c, p, "start-failed", str(e)))
-        progress.done(server_estimate(prof) + cell_estimate(prof) * len(mine))
+        progress.done(server_estimate(prof))
         if server:
             server.stop()
         return
     try:
-        # Parity: every scenario the peer claims, before any timing.
-        served = sorted({s.name for s, _, _ in mine}, key=lambda n: contract.names().index(n))
+        first_date = time.monotonic()
         ok_scenarios = []
-        for name in served:
+        dated = None
+        for name in mine:
             scen = contract.by_name(name)
             pr = parity.check(
                 HOST, opts.port, scen, contract.required_headers, timeout=prof.timeout
@@ -398,14 +596,31 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
             entry["parity"][name] = pr.to_json()
             if pr.ok:
                 ok_scenarios.append(name)
+                dated = dated or scen
             else:
                 progress.line(peer.name, f"parity MISMATCH on {name}: {'; '.join(pr.problems)}")
+        if dated is not None:
+            # Date: two answers more than a second apart must carry different, valid dates.
+            try:
+                a = parity.exchange(HOST, opts.port, dated, count=1, timeout=prof.timeout)[0]
+                first_date = time.monotonic()
+                time.sleep(1.1)
+                b = parity.exchange(HOST, opts.port, dated, count=1, timeout=prof.timeout)[0]
+                problems = parity.check_dates(a, b, time.monotonic() - first_date)
+            except (parity.ProtocolError, OSError) as e:
+                problems = [f"no answer for the Date check: {e}"]
+            entry["date_check"] = {"scenario": dated.name, "problems": problems}
+            if problems:
+                progress.line(peer.name, f"Date check: {'; '.join(problems)}")
+                for name in ok_scenarios:
+                    entry["parity"][name]["ok"] = False
+                    entry["parity"][name]["problems"] += problems
+                ok_scenarios = []
         progress.line(
             peer.name,
             f"started in {entry['startup_ms']} ms; parity ok on "
-            f"{len(ok_scenarios)}/{len(served)} scenario(s)",
+            f"{len(ok_scenarios)}/{len(mine)} scenario(s)",
         )
-        # Idle memory right after start, before load inflates the allocator's pools.
         if prof.idle_connections > 0:
             idle_scen = next(
                 (contract.by_name(n) for n in ["plaintext"] + ok_scenarios if n in ok_scenarios),
@@ -428,59 +643,8 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
                 entry["idle_memory"] = {**im.to_json(), "scenario": idle_scen.name}
                 if im.error:
                     progress.line(peer.name, f"idle memory: {im.error}")
-                # Closing thousands of connections can keep a server busy for a while (a
-                # thread per connection must wind down): wait until it answers again.
                 if not _wait_answering(opts.port, idle_scen, prof.timeout, 30.0):
                     progress.line(peer.name, "not answering 30 s after the idle-memory test")
-        progress.done(2.5 + prof.idle_connections / 1500)
-        for s, c, p in mine:
-            if not server.alive():
-                res["cells"].append(_cell_record(peer, s, c, p, "failed", "server exited earlier"))
-                progress.done(cell_estimate(prof))
-                continue
-            if p > 1 and opts.loadgen == "oha":
-                res["cells"].append(
-                    _cell_record(peer, s, c, p, "n/a", "oha does not pipeline; use wrk")
-                )
-                progress.done(cell_estimate(prof))
-                continue
-            if s.name not in ok_scenarios:
-                res["cells"].append(
-                    _cell_record(
-                        peer,
-                        s,
-                        c,
-                        p,
-                        "parity-failed",
-                        "; ".join(entry["parity"][s.name]["problems"]),
-                    )
-                )
-                progress.done(cell_estimate(prof))
-                continue
-            progress.line(
-                peer.name,
-                f"{s.name} c={c} pipeline={p}: warm-up {prof.warmup:g} s "
-                f"+ {prof.runs} x {prof.duration:g} s",
-            )
-            try:
-                m = measure_cell(opts, server, s, c, p, body_file(s))
-            except loadgen.LoadgenError as e:
-                m = {"status": "failed", "message": str(e), "warmup": None, "runs": []}
-            rec = _cell_record(peer, s, c, p, m["status"], m["message"], m["runs"], m["warmup"])
-            res["cells"].append(rec)
-            med = rec["median"]
-            if rec["status"] == "ok":
-                progress.done(cell_estimate(prof))
-                progress.line(
-                    peer.name,
-                    f"{s.name} c={c} pipeline={p}: "
-                    f"{med['rps']:,.0f} req/s, "
-                    f"{_or_na(med['cpu_us_per_req'], '{:.2f}')} CPU us/req, "
-                    f"p99 {_or_na(med['p99_us'], '{:.0f} us')}",
-                )
-            else:
-                progress.done(cell_estimate(prof))
-                progress.line(peer.name, f"{s.name} c={c} pipeline={p}: FAILED: {rec['message']}")
         if prof.probe is not None:
             if server.alive():
                 progress.line(peer.name, f"compliance probe {' '.join(prof.probe)}".rstrip())
@@ -497,20 +661,214 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
                 if c.get("status") == "ok":
                     progress.line(
                         peer.name,
-                        f"compliance score {c.get('score')}, "
+                        f"compliance score {c.get('score')} (MUST only: {c.get('must_score')}), "
                         f"{len(c.get('failed') or [])} case(s) failed",
                     )
                 else:
                     progress.line(peer.name, f"compliance: {c.get('status')}: {c.get('message')}")
             else:
                 entry["compliance"] = {"status": "error", "message": "server not running"}
-        progress.done(server_estimate(prof) - 2.5 - prof.idle_connections / 1500)
         if not server.alive():
             entry["message"] = (
                 entry["message"] + " " if entry["message"] else ""
-            ) + f"server exited with status {server.proc.returncode} during the run"
+            ) + f"server exited with status {server.proc.returncode} during the checks"
+        progress.done(server_estimate(prof))
     finally:
         server.stop()
+
+
+def _start_all(opts, peers: dict[str, Peer], entries, logs, progress) -> dict:
+    """Start a fresh process of each server for the cells, each on its own port; returns
+    {name: (Server, port)}. The load cells never run on the process the idle-memory step and
+    the probe used, so "peak RSS under load" is the load's own."""
+    live = {}
+    port = opts.port
+    for name, peer in peers.items():
+        while procs.port_in_use(HOST, port):
+            port += 1
+        try:
+            server = _start(opts, peer, port, logs, "-cells")
+        except procs.StartError as e:
+            entries[name]["load_message"] = f"fresh start for the cells failed: {e}"
+            progress.line(name, entries[name]["load_message"])
+            continue
+        entries[name]["cells_port"] = port
+        live[name] = (server, port)
+        port += 1
+    if live:
+        progress.line("all", f"{len(live)} fresh server process(es) up for the cells")
+    return live
+
+
+def _measure_rounds(opts, closed: list[Planned], live, entries, progress, body_file, seed):
+    """Round r runs every cell that wants more than r runs once, in a random order; the first
+    round warms each cell up first."""
+    prof = opts.profile
+    rng = random.Random(seed)
+    runs_of: dict[int, list] = {id(pl): [] for pl in closed}
+    warm_of: dict[int, dict | None] = {id(pl): None for pl in closed}
+    failed: dict[int, str] = {}
+    for pl in closed:
+        if pl.peer.name in live:
+            pl.record = _cell_record(
+                pl.peer,
+                pl.scen,
+                pl.c,
+                pl.p,
+                "failed",
+                "not measured (interrupted)",
+                mode=pl.mode,
+                lane=pl.lane,
+            )
+    rounds = max((pl.runs for pl in closed), default=0)
+    for r in range(rounds):
+        order = [
+            pl for pl in closed if pl.runs > r and pl.peer.name in live and id(pl) not in failed
+        ]
+        rng.shuffle(order)
+        progress.line("all", f"round {r + 1}/{rounds}: {len(order)} cell(s)")
+        for pl in order:
+            server, port = live[pl.peer.name]
+            wire = (entries[pl.peer.name]["parity"].get(pl.scen.name) or {}).get("wire_bytes")
+            what = f"{pl.scen.name} c={pl.c} pipeline={pl.p}" + (
+                f" {pl.mode}" if pl.mode != "keep-alive" else ""
+            )
+            if not server.alive():
+                failed[id(pl)] = f"server exited before run {r + 1}"
+            else:
+                try:
+                    warm = prof.warmup if r == 0 else prof.round_warmup
+                    if r == 0 and warm > 0:
+                        # wrk opens every connection first: thousands take seconds to set up.
+                        warm = max(warm, pl.c / 2000)
+                    if warm > 0:
+                        w = loadgen.run(
+                            opts.loadgen,
+                            f"http://{HOST}:{port}{pl.scen.path}",
+                            _scenario_for_mode(pl.scen, pl.mode),
+                            concurrency=pl.c,
+                            pipeline=pl.p,
+                            duration=warm,
+                            client_cpus=opts.split.client_list,
+                            threads=len(opts.split.client),
+                            body_file=body_file(pl.scen),
+                            timeout=prof.timeout,
+                        )
+                        if r == 0:
+                            warm_of[id(pl)] = {
+                                "requests": w.requests,
+                                "rps": w.rps,
+                                "errors": w.errors,
+                            }
+                        bad = loadgen.check_statuses(w, int(pl.scen.expect.get("status", 200)))
+                        if bad:
+                            raise loadgen.LoadgenError("warm-up: " + "; ".join(bad))
+                    run = one_run(
+                        opts,
+                        server,
+                        port,
+                        pl.scen,
+                        pl.c,
+                        pl.p,
+                        pl.duration,
+                        body_file(pl.scen),
+                        mode=pl.mode,
+                        wire_bytes=wire,
+                    )
+                    run["round"] = r + 1
+                    runs_of[id(pl)].append(run)
+                    if run["problems"]:
+                        failed[id(pl)] = f"run {r + 1}: " + "; ".join(run["problems"])
+                except loadgen.LoadgenError as e:
+                    failed[id(pl)] = str(e)
+            runs = runs_of[id(pl)]
+            status = "failed" if id(pl) in failed else "ok"
+            pl.record = _cell_record(
+                pl.peer,
+                pl.scen,
+                pl.c,
+                pl.p,
+                status,
+                failed.get(id(pl), ""),
+                runs,
+                warm_of[id(pl)],
+                mode=pl.mode,
+                lane=pl.lane,
+            )
+            progress.done(_planned_estimate(prof, pl) / pl.runs)
+            if status == "ok" and runs:
+                last = runs[-1]
+                progress.line(
+                    pl.peer.name,
+                    f"{what} run {r + 1}/{pl.runs}: {last['rps']:,.0f} req/s, "
+                    f"{_or_na(last['cpu_us_per_req'], '{:.3f}')} CPU us/req",
+                )
+            else:
+                progress.line(pl.peer.name, f"{what}: FAILED: {failed.get(id(pl))}")
+
+
+def _measure_open(opts, items: list[Planned], live, res, progress, body_file, seed):
+    """Open loop: each server at each offered rate (oha, fixed rate, latency from when each
+    request was due), from the lowest rate up to the first it does not sustain (its knee)."""
+    rng = random.Random(seed + 1)
+    items = list(items)
+    rng.shuffle(items)
+    for pl in items:
+        if pl.peer.name not in live:
+            continue
+        server, port = live[pl.peer.name]
+        rec = {
+            "server": pl.peer.name,
+            "scenario": pl.scen.name,
+            "connections": pl.c,
+            "duration": pl.duration,
+            "points": [],
+            "knee_rps": None,
+            "status": "ok",
+            "message": "",
+        }
+        res["open_loop"].append(rec)
+        for rate in pl.rates:
+            if not server.alive():
+                rec["status"], rec["message"] = "failed", "server exited"
+                break
+            try:
+                run = one_run(
+                    opts,
+                    server,
+                    port,
+                    pl.scen,
+                    pl.c,
+                    0,
+                    pl.duration,
+                    body_file(pl.scen),
+                    rate=rate,
+                )
+            except loadgen.LoadgenError as e:
+                rec["status"], rec["message"] = "failed", f"at {rate} req/s: {e}"
+                break
+            lat = run.get("latency_us") or {}
+            point = {
+                "offered_rps": rate,
+                "rps": run["rps"],
+                "p50_us": lat.get("p50"),
+                "p99_us": lat.get("p99"),
+                "p999_us": lat.get("p999"),
+                "cpu_us_per_req": run["cpu_us_per_req"],
+                "problems": run["problems"],
+                "run": run,
+            }
+            rec["points"].append(point)
+            progress.line(
+                pl.peer.name,
+                f"open loop {rate:,} req/s offered: {run['rps']:,.0f} done, p99 "
+                f"{_or_na(lat.get('p99'), '{:.0f} us')}, "
+                f"{_or_na(run['cpu_us_per_req'], '{:.3f}')} CPU us/req",
+            )
+            if run["problems"] or run["rps"] < 0.9 * rate:
+                rec["knee_rps"] = rate
+                break
+        progress.done(_planned_estimate(opts.profile, pl))
 
 
 def _pick_port() -> int:

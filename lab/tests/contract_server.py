@@ -5,7 +5,8 @@ so the tests can check that the parity check catches each one. Listens on env AD
 like every peer; WORKERS is accepted and ignored (one thread per connection).
 
 Faults: status, body, content_type, json, missing_date, missing_server, close, cl_204,
-middleware, large, chunked_no_cl, error_status.
+middleware, large, chunked_no_cl, error_status, constant (the contract's own answer to
+param/query/deep/post_json whatever was asked), frozen_date (Date rendered once at start).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 CONTRACT_DIR = Path(__file__).resolve().parents[1] / "contract"
 LARGE = json.loads((CONTRACT_DIR / "large.json").read_text())
 FAULTS = {f.strip() for f in os.environ.get("FAULTS", "").split(",") if f.strip()}
+STARTED_AT = None  # the frozen_date fault's one Date
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -37,6 +39,10 @@ class Handler(BaseHTTPRequestHandler):
     def send_header(self, keyword, value):
         if keyword.lower() == "date" and "missing_date" in self.faults:
             return
+        if keyword.lower() == "date" and "frozen_date" in self.faults:
+            global STARTED_AT
+            STARTED_AT = STARTED_AT or value
+            value = STARTED_AT
         if keyword.lower() == "server" and "missing_server" in self.faults:
             return
         super().send_header(keyword, value)
@@ -75,6 +81,14 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/json":
             ctype = "text/plain" if "content_type" in self.faults else "application/json"
             self._json(200, {"message": "Hello, World!"}, ctype)
+        elif "constant" in self.faults and url.path.startswith(("/users/", "/search", "/api/")):
+            # The contract's answers, whatever was asked: what a benchmark-only server could do.
+            if url.path.startswith("/users/"):
+                self._json(200, {"id": 42, "name": "user-42"})
+            elif url.path.startswith("/search"):
+                self._json(200, {"q": "peregrine falcon", "limit": 10})
+            else:
+                self._json(200, {"org": 7, "team": 3, "member": 12})
         elif len(parts) == 2 and parts[0] == "users" and parts[1].isdigit():
             i = int(parts[1])
             self._json(200, {"id": i, "name": f"user-{i + 1 if 'json' in self.faults else i}"})
@@ -110,7 +124,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
-        if self.path == "/users":
+        if self.path == "/users" and "constant" in self.faults:
+            self._json(201, {"name": "Ada Lovelace", "email": "ada@example.com", "age": 36})
+        elif self.path == "/users":
             obj = json.loads(body)
             self._json(201, {"name": obj["name"], "email": obj["email"], "age": obj["age"]})
         else:

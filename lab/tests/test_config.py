@@ -1,7 +1,7 @@
 import pytest
 
 from peregrine_lab import config, runner
-from peregrine_lab.peers import load_contract
+from peregrine_lab.peers import load_contract, load_peers
 
 
 def test_parse_cpu_list():
@@ -59,13 +59,30 @@ def test_every_profile_names_known_scenarios():
         assert prof.runs >= 1 and prof.cells
 
 
-def test_standard_sweeps_headline_scenarios_and_measures_others_once():
+def test_standard_lanes_meet_the_method_and_measure_each_cell_once():
     contract = load_contract()
     std = config.PROFILES["standard"]
-    cells = runner.plan_cells(std, contract.select(std.scenarios))
-    per = {}
-    for s, c, p in cells:
-        per.setdefault(s.name, []).append((c, p))
-    assert set(per["plaintext"]) == set(std.cells) and set(per["json"]) == set(std.cells)
-    assert per["param"] == [(50, 0)] and per["empty"] == [(50, 0)]
-    assert set(per) == set(contract.names())
+    peers = load_peers()
+    planned, unserved = runner.plan(std, contract.select(std.scenarios), peers)
+    keys = [(p.peer.name, p.scen.name, p.c, p.p, p.mode) for p in planned]
+    assert len(keys) == len(set(keys))
+    by = {k: p for k, p in zip(keys, planned, strict=True)}
+    # The headline: every server that serves plaintext, >= 10 runs of >= 5 s.
+    head = [p for p in planned if p.lane == "headline"]
+    assert {p.peer.name for p in head} == {x.name for x in peers if "plaintext" in x.scenarios}
+    assert all(p.runs >= 10 and p.duration >= 5 for p in head)
+    # Issue 18's lanes, Kourier's shape, the concurrency sweep to 10,000, the other modes.
+    for shape in ((1, 0), (1, 256), (512, 256), (10000, 0)):
+        assert ("peregrine-hello", "plaintext", *shape, "keep-alive") in by
+    assert ("peregrine-hello", "plaintext", 50, 0, "close") in by
+    assert any(p.mode == "open" and p.rates for p in planned)
+    # Peregrine's framework targets get the headline method too.
+    assert by[("peregrine", "param", 50, 0, "keep-alive")].runs >= 10
+    assert all(c["status"] == "n/a" for c in unserved)
+
+
+def test_quick_leaves_out_the_standard_profiles_variants_unless_named():
+    quick = config.PROFILES["quick"]
+    assert "hyper-flush" in quick.skip_servers and "hyper-percore" not in quick.skip_servers
+    named = config.with_overrides(quick, servers=["hyper-flush"])
+    assert named.skip_servers == () and named.servers == ("hyper-flush",)

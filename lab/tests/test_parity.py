@@ -3,6 +3,7 @@ specific way each: every such break must be detected, with a message that names 
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -125,3 +126,73 @@ def test_request_bytes_carry_the_contract_body():
     assert b"Content-Type: application/json" in head
     assert f"Content-Length: {len(post.body)}".encode() in head
     assert body == post.body
+
+
+@pytest.mark.parametrize("scenario", ["param", "query", "deep", "post_json"])
+def test_a_constant_answer_is_caught_by_varied_requests(make_server, scenario):
+    # The contract's own request gets the contract's answer, so only the varied rounds differ.
+    srv = make_server("constant")
+    res = check(srv, scenario)
+    assert not res.ok
+    assert all(p.startswith("varied request") for p in res.problems), res.problems
+    assert res.variants == 2
+
+
+def test_variants_differ_per_round_and_from_the_contract():
+    for name in ("param", "query", "deep", "post_json"):
+        scen = CONTRACT.by_name(name)
+        vs = parity.variants(scen, 3, seed=1)
+        keys = {(v.path, v.body) for v in vs} | {(scen.path, scen.body)}
+        assert len(keys) == 4, name
+        assert parity.variants(scen, 3, seed=1) == vs  # reproducible
+    assert parity.variants(CONTRACT.by_name("plaintext"), 3) == []
+
+
+def test_wire_bytes_are_the_whole_response(contract_srv):
+    scen = CONTRACT.by_name("plaintext")
+    res = check(contract_srv, "plaintext")
+    raw = parity.exchange(contract_srv.host, contract_srv.port, scen, count=1)[0]
+    # The same bytes read off a raw socket (the Date is fixed-length, so a second answer is
+    # as long as the first).
+    with socket.create_connection((contract_srv.host, contract_srv.port)) as s:
+        s.sendall(parity.build_request(scen, contract_srv.host, contract_srv.port))
+        s.settimeout(5)
+        data = b""
+        while not data.endswith(b"Hello, World!"):
+            data += s.recv(4096)
+    assert res.wire_bytes == raw.wire_bytes == len(data)
+
+
+def test_bytes_per_response_check():
+    assert parity.bytes_per_response_problem(150, 150 * 1000, 1000) is None
+    assert parity.bytes_per_response_problem(150, 152 * 1000, 1000) is None  # within slack
+    msg = parity.bytes_per_response_problem(150, 120 * 1000, 1000)
+    assert msg and "120.0 bytes per response" in msg
+    assert parity.bytes_per_response_problem(None, 1, 1) is None
+
+
+def _dated(value):
+    return parity.Response("HTTP/1.1", 200, "OK", [("Date", value)], b"")
+
+
+def test_date_must_parse_and_move_on():
+    import email.utils as eu
+
+    now = time.time()
+    a, b = eu.formatdate(now, usegmt=True), eu.formatdate(now + 1.2, usegmt=True)
+    assert parity.check_dates(_dated(a), _dated(b), 1.2) == []
+    assert any("did not change" in p for p in parity.check_dates(_dated(a), _dated(a), 1.2))
+    assert any(
+        "does not parse" in p for p in parity.check_dates(_dated("yesterday"), _dated(b), 1.2)
+    )
+    old = eu.formatdate(now - 3600, usegmt=True)
+    assert any("away from" in p for p in parity.check_dates(_dated(old), _dated(b), 1.2))
+
+
+def test_a_date_rendered_once_is_caught(make_server):
+    srv = make_server("frozen_date")
+    scen = CONTRACT.by_name("plaintext")
+    first = parity.exchange(srv.host, srv.port, scen, count=1)[0]
+    time.sleep(1.1)
+    second = parity.exchange(srv.host, srv.port, scen, count=1)[0]
+    assert any("did not change" in p for p in parity.check_dates(first, second, 1.1))

@@ -167,7 +167,7 @@ def test_interrupt_stops_every_server_and_keeps_partial_results(tmp_path, sig):
     servers = []
     try:
         for line in lab.stdout:
-            if "warm-up" in line:  # the server is up and being measured
+            if "round 1/" in line:  # the servers are up and being measured
                 servers = [p for p in metrics.process_tree(lab.pid) if p != lab.pid]
                 break
         assert servers, "the lab never reached a measuring step"

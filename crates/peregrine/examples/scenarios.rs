@@ -28,17 +28,17 @@ async fn json(_req: Request) -> Json<Message> {
 }
 
 #[derive(Serialize)]
-struct User<'a> {
+struct User {
     id: u64,
-    name: std::fmt::Arguments<'a>,
+    name: String,
 }
 
 async fn user(req: Request) -> Result<Response, Error> {
     let id: u64 = req.param("id")?;
-    // `format_args!` is serialised straight into the JSON output: no intermediate String.
+    // The name is built as a String, as every peer builds it (the lab compares like with like).
     Ok(Json(User {
         id,
-        name: format_args!("user-{id}"),
+        name: format!("user-{id}"),
     })
     .into_response())
 }

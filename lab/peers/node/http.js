@@ -57,7 +57,24 @@ function readBody(req, limit = BODY_LIMIT) {
   });
 }
 
-async function route(req, res) {
+// POST /users is the only route that waits (for the body); every other route answers
+// synchronously, so a request costs no promise of its own.
+async function createUser(req, res) {
+  let user;
+  try {
+    user = newUser(JSON.parse(await readBody(req)));
+  } catch (err) {
+    if (err instanceof TooLarge) {
+      // The rest of the body is not read, so the connection cannot be reused.
+      res.shouldKeepAlive = false;
+      return send(res, 413, 'text/plain; charset=utf-8', 'Content Too Large');
+    }
+    user = null;
+  }
+  return user ? json(res, 201, user) : badRequest(res);
+}
+
+function route(req, res) {
   let target = req.url;
   if (target.charCodeAt(0) !== 0x2f) {
     // absolute-form (`GET http://host/path`), which servers must accept (RFC 9112 §3.2.2)
@@ -82,20 +99,7 @@ async function route(req, res) {
       if (get && parts.length === 2) return json(res, 200, { message: HELLO });
       break;
     case 'users':
-      if (req.method === 'POST' && parts.length === 2) {
-        let user;
-        try {
-          user = newUser(JSON.parse(await readBody(req)));
-        } catch (err) {
-          if (err instanceof TooLarge) {
-            // The rest of the body is not read, so the connection cannot be reused.
-            res.shouldKeepAlive = false;
-            return send(res, 413, 'text/plain; charset=utf-8', 'Content Too Large');
-          }
-          user = null;
-        }
-        return user ? json(res, 201, user) : badRequest(res);
-      }
+      if (req.method === 'POST' && parts.length === 2) return createUser(req, res).catch(() => serverError(res));
       if (get && parts.length === 3) {
         const id = uint(parts[2]);
         if (id !== null) return json(res, 200, { id, name: `user-${id}` });
@@ -118,7 +122,7 @@ async function route(req, res) {
       }
       break;
     case 'error':
-      // fail() throws; handle() turns the rejection into the problem+json 500.
+      // fail() throws; handle() turns the exception into the problem+json 500.
       if (get && parts.length === 2) return fail();
       break;
     case 'large':
@@ -131,14 +135,20 @@ async function route(req, res) {
   return notFound(res);
 }
 
+function serverError(res) {
+  if (res.headersSent) {
+    res.destroy();
+  } else {
+    send(res, 500, 'application/problem+json', JSON.stringify(PROBLEM));
+  }
+}
+
 function handle(req, res) {
-  route(req, res).catch(() => {
-    if (res.headersSent) {
-      res.destroy();
-    } else {
-      send(res, 500, 'application/problem+json', JSON.stringify(PROBLEM));
-    }
-  });
+  try {
+    route(req, res);
+  } catch {
+    serverError(res);
+  }
 }
 
 clustered(() => {

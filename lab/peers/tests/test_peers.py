@@ -196,6 +196,23 @@ def test_floor_counts_terminators_split_across_reads(floor):
 
 
 @needs_gcc
+def test_floor_counts_pipelined_batches_cut_at_every_offset(floor):
+    # The memmem scan: three pipelined requests per batch, each batch cut in two at every offset
+    # (so the cut falls inside a terminator, between requests and inside a request line), and a
+    # lone CR before a terminator, which must not hide it.
+    req = b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n"
+    batch = req + b"GET /x HTTP/1.1\r\nA: \r\r\n\r\n" + req
+    with socket.create_connection(("127.0.0.1", floor.port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for cut in range(1, len(batch)):
+            s.sendall(batch[:cut])
+            time.sleep(0.002)
+            s.sendall(batch[cut:])
+            data = read_responses(s, 3)
+            assert data.count(b"Hello, World!") == 3, f"cut at {cut}"
+
+
+@needs_gcc
 def test_floor_answers_nothing_before_the_terminator(floor):
     with socket.create_connection(("127.0.0.1", floor.port)) as s:
         s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r")

@@ -25,6 +25,81 @@ pub fn workers() -> usize {
     }
 }
 
+/// How the tokio-based peers (hyper, axum) run, from `RUNTIME`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RuntimeMode {
+    /// `multi` (default): one multi-thread runtime with `WORKERS` workers, the accept loop in
+    /// `block_on` on the main thread (what `#[tokio::main]` gives).
+    Multi,
+    /// `per-core`: `WORKERS` threads, each with its own current-thread runtime and its own
+    /// `SO_REUSEPORT` listener (the shape of these stacks' community benchmarks, and Peregrine's).
+    PerCore,
+}
+
+/// The runtime mode from `RUNTIME` (`multi` or `per-core`; default `multi`).
+pub fn runtime_mode() -> RuntimeMode {
+    match std::env::var("RUNTIME").as_deref() {
+        Err(_) | Ok("") | Ok("multi") => RuntimeMode::Multi,
+        Ok("per-core") => RuntimeMode::PerCore,
+        Ok(other) => panic!("RUNTIME={other:?} is neither `multi` nor `per-core`"),
+    }
+}
+
+/// Whether `FLAG` is set to `1` (e.g. hyper's `PIPELINE_FLUSH=1`).
+pub fn flag(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref(), Ok("1") | Ok("true"))
+}
+
+/// A non-blocking listener on `addr` with `SO_REUSEPORT`, so that one per thread can share the
+/// port (the kernel spreads connections across them).
+pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    Ok(socket.into())
+}
+
+/// Runs `serve` on `WORKERS` threads, each with a current-thread tokio runtime and its own
+/// `SO_REUSEPORT` listener on `addr`; returns when every thread has stopped.
+pub fn run_per_core<F, Fut>(addr: SocketAddr, serve: F)
+where
+    F: Fn(tokio::net::TcpListener) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    // Bind every listener before any thread starts, so the port accepts as soon as it is open.
+    let listeners: Vec<_> = (0..workers())
+        .map(|_| reuseport_listener(addr).expect("bind ADDR with SO_REUSEPORT"))
+        .collect();
+    let threads: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, std_listener)| {
+            let serve = serve.clone();
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("tokio runtime")
+                        .block_on(async move {
+                            let listener = tokio::net::TcpListener::from_std(std_listener)
+                                .expect("register listener");
+                            serve(listener).await
+                        })
+                })
+                .expect("spawn worker thread")
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
 /// `GET /json`
 #[derive(Serialize)]
 pub struct Message {

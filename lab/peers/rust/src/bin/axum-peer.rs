@@ -1,5 +1,6 @@
 //! axum peer: the ordinary `axum::serve` on a multi-threaded tokio runtime with `WORKERS` worker
 //! threads. Every scenario, with axum's extractors, `from_fn` middleware and `IntoResponse` errors.
+//! `RUNTIME=per-core`: one current-thread runtime and `SO_REUSEPORT` listener per worker instead.
 
 use axum::extract::{Path, Query, Request, State};
 use axum::http::header::{CONTENT_TYPE, SERVER};
@@ -125,21 +126,28 @@ fn app() -> Router {
         ))
 }
 
+async fn serve(listener: tokio::net::TcpListener) {
+    // Small responses go out at once, as with the other peers (Nagle off).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app()).await.expect("serve");
+}
+
 fn main() {
     let addr = peers::addr();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(peers::workers())
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(async move {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .expect("bind ADDR")
-                // Small responses go out at once, as with the other peers (Nagle off).
-                .tap_io(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                });
-            axum::serve(listener, app()).await.expect("serve");
-        });
+    match peers::runtime_mode() {
+        peers::RuntimeMode::PerCore => peers::run_per_core(addr, serve),
+        peers::RuntimeMode::Multi => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(peers::workers())
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(async move {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .expect("bind ADDR");
+                serve(listener).await
+            }),
+    }
 }

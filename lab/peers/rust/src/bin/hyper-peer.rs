@@ -1,5 +1,7 @@
 //! Bare hyper 1.x peer: one accept loop on a multi-threaded tokio runtime with `WORKERS` worker
 //! threads, HTTP/1.1 connections served by `hyper::server::conn::http1`, requests routed by hand.
+//! `RUNTIME=per-core`: one current-thread runtime and `SO_REUSEPORT` listener per worker instead;
+//! `PIPELINE_FLUSH=1`: hyper's `pipeline_flush(true)` (see lab/peers/README.md for its cost).
 //!
 //! It serves every scenario except `middleware`: bare hyper has no middleware layers of its own,
 //! and one handler setting five headers would not be the scenario.
@@ -184,38 +186,52 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     })
 }
 
+async fn accept_loop(listener: TcpListener, http: Arc<http1::Builder>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            // Transient accept errors (e.g. EMFILE) must not stop the server; back off
+            // briefly so a persistent one does not spin a core.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let http = Arc::clone(&http);
+        tokio::spawn(async move {
+            let _ = http
+                .serve_connection(TokioIo::new(stream), service_fn(handle))
+                .await;
+        });
+    }
+}
+
 fn main() {
     let addr = peers::addr();
     LARGE.get_or_init(peers::large);
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(peers::workers())
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(async move {
-            let listener = TcpListener::bind(addr).await.expect("bind ADDR");
-            // hyper's defaults. Its `pipeline_flush(true)` option would cut the CPU per request with
-            // 16 pipelined requests about threefold here, but with it hyper closes connections
-            // without sending its 400 answers to malformed requests (compliance probe: 26.5%
-            // instead of 79.0%), so it is left off; see lab/peers/README.md.
-            let http = Arc::new(http1::Builder::new());
-            loop {
-                let (stream, _) = match listener.accept().await {
-                    Ok(conn) => conn,
-                    // Transient accept errors (e.g. EMFILE) must not stop the server; back off
-                    // briefly so a persistent one does not spin a core.
-                    Err(_) => {
-                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let http = Arc::clone(&http);
-                tokio::spawn(async move {
-                    let _ = http
-                        .serve_connection(TokioIo::new(stream), service_fn(handle))
-                        .await;
-                });
-            }
-        });
+    // hyper's defaults. Its `pipeline_flush(true)` option would cut the CPU per request with
+    // 16 pipelined requests about threefold here, but with it hyper closes connections
+    // without sending its 400 answers to malformed requests (compliance probe: 26.5%
+    // instead of 79.0%), so it is off unless PIPELINE_FLUSH=1 (the lab's `hyper-flush` peer);
+    // see lab/peers/README.md.
+    let mut builder = http1::Builder::new();
+    if peers::flag("PIPELINE_FLUSH") {
+        builder.pipeline_flush(true);
+    }
+    let http = Arc::new(builder);
+    match peers::runtime_mode() {
+        peers::RuntimeMode::PerCore => {
+            peers::run_per_core(addr, move |listener| accept_loop(listener, Arc::clone(&http)))
+        }
+        peers::RuntimeMode::Multi => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(peers::workers())
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(async move {
+                let listener = TcpListener::bind(addr).await.expect("bind ADDR");
+                accept_loop(listener, http).await
+            }),
+    }
 }
