@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import build, compliance, config, loadgen, metrics, parity, procs, results, stats
+from . import database, db_parity  # issue 15: the db profile's hooks are marked `# db`
 from .peers import Peer, Scenario, load_contract, load_peers, select_peers
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 28080  # below the kernel's ephemeral range (32768-60999 by default)
-CELL_KEYS = ("rps", "p50_us", "p99_us", "cpu_us_per_req", "peak_rss_bytes")
+CELL_KEYS = ("rps", "p50_us", "p99_us", "cpu_us_per_req", "peak_rss_bytes", "db_cpu_us_per_req")
 
 
 class LabError(Exception):
@@ -92,6 +93,7 @@ def _server_env(peer: Peer, port: int, workers: int) -> dict[str, str]:
     env.update(peer.env)
     env["ADDR"] = f"{HOST}:{port}"
     env["WORKERS"] = str(workers)
+    env.update(database.server_env())  # db: DATABASE_URL, DB_POOL when the profile has one
     return env
 
 
@@ -161,6 +163,7 @@ def measure_cell(
         peak_reset = metrics.reset_peak_rss(pids)
         busy0, t0 = metrics.cpu_busy_seconds(opts.split.server), time.monotonic()
         before = metrics.Sample.take(server.pid)
+        db_cpu0 = database.cpu_now()  # db
         res = loadgen.run(opts.loadgen, url, scen, duration=prof.duration, **common)
         after = metrics.Sample.take(server.pid)
         busy1, t1 = metrics.cpu_busy_seconds(opts.split.server), time.monotonic()
@@ -182,6 +185,7 @@ def measure_cell(
                 "peak_rss_bytes": after.peak_rss if peak_reset else None,
                 "rss_after_bytes": after.rss,
                 "server_processes": len(after.pids),
+                **database.run_figures(db_cpu0, res.requests),  # db
             }
         )
         problems = loadgen.check_statuses(res, expected)
@@ -216,8 +220,9 @@ def run(opts: Options) -> dict:
             f"port {HOST}:{opts.port} is busy: something already listens there (or holds it); "
             "stop it or choose another with --port"
         )
-    contract = load_contract()
+    contract = load_contract(config.DB_SCENARIOS_JSON if prof.database else config.SCENARIOS_JSON)
     peers = select_peers(load_peers(opts.peers_file), list(prof.servers) if prof.servers else None)
+    peers = database.db_peers(peers) if prof.database else peers  # db
     scenarios = contract.select(prof.scenarios)
     nofile = procs.raise_nofile_limit(max(4096, prof.idle_connections * 2 + 1024))
     cells = plan_cells(prof, scenarios)
@@ -308,6 +313,10 @@ def run(opts: Options) -> dict:
         return f
 
     try:
+        if prof.database:  # db: PostgreSQL on the load generator's CPUs (the server's are measured)
+            print(f"starting PostgreSQL on CPUs {opts.split.client_list}", flush=True)
+            db = database.start_for_run(out, opts.split.client_list)
+            res["database"] = database.summary(db)
         for peer in peers:
             b = built[peer.name]
             entry = {
@@ -335,6 +344,7 @@ def run(opts: Options) -> dict:
             results.save(res, out)
     finally:
         procs.kill_all()
+        database.stop_active()  # db
         # Interrupted or failed: keep what was measured (marked incomplete) for the report.
         res["wall_seconds"] = round(time.monotonic() - started, 1)
         results.save(res, out)
@@ -392,9 +402,14 @@ def _measure_server(opts, peer, entry, res, cells, contract, progress, logs, bod
         ok_scenarios = []
         for name in served:
             scen = contract.by_name(name)
-            pr = parity.check(
-                HOST, opts.port, scen, contract.required_headers, timeout=prof.timeout
-            )
+            if "check" in scen.expect:  # db: validity, not bytes
+                pr = db_parity.check(
+                    HOST, opts.port, scen, contract.required_headers, database.active()
+                )
+            else:
+                pr = parity.check(
+                    HOST, opts.port, scen, contract.required_headers, timeout=prof.timeout
+                )
             entry["parity"][name] = pr.to_json()
             if pr.ok:
                 ok_scenarios.append(name)
