@@ -75,7 +75,9 @@ def bin_dir() -> Path | None:
     a `postgres` on PATH."""
     found = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/postgres"),
-        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+        key=lambda p: (
+            int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0
+        ),
     )
     if found:
         return Path(found[-1]).parent
@@ -138,8 +140,11 @@ atexit.register(_stop_all)
 
 
 class Database:
-    """One PostgreSQL server with its own data directory `run_dir/postgres-data` (removed when
-    it stops). `cpus`, a taskset list, pins every PostgreSQL process."""
+    """One PostgreSQL server with its own data directory (a fresh `peregrine-lab-pg-*` folder in
+    the temporary directory, removed when it stops: the `postgres` user must be able to reach it,
+    which a lab folder under a private home or a test's 0700 temporary folder does not allow);
+    its log goes to `log_path` (default `run_dir/postgres.log`). `cpus`, a taskset list, pins
+    every PostgreSQL process."""
 
     def __init__(
         self,
@@ -151,7 +156,8 @@ class Database:
         seed: int | None = None,
     ):
         self.run_dir = Path(run_dir)
-        self.data_dir = self.run_dir / "postgres-data"
+        self._tmp: Path | None = None
+        self.data_dir = Path("/nonexistent/peregrine-lab-pg")
         self.port = port
         self.cpus = cpus
         self.log_path = log_path or (self.run_dir / "postgres.log")
@@ -201,7 +207,9 @@ class Database:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PGTZ": "UTC"})
+        env.update(
+            {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PGTZ": "UTC", "PGCONNECT_TIMEOUT": "3"}
+        )
         if self._as_user is not None:
             env["HOME"] = str(self.data_dir)
             env["USER"] = env["LOGNAME"] = self._as_user
@@ -229,8 +237,9 @@ class Database:
                     "(Debian's postgresql package creates it)"
                 ) from e
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.data_dir.exists():
-            shutil.rmtree(self.data_dir)  # a leftover of a run that was killed hard
+        self._tmp = Path(tempfile.mkdtemp(prefix="peregrine-lab-pg-"))
+        self._tmp.chmod(0o711)  # the postgres user may pass, not list
+        self.data_dir = self._tmp / "data"
         self.data_dir.mkdir(mode=0o700)
         if self._as_user is not None:
             pw = pwd.getpwnam(self._as_user)
@@ -310,7 +319,9 @@ class Database:
                     f"{self.log_path}:\n{self._log_tail()}"
                 )
             try:
-                out = self.query("SELECT current_setting('server_version')", db="postgres")
+                out = self.query(
+                    "SELECT current_setting('server_version')", db="postgres", timeout=5.0
+                )
                 self.version = out.strip()
                 return
             except DatabaseError:
@@ -329,7 +340,7 @@ class Database:
         self.query(f"CREATE DATABASE {DB_NAME} OWNER {DB_USER}", db="postgres")
         self.query(schema_sql(self.seed))
 
-    def query(self, sql: str, *, db: str = DB_NAME) -> str:
+    def query(self, sql: str, *, db: str = DB_NAME, timeout: float = 60.0) -> str:
         """Run SQL with psql as the superuser; rows come back unaligned, `|`-separated."""
         return self._run(
             [
@@ -350,7 +361,7 @@ class Database:
                 db,
             ],
             "psql",
-            timeout=60.0,
+            timeout=timeout,
             stdin=sql,
         )
 
@@ -395,8 +406,9 @@ class Database:
                 pass
         if self in _running:
             _running.remove(self)
-        if self.data_dir.exists():
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- the lab run's database

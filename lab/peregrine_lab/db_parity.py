@@ -174,7 +174,9 @@ def _one(host, port, scenario, path, rows, required, db, count, timeout) -> list
             problems = _body_problems(scenario, resp, rows, db, before)
         out += [f"{tag}: {p}" for p in problems]
         if any("close" in v.lower() for v in resp.values("connection")):
-            out.append(f"{tag}: answered with Connection: close: the load generator needs keep-alive")
+            out.append(
+                f"{tag}: answered with Connection: close: the load generator needs keep-alive"
+            )
     return out
 
 
@@ -210,4 +212,3 @@ def check(
         first.headers if first else [],
         len(first.body) if first else None,
     )
-
