@@ -147,7 +147,7 @@ PROFILES: dict[str, Profile] = {
             idle_connections=0,
             probe=None,
         ),
-        # Issue 15: the database scenarios against a real PostgreSQL (lab/peregrine_lab/database.py).
+        # Issue 15: the database scenarios against a real PostgreSQL (peregrine_lab/database.py).
         Profile(
             name="db",
             description=(

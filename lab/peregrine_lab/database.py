@@ -489,3 +489,22 @@ def db_peers(peers: list) -> list:
         for p in peers
         if p.extra.get("db_scenarios")
     ]
+
+
+class db_hooks:  # noqa: N801 - used as a module by runner.py (`from .database import db_hooks`)
+    """The runner's hooks in one name, so runner.py imports one thing for the db profile."""
+
+    start_for_run = staticmethod(start_for_run)
+    stop_active = staticmethod(stop_active)
+    active = staticmethod(active)
+    server_env = staticmethod(server_env)
+    cpu_now = staticmethod(cpu_now)
+    run_figures = staticmethod(run_figures)
+    summary = staticmethod(summary)
+    db_peers = staticmethod(db_peers)
+
+    @staticmethod
+    def parity_check(host, port, scenario, required_headers, db):
+        from . import db_parity
+
+        return db_parity.check(host, port, scenario, required_headers, db)

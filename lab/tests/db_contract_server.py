@@ -121,3 +121,17 @@ def serve(db, faults=()) -> ThreadingHTTPServer:
     srv.faults = set(faults)
     srv.db = db
     return srv
+
+
+if __name__ == "__main__":
+    # As a lab peer (tests/fixtures/db_peers.toml): ADDR, DATABASE_URL and FAULTS from the env.
+    import os
+
+    from peregrine_lab.database import Database
+
+    host, port = os.environ.get("ADDR", "127.0.0.1:8080").rsplit(":", 1)
+    srv = ThreadingHTTPServer((host, int(port)), Handler)
+    srv.daemon_threads = True
+    srv.faults = {f for f in os.environ.get("FAULTS", "").split(",") if f}
+    srv.db = Database.client(os.environ["DATABASE_URL"])
+    srv.serve_forever()

@@ -68,7 +68,8 @@ def test_schema_and_data_are_techempowers(pg):
             "-d",
             pg.url,
             "-c",
-            "UPDATE world SET randomnumber = randomnumber WHERE id = 1; SELECT count(*) FROM fortune",
+            "UPDATE world SET randomnumber = randomnumber WHERE id = 1; "
+            "SELECT count(*) FROM fortune",
         ],
         capture_output=True,
         text=True,
@@ -272,3 +273,102 @@ def test_runner_wires_database_into_server_env_and_figures(tmp_path):
         time.sleep(0.1)
     assert _alive(pids) == []
     assert os.environ.get("DATABASE_URL") is None
+
+
+# ---------------------------------------------------------------- the db profile end to end
+
+
+def _db_profile():
+    from peregrine_lab import config
+
+    return config.Profile(
+        name="db",
+        description="db profile test",
+        cells=((2, 0),),
+        runs=1,
+        duration=1.0,
+        warmup=0.0,
+        idle_connections=0,
+        probe=None,
+        timeout=20.0,
+        database=True,
+    )
+
+
+def _opts(tmp_path):
+    import random
+
+    from peregrine_lab import config, procs, runner
+
+    port = next(
+        p for p in random.sample(range(20000, 32000), 200) if not procs.port_in_use("127.0.0.1", p)
+    )
+    return runner.Options(
+        profile=_db_profile(),
+        out_dir=tmp_path,
+        split=config.cpu_split(),
+        port=port,
+        command="test",
+        peers_file=LAB / "tests" / "fixtures" / "db_peers.toml",
+    )
+
+
+def _postgres_pids_with(marker: str) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "postgres" in cmd and marker in cmd:
+                out.append(int(d.name))
+    return out
+
+
+@pytest.mark.skipif(__import__("shutil").which("wrk") is None, reason="wrk not installed")
+def test_db_profile_runs_end_to_end_and_stops_postgres(tmp_path, monkeypatch):
+    from peregrine_lab import database as dbmod
+    from peregrine_lab import runner
+
+    seen = {}
+    real_stop = dbmod.stop_active
+
+    def stop_and_note():
+        if dbmod.active() is not None:
+            seen["pids"] = dbmod.active().pids()  # backends of the pooled connections included
+        real_stop()
+
+    monkeypatch.setattr(runner.database, "stop_active", staticmethod(stop_and_note))
+    res = runner.run(_opts(tmp_path))
+    assert res["complete"] and res["database"]["world_rows"] == 10000
+    assert [s["name"] for s in res["servers"]] == ["peregrine", "unsorted"]  # nodb left out
+    cells = {(c["server"], c["scenario"]): c for c in res["cells"]}
+    ok = cells[("peregrine", "fortunes")]
+    assert ok["status"] == "ok", ok["message"]
+    run = ok["runs"][0]
+    assert run["requests"] > 0 and run["db_cpu_us_per_req"] > 0 and run["cpu_us_per_req"] > 0
+    assert ok["median"]["db_cpu_us_per_req"] > 0
+    assert cells[("peregrine", "db")]["status"] == "ok"
+    assert cells[("unsorted", "fortunes")]["status"] == "parity-failed"
+    assert "not sorted" in cells[("unsorted", "fortunes")]["message"]
+    assert (tmp_path / "logs" / "postgres.log").exists()
+    assert len(seen["pids"]) >= 3 and _alive(seen["pids"]) == []
+    assert dbmod.active() is None
+
+
+def test_db_profile_stops_postgres_when_the_run_fails(tmp_path, monkeypatch):
+    from peregrine_lab import runner
+    from peregrine_lab.database import active
+
+    seen = {}
+
+    def boom(opts, peer, *a, **k):
+        seen["pids"] = active().pids()
+        raise RuntimeError("simulated failure while measuring")
+
+    monkeypatch.setattr(runner, "_measure_server", boom)
+    with pytest.raises(RuntimeError, match="simulated"):
+        runner.run(_opts(tmp_path))
+    assert len(seen["pids"]) >= 3
+    assert _alive(seen["pids"]) == [] and active() is None
