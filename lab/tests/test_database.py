@@ -372,3 +372,41 @@ def test_db_profile_stops_postgres_when_the_run_fails(tmp_path, monkeypatch):
         runner.run(_opts(tmp_path))
     assert len(seen["pids"]) >= 3
     assert _alive(seen["pids"]) == [] and active() is None
+
+
+def test_report_section_and_targets():
+    from peregrine_lab import db_report
+
+    def cell(server, scen, c, rps, cpu):
+        med = {"rps": rps, "p50_us": 900.0, "p99_us": 4000.0, "cpu_us_per_req": cpu}
+        med["db_cpu_us_per_req"] = 50.0
+        return dict(
+            server=server, scenario=scen, concurrency=c, pipeline=0, status="ok", median=med
+        )
+
+    res = {
+        "database": {"version": "15", "cpus": "0", "pool_total": 8, "settings": {}},
+        "servers": [
+            {"name": "peregrine", "label": "Peregrine", "language": "Rust"},
+            {"name": "axum", "label": "Rust axum", "language": "Rust"},
+            {"name": "go", "label": "Go", "language": "Go"},
+        ],
+        "scenarios": [{"name": "db"}, {"name": "fortunes"}],
+        "cells": [
+            cell("peregrine", "db", 50, 10000, 40),
+            cell("axum", "db", 50, 9000, 45),
+            cell("go", "db", 50, 11000, 60),
+            cell("peregrine", "fortunes", 50, 8000, 50),
+            cell("axum", "fortunes", 50, 7000, 49),
+            cell("go", "fortunes", 50, 6000, 70),
+        ],
+    }
+    t = {(x["scenario"], x["figure"]): x for x in db_report.targets(res)}
+    assert t[("db", "requests/s")]["first_among_rust"] and t[("db", "requests/s")][
+        "not_beaten"
+    ] == ["go"]
+    assert t[("db", "server CPU µs/request")]["ahead_of_all"]
+    assert t[("fortunes", "server CPU µs/request")]["not_beaten"] == ["axum"]
+    text = "\n".join(db_report.section(res))
+    assert "### `fortunes`" in text and "| Peregrine | 10,000 | 0.90 / 4.00 | 40.0 | 50.0 |" in text
+    assert db_report.section({"servers": []}) == []
