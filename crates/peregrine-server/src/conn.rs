@@ -30,7 +30,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::{timeout_at, Instant};
 
 /// Size of a fresh read buffer. Requests of load generators and browsers fit in it; it grows
 /// on demand (up to the codec's head limits, or by what a body read asks for).
@@ -81,6 +81,17 @@ pub(crate) struct Io {
     gen: u64,
     /// The client sent `Expect: 100-continue` and the interim response was not sent yet.
     continue_pending: bool,
+    /// Slow-client accounts (issue 17), kept only where a read or write would block, so the
+    /// fast path never reads the clock. Only time spent waiting for the client counts (a slow
+    /// handler or stream is not the client's fault): the time the current body was waited
+    /// for, and the body bytes read by those waits (see `ServerConfig::body_min_rate`) ...
+    body_waited: Duration,
+    body_read: u64,
+    /// ... and the time spent waiting for writability since the output was last fully written
+    /// (`None`: no write has blocked since), with the bytes written meanwhile (see
+    /// `ServerConfig::write_min_rate`).
+    write_waited: Option<Duration>,
+    write_sent: u64,
 }
 
 /// One connection, shared by the driver and the body of the request being answered.
@@ -131,6 +142,10 @@ impl Conn {
                 body: BodyState::Done,
                 gen: 0,
                 continue_pending: false,
+                body_waited: Duration::ZERO,
+                body_read: 0,
+                write_waited: None,
+                write_sent: 0,
             }),
         }
     }
@@ -144,6 +159,7 @@ impl Conn {
         io.eof = false;
         io.body = BodyState::Done;
         io.continue_pending = false;
+        io.write_waited = None;
         // `gen` goes on counting: a body of an earlier request can never match a later one.
     }
 
@@ -154,6 +170,8 @@ impl Conn {
     pub(crate) fn retire(&mut self) -> TcpStream {
         let io = self.io.get_mut();
         debug_assert!(io.rbuf.is_empty() && io.out_pos >= io.out.len());
+        // Unconditionally (issue 17): bytes of one client must never be parsed as another's.
+        io.rbuf.clear();
         if io.rbuf.capacity() > READ_BUF_KEEP {
             io.rbuf = BytesMut::new();
         }
@@ -225,7 +243,10 @@ impl Conn {
                 let io = &mut *io;
                 while io.out_pos < io.out.len() {
                     match self.stream().try_write(&io.out[io.out_pos..]) {
-                        Ok(n) => io.out_pos += n,
+                        Ok(n) => {
+                            io.out_pos += n;
+                            io.write_sent = io.write_sent.wrapping_add(n as u64);
+                        }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => return Err(e),
                     }
@@ -233,6 +254,8 @@ impl Conn {
                 if io.out_pos >= io.out.len() {
                     io.out.clear();
                     io.out_pos = 0;
+                    // Everything is written: a slow-write episode (if any) ends here.
+                    io.write_waited = None;
                     return Ok(());
                 }
             }
@@ -240,12 +263,72 @@ impl Conn {
         }
     }
 
-    /// Waits until the socket is writable again (boxed by callers: it holds a timer).
+    /// Waits until the socket is writable again (boxed by callers: it holds a timer), at most
+    /// until [`Conn::write_wait_deadline`].
     async fn wait_writable(&self) -> io::Result<()> {
-        match timeout(self.shared.config.write_timeout, self.stream().writable()).await {
-            Ok(r) => r,
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
+        let (since, deadline) = self.write_wait_deadline();
+        let waited = timeout_at(deadline, self.stream().writable()).await;
+        if let Some(w) = &mut self.io.borrow_mut().write_waited {
+            *w = w.saturating_add(since.elapsed());
         }
+        match waited {
+            Ok(r) => r,
+            Err(_) => {
+                // The connection closes on this error: with a reset, so the unsent output is
+                // dropped at once instead of staying in the kernel for a client that does not
+                // read (nginx `reset_timedout_connection`).
+                let _ = socket2::SockRef::from(self.stream()).set_linger(Some(Duration::ZERO));
+                Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout"))
+            }
+        }
+    }
+
+    /// Slow path (a write would block): when this wait starts, and when it must end.
+    /// `write_timeout` bounds one wait; over the waits of this episode (which ends when the
+    /// output is fully written), the client must read `write_min_rate` bytes/s beyond
+    /// `write_rate_grace`, so a client that reads a little before every timeout cannot hold the
+    /// connection forever (issue 17).
+    fn write_wait_deadline(&self) -> (Instant, Instant) {
+        let cfg = &self.shared.config;
+        let now = Instant::now();
+        let mut io = self.io.borrow_mut();
+        let waited = match io.write_waited {
+            Some(w) => w,
+            None => {
+                io.write_waited = Some(Duration::ZERO);
+                io.write_sent = 0;
+                Duration::ZERO
+            }
+        };
+        let mut budget = cfg.write_timeout;
+        if cfg.write_min_rate > 0 {
+            let allowance = cfg
+                .write_rate_grace
+                .saturating_add(time_at_rate(io.write_sent, cfg.write_min_rate));
+            budget = budget.min(allowance.saturating_sub(waited));
+        }
+        (now, deadline_after(now, budget))
+    }
+
+    /// Slow path (a body read would block): when this wait starts, and when it must end.
+    /// `body_timeout` bounds one wait; over all the waits for this body, `body_total_timeout`
+    /// bounds their sum and `body_min_rate` the rate after `body_rate_grace` (mod_reqtimeout's
+    /// `body=grace,MinRate=rate`: every `rate` bytes received buy one more second). Covers the
+    /// drain of an unread body too (issue 17).
+    fn body_wait_deadline(&self) -> (Instant, Instant) {
+        let cfg = &self.shared.config;
+        let now = Instant::now();
+        let io = self.io.borrow();
+        let mut budget = cfg
+            .body_timeout
+            .min(cfg.body_total_timeout.saturating_sub(io.body_waited));
+        if cfg.body_min_rate > 0 {
+            let allowance = cfg
+                .body_rate_grace
+                .saturating_add(time_at_rate(io.body_read, cfg.body_min_rate));
+            budget = budget.min(allowance.saturating_sub(io.body_waited));
+        }
+        (now, deadline_after(now, budget))
     }
 
     /// Flushes pending output, then writes `data` straight from the caller's buffer.
@@ -254,13 +337,19 @@ impl Conn {
         let mut pos = 0;
         while pos < data.len() {
             match self.stream().try_write(&data[pos..]) {
-                Ok(n) => pos += n,
+                Ok(n) => {
+                    pos += n;
+                    let mut io = self.io.borrow_mut();
+                    io.write_sent = io.write_sent.wrapping_add(n as u64);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     Box::pin(self.wait_writable()).await?
                 }
                 Err(e) => return Err(e),
             }
         }
+        // Everything pending is written (see `flush`).
+        self.io.borrow_mut().write_waited = None;
         Ok(())
     }
 
@@ -272,7 +361,10 @@ impl Conn {
         while io.out_pos < io.out.len() {
             match self.stream().poll_write_ready(cx) {
                 Poll::Ready(Ok(())) => match self.stream().try_write(&io.out[io.out_pos..]) {
-                    Ok(n) => io.out_pos += n,
+                    Ok(n) => {
+                        io.out_pos += n;
+                        io.write_sent = io.write_sent.wrapping_add(n as u64);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                     // The driver's next flush reports the error.
                     Err(_) => return,
@@ -318,6 +410,12 @@ impl Conn {
                 match dec.decode(&io.rbuf, &self.shared.config.limits) {
                     Ok(ChunkedStep::NeedMore { consumed }) => {
                         io.rbuf.advance(consumed);
+                        // A chunk that declares more than the limit allows is refused now, not
+                        // after its data trickled in (issue 17).
+                        if chunked_over_limit(dec, *delivered, max_body) {
+                            io.body = BodyState::Failed(BodyError::TooLarge);
+                            return Step::Err(BodyError::TooLarge);
+                        }
                         return Step::NeedMore;
                     }
                     Ok(ChunkedStep::Data {
@@ -329,7 +427,7 @@ impl Conn {
                         let data = io.rbuf.split_to(data_len).freeze();
                         io.rbuf.advance(consumed - data_start - data_len);
                         *delivered += data_len as u64;
-                        if *delivered > max_body {
+                        if chunked_over_limit(dec, *delivered, max_body) {
                             io.body = BodyState::Failed(BodyError::TooLarge);
                             return Step::Err(BodyError::TooLarge);
                         }
@@ -384,15 +482,26 @@ impl Conn {
                     io.rbuf.reserve(want);
                 }
             }
+            let before = self.io.borrow().rbuf.len();
             // Before waiting for the client, send it what it may be waiting for: earlier
             // pipelined responses and the `100 Continue`.
             if self.flush().await.is_err() {
                 self.fail_body(gen, BodyError::Incomplete);
                 return Err(BodyError::Incomplete);
             }
-            let deadline = Instant::now() + self.shared.config.body_timeout;
-            match self.fill(deadline).await {
-                Ok(Fill::Data) | Ok(Fill::Eof) => {}
+            let (since, deadline) = self.body_wait_deadline();
+            let filled = self.fill(deadline).await;
+            {
+                let mut io = self.io.borrow_mut();
+                io.body_waited = io.body_waited.saturating_add(since.elapsed());
+            }
+            match filled {
+                Ok(Fill::Data) => {
+                    let mut io = self.io.borrow_mut();
+                    let got = io.rbuf.len().saturating_sub(before) as u64;
+                    io.body_read = io.body_read.saturating_add(got);
+                }
+                Ok(Fill::Eof) => {}
                 Ok(Fill::TimedOut) => {
                     self.fail_body(gen, BodyError::Timeout);
                     return Err(BodyError::Timeout);
@@ -410,17 +519,28 @@ impl Conn {
     async fn drain_body(&self) -> bool {
         let gen = self.io.borrow().gen;
         let mut drained = 0u64;
+        let ext_before = self.chunk_extension_bytes();
         loop {
             match self.body_chunk(gen).await {
                 Ok(None) => return true,
                 Ok(Some(b)) => {
                     drained += b.len() as u64;
-                    if drained > DRAIN_MAX {
+                    // Chunk extensions are input to skip too (issue 17).
+                    let ext = self.chunk_extension_bytes().saturating_sub(ext_before);
+                    if drained.saturating_add(ext) > DRAIN_MAX {
                         return false;
                     }
                 }
                 Err(_) => return false,
             }
+        }
+    }
+
+    /// Chunk-extension bytes of the current body so far (0 unless it is chunked).
+    fn chunk_extension_bytes(&self) -> u64 {
+        match &self.io.borrow().body {
+            BodyState::Chunked(dec, _) => dec.extension_bytes(),
+            _ => 0,
         }
     }
 
@@ -607,8 +727,15 @@ impl Conn {
         match body {
             ResponseBody::Empty => Ok(()),
             ResponseBody::Full(b) => self.write_direct(&b).await,
-            ResponseBody::Stream(s) => {
-                Box::pin(self.write_stream(s, version == Version::Http11)).await
+            ResponseBody::Stream(mut s) => {
+                let written = Box::pin(self.write_stream(&mut s, version == Version::Http11)).await;
+                // A panic dropping the stream is caught (issue 17): whatever was written stays,
+                // and the connection closes.
+                if catch_unwind(AssertUnwindSafe(move || drop(s))).is_err() {
+                    tracing::error!("response body stream panicked when dropped");
+                    return Err(io::Error::other("body stream panicked on drop"));
+                }
+                written
             }
         }
     }
@@ -617,7 +744,7 @@ impl Conn {
     /// ready or the pending output passes the bound, so memory stays bounded whatever its size.
     async fn write_stream(
         &self,
-        mut s: crate::response::BodyStream,
+        s: &mut crate::response::BodyStream,
         chunked: bool,
     ) -> io::Result<()> {
         let limit = self.shared.config.max_pending_output.max(COPY_BODY_MAX);
@@ -725,6 +852,34 @@ impl Conn {
             self.shared.put_out_buf(b);
         }
     }
+}
+
+/// Longest time a deadline is put ahead: a configured `Duration` of any size (even
+/// `Duration::MAX`) means "practically never", never an `Instant` overflow (issue 17).
+const FAR_FUTURE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `from + d`, saturated at [`FAR_FUTURE`] ahead.
+pub(crate) fn deadline_after(from: Instant, d: Duration) -> Instant {
+    from + d.min(FAR_FUTURE)
+}
+
+/// Time `bytes` take at `rate` bytes per second (saturating; `rate` > 0).
+fn time_at_rate(bytes: u64, rate: u32) -> Duration {
+    let rate = u64::from(rate);
+    // (bytes % rate) < 2^32, so the product stays below 2^62.
+    Duration::from_secs(bytes / rate)
+        .saturating_add(Duration::from_nanos((bytes % rate) * 1_000_000_000 / rate))
+}
+
+/// Whether a chunked body already breaks `max_body`: the data delivered, plus what the current
+/// chunk still declares, plus every chunk-extension byte so far (issue 17: an oversized chunk
+/// is answered 413 at once, and extensions cannot carry unbounded input).
+#[inline]
+fn chunked_over_limit(dec: &ChunkedDecoder, delivered: u64, max_body: u64) -> bool {
+    delivered
+        .saturating_add(dec.chunk_data_remaining())
+        .saturating_add(dec.extension_bytes())
+        > max_body
 }
 
 /// One non-blocking read into `buf` (which has spare capacity): `Some(n)` bytes read (0 at
@@ -1012,7 +1167,13 @@ pub(crate) fn serve<S: Service>(
             }
             let conn = home.into_conn(&shared);
             match conn.try_fill() {
-                Ok(Some(_)) => {}
+                Ok(Some(_)) => {
+                    // Input arrived: later waits are idle waits, not a new connection's
+                    // (see `IdleSet::insert`).
+                    if shared.idle_key.get() == crate::idle::NO_KEY {
+                        shared.idle_key.set(crate::idle::NO_KEY_SERVED);
+                    }
+                }
                 // Readiness was stale (the read cleared it): idle again.
                 Ok(None) => {
                     home = Home::from_conn(conn, &shared);
@@ -1122,10 +1283,15 @@ async fn busy<S: Service>(
                     }
                     BodyFraming::Length(n) => {
                         io.body = BodyState::Length(n);
+                        // The body's slow-client account starts empty (issue 17).
+                        io.body_waited = Duration::ZERO;
+                        io.body_read = 0;
                         Body::from_conn(conn.clone(), gen, Some(n))
                     }
                     BodyFraming::Chunked => {
                         io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
+                        io.body_waited = Duration::ZERO;
+                        io.body_read = 0;
                         Body::from_conn(conn.clone(), gen, None)
                     }
                 };
@@ -1193,22 +1359,30 @@ async fn busy<S: Service>(
             })
             .await;
             // The handler's future (and the request it may hold) goes now, before the rest of
-            // the response is written and the body drained.
-            slot.set(None);
+            // the response is written and the body drained. Its drop may panic too (issue 17):
+            // caught like a panic in its poll, so the worker and the answer survive it.
+            let drop_panicked = catch_unwind(AssertUnwindSafe(|| slot.set(None))).is_err();
             match answered {
-                Some(Answered::Encoded) if !panicked => {}
-                Some(Answered::Rest(rest)) if !panicked => {
+                Some(Answered::Encoded) => {}
+                Some(Answered::Rest(rest)) => {
                     // Boxed: large and streamed bodies are the exception.
                     if Box::pin(conn.finish_response(rest, version)).await.is_err() {
                         return Next::Close(Close::Now);
                     }
                 }
-                Some(Answered::Refused) if !panicked => return Next::Close(Close::Linger),
-                _ => {
+                Some(Answered::Refused) => return Next::Close(Close::Linger),
+                None => {
+                    // Nothing of a response was encoded: the client gets a 500.
                     tracing::error!(%peer, "handler panicked; answering 500");
                     conn.push_error(500, "internal server error", head_request);
                     return Next::Close(Close::Linger);
                 }
+            }
+            if panicked | drop_panicked {
+                // The response was complete (a panic after it, dropping the handler's future
+                // or the response): it is sent, then the connection closes cleanly.
+                tracing::error!(%peer, "panic after the handler's response; closing");
+                return Next::Close(Close::Linger);
             }
             if !keep_alive {
                 return Next::Close(Close::Linger);
@@ -1247,7 +1421,8 @@ async fn busy<S: Service>(
             return Next::Idle;
         }
         let before = conn.io.borrow().rbuf.len();
-        let deadline = *head_deadline.get_or_insert_with(|| Instant::now() + cfg.header_timeout);
+        let deadline = *head_deadline
+            .get_or_insert_with(|| deadline_after(Instant::now(), cfg.header_timeout));
         let outcome = conn.fill(deadline).await;
         match outcome {
             Err(_) => return Next::Close(Close::Now),
@@ -1293,7 +1468,7 @@ mod size_tests {
                 .unwrap();
             let shared = std::rc::Rc::new(crate::worker::WorkerShared::new(
                 crate::ServerConfig::default(),
-                std::sync::Arc::new(crate::worker::Global::new(usize::MAX)),
+                std::sync::Arc::new(crate::worker::Global::new(usize::MAX, None)),
             ));
             let svc = std::rc::Rc::new(crate::service_fn(|_r: crate::Request| async {
                 crate::Response::text("x")

@@ -53,7 +53,10 @@ impl Server {
         for _ in 1..n {
             listeners.push(bind(addr, config.backlog)?);
         }
-        let global = Arc::new(Global::new(config.max_connections));
+        let global = Arc::new(Global::new(
+            config.max_connections,
+            config.max_connections_per_addr,
+        ));
         let (stop, stop_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let mut workers = Vec::with_capacity(n);

@@ -10,9 +10,11 @@ use peregrine_codec::response::{status_line, DateCache};
 use peregrine_codec::FieldSpan;
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
@@ -23,21 +25,49 @@ const POOL_MAX: usize = 16;
 /// Output buffers larger than this are freed rather than pooled (after a big response).
 const OUT_POOL_MAX_CAP: usize = 64 * 1024;
 
-/// State shared by all workers: the connection count behind `max_connections`.
+/// State shared by all workers: the connection count behind `max_connections`, and the
+/// per-address counts behind `max_connections_per_addr`.
 pub(crate) struct Global {
     open: AtomicUsize,
     max: usize,
     /// Woken when a connection closes while the server was full.
     capacity: Notify,
+    /// A worker at the limit found no idle connection of its own to close: the next worker to
+    /// tick with one closes its oldest (issue 17).
+    evict_wanted: AtomicBool,
+    /// Open connections per client address, when capped (issue 17). Touched once per accept
+    /// and once per close, never per request.
+    per_addr: Option<(usize, Mutex<HashMap<IpAddr, usize>>)>,
 }
 
 impl Global {
-    pub(crate) fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize, max_per_addr: Option<usize>) -> Self {
         Global {
             open: AtomicUsize::new(0),
             max: max.max(1),
             capacity: Notify::new(),
+            evict_wanted: AtomicBool::new(false),
+            per_addr: max_per_addr.map(|m| (m.max(1), Mutex::new(HashMap::new()))),
         }
+    }
+
+    /// Counts a new connection from `ip` against the per-address cap: `Err` past the cap,
+    /// `Ok(None)` when there is no cap.
+    fn hold_addr(self: &Arc<Self>, ip: IpAddr) -> Result<Option<AddrHold>, ()> {
+        let Some((max, counts)) = &self.per_addr else {
+            return Ok(None);
+        };
+        let ip = ip.to_canonical();
+        let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+        let n = counts.entry(ip).or_insert(0);
+        if *n >= *max {
+            return Err(());
+        }
+        *n += 1;
+        Ok(Some(AddrHold {
+            global: self.clone(),
+            ip,
+        }))
     }
 
     fn try_acquire(&self) -> bool {
@@ -56,23 +86,59 @@ impl Global {
     }
 }
 
+/// A connection's place in its address's count, given back on drop.
+struct AddrHold {
+    global: Arc<Global>,
+    ip: IpAddr,
+}
+
+impl Drop for AddrHold {
+    fn drop(&mut self) {
+        if let Some((_, counts)) = &self.global.per_addr {
+            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = counts.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
 /// A reserved connection slot, given back on drop unless a connection takes it over.
 struct Slot<'a>(&'a Global);
 
 impl<'a> Slot<'a> {
-    async fn acquire(global: &'a Global) -> Slot<'a> {
+    /// A slot for a connection just accepted. At the limit, an idle keep-alive connection is
+    /// closed to make room (issue 17): the one of this worker that waited longest, else one of
+    /// another worker (at its next idle tick); if none is idle, this waits for a close, as the
+    /// backlog did before.
+    async fn acquire(global: &'a Global, idle: &IdleSet) -> Slot<'a> {
+        if global.try_acquire() {
+            return Slot(global);
+        }
         loop {
-            if global.try_acquire() {
-                return Slot(global);
+            if !idle.evict_oldest() {
+                global.evict_wanted.store(true, Ordering::Relaxed);
             }
             let notified = global.capacity.notified();
             tokio::pin!(notified);
             // Register before checking again so a release in between is not missed.
             notified.as_mut().enable();
             if global.try_acquire() {
+                global.evict_wanted.store(false, Ordering::Relaxed);
                 return Slot(global);
             }
-            notified.await;
+            // A connection that goes idle meanwhile is a candidate at the next try.
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(idle.tick_len()) => {}
+            }
+            if global.try_acquire() {
+                global.evict_wanted.store(false, Ordering::Relaxed);
+                return Slot(global);
+            }
         }
     }
 
@@ -234,7 +300,7 @@ impl WorkerShared {
             conn_pool: RefCell::new(Vec::new()),
             out_pool: RefCell::new(Vec::new()),
             shutting_down: Cell::new(false),
-            idle: IdleSet::new(config.idle_timeout),
+            idle: IdleSet::new(config.idle_timeout, config.header_timeout),
             busy_blocks: BlockPool::new(),
             head_cache: RefCell::new(HeadCache::new(config.server_name)),
             live: Cell::new(0),
@@ -377,7 +443,7 @@ impl Drop for ConnShared {
     fn drop(&mut self) {
         let shared = &self.shared;
         let key = self.idle_key.get();
-        if key != NO_KEY {
+        if crate::idle::is_entry(key) {
             shared.idle.remove(key as usize);
         }
         shared.global.release();
@@ -445,6 +511,11 @@ pub(crate) fn run<S: Service>(
                 loop {
                     tick.tick().await;
                     sweeper.idle.sweep();
+                    // Another worker is full and had no idle connection to close (issue 17).
+                    let global = &sweeper.global;
+                    if global.evict_wanted.load(Ordering::Relaxed) && sweeper.idle.evict_oldest() {
+                        global.evict_wanted.store(false, Ordering::Relaxed);
+                    }
                 }
             });
             tokio::select! {
@@ -486,25 +557,38 @@ async fn accept_loop<S: Service>(
     service: &Rc<S>,
 ) {
     loop {
-        // Reserve a slot before accepting: at the limit, new clients wait in the backlog.
-        let slot = Slot::acquire(&shared.global).await;
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 // EMFILE/ENFILE/ENOBUFS and the like: back off instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
-                drop(slot);
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
+        // Past its address's cap, the connection is closed at once (issue 17).
+        let Ok(addr_hold) = shared.global.hold_addr(peer.ip()) else {
+            tracing::debug!(%peer, "per-address connection cap reached; closing");
+            continue;
+        };
+        // Then a slot: at the limit, this closes an idle connection or waits (the next clients
+        // wait in the backlog meanwhile).
+        let slot = Slot::acquire(&shared.global, &shared.idle).await;
         // Responses are written once per batch, so Nagle would only add delay.
         let _ = stream.set_nodelay(true);
-        tokio::task::spawn_local(conn::serve(
-            service.clone(),
-            ConnShared::new(shared, slot),
-            stream,
-            peer,
-        ));
+        let serve = conn::serve(service.clone(), ConnShared::new(shared, slot), stream, peer);
+        match addr_hold {
+            None => {
+                tokio::task::spawn_local(serve);
+            }
+            // Only with a cap: the hold lives as long as the connection (a larger task, by the
+            // hold's 32 bytes, so the uncapped default keeps its size).
+            Some(hold) => {
+                tokio::task::spawn_local(async move {
+                    let _hold = hold;
+                    serve.await
+                });
+            }
+        }
     }
 }

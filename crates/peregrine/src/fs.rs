@@ -70,23 +70,35 @@ impl ServeDir {
     }
 }
 
-/// Decodes and checks a request path relative to a root: `None` if it is not acceptable.
+/// Decodes and checks a routed path parameter relative to a root: `None` if it is not
+/// acceptable.
+///
+/// The parameter is split on `/` exactly as the router split it, and each segment must decode
+/// to exactly one plain file name: no empty, `.` or `..` segment (a trailing `/` excepted), and
+/// no `/`, `\` or NUL inside a decoded segment. So the file named is always the one the route
+/// (and the middleware on it) matched: the decoded segments are the routed ones, one for one
+/// (issue 17). [`crate::path::normalize`] already refuses or merges these before routing; this
+/// holds even when `ServeDir` is called some other way.
 pub(crate) fn safe_relative(raw: &str) -> Option<PathBuf> {
-    let decoded = percent_encoding::percent_decode_str(raw)
-        .decode_utf8()
-        .ok()?;
-    if decoded.contains('\0') || decoded.contains('\\') {
-        return None;
-    }
     let mut rel = PathBuf::new();
-    for seg in decoded.split('/') {
-        match seg {
-            "" | "." => continue,
-            ".." => return None,
+    let raw = raw.strip_suffix('/').unwrap_or(raw);
+    if raw.is_empty() {
+        return Some(rel);
+    }
+    for seg in raw.split('/') {
+        let name = percent_encoding::percent_decode_str(seg)
+            .decode_utf8()
+            .ok()?;
+        if name.is_empty()
+            || name == "."
+            || name == ".."
+            || name.contains(['/', '\\', '\0'])
             // A drive prefix or other component that is not a plain name (Windows) is refused.
-            s if Path::new(s).components().count() != 1 => return None,
-            s => rel.push(s),
+            || Path::new(&*name).components().count() != 1
+        {
+            return None;
         }
+        rel.push(&*name);
     }
     Some(rel)
 }
@@ -297,7 +309,14 @@ mod tests {
     #[test]
     fn traversal_is_refused() {
         assert_eq!(safe_relative("a/b.txt"), Some(PathBuf::from("a/b.txt")));
-        assert_eq!(safe_relative("./a//b"), Some(PathBuf::from("a/b")));
+        assert_eq!(safe_relative("a/"), Some(PathBuf::from("a")));
+        assert_eq!(safe_relative("a%20b"), Some(PathBuf::from("a b")));
+        // Segments that the router would not have seen as one name are refused.
+        assert_eq!(safe_relative("./a"), None);
+        assert_eq!(safe_relative("a//b"), None);
+        assert_eq!(safe_relative("/a"), None);
+        assert_eq!(safe_relative("a/%2e/b"), None);
+        assert_eq!(safe_relative("private%2fx.txt"), None);
         assert_eq!(safe_relative(""), Some(PathBuf::new()));
         assert_eq!(safe_relative("../etc/passwd"), None);
         assert_eq!(safe_relative("a/../../x"), None);

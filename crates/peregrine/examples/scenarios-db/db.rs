@@ -13,11 +13,12 @@
 //! Templates: sailfish (compiled templates, HTML escaping on `<%= %>`).
 
 use futures_util::future::try_join_all;
-use peregrine::{get, App, Error, Html, IntoResponse, Json, Request, Response};
+use peregrine::{
+    get, App, Error, Html, IntoResponse, Json, Local, Request, Response, WorkerContext,
+};
 use sailfish::TemplateSimple;
 use serde::Serialize;
 use std::cell::Cell;
-use std::rc::Rc;
 use tokio_postgres::{Client, NoTls, Statement};
 
 const WORLD_ROWS: i32 = 10_000;
@@ -29,13 +30,18 @@ pub fn routes(app: App) -> App {
     };
     let per_worker = pool_size_per_worker();
     app.with_state(Settings { url, per_worker })
+        // Each worker opens its own pool on its own runtime (before its first request).
+        .on_worker_start(|w: WorkerContext| async move {
+            let s = w.state::<Settings>().expect("registered above");
+            Pool::connect(&s.url, s.per_worker).await
+        })
         .route("/db", get(single_query))
         .route("/queries", get(queries))
         .route("/fortunes", get(fortunes))
         .route("/updates", get(updates))
 }
 
-/// What every worker needs to open its pool.
+/// What every worker needs to open its pool (shared state, read by the start hook).
 pub struct Settings {
     url: String,
     per_worker: usize,
@@ -105,33 +111,10 @@ impl Pool {
 
     fn conn(&self) -> &Conn {
         let i = self.next.get();
-        self.next.set(if i + 1 == self.conns.len() { 0 } else { i + 1 });
+        self.next
+            .set(if i + 1 == self.conns.len() { 0 } else { i + 1 });
         &self.conns[i]
     }
-}
-
-// ---------------------------------------------------------------- the worker's pool
-//
-// Until the framework's per-worker start hook (`App::on_worker_start`) is on main, each worker
-// opens its pool on its first database request (a thread-local, initialised once). `pool()` is
-// the only thing the handlers call, so switching to the hook changes this section only.
-
-thread_local! {
-    static POOL: Rc<tokio::sync::OnceCell<Rc<Pool>>> = Rc::new(tokio::sync::OnceCell::new());
-}
-
-async fn pool(req: &Request) -> Result<Rc<Pool>, Error> {
-    let cell = POOL.with(Rc::clone);
-    let settings = req.state::<Settings>()?;
-    let pool = cell
-        .get_or_try_init(|| async {
-            Pool::connect(&settings.url, settings.per_worker)
-                .await
-                .map(Rc::new)
-        })
-        .await
-        .map_err(Error::internal_from)?;
-    Ok(pool.clone())
 }
 
 // ---------------------------------------------------------------- handlers
@@ -171,8 +154,7 @@ fn query_count(req: &Request) -> usize {
     q.clamp(1, 500) as usize
 }
 
-async fn single_query(req: Request) -> Result<Response, Error> {
-    let pool = pool(&req).await?;
+async fn single_query(_req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
     let world = fetch_world(pool.conn(), random_id()).await?;
     Ok(Json(world).into_response())
 }
@@ -182,15 +164,13 @@ async fn fetch_worlds(conn: &Conn, n: usize) -> Result<Vec<World>, Error> {
     try_join_all((0..n).map(|_| fetch_world(conn, random_id()))).await
 }
 
-async fn queries(req: Request) -> Result<Response, Error> {
+async fn queries(req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
     let n = query_count(&req);
-    let pool = pool(&req).await?;
     Ok(Json(fetch_worlds(pool.conn(), n).await?).into_response())
 }
 
-async fn updates(req: Request) -> Result<Response, Error> {
+async fn updates(req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
     let n = query_count(&req);
-    let pool = pool(&req).await?;
     let conn = pool.conn();
     let mut worlds = fetch_worlds(conn, n).await?;
     for w in &mut worlds {
@@ -201,7 +181,9 @@ async fn updates(req: Request) -> Result<Response, Error> {
     batch.sort_unstable_by_key(|&(id, _)| id);
     batch.dedup_by_key(|&mut (id, _)| id);
     for w in &mut worlds {
-        let i = batch.binary_search_by_key(&w.id, |&(id, _)| id).unwrap_or(0);
+        let i = batch
+            .binary_search_by_key(&w.id, |&(id, _)| id)
+            .unwrap_or(0);
         w.random_number = batch[i].1;
     }
     let (ids, numbers): (Vec<i32>, Vec<i32>) = batch.into_iter().unzip();
@@ -224,8 +206,7 @@ struct FortunesPage {
     fortunes: Vec<Fortune>,
 }
 
-async fn fortunes(req: Request) -> Result<Response, Error> {
-    let pool = pool(&req).await?;
+async fn fortunes(_req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
     let conn = pool.conn();
     let rows = conn
         .client
