@@ -377,9 +377,16 @@ class Database:
         return metrics.process_tree(self.proc.pid) if self.alive() else []
 
     def cpu_seconds(self) -> float:
-        """utime + stime summed over every PostgreSQL process (backends live as long as their
-        connection, i.e. through a whole measurement with pooled connections)."""
-        return metrics.cpu_seconds(self.pids())
+        """CPU time (user + system) PostgreSQL has used since it started: utime + stime of every
+        live process, plus the postmaster's cutime + cstime, which holds the time of the
+        backends it has reaped (a connection that closed keeps counting), so the figure only
+        grows."""
+        if not self.alive():
+            return 0.0
+        live = metrics.cpu_seconds(self.pids())
+        f = metrics._stat_fields(self.proc.pid)
+        reaped = (int(f[13]) + int(f[14])) / metrics.CLK_TCK if f else 0.0  # fields 16, 17
+        return live + reaped
 
     def stop(self, grace: float = 10.0) -> None:
         """Fast shutdown (SIGINT: clients disconnected, no waiting for them), then immediate

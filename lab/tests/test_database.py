@@ -410,3 +410,12 @@ def test_report_section_and_targets():
     text = "\n".join(db_report.section(res))
     assert "### `fortunes`" in text and "| Peregrine | 10,000 | 0.90 / 4.00 | 40.0 | 50.0 |" in text
     assert db_report.section({"servers": []}) == []
+
+
+def test_cpu_time_keeps_what_closed_connections_used(pg):
+    # Each psql call is a connection whose backend exits: its CPU must not vanish from the sum.
+    before = pg.cpu_seconds()
+    for _ in range(3):
+        pg.query("SELECT count(*) FROM world a, world b WHERE a.id < 1500 AND b.id < 1500")
+    after = pg.cpu_seconds()
+    assert after > before
