@@ -18,6 +18,7 @@ CONTRACT_DIR = LAB_DIR / "contract"
 PEERS_DIR = LAB_DIR / "peers"
 PEERS_TOML = PEERS_DIR / "peers.toml"
 SCENARIOS_JSON = CONTRACT_DIR / "scenarios.json"
+DB_SCENARIOS_JSON = CONTRACT_DIR / "db.json"  # issue 15: the database scenarios
 PROBE_SCRIPT = REPO_DIR / "probe" / "probe.py"
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
 
@@ -73,6 +74,8 @@ class Profile:
     """When set, the cells to measure (instead of `cells`/`sweep_scenarios`/`base_cells`)."""
     skip_servers: tuple[str, ...] = ()
     """Servers left out unless named with --servers (variants measured by bigger profiles)."""
+    database: bool = False
+    """Issue 15: start PostgreSQL, measure the scenarios of contract/db.json (database.py)."""
     round_warmup: float = 0.0
     """Warm-up before a cell's run in the rounds after the first (the servers stay up between
     rounds, so their JIT and pools are warm; this only refills caches)."""
@@ -277,6 +280,25 @@ PROFILES: dict[str, Profile] = {
             warmup=2.0,
             idle_connections=0,
             probe=None,
+        ),
+        # Issue 15: the database scenarios against a real PostgreSQL (peregrine_lab/database.py).
+        Profile(
+            name="db",
+            description=(
+                "issue 15: the database scenarios (db, queries, fortunes, updates of "
+                "contract/db.json) against a real PostgreSQL pinned to the load generator's CPUs, "
+                "at 50 and 256 connections; 3 runs of 3 s per cell; server CPU and PostgreSQL CPU "
+                "per request"
+            ),
+            scenarios=None,
+            cells=((50, 0), (256, 0)),
+            runs=3,
+            duration=3.0,
+            warmup=1.0,
+            idle_connections=0,
+            probe=None,
+            timeout=10.0,
+            database=True,
         ),
     ]
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from . import stats
+from . import db_report, stats
 
 NA = "n/a"
 
@@ -614,6 +614,7 @@ def render(res: dict) -> str:
                 f"pipeline={c['pipeline']}: {_one_line(c.get('message', ''))}"
             )
         L.append("")
+    L += db_report.section(res)  # issue 15: the db profile's section ([] otherwise)
     L += ["## Charts", ""]
     for name, title in (
         ("throughput", "Requests per second"),

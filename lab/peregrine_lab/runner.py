@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import build, compliance, config, loadgen, metrics, parity, procs, results, stats
+from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
 from .peers import Peer, Scenario, load_contract, load_peers, select_peers
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 28080  # below the kernel's ephemeral range (32768-60999 by default)
-CELL_KEYS = ("rps", "p50_us", "p99_us", "cpu_us_per_req", "peak_rss_bytes")
+CELL_KEYS = ("rps", "p50_us", "p99_us", "cpu_us_per_req", "peak_rss_bytes", "db_cpu_us_per_req")
 
 
 class LabError(Exception):
@@ -93,6 +94,7 @@ def _server_env(peer: Peer, port: int, workers: int) -> dict[str, str]:
     env.update(peer.env)
     env["ADDR"] = f"{HOST}:{port}"
     env["WORKERS"] = str(workers)
+    env.update(database.server_env())  # db: DATABASE_URL, DB_POOL when the profile has one
     return env
 
 
@@ -220,6 +222,7 @@ def one_run(
     mhz0 = metrics.cpu_mhz(opts.split.server + opts.split.client)
     t0 = time.monotonic()
     before = metrics.Sample.take(server.pid)
+    db_cpu0 = database.cpu_now()  # db
     res = loadgen.run(
         gen,
         url,
@@ -265,6 +268,7 @@ def one_run(
             "peak_rss_bytes": after.peak_rss if peak_reset else None,
             "rss_after_bytes": after.rss,
             "server_processes": len(after.pids),
+            **database.run_figures(db_cpu0, res.requests),  # db
         }
     )
     if rate:
@@ -305,8 +309,9 @@ def run(opts: Options) -> dict:
             f"port {HOST}:{opts.port} is busy: something already listens there (or holds it); "
             "stop it or choose another with --port"
         )
-    contract = load_contract()
+    contract = load_contract(config.DB_SCENARIOS_JSON if prof.database else config.SCENARIOS_JSON)
     peers = select_peers(load_peers(opts.peers_file), list(prof.servers) if prof.servers else None)
+    peers = database.db_peers(peers) if prof.database else peers  # db
     peers = [p for p in peers if p.name not in prof.skip_servers]
     scenarios = contract.select(prof.scenarios)
     max_conns = max([c for c, _ in prof.cells] + [c for ln in prof.lanes for c, _ in ln.cells])
@@ -406,6 +411,10 @@ def run(opts: Options) -> dict:
     res["cells"].extend(unserved)
     entries: dict[str, dict] = {}
     try:
+        if prof.database:  # db: PostgreSQL on the load generator's CPUs (the server's are measured)
+            print(f"starting PostgreSQL on CPUs {opts.split.client_list}", flush=True)
+            db = database.start_for_run(out, opts.split.client_list)
+            res["database"] = database.summary(db)
         # 1. Each server alone: start, parity, idle memory, probe, stop.
         for peer in peers:
             b = built[peer.name]
@@ -508,6 +517,7 @@ def run(opts: Options) -> dict:
                 )
     finally:
         procs.kill_all()
+        database.stop_active()  # db
         # Interrupted or failed: keep what was measured (marked incomplete) for the report.
         done = {id(c) for c in res["cells"]}
         for pl in planned:
@@ -590,9 +600,14 @@ def _check_server(opts, peer, entry, planned, contract, progress, logs):
         dated = None
         for name in mine:
             scen = contract.by_name(name)
-            pr = parity.check(
-                HOST, opts.port, scen, contract.required_headers, timeout=prof.timeout
-            )
+            if "check" in scen.expect:  # db: validity, not bytes
+                pr = database.parity_check(
+                    HOST, opts.port, scen, contract.required_headers, database.active()
+                )
+            else:
+                pr = parity.check(
+                    HOST, opts.port, scen, contract.required_headers, timeout=prof.timeout
+                )
             entry["parity"][name] = pr.to_json()
             if pr.ok:
                 ok_scenarios.append(name)

@@ -6,11 +6,15 @@
 //! # or: cargo run --release --example scenarios -- --addr 127.0.0.1:8080 --workers 2
 //! ```
 //!
-//! Stops gracefully on SIGTERM / SIGINT.
+//! Stops gracefully on SIGTERM / SIGINT. With `DATABASE_URL` set it also serves the database
+//! scenarios of `lab/contract/db.json` (`scenarios-db/db.rs`); without it, exactly the above.
 
 use peregrine::middleware::Hook;
 use peregrine::{get, post, App, Error, IntoResponse, Json, Request, Response, Router};
 use serde::{Deserialize, Serialize};
+
+#[path = "scenarios-db/db.rs"]
+mod db;
 
 #[derive(Serialize)]
 struct Message {
@@ -150,7 +154,7 @@ pub fn app() -> App {
         .hook(MarkLayer("x-mw-3"))
         .hook(MarkLayer("x-mw-2"))
         .hook(MarkLayer("x-mw-1"));
-    App::new()
+    let app = App::new()
         .with_state(Large::build())
         .route("/plaintext", get(plaintext))
         .route("/json", get(json))
@@ -164,7 +168,8 @@ pub fn app() -> App {
         .route("/error", get(error))
         .route("/large", get(large))
         .route("/empty", get(empty))
-        .merge(layered)
+        .merge(layered);
+    db::routes(app)
 }
 
 fn main() {

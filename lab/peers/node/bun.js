@@ -7,6 +7,8 @@
 
 const { addr, workers, PROBLEM, fail, buildLarge, uint, newUser } = require('./common');
 
+const db = require('./db');
+
 const LARGE = buildLarge();
 // Bun sends Date but no Server header, which the contract requires.
 const SERVER = { Server: 'Bun' };
@@ -18,6 +20,43 @@ function json(value, status = 200) {
 
 function notFound() {
   return new Response('Not Found', { status: 404, headers: TEXT });
+}
+
+/**
+ * Issue 15: the database scenarios on Bun's built-in SQL client (Bun.sql: prepared statements by
+ * default, concurrent queries pipelined), DB_POOL ÷ WORKERS connections per process; {} (no
+ * routes) without DATABASE_URL. Thrown driver errors reach the `error` handler (500).
+ */
+function dbRoutes() {
+  const url = process.env.DATABASE_URL;
+  if (!url) return {};
+  const { SQL } = require('bun');
+  const sql = new SQL({ url, max: db.poolSize() });
+  const world = async (id) => {
+    const [row] = await sql`SELECT id, randomnumber FROM world WHERE id = ${id}`;
+    return { id: row.id, randomNumber: row.randomnumber };
+  };
+  const many = (n) => Promise.all(Array.from({ length: n }, () => world(db.randomId())));
+  const count = (req) => db.queryCount(new URL(req.url).searchParams.get('q'));
+  return {
+    '/db': { GET: async () => json(await world(db.randomId())) },
+    '/queries': { GET: async (req) => json(await many(count(req))) },
+    '/updates': {
+      GET: async (req) => {
+        const [worlds, ids, nums] = db.newNumbers(await many(count(req)));
+        await sql`UPDATE world SET randomnumber = w.r
+          FROM (SELECT unnest(${sql.array(ids, 'int4')}::int[]) AS id, unnest(${sql.array(nums, 'int4')}::int[]) AS r) AS w
+          WHERE world.id = w.id`;
+        return json(worlds);
+      },
+    },
+    '/fortunes': {
+      GET: async () =>
+        new Response(db.renderFortunes(await sql`SELECT id, message FROM fortune`), {
+          headers: { ...SERVER, 'Content-Type': 'text/html; charset=utf-8' },
+        }),
+    },
+  };
 }
 
 function start() {
@@ -72,6 +111,7 @@ function start() {
       },
       '/large': { GET: () => json(LARGE) },
       '/empty': { GET: () => new Response(null, { status: 204, headers: SERVER }) },
+      ...dbRoutes(),
     },
     fetch: () => notFound(),
     error: () =>

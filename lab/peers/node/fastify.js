@@ -7,6 +7,8 @@
 const Fastify = require('fastify');
 const { addr, clustered, PROBLEM, fail, buildLarge, newUser } = require('./common');
 
+const db = require('./db');
+
 const LARGE = buildLarge();
 
 const int = { type: 'integer' };
@@ -96,6 +98,18 @@ function build() {
   app.get('/empty', async (request, reply) => {
     reply.code(204).send();
   });
+
+  // issue 15: the database scenarios, when DATABASE_URL is set (driver errors reach setErrorHandler).
+  const DB = db.open();
+  if (DB) {
+    app.get('/db', async () => DB.single());
+    app.get('/queries', async (request) => DB.queries(db.queryCount(request.query.q)));
+    app.get('/updates', async (request) => DB.updates(db.queryCount(request.query.q)));
+    app.get('/fortunes', async (request, reply) => {
+      reply.type('text/html; charset=utf-8');
+      return DB.fortunes();
+    });
+  }
 
   return app;
 }

@@ -7,7 +7,10 @@
 const http = require('node:http');
 const { addr, clustered, PROBLEM, fail, buildLarge, uint, newUser, keepAlive } = require('./common');
 
+const db = require('./db');
+
 const LARGE = buildLarge();
+let DB = null; // issue 15: the database scenarios, opened per process when DATABASE_URL is set
 const HELLO = 'Hello, World!';
 
 // node:http sends Date but no Server header, which the contract requires.
@@ -131,6 +134,20 @@ function route(req, res) {
     case 'empty':
       if (get && parts.length === 2) return send(res, 204, null, undefined);
       break;
+    // issue 15: database scenarios (thrown driver errors become the 500 in handle())
+    case 'db':
+      if (DB && get && parts.length === 2) return json(res, 200, await DB.single());
+      break;
+    case 'queries':
+    case 'updates':
+      if (DB && get && parts.length === 2) {
+        const n = db.queryCount(new URLSearchParams(q < 0 ? '' : target.slice(q + 1)).get('q'));
+        return json(res, 200, await (parts[1] === 'queries' ? DB.queries(n) : DB.updates(n)));
+      }
+      break;
+    case 'fortunes':
+      if (DB && get && parts.length === 2) return send(res, 200, 'text/html; charset=utf-8', await DB.fortunes());
+      break;
   }
   return notFound(res);
 }
@@ -152,6 +169,7 @@ function handle(req, res) {
 }
 
 clustered(() => {
+  DB = db.open();
   const { host, port } = addr();
   keepAlive(http.createServer(handle)).listen(port, host);
 });

@@ -5,6 +5,8 @@
 //! middleware and error path around them.
 
 use serde::{Deserialize, Serialize};
+
+pub mod db;
 use std::net::SocketAddr;
 
 /// Listen address from `ADDR` (host:port), defaulting to 127.0.0.1:8080.

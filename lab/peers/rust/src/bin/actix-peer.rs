@@ -103,10 +103,73 @@ async fn mark<const N: usize>(
     Ok(res)
 }
 
+// ---------------------------------------------------------------- database scenarios (issue 15)
+
+/// A database failure answers 500 (actix's `ResponseError` path).
+#[derive(Debug)]
+struct DbFailure(peers::db::DbError);
+
+impl std::fmt::Display for DbFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<peers::db::DbError> for DbFailure {
+    fn from(e: peers::db::DbError) -> Self {
+        DbFailure(e)
+    }
+}
+
+impl ResponseError for DbFailure {}
+
+type Db = web::Data<deadpool_postgres::Pool>;
+
+async fn db_single(pool: Db) -> Result<web::Json<peers::db::World>, DbFailure> {
+    Ok(web::Json(peers::db::single(&pool).await?))
+}
+
+async fn db_queries(
+    pool: Db,
+    req: actix_web::HttpRequest,
+) -> Result<web::Json<Vec<peers::db::World>>, DbFailure> {
+    let n = peers::db::query_count(Some(req.query_string()));
+    Ok(web::Json(peers::db::queries(&pool, n).await?))
+}
+
+async fn db_updates(
+    pool: Db,
+    req: actix_web::HttpRequest,
+) -> Result<web::Json<Vec<peers::db::World>>, DbFailure> {
+    let n = peers::db::query_count(Some(req.query_string()));
+    Ok(web::Json(peers::db::updates(&pool, n).await?))
+}
+
+async fn db_fortunes(pool: Db) -> Result<HttpResponse, DbFailure> {
+    let page = peers::db::fortunes(&pool).await?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(page))
+}
+
+/// The four database routes, sharing one deadpool pool of `DB_POOL` connections (created in
+/// `main`, as actix's examples do); nothing without `DATABASE_URL`.
+fn db_routes(cfg: &mut web::ServiceConfig, pool: &Option<Db>) {
+    if let Some(pool) = pool {
+        cfg.app_data(pool.clone())
+            .route("/db", web::get().to(db_single))
+            .route("/queries", web::get().to(db_queries))
+            .route("/fortunes", web::get().to(db_fortunes))
+            .route("/updates", web::get().to(db_updates));
+    }
+}
+
 fn main() -> std::io::Result<()> {
     let addr = peers::addr();
     let workers = peers::workers();
     let large_data = web::Data::new(peers::large());
+    let db_pool =
+        peers::db::url().map(|url| web::Data::new(peers::db::pool(&url, peers::db::pool_total())));
     actix_web::rt::System::new().block_on(async move {
         HttpServer::new(move || {
             App::new()
@@ -134,6 +197,7 @@ fn main() -> std::io::Result<()> {
                 .route("/error", web::get().to(error))
                 .route("/large", web::get().to(large))
                 .route("/empty", web::get().to(empty))
+                .configure(|cfg| db_routes(cfg, &db_pool))
         })
         .workers(workers)
         // actix closes idle keep-alive connections after 5 s by default; the lab's idle-memory step

@@ -2,11 +2,11 @@
 //! threads. Every scenario, with axum's extractors, `from_fn` middleware and `IntoResponse` errors.
 //! `RUNTIME=per-core`: one current-thread runtime and `SO_REUSEPORT` listener per worker instead.
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Query, RawQuery, Request, State};
 use axum::http::header::{CONTENT_TYPE, SERVER};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::{Json, Router};
@@ -119,6 +119,7 @@ fn app() -> Router {
         .route("/empty", get(empty))
         .with_state(Arc::new(peers::large()))
         .merge(middleware_route)
+        .merge(db_routes())
         // hyper adds Date; nothing adds Server, which the contract requires.
         .layer(SetResponseHeaderLayer::overriding(
             SERVER,
@@ -132,6 +133,63 @@ async fn serve(listener: tokio::net::TcpListener) {
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, app()).await.expect("serve");
+}
+
+// ---------------------------------------------------------------- database scenarios (issue 15)
+
+/// A database failure answers 500 (axum's `IntoResponse` error path).
+struct DbFailure(peers::db::DbError);
+
+impl From<peers::db::DbError> for DbFailure {
+    fn from(e: peers::db::DbError) -> Self {
+        DbFailure(e)
+    }
+}
+
+impl IntoResponse for DbFailure {
+    fn into_response(self) -> Response {
+        (StatusCode::INTERNAL_SERVER_ERROR, self.0.to_string()).into_response()
+    }
+}
+
+type Db = State<deadpool_postgres::Pool>;
+
+async fn db_single(State(pool): Db) -> Result<Json<peers::db::World>, DbFailure> {
+    Ok(Json(peers::db::single(&pool).await?))
+}
+
+async fn db_queries(
+    State(pool): Db,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Vec<peers::db::World>>, DbFailure> {
+    let n = peers::db::query_count(q.as_deref());
+    Ok(Json(peers::db::queries(&pool, n).await?))
+}
+
+async fn db_updates(
+    State(pool): Db,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Vec<peers::db::World>>, DbFailure> {
+    let n = peers::db::query_count(q.as_deref());
+    Ok(Json(peers::db::updates(&pool, n).await?))
+}
+
+async fn db_fortunes(State(pool): Db) -> Result<Html<String>, DbFailure> {
+    Ok(Html(peers::db::fortunes(&pool).await?))
+}
+
+/// The four database routes with one deadpool pool of `DB_POOL` connections shared by the
+/// runtime's workers; none without `DATABASE_URL`.
+fn db_routes() -> Router {
+    let Some(url) = peers::db::url() else {
+        return Router::new();
+    };
+    Router::new()
+        .route("/db", get(db_single))
+        .route("/queries", get(db_queries))
+        .route("/fortunes", get(db_fortunes))
+        .route("/updates", get(db_updates))
+        .with_state(peers::db::pool(&url, peers::db::pool_total()))
 }
 
 fn main() {
