@@ -274,7 +274,10 @@ impl std::fmt::Display for SizedBodyError {
                 write!(f, "body longer than its announced {announced} bytes")
             }
             SizedBodyError::TooShort { announced, sent } => {
-                write!(f, "body ended after {sent} of its announced {announced} bytes")
+                write!(
+                    f,
+                    "body ended after {sent} of its announced {announced} bytes"
+                )
             }
         }
     }
@@ -899,7 +902,11 @@ mod tests {
             let f = Framing::choose(200, BodyKind::Sized(20 << 20), version);
             assert_eq!(f, Framing::Length(20 << 20));
             // Never delimited by close: an HTTP/1.0 keep-alive client can keep the connection.
-            assert!(!Framing::delimits_by_close(200, BodyKind::Sized(5), version));
+            assert!(!Framing::delimits_by_close(
+                200,
+                BodyKind::Sized(5),
+                version
+            ));
             let mut out = status_line(200).to_vec();
             finish_head(&mut out, ConnectionLine::Default, f);
             assert!(out.ends_with(b"Content-Length: 20971520\r\n\r\n"));
@@ -913,7 +920,13 @@ mod tests {
     #[test]
     fn sized_body_accepts_exactly_its_length() {
         let mut b = SizedBody::new(10);
-        assert_eq!(b.end(), Err(SizedBodyError::TooShort { announced: 10, sent: 0 }));
+        assert_eq!(
+            b.end(),
+            Err(SizedBodyError::TooShort {
+                announced: 10,
+                sent: 0
+            })
+        );
         b.piece(0).unwrap();
         b.piece(4).unwrap();
         b.piece(6).unwrap();
@@ -928,11 +941,21 @@ mod tests {
         b.piece(8).unwrap();
         assert!(b.piece(3).is_err());
         assert_eq!(b.remaining(), 2);
-        assert_eq!(b.end(), Err(SizedBodyError::TooShort { announced: 10, sent: 8 }));
+        assert_eq!(
+            b.end(),
+            Err(SizedBodyError::TooShort {
+                announced: 10,
+                sent: 8
+            })
+        );
         // An empty body is complete at once.
         assert_eq!(SizedBody::new(0).end(), Ok(()));
         assert!(SizedBody::new(0).piece(1).is_err());
-        assert!(b.end().unwrap_err().to_string().contains("8 of its announced 10"));
+        assert!(b
+            .end()
+            .unwrap_err()
+            .to_string()
+            .contains("8 of its announced 10"));
     }
 
     #[test]

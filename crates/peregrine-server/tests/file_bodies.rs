@@ -101,7 +101,10 @@ fn start_files(cfg: ServerConfig, file: &TempFile) -> peregrine_server::ServerHa
 fn assert_file_bytes(body: &[u8], offset: usize, len: usize) {
     assert_eq!(body.len(), len);
     if let Some(i) = (0..len).find(|&i| body[i] != byte_at(offset + i)) {
-        panic!("byte {i} of the body differs from the file at {}", offset + i);
+        panic!(
+            "byte {i} of the body differs from the file at {}",
+            offset + i
+        );
     }
 }
 
@@ -178,13 +181,18 @@ fn a_sized_stream_is_framed_by_length_for_http10_and_head() {
     assert!(r.header("transfer-encoding").is_none());
     // HTTP/1.0 with keep-alive: not close-delimited, the connection is kept.
     let mut s = connect(h.local_addr());
-    s.write_all(b"GET /sized HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /plaintext HTTP/1.0\r\n\r\n")
-        .unwrap();
+    s.write_all(
+        b"GET /sized HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /plaintext HTTP/1.0\r\n\r\n",
+    )
+    .unwrap();
     let mut out = Vec::new();
     s.read_to_end(&mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("Content-Length: 11\r\n"), "{text:?}");
-    assert!(text.contains("\r\n\r\nhello worldHTTP/1.1 200 OK\r\n"), "{text:?}");
+    assert!(
+        text.contains("\r\n\r\nhello worldHTTP/1.1 200 OK\r\n"),
+        "{text:?}"
+    );
     assert!(text.ends_with("Hello, World!"), "{text:?}");
     h.shutdown();
 }
@@ -261,10 +269,8 @@ fn a_slow_reader_of_a_file_body_is_cut_by_the_write_min_rate() {
 #[test]
 fn a_file_body_over_a_unix_socket_is_read_and_written() {
     let f = TempFile::new("unix", 3 * MIB);
-    let sock = std::env::temp_dir().join(format!(
-        "peregrine-file-bodies-{}.sock",
-        std::process::id()
-    ));
+    let sock =
+        std::env::temp_dir().join(format!("peregrine-file-bodies-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
     let cfg = ServerConfig {
         unix: Some(sock.clone()),
@@ -302,7 +308,11 @@ fn a_file_body_over_a_unix_socket_is_read_and_written() {
     let mut out = Vec::new();
     s.read_to_end(&mut out).unwrap();
     let first_head_end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    assert_file_bytes(&out[first_head_end..first_head_end + 5 * MIB], 1000, 5 * MIB);
+    assert_file_bytes(
+        &out[first_head_end..first_head_end + 5 * MIB],
+        1000,
+        5 * MIB,
+    );
     assert!(out[first_head_end + 5 * MIB..].starts_with(b"HTTP/1.1 200 OK\r\n"));
     assert!(out.ends_with(b"Hello, World!"));
     h.shutdown();

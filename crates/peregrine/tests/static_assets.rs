@@ -294,10 +294,16 @@ fn a_20_mib_file_goes_out_with_content_length_and_keeps_the_connection() {
     let r = c.read(false);
     assert_eq!(r.status, 206);
     assert_eq!(r.header("content-length"), Some("20970520"));
-    assert_eq!(r.header("content-range"), Some("bytes 1000-20971519/20971520"));
+    assert_eq!(
+        r.header("content-range"),
+        Some("bytes 1000-20971519/20971520")
+    );
     assert!(r.body == data[1000..]);
     let r = c.read(false);
-    assert_eq!((r.status, r.body.as_slice()), (206, &data[data.len() - 10..]));
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (206, &data[data.len() - 10..])
+    );
 }
 
 // ---- precompressed siblings, Cache-Control ----

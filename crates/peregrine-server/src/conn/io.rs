@@ -309,9 +309,8 @@ impl Conn {
             let sent = tcp.try_io(tokio::io::Interest::WRITABLE, || {
                 // SAFETY: both descriptors are open for the duration of the call (borrowed),
                 // and `pos` is a valid `off_t` the kernel updates.
-                let n = unsafe {
-                    libc::sendfile(tcp.as_raw_fd(), file.as_raw_fd(), &mut pos, want)
-                };
+                let n =
+                    unsafe { libc::sendfile(tcp.as_raw_fd(), file.as_raw_fd(), &mut pos, want) };
                 if n < 0 {
                     Err(io::Error::last_os_error())
                 } else {

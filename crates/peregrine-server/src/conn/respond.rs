@@ -171,7 +171,10 @@ impl Conn {
         match body {
             ResponseBody::Empty => Ok(()),
             ResponseBody::Full(b) => self.write_direct(&b).await,
-            ResponseBody::Stream(s) => self.finish_stream(s, version == Version::Http11, None).await,
+            ResponseBody::Stream(s) => {
+                self.finish_stream(s, version == Version::Http11, None)
+                    .await
+            }
             ResponseBody::SizedStream { len, stream } => {
                 self.finish_stream(stream, false, Some(SizedBody::new(len)))
                     .await
