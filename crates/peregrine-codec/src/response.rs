@@ -222,6 +222,107 @@ pub enum BodyKind {
     Full(u64),
     /// A body produced piece by piece, length unknown in advance.
     Stream,
+    /// A body produced piece by piece (a stream, a file region) whose length is announced in
+    /// advance: framed by `Content-Length` like [`BodyKind::Full`], and the sender must hold
+    /// it to exactly that many bytes (see [`SizedBody`]).
+    Sized(u64),
+}
+
+/// Holds a [`BodyKind::Sized`] body to its announced length: the sender reports each piece
+/// before writing it and the end of the source after the last one. A source that yields more
+/// or fewer bytes than announced would leave the client reading the next response from the
+/// wrong place, so either is an error and the connection must close (never kept alive).
+///
+/// ```
+/// use peregrine_codec::response::{SizedBody, SizedBodyError};
+///
+/// let mut body = SizedBody::new(5);
+/// assert_eq!(body.piece(3), Ok(()));
+/// assert_eq!(body.remaining(), 2);
+/// assert_eq!(body.piece(3), Err(SizedBodyError::TooLong { announced: 5 }));
+/// let mut short = SizedBody::new(5);
+/// short.piece(4).unwrap();
+/// assert_eq!(short.end(), Err(SizedBodyError::TooShort { announced: 5, sent: 4 }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizedBody {
+    announced: u64,
+    sent: u64,
+}
+
+/// How a [`SizedBody`] source broke its announced length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizedBodyError {
+    /// A piece would take the body past the announced length (nothing of it may be sent).
+    TooLong {
+        /// The announced length.
+        announced: u64,
+    },
+    /// The source ended before the announced length.
+    TooShort {
+        /// The announced length.
+        announced: u64,
+        /// Bytes the source gave.
+        sent: u64,
+    },
+}
+
+impl std::fmt::Display for SizedBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SizedBodyError::TooLong { announced } => {
+                write!(f, "body longer than its announced {announced} bytes")
+            }
+            SizedBodyError::TooShort { announced, sent } => {
+                write!(
+                    f,
+                    "body ended after {sent} of its announced {announced} bytes"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SizedBodyError {}
+
+impl SizedBody {
+    /// A body announced as `len` bytes (`Content-Length: len`).
+    pub fn new(len: u64) -> Self {
+        SizedBody {
+            announced: len,
+            sent: 0,
+        }
+    }
+
+    /// Bytes still owed.
+    pub fn remaining(&self) -> u64 {
+        self.announced - self.sent
+    }
+
+    /// Accounts a piece of `len` bytes about to be sent; refuses it whole if it would exceed
+    /// the announced length.
+    pub fn piece(&mut self, len: usize) -> Result<(), SizedBodyError> {
+        let len = len as u64;
+        if len > self.remaining() {
+            return Err(SizedBodyError::TooLong {
+                announced: self.announced,
+            });
+        }
+        self.sent += len;
+        Ok(())
+    }
+
+    /// The source ended: fine only if every announced byte was given.
+    pub fn end(&self) -> Result<(), SizedBodyError> {
+        if self.sent == self.announced {
+            Ok(())
+        } else {
+            Err(SizedBodyError::TooShort {
+                announced: self.announced,
+                sent: self.sent,
+            })
+        }
+    }
 }
 
 /// The framing line a response head carries (RFC 9112 §6.1–§6.3).
@@ -253,6 +354,7 @@ impl Framing {
     /// assert_eq!(Framing::choose(200, BodyKind::Empty, Version::Http11), Framing::Length(0));
     /// assert_eq!(Framing::choose(200, BodyKind::Stream, Version::Http11), Framing::Chunked);
     /// assert_eq!(Framing::choose(200, BodyKind::Stream, Version::Http10), Framing::None);
+    /// assert_eq!(Framing::choose(200, BodyKind::Sized(9), Version::Http10), Framing::Length(9));
     /// assert_eq!(Framing::choose(304, BodyKind::Full(5), Version::Http11), Framing::None);
     /// ```
     #[inline]
@@ -262,7 +364,7 @@ impl Framing {
         }
         match body {
             BodyKind::Empty => Framing::Length(0),
-            BodyKind::Full(n) => Framing::Length(n),
+            BodyKind::Full(n) | BodyKind::Sized(n) => Framing::Length(n),
             BodyKind::Stream if version == Version::Http11 => Framing::Chunked,
             BodyKind::Stream => Framing::None,
         }
@@ -761,7 +863,12 @@ mod tests {
 
     #[test]
     fn every_status_gets_its_framing_for_every_body_and_version() {
-        let bodies = [BodyKind::Empty, BodyKind::Full(7), BodyKind::Stream];
+        let bodies = [
+            BodyKind::Empty,
+            BodyKind::Full(7),
+            BodyKind::Stream,
+            BodyKind::Sized(9),
+        ];
         for code in 100..=999u16 {
             let bodiless = (100..200).contains(&code) || code == 204 || code == 304;
             assert_eq!(status_forbids_body(code), bodiless, "{code}");
@@ -771,7 +878,7 @@ mod tests {
                     let want = match body {
                         _ if bodiless => Framing::None,
                         BodyKind::Empty => Framing::Length(0),
-                        BodyKind::Full(n) => Framing::Length(n),
+                        BodyKind::Full(n) | BodyKind::Sized(n) => Framing::Length(n),
                         BodyKind::Stream if version == Version::Http11 => Framing::Chunked,
                         BodyKind::Stream => Framing::None,
                     };
@@ -787,6 +894,68 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sized_body_is_framed_by_length_even_for_http10_and_head() {
+        for version in [Version::Http10, Version::Http11] {
+            let f = Framing::choose(200, BodyKind::Sized(20 << 20), version);
+            assert_eq!(f, Framing::Length(20 << 20));
+            // Never delimited by close: an HTTP/1.0 keep-alive client can keep the connection.
+            assert!(!Framing::delimits_by_close(
+                200,
+                BodyKind::Sized(5),
+                version
+            ));
+            let mut out = status_line(200).to_vec();
+            finish_head(&mut out, ConnectionLine::Default, f);
+            assert!(out.ends_with(b"Content-Length: 20971520\r\n\r\n"));
+        }
+        assert_eq!(
+            Framing::choose(304, BodyKind::Sized(5), Version::Http11),
+            Framing::None
+        );
+    }
+
+    #[test]
+    fn sized_body_accepts_exactly_its_length() {
+        let mut b = SizedBody::new(10);
+        assert_eq!(
+            b.end(),
+            Err(SizedBodyError::TooShort {
+                announced: 10,
+                sent: 0
+            })
+        );
+        b.piece(0).unwrap();
+        b.piece(4).unwrap();
+        b.piece(6).unwrap();
+        assert_eq!(b.remaining(), 0);
+        assert_eq!(b.end(), Ok(()));
+        // One byte more is refused, and the refused piece is not counted.
+        assert_eq!(b.piece(1), Err(SizedBodyError::TooLong { announced: 10 }));
+        assert_eq!(b.remaining(), 0);
+        assert_eq!(b.end(), Ok(()));
+        // A piece crossing the end is refused whole.
+        let mut b = SizedBody::new(10);
+        b.piece(8).unwrap();
+        assert!(b.piece(3).is_err());
+        assert_eq!(b.remaining(), 2);
+        assert_eq!(
+            b.end(),
+            Err(SizedBodyError::TooShort {
+                announced: 10,
+                sent: 8
+            })
+        );
+        // An empty body is complete at once.
+        assert_eq!(SizedBody::new(0).end(), Ok(()));
+        assert!(SizedBody::new(0).piece(1).is_err());
+        assert!(b
+            .end()
+            .unwrap_err()
+            .to_string()
+            .contains("8 of its announced 10"));
     }
 
     #[test]

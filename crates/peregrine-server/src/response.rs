@@ -84,6 +84,36 @@ pub enum ResponseBody {
     Full(Bytes),
     /// A streamed body of unknown length, sent chunked.
     Stream(BodyStream),
+    /// A streamed body of known length, sent with `Content-Length: len` (also to HEAD, which
+    /// gets no body). The stream must yield exactly `len` bytes: if it yields more or fewer
+    /// (or fails), the response is cut short and the connection closed, never kept alive.
+    SizedStream {
+        /// The announced length.
+        len: u64,
+        /// The bytes, in pieces.
+        stream: BodyStream,
+    },
+    /// `len` bytes of a regular file from `offset`, sent with `Content-Length: len`. On a plain
+    /// TCP connection the kernel copies them straight from the page cache to the socket
+    /// (`sendfile(2)`, Linux); on other transports they are read and written in pieces. A
+    /// file shorter than `offset + len` cuts the response short and closes the connection.
+    /// Reading the file blocks the worker like any page-cache read: serve local files.
+    ///
+    /// ```no_run
+    /// use peregrine_server::{Response, ResponseBody};
+    /// let file = std::fs::File::open("video.mp4")?;
+    /// let len = file.metadata()?.len();
+    /// let r = Response::new(200).with_body(ResponseBody::File { file, offset: 0, len });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    File {
+        /// An open regular file (its position is not used or moved).
+        file: std::fs::File,
+        /// Where the body starts in the file.
+        offset: u64,
+        /// The body's length.
+        len: u64,
+    },
 }
 
 /// A response.
@@ -150,6 +180,14 @@ impl std::fmt::Debug for ResponseBody {
             ResponseBody::Empty => f.write_str("Empty"),
             ResponseBody::Full(b) => f.debug_tuple("Full").field(&b.len()).finish(),
             ResponseBody::Stream(_) => f.write_str("Stream"),
+            ResponseBody::SizedStream { len, .. } => {
+                f.debug_struct("SizedStream").field("len", len).finish()
+            }
+            ResponseBody::File { offset, len, .. } => f
+                .debug_struct("File")
+                .field("offset", offset)
+                .field("len", len)
+                .finish(),
         }
     }
 }

@@ -36,7 +36,15 @@ fn call(svc: &AppService, raw: &[u8]) -> Option<(u16, Fields, Vec<u8>)> {
     let body = match res.body {
         ResponseBody::Empty => Vec::new(),
         ResponseBody::Full(b) => b.to_vec(),
-        ResponseBody::Stream(_) => panic!("no streamed bodies expected here"),
+        ResponseBody::File { file, offset, len } => {
+            use std::os::unix::fs::FileExt;
+            let mut buf = vec![0u8; len as usize];
+            file.read_exact_at(&mut buf, offset).unwrap();
+            buf
+        }
+        ResponseBody::Stream(_) | ResponseBody::SizedStream { .. } => {
+            panic!("no streamed bodies expected here")
+        }
     };
     let headers = res
         .headers

@@ -233,6 +233,24 @@ pub struct TestResponse {
     streamed: bool,
 }
 
+/// Collects a streamed body, and the error that ended it early, if any.
+async fn read_stream(
+    mut s: std::pin::Pin<Box<dyn futures_core::Stream<Item = std::io::Result<Bytes>>>>,
+) -> (Bytes, Option<String>) {
+    let mut acc = Vec::new();
+    let mut aborted = None;
+    while let Some(chunk) = std::future::poll_fn(|cx| s.as_mut().poll_next(cx)).await {
+        match chunk {
+            Ok(b) => acc.extend_from_slice(&b),
+            Err(e) => {
+                aborted = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    (Bytes::from(acc), aborted)
+}
+
 impl TestResponse {
     async fn read(res: Response, head: bool) -> TestResponse {
         let headers = res
@@ -244,19 +262,22 @@ impl TestResponse {
         let (body, aborted) = match res.body {
             ResponseBody::Empty => (Bytes::new(), None),
             ResponseBody::Full(b) => (b, None),
-            ResponseBody::Stream(mut s) => {
-                let mut acc = Vec::new();
-                let mut aborted = None;
-                while let Some(chunk) = std::future::poll_fn(|cx| s.as_mut().poll_next(cx)).await {
-                    match chunk {
-                        Ok(b) => acc.extend_from_slice(&b),
-                        Err(e) => {
-                            aborted = Some(e.to_string());
-                            break;
-                        }
-                    }
+            ResponseBody::Stream(s) => read_stream(s).await,
+            ResponseBody::SizedStream { len, stream } => {
+                let (b, mut aborted) = read_stream(stream).await;
+                if aborted.is_none() && b.len() as u64 != len {
+                    // The engine closes the connection on a length mismatch.
+                    aborted = Some(format!("{} bytes of an announced {len}", b.len()));
                 }
-                (Bytes::from(acc), aborted)
+                (b, aborted)
+            }
+            ResponseBody::File { file, offset, len } => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0u8; len as usize];
+                match file.read_exact_at(&mut buf, offset) {
+                    Ok(()) => (Bytes::from(buf), None),
+                    Err(e) => (Bytes::new(), Some(e.to_string())),
+                }
             }
         };
         TestResponse {

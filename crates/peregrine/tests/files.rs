@@ -169,14 +169,16 @@ fn symlinks_out_of_the_root_are_refused() {
 #[test]
 fn large_files_stream_intact() {
     let site = site();
-    // Past `max_in_memory` (default 8 MiB; 1 MiB here) a file streams chunked.
+    // Past `max_in_memory` (default 8 MiB; 1 MiB here) a file is sent from the file
+    // (sendfile), still with Content-Length.
     let s = TestServer::start(App::new().route(
         "/static/{*path}",
         get(ServeDir::new(site.dir.path()).max_in_memory(1024 * 1024)),
     ));
     let r = s.get("/static/big.bin", &[]);
     assert_eq!(r.status, 200);
-    assert!(r.chunked);
+    assert!(!r.chunked);
+    assert_eq!(r.header("content-length"), Some("3145728"));
     let expected: Vec<u8> = (0..3 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
     assert_eq!(r.body.len(), expected.len());
     assert!(r.body == expected);
@@ -184,10 +186,11 @@ fn large_files_stream_intact() {
     let r = s.send(&request("HEAD", "/static/big.bin", &[], ""));
     assert_eq!(r.status, 200);
     assert!(r.header("etag").is_some());
+    assert_eq!(r.header("content-length"), Some("3145728"));
     let mut c = s.connect();
     c.write(request("HEAD", "/static/big.bin", &[], "").as_bytes());
     let _ = c.read(true);
-    // The connection is still in sync after a HEAD of a streamed body.
+    // The connection is still in sync after a HEAD of a file body.
     c.write(request("GET", "/static/hello.txt", &[], "").as_bytes());
     assert_eq!(c.read(false).text(), "hello file\n");
 }

@@ -242,10 +242,11 @@ fn ranges_of_a_large_file() {
     assert_eq!(r.status, 206);
     assert!(!r.chunked);
     assert!(r.body == data[1_000_000..1_000_100]);
-    // A range larger than max_in_memory streams (chunked 206), still exactly the range.
+    // A range larger than max_in_memory is sent from the file (sendfile), with Content-Length.
     let r = get_range(&s, "/static/big.bin", "bytes=100-", &[]);
     assert_eq!(r.status, 206);
-    assert!(r.chunked);
+    assert!(!r.chunked);
+    assert_eq!(r.header("content-length"), Some("3145628"));
     assert_eq!(r.header("content-range"), Some("bytes 100-3145727/3145728"));
     assert!(r.body == data[100..]);
     let r = get_range(&s, "/static/big.bin", "bytes=-1500000", &[]);
@@ -266,6 +267,43 @@ fn content_length_for_large_files_and_head() {
     let r = s.send(&request("HEAD", "/static/big.bin", &[], ""));
     assert_eq!(r.header("content-length"), Some("3145728"));
     assert!(r.body.is_empty());
+}
+
+#[test]
+fn a_20_mib_file_goes_out_with_content_length_and_keeps_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..20 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("video.mp4"), &data).unwrap();
+    let s = serve(assets(dir.path()));
+    let mut c = s.connect();
+    // GET, HEAD, a range past max_in_memory and a small request, pipelined in one write.
+    let mut batch = request("GET", "/static/video.mp4", &[], "");
+    batch += &request("HEAD", "/static/video.mp4", &[], "");
+    batch += &request("GET", "/static/video.mp4", &["Range: bytes=1000-"], "");
+    batch += &request("GET", "/static/video.mp4", &["Range: bytes=-10"], "");
+    c.write(batch.as_bytes());
+    let r = c.read(false);
+    assert_eq!(r.status, 200);
+    assert!(!r.chunked);
+    assert_eq!(r.header("content-length"), Some("20971520"));
+    assert_eq!(r.header("content-type"), Some("video/mp4"));
+    assert!(r.body == data, "the body is the file");
+    let r = c.read(true);
+    assert_eq!(r.header("content-length"), Some("20971520"));
+    assert!(r.body.is_empty());
+    let r = c.read(false);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-length"), Some("20970520"));
+    assert_eq!(
+        r.header("content-range"),
+        Some("bytes 1000-20971519/20971520")
+    );
+    assert!(r.body == data[1000..]);
+    let r = c.read(false);
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (206, &data[data.len() - 10..])
+    );
 }
 
 // ---- precompressed siblings, Cache-Control ----

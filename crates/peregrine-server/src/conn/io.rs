@@ -274,6 +274,93 @@ impl Conn {
         Ok(())
     }
 
+    /// Flushes pending output (the head, and earlier pipelined responses), then writes `len`
+    /// bytes of `file` from `offset`: with `sendfile(2)` on plain TCP (Linux), the kernel
+    /// copying from the page cache to the socket; read and written in pieces on any other
+    /// transport. The write timeout and minimum write rate apply as to any other output. A
+    /// file shorter than announced is an error (the connection closes).
+    pub(super) async fn write_file(
+        &self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        self.flush().await?;
+        #[cfg(target_os = "linux")]
+        if let Stream::Tcp(tcp) = self.stream() {
+            return self.sendfile(tcp, file, offset, len).await;
+        }
+        self.copy_file(file, offset, len).await
+    }
+
+    /// [`Conn::write_file`] through `sendfile(2)`: no copy of the bytes through user space.
+    #[cfg(target_os = "linux")]
+    async fn sendfile(
+        &self,
+        tcp: &tokio::net::TcpStream,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let end = offset.checked_add(len).ok_or_else(file_too_short)?;
+        let mut off = offset;
+        while off < end {
+            // One call sends what fits in the socket buffer; Linux caps one call at 2 GiB.
+            let want = (end - off).min(SENDFILE_MAX) as usize;
+            let mut pos = libc::off_t::try_from(off).map_err(|_| file_too_short())?;
+            // `try_io` clears tokio's write readiness on EAGAIN, so `wait_writable` really waits.
+            let sent = tcp.try_io(tokio::io::Interest::WRITABLE, || {
+                // SAFETY: both descriptors are open for the duration of the call (borrowed),
+                // and `pos` is a valid `off_t` the kernel updates.
+                let n =
+                    unsafe { libc::sendfile(tcp.as_raw_fd(), file.as_raw_fd(), &mut pos, want) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match sent {
+                Ok(0) => return Err(file_too_short()),
+                Ok(n) => {
+                    off += n as u64;
+                    let mut io = self.io.borrow_mut();
+                    io.write_sent = io.write_sent.saturating_add(n as u64);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Box::pin(self.wait_writable()).await?
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Everything pending is written (see `flush`).
+        self.io.borrow_mut().write_waited = None;
+        Ok(())
+    }
+
+    /// [`Conn::write_file`] by reading pieces into a buffer and writing them (TLS, Unix
+    /// sockets, other systems).
+    async fn copy_file(&self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; COPY_FILE_PIECE.min(len as usize)];
+        let mut off = offset;
+        let end = offset.checked_add(len).ok_or_else(file_too_short)?;
+        while off < end {
+            let want = (end - off).min(buf.len() as u64) as usize;
+            let n = match file.read_at(&mut buf[..want], off) {
+                Ok(0) => return Err(file_too_short()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.write_direct(&buf[..n]).await?;
+            off += n as u64;
+        }
+        Ok(())
+    }
+
     /// Makes non-blocking progress on pending output while a handler is waiting on something
     /// else, so earlier pipelined responses are not held back by a slow handler.
     pub(super) fn poll_write_progress(&self, cx: &mut Context<'_>) {
@@ -325,6 +412,20 @@ impl Conn {
             self.shared.put_out_buf(b);
         }
     }
+}
+
+/// Most bytes asked of one `sendfile(2)` call (the kernel sends at most 0x7fff_f000).
+#[cfg(target_os = "linux")]
+const SENDFILE_MAX: u64 = 0x7fff_f000;
+/// Piece size of a file body read and written through the transport.
+const COPY_FILE_PIECE: usize = 256 * 1024;
+
+/// A file body ended before its announced length (the file shrank, or a bad region).
+fn file_too_short() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "file shorter than the announced body",
+    )
 }
 
 /// Longest time a deadline is put ahead: a configured `Duration` of any size (even

@@ -8,7 +8,7 @@ use super::Conn;
 use crate::response::{Response, ResponseBody};
 use peregrine_codec::response::{
     status_forbids_body, write_content_length, BodyKind, ChunkedEncoder, CloseReason, Framing,
-    KeepAlive, CONNECTION_CLOSE, CONTINUE_100,
+    KeepAlive, SizedBody, CONNECTION_CLOSE, CONTINUE_100,
 };
 use peregrine_codec::Version;
 use std::future::poll_fn;
@@ -70,7 +70,11 @@ impl Conn {
         head_request: bool,
     ) -> Answered {
         // A streamed response may read the body while it is sent: `100 Continue` goes first.
-        if matches!(resp.body, ResponseBody::Stream(_)) && !head_request {
+        if matches!(
+            resp.body,
+            ResponseBody::Stream(_) | ResponseBody::SizedStream { .. }
+        ) && !head_request
+        {
             let mut io = self.io.borrow_mut();
             if io.continue_pending && !matches!(io.body, BodyState::Done) {
                 io.continue_pending = false;
@@ -125,6 +129,9 @@ impl Conn {
             ResponseBody::Empty => BodyKind::Empty,
             ResponseBody::Full(b) => BodyKind::Full(b.len() as u64),
             ResponseBody::Stream(_) => BodyKind::Stream,
+            ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. } => {
+                BodyKind::Sized(*len)
+            }
         };
         if Framing::delimits_by_close(status, body, version) {
             keep_alive.disable(CloseReason::CloseDelimited);
@@ -173,25 +180,45 @@ impl Conn {
         match body {
             ResponseBody::Empty => Ok(()),
             ResponseBody::Full(b) => self.write_direct(&b).await,
-            ResponseBody::Stream(mut s) => {
-                let written = Box::pin(self.write_stream(&mut s, version == Version::Http11)).await;
-                // A panic dropping the stream is caught (issue 17): whatever was written stays,
-                // and the connection closes.
-                if catch_unwind(AssertUnwindSafe(move || drop(s))).is_err() {
-                    tracing::error!("response body stream panicked when dropped");
-                    return Err(io::Error::other("body stream panicked on drop"));
-                }
-                written
+            ResponseBody::Stream(s) => {
+                self.finish_stream(s, version == Version::Http11, None)
+                    .await
+            }
+            ResponseBody::SizedStream { len, stream } => {
+                self.finish_stream(stream, false, Some(SizedBody::new(len)))
+                    .await
+            }
+            ResponseBody::File { file, offset, len } => {
+                Box::pin(self.write_file(&file, offset, len)).await
             }
         }
     }
 
-    /// Streams a body, chunked (or raw for HTTP/1.0), flushing whenever the stream has nothing
-    /// ready or the pending output passes the bound, so memory stays bounded whatever its size.
+    /// Writes a stream (see [`Conn::write_stream`]), then drops it.
+    async fn finish_stream(
+        &self,
+        mut s: crate::response::BodyStream,
+        chunked: bool,
+        sized: Option<SizedBody>,
+    ) -> io::Result<()> {
+        let written = Box::pin(self.write_stream(&mut s, chunked, sized)).await;
+        // A panic dropping the stream is caught (issue 17): whatever was written stays,
+        // and the connection closes.
+        if catch_unwind(AssertUnwindSafe(move || drop(s))).is_err() {
+            tracing::error!("response body stream panicked when dropped");
+            return Err(io::Error::other("body stream panicked on drop"));
+        }
+        written
+    }
+
+    /// Streams a body, chunked (or raw for HTTP/1.0, or raw and held to its announced length
+    /// when `sized`), flushing whenever the stream has nothing ready or the pending output
+    /// passes the bound, so memory stays bounded whatever its size.
     async fn write_stream(
         &self,
         s: &mut crate::response::BodyStream,
         chunked: bool,
+        mut sized: Option<SizedBody>,
     ) -> io::Result<()> {
         let limit = self.shared.config.max_pending_output.max(COPY_BODY_MAX);
         let mut encoder = ChunkedEncoder::new();
@@ -224,6 +251,13 @@ impl Conn {
                     if chunked {
                         encoder.end(&mut self.io.borrow_mut().out);
                     }
+                    if let Some(sized) = sized {
+                        // Fewer bytes than `Content-Length` announced: the connection closes.
+                        sized.end().map_err(|e| {
+                            tracing::warn!(error = %e, "sized response body ended early");
+                            io::Error::new(io::ErrorKind::UnexpectedEof, e)
+                        })?;
+                    }
                     return Ok(());
                 }
                 Some(Err(e)) => {
@@ -233,6 +267,15 @@ impl Conn {
                 }
                 Some(Ok(data)) if data.is_empty() => {}
                 Some(Ok(data)) => {
+                    if let Some(sized) = &mut sized {
+                        // More than announced: nothing of this piece is sent; the connection
+                        // closes after what was (the client sees a short body, not a corrupt
+                        // next response).
+                        sized.piece(data.len()).map_err(|e| {
+                            tracing::warn!(error = %e, "sized response body overran");
+                            io::Error::other(e)
+                        })?;
+                    }
                     let small = data.len() <= COPY_BODY_MAX;
                     {
                         let mut io = self.io.borrow_mut();

@@ -14,25 +14,21 @@ use crate::middleware::compression::{negotiate, Coding};
 use crate::request::Request;
 use crate::response::IntoResponse;
 use crate::router::{get, Router};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use conditional::{Conditions, Precondition};
-use futures_core::Stream;
 use open::{Miss, Opened};
 use peregrine_server::{Method, Response, ResponseBody};
 use range::{ByteRange, Ranges};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, ReadBuf};
 
 use conditional::validators;
 
 /// Default for [`ServeDir::max_in_memory`]: bodies up to this size are read whole and sent with
-/// `Content-Length`; larger ones stream chunked (the engine has no sized-stream body yet).
+/// `Content-Length`; larger ones are sent from the file (`sendfile(2)` on plain TCP), also
+/// with `Content-Length`.
 pub const DEFAULT_MAX_IN_MEMORY: u64 = 8 * 1024 * 1024;
-const STREAM_CHUNK: usize = 64 * 1024;
 /// `Cache-Control` for names recognised as content-hashed (see [`ServeDir::immutable_hashed`]).
 const IMMUTABLE: &[u8] = b"public, max-age=31536000, immutable";
 
@@ -44,8 +40,9 @@ const IMMUTABLE: &[u8] = b"public, max-age=31536000, immutable";
 ///   lie under the root once symlinks are followed, checked on the opened descriptor (no
 ///   check-then-open race). FIFOs, devices and sockets are never read.
 /// * **Headers**: `Content-Type` from the extension (`mime_guess`, `charset=utf-8` for text),
-///   strong `ETag`, `Last-Modified`, `Accept-Ranges: bytes`, `Content-Length` for every body up to
-///   [`ServeDir::max_in_memory`] (and for every range that size or smaller).
+///   strong `ETag`, `Last-Modified`, `Accept-Ranges: bytes`, `Content-Length` for every body, range
+///   and HEAD answer; bodies past [`ServeDir::max_in_memory`] go out with `sendfile(2)` on plain
+///   TCP.
 /// * **Conditional requests** in the order of RFC 9110 §13.2.2: `If-Match` /
 ///   `If-Unmodified-Since` (412), `If-None-Match` / `If-Modified-Since` (304), `If-Range`.
 /// * **Range** (GET): one range → 206 with `Content-Range`; several → `multipart/byteranges`;
@@ -174,8 +171,8 @@ impl ServeDir {
         self.cfg().files.immutable_hashed = on;
         self
     }
-    /// Bodies (or ranges) up to `bytes` are read whole and sent with `Content-Length`; larger
-    /// ones stream chunked. Default [`DEFAULT_MAX_IN_MEMORY`] (8 MiB).
+    /// Bodies (or ranges) up to `bytes` are read whole (and may be compressed); larger ones are
+    /// sent from the file (`sendfile(2)` on plain TCP). Both carry `Content-Length`. Default [`DEFAULT_MAX_IN_MEMORY`] (8 MiB).
     pub fn max_in_memory(mut self, bytes: u64) -> Self {
         self.cfg().files.max_in_memory = bytes;
         self
@@ -568,8 +565,10 @@ fn push(res: &mut Response, name: &'static str, value: Vec<u8>) {
     res.headers.push((Cow::Borrowed(name), Cow::Owned(value)));
 }
 
-/// Sets the body to `n` bytes of `file` from `offset`: read whole (with `Content-Length`) up to
-/// `max_in_memory`, streamed past it.
+/// Sets the body to `n` bytes of `file` from `offset`, always with `Content-Length`: read whole
+/// up to `max_in_memory`; past it, a file body the engine sends with `sendfile(2)` on plain
+/// TCP (read and written in pieces on other transports), so a large file is never copied
+/// through the worker.
 async fn body(
     mut res: Response,
     file: Opened,
@@ -584,18 +583,11 @@ async fn body(
         }
         return res;
     }
-    let mut f = tokio::fs::File::from_std(file.file);
-    if offset > 0 {
-        use tokio::io::AsyncSeekExt;
-        if let Err(e) = f.seek(std::io::SeekFrom::Start(offset)).await {
-            return Error::internal_from(e).into_response();
-        }
-    }
-    res.body = ResponseBody::Stream(Box::pin(FileStream {
-        file: f,
-        buf: BytesMut::new(),
-        remaining: n,
-    }));
+    res.body = ResponseBody::File {
+        file: file.file,
+        offset,
+        len: n,
+    };
     res
 }
 
@@ -661,45 +653,6 @@ fn content_type(path: &Path) -> Cow<'static, [u8]> {
         Cow::Owned(format!("{essence}; charset=utf-8").into_bytes())
     } else {
         Cow::Owned(essence.as_bytes().to_vec())
-    }
-}
-
-/// A file (from its current position) as a stream of chunks, at most `remaining` bytes.
-struct FileStream {
-    file: tokio::fs::File,
-    buf: BytesMut,
-    remaining: u64,
-}
-
-impl Stream for FileStream {
-    type Item = Result<Bytes, std::io::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        if this.remaining == 0 {
-            return Poll::Ready(None);
-        }
-        let want = STREAM_CHUNK.min(usize::try_from(this.remaining).unwrap_or(STREAM_CHUNK));
-        this.buf.resize(want, 0);
-        let mut rb = ReadBuf::new(&mut this.buf[..]);
-        match Pin::new(&mut this.file).poll_read(cx, &mut rb) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(Ok(())) => {
-                let n = rb.filled().len();
-                if n == 0 {
-                    // Shorter than announced: an error, so the engine cuts the connection
-                    // instead of ending a body that lacks bytes.
-                    return Poll::Ready(Some(Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "file shrank while being sent",
-                    ))));
-                }
-                this.remaining -= n as u64;
-                let chunk = this.buf.split_to(n).freeze();
-                Poll::Ready(Some(Ok(chunk)))
-            }
-        }
     }
 }
 
