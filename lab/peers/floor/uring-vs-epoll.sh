@@ -39,6 +39,11 @@ if [ "$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo 0)" = 2 ]; th
   exit 3
 fi
 
+# Both floors use SO_REUSEPORT: a process already listening on a port would silently take a share
+# of the connections, so the ports must be free.
+for port in $port_u $port_e; do
+  if [ -n "$(ss -ltnH "sport = :$port")" ]; then echo "port $port is in use; set PORT" >&2; exit 2; fi
+done
 mkdir -p "$out"
 build=$(mktemp -d)
 gcc -O2 -pthread -o "$build/floor" "$epoll_src"
