@@ -55,7 +55,9 @@ pub(crate) fn on_complete(res: &mut Response, head: bool, done: impl FnOnce(u16,
         _ if no_body => done(status, 0),
         ResponseBody::Empty => done(status, 0),
         ResponseBody::Full(b) => done(status, b.len() as u64),
-        ResponseBody::Stream(s) => {
+        // Sent by the engine from the file (sendfile); a short write closes the connection.
+        ResponseBody::File { len, .. } => done(status, *len),
+        ResponseBody::Stream(s) | ResponseBody::SizedStream { stream: s, .. } => {
             let inner = std::mem::replace(s, Box::pin(EmptyStream));
             *s = Box::pin(Counted {
                 inner,
