@@ -51,6 +51,8 @@ pub mod request;
 pub mod response;
 pub mod server;
 pub mod service;
+#[cfg(feature = "tls")]
+pub mod tls;
 mod worker;
 
 pub use body::{Body, BodyError};
