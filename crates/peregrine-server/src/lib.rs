@@ -45,6 +45,8 @@
 pub mod body;
 pub mod config;
 mod conn;
+#[cfg(feature = "http2")]
+pub mod h2;
 mod idle;
 mod pooled;
 pub mod request;
