@@ -17,7 +17,9 @@ use tokio_rustls::TlsConnector;
 
 /// Serves `acceptor` on loopback: each connection is handshaken, then told which protocol was
 /// negotiated ("h2\n" or "http/1.1\n") and echoes one line. Handshake errors are counted.
-async fn start(acceptor: TlsAcceptor) -> (SocketAddr, Arc<std::sync::Mutex<Vec<std::io::ErrorKind>>>) {
+async fn start(
+    acceptor: TlsAcceptor,
+) -> (SocketAddr, Arc<std::sync::Mutex<Vec<std::io::ErrorKind>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -84,14 +86,22 @@ async fn tls13_and_tls12_handshakes_succeed_and_alpn_picks_h2_or_http11() {
         for (alpn, proto) in [
             (
                 &[b"h2".as_slice(), b"http/1.1"][..],
-                if cfg!(feature = "http2") { "h2\n" } else { "http/1.1\n" },
+                if cfg!(feature = "http2") {
+                    "h2\n"
+                } else {
+                    "http/1.1\n"
+                },
             ),
             (&[b"http/1.1".as_slice()][..], "http/1.1\n"),
             (&[][..], "http/1.1\n"),
         ] {
-            let mut tls = connect(addr, client_config(&ca, alpn, &[version], None), "localhost")
-                .await
-                .unwrap();
+            let mut tls = connect(
+                addr,
+                client_config(&ca, alpn, &[version], None),
+                "localhost",
+            )
+            .await
+            .unwrap();
             assert_eq!(tls.get_ref().1.protocol_version(), Some(want));
             assert_eq!(talk(&mut tls).await, format!("{proto}ping\n"));
         }
@@ -128,10 +138,18 @@ async fn sni_picks_the_certificate_for_the_name_and_the_first_one_otherwise() {
         tls.get_ref().1.peer_certificates().unwrap()[0].clone()
     };
     // Verified against the CA and the name: the right certificate or no handshake at all.
-    for (name, want) in [("a.test", &a.der), ("b.test", &b.der), ("api.b.test", &b.der)] {
-        let tls = connect(addr, client_config(&ca, &[], &[&rustls::version::TLS13], None), name)
-            .await
-            .unwrap();
+    for (name, want) in [
+        ("a.test", &a.der),
+        ("b.test", &b.der),
+        ("api.b.test", &b.der),
+    ] {
+        let tls = connect(
+            addr,
+            client_config(&ca, &[], &[&rustls::version::TLS13], None),
+            name,
+        )
+        .await
+        .unwrap();
         assert_eq!(&presented(&tls), want, "{name}");
     }
     // A name nothing covers, and an IP address (no SNI): the default, first certificate.
@@ -162,7 +180,10 @@ async fn reload_swaps_certificates_for_new_handshakes_and_keeps_open_connections
     std::fs::copy(&new.key_path, &files.key).unwrap();
     assert!(store.reload().is_err());
     let still_old = connect(addr, client.clone(), "localhost").await.unwrap();
-    assert_eq!(still_old.get_ref().1.peer_certificates().unwrap()[0], old.der);
+    assert_eq!(
+        still_old.get_ref().1.peer_certificates().unwrap()[0],
+        old.der
+    );
     std::fs::copy(&new.cert_path, &files.cert).unwrap();
     store.reload().unwrap();
 
@@ -245,24 +266,31 @@ async fn mtls_required_refuses_clients_without_a_valid_certificate() {
     let good = clients.client("alice", "alice");
     let stranger = other.client("mallory", "mallory");
     for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
-        let mut tls = connect(addr, client_config(&ca, &[], &[version], Some(&good)), "localhost")
-            .await
-            .unwrap();
+        let mut tls = connect(
+            addr,
+            client_config(&ca, &[], &[version], Some(&good)),
+            "localhost",
+        )
+        .await
+        .unwrap();
         assert_eq!(talk(&mut tls).await, "http/1.1\nping\n");
         for cert in [None, Some(&stranger)] {
             // In TLS 1.3 the client finishes before the server checks its certificate: the
             // refusal shows as an alert on the first read.
-            let refused = match connect(addr, client_config(&ca, &[], &[version], cert), "localhost")
-                .await
-            {
-                Err(_) => true,
-                Ok(mut tls) => {
-                    let _ = tls.write_all(b"ping\n").await;
-                    let mut buf = Vec::new();
-                    tls.read_to_end(&mut buf).await.is_err() || buf.is_empty()
-                }
-            };
-            assert!(refused, "{version:?} client cert {:?}", cert.map(|_| "stranger"));
+            let refused =
+                match connect(addr, client_config(&ca, &[], &[version], cert), "localhost").await {
+                    Err(_) => true,
+                    Ok(mut tls) => {
+                        let _ = tls.write_all(b"ping\n").await;
+                        let mut buf = Vec::new();
+                        tls.read_to_end(&mut buf).await.is_err() || buf.is_empty()
+                    }
+                };
+            assert!(
+                refused,
+                "{version:?} client cert {:?}",
+                cert.map(|_| "stranger")
+            );
         }
     }
 }

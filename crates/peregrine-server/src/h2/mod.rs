@@ -185,8 +185,12 @@ where
             draining = Some(Box::pin(sleep(config.shutdown_timeout)));
         }
         if let Some(deadline) = draining.as_mut() {
-            if deadline.as_mut().poll(cx).is_ready() && !streams.is_empty() {
-                closed = Closed::ForcedShutdown;
+            // Past the deadline the connection is closed even if the client never answers the
+            // GOAWAY's PING (h2's two-step graceful shutdown).
+            if deadline.as_mut().poll(cx).is_ready() {
+                if !streams.is_empty() {
+                    closed = Closed::ForcedShutdown;
+                }
                 return Poll::Ready(());
             }
         }
@@ -201,7 +205,11 @@ where
             }
             match conn.poll_accept(cx) {
                 Poll::Ready(Some(Ok((req, respond)))) => {
-                    streams.push(Box::pin(stream(service.call_h2(req, peer, &ctx), respond, ctx.clone())));
+                    streams.push(Box::pin(stream(
+                        service.call_h2(req, peer, &ctx),
+                        respond,
+                        ctx.clone(),
+                    )));
                 }
                 Poll::Ready(Some(Err(e))) => {
                     if closed == Closed::Normally {
@@ -216,7 +224,9 @@ where
         }
         if streams.is_empty() {
             if idle.as_mut().poll(cx).is_ready() && draining.is_none() {
-                conn.graceful_shutdown();
+                // No stream open: GOAWAY(NO_ERROR) naming the last stream processed, then close
+                // (a request crossing it is known unprocessed by the client, which retries).
+                conn.abrupt_shutdown(h2::Reason::NO_ERROR);
                 draining = Some(Box::pin(sleep(config.shutdown_timeout)));
                 // Poll again so the GOAWAY is written and the connection ends.
                 cx.waker().wake_by_ref();

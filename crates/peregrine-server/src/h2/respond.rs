@@ -41,7 +41,10 @@ thread_local! {
 
 fn date_value() -> HeaderValue {
     let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs();
+    let secs = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
     DATE_VALUE.with(|d| {
         let mut d = d.borrow_mut();
         if d.0 != secs {
@@ -95,7 +98,10 @@ pub(crate) async fn send(
     server_name: Option<&'static str>,
 ) -> Result<(), SendError> {
     let Some(head) = head(&mut res, server_name) else {
-        tracing::error!(status = res.status, "invalid response header field; answering 500");
+        tracing::error!(
+            status = res.status,
+            "invalid response header field; answering 500"
+        );
         let mut fallback = Response::new(500);
         let head = self::head(&mut fallback, server_name).expect("a valid head");
         return respond
@@ -108,11 +114,15 @@ pub(crate) async fn send(
     let no_body = head_request || forbids_body(res.status);
     match body {
         ResponseBody::Full(data) if !no_body && !data.is_empty() => {
-            let mut stream = respond.send_response(head, false).map_err(|_| SendError::Reset)?;
+            let mut stream = respond
+                .send_response(head, false)
+                .map_err(|_| SendError::Reset)?;
             send_data(&mut stream, data, true).await
         }
         ResponseBody::Stream(s) if !no_body => {
-            let mut stream = respond.send_response(head, false).map_err(|_| SendError::Reset)?;
+            let mut stream = respond
+                .send_response(head, false)
+                .map_err(|_| SendError::Reset)?;
             send_stream(&mut stream, s).await
         }
         _ => respond

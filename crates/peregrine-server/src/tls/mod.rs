@@ -112,7 +112,8 @@ impl TlsConfig {
         let Ok(certs) = std::env::var("TLS_CERT") else {
             return Ok(None);
         };
-        let keys = std::env::var("TLS_KEY").map_err(|_| bad("TLS_CERT is set but TLS_KEY is not"))?;
+        let keys =
+            std::env::var("TLS_KEY").map_err(|_| bad("TLS_CERT is set but TLS_KEY is not"))?;
         let certs: Vec<&str> = certs.split(',').map(str::trim).collect();
         let keys: Vec<&str> = keys.split(',').map(str::trim).collect();
         if certs.len() != keys.len() {

@@ -40,15 +40,13 @@ pub fn reload_when_changed(store: Arc<CertStore>, every: Duration) -> io::Result
     let mut seen = stamps(&store);
     std::thread::Builder::new()
         .name("peregrine-tls-watch".into())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(every);
-                let now = stamps(&store);
-                if now != seen {
-                    match store.reload() {
-                        Ok(()) => seen = now,
-                        Err(e) => tracing::warn!(error = %e, "TLS files changed but do not load yet"),
-                    }
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            let now = stamps(&store);
+            if now != seen {
+                match store.reload() {
+                    Ok(()) => seen = now,
+                    Err(e) => tracing::warn!(error = %e, "TLS files changed but do not load yet"),
                 }
             }
         })?;
