@@ -55,6 +55,7 @@ pub mod server;
 pub mod service;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod upgrade;
 mod worker;
 
 pub use body::{Body, BodyError};

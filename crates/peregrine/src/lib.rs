@@ -46,6 +46,8 @@ pub mod middleware;
 mod request;
 mod response;
 mod router;
+#[cfg(feature = "ws")]
+pub mod ws;
 
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
 pub use error::Error;

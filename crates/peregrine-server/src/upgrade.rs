@@ -1,0 +1,110 @@
+//! Protocol upgrades: after a `101 Switching Protocols` response, the connection's bytes belong to
+//! another protocol (WebSocket, or anything a handler speaks), handed over as [`Upgraded`].
+
+use bytes::{Buf, Bytes};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A byte stream an upgrade can run on (TCP, TLS, a test's in-memory pipe).
+pub trait Io: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
+
+/// The raw connection after a 101 response: first the bytes the client had already sent after
+/// its request (read by the engine with the request), then the connection itself.
+pub struct Upgraded {
+    prefix: Bytes,
+    io: Box<dyn Io>,
+}
+
+/// What a handler gives the engine to run once the 101 is written: a function of the
+/// connection. It runs on the worker that owns the connection, like a handler.
+pub type OnUpgrade = Box<dyn FnOnce(Upgraded) -> Pin<Box<dyn Future<Output = ()>>>>;
+
+impl Upgraded {
+    /// The connection `io`, with `prefix` (bytes already read from it) to be read first.
+    pub fn new(io: impl Io + 'static, prefix: Bytes) -> Self {
+        Upgraded {
+            prefix,
+            io: Box::new(io),
+        }
+    }
+}
+
+impl AsyncRead for Upgraded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Upgraded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+impl std::fmt::Debug for Upgraded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upgraded")
+            .field("prefix", &self.prefix.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn the_prefix_is_read_before_the_connection_and_writes_go_through() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let (a, mut b) = tokio::io::duplex(64);
+                let mut up = Upgraded::new(a, Bytes::from_static(b"early "));
+                b.write_all(b"later").await.unwrap();
+                let mut got = vec![0u8; 11];
+                up.read_exact(&mut got).await.unwrap();
+                assert_eq!(got, b"early later");
+                up.write_all(b"back").await.unwrap();
+                let mut back = [0u8; 4];
+                b.read_exact(&mut back).await.unwrap();
+                assert_eq!(&back, b"back");
+            });
+    }
+}
