@@ -75,6 +75,74 @@ impl AsyncWrite for Upgraded {
     }
 }
 
+/// `AsyncRead`/`AsyncWrite` over any [`crate::transport::Transport`] (the driver's poll form):
+/// how an upgraded HTTP/1.1 connection or an HTTP/2 connection runs on whatever stream the
+/// listener's acceptor produced.
+pub(crate) struct TransportIo<T> {
+    t: T,
+    buf: bytes::BytesMut,
+}
+
+impl<T: crate::transport::Transport> TransportIo<T> {
+    pub(crate) fn new(t: T) -> Self {
+        TransportIo {
+            t,
+            buf: bytes::BytesMut::new(),
+        }
+    }
+}
+
+impl<T: crate::transport::Transport + Unpin> AsyncRead for TransportIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if !this.buf.is_empty() {
+                let n = this.buf.len().min(out.remaining());
+                out.put_slice(&this.buf[..n]);
+                this.buf.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            std::task::ready!(this.t.poll_read_ready(cx))?;
+            this.buf.reserve(out.remaining().clamp(1, 16 * 1024));
+            match this.t.try_read_buf(&mut this.buf) {
+                Ok(0) => return Poll::Ready(Ok(())),
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => this.t.clear_read_ready(),
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl<T: crate::transport::Transport + Unpin> AsyncWrite for TransportIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match self.t.try_write(data) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::task::ready!(self.t.poll_write_ready(cx))?
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Ready to write again means nothing is left buffered below (TLS records included).
+        self.t.poll_write_ready(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.t.poll_write_ready(cx))?;
+        Poll::Ready(self.t.shutdown_write())
+    }
+}
+
 impl std::fmt::Debug for Upgraded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upgraded")

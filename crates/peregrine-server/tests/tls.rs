@@ -333,3 +333,84 @@ fn a_key_that_does_not_fit_its_certificate_is_refused_at_startup() {
     .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 }
+
+/// The TLS transport in the driver's poll form: readiness, non-blocking reads and writes, and a
+/// large response whose last records only leave while the connection waits for the next request.
+#[tokio::test]
+async fn tls_transport_serves_the_driver_interface() {
+    use bytes::BytesMut;
+    use peregrine_server::tls::TlsTransport;
+    use peregrine_server::transport::Transport;
+    use std::future::poll_fn;
+
+    let ca = Ca::new("transport");
+    let acceptor = TlsAcceptor::new(&one_cert(&ca, &["localhost"])).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    const BIG: usize = 2 * 1024 * 1024;
+    // The transport is not `Send` (one worker thread owns a connection): a local task.
+    let local = tokio::task::LocalSet::new();
+    let server = local.spawn_local(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let t = TlsTransport::new(acceptor.accept(tcp).await.unwrap());
+        for _round in 0..2 {
+            // Read one line.
+            let mut buf = BytesMut::with_capacity(1024);
+            while !buf.ends_with(b"\n") {
+                poll_fn(|cx| t.poll_read_ready(cx)).await.unwrap();
+                match t.try_read_buf(&mut buf) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => t.clear_read_ready(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            // Answer with BIG bytes through try_write / poll_write_ready.
+            let data = vec![b'z'; BIG];
+            let mut sent = 0;
+            while sent < BIG {
+                match t.try_write(&data[sent..]) {
+                    Ok(n) => sent += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        poll_fn(|cx| t.poll_write_ready(cx)).await.unwrap()
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        // Wait for the client to go (the last records are flushed by this wait).
+        let mut buf = BytesMut::with_capacity(16);
+        loop {
+            // The client goes without close_notify: an UnexpectedEof error, a close all the same.
+            if poll_fn(|cx| t.poll_read_ready(cx)).await.is_err() {
+                break;
+            }
+            match t.try_read_buf(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    });
+    local
+        .run_until(async move {
+            let mut tls = connect(
+                addr,
+                client_config(&ca, &[], &[&rustls::version::TLS13], None),
+                "localhost",
+            )
+            .await
+            .unwrap();
+            for _round in 0..2 {
+                tls.write_all(b"give\n").await.unwrap();
+                let mut got = vec![0u8; BIG];
+                tokio::time::timeout(Duration::from_secs(20), tls.read_exact(&mut got))
+                    .await
+                    .expect("the whole response arrives")
+                    .unwrap();
+                assert!(got.iter().all(|&b| b == b'z'));
+            }
+            drop(tls);
+            server.await.unwrap();
+        })
+        .await;
+}

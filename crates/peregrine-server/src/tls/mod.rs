@@ -20,10 +20,12 @@
 mod pem;
 mod reload;
 mod resolver;
+mod transport;
 
 pub use pem::{read_certs, read_key, read_roots};
 pub use reload::{reload_on_sighup, reload_when_changed};
 pub use resolver::CertStore;
+pub use transport::TlsTransport;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig as RustlsConfig;
