@@ -14,10 +14,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// The raw connection after a 101 response: first the bytes the client had already sent after
 /// its request (read by the engine with the request), then the connection itself.
-pub struct Upgraded {
-    prefix: Bytes,
-    io: Box<dyn Io>,
-}
+pub struct Upgraded(Rewind<Box<dyn Io>>);
 
 /// What a handler gives the engine to run once the 101 is written: a function of the
 /// connection. It runs on the worker that owns the connection, like a handler.
@@ -26,14 +23,23 @@ pub type OnUpgrade = Box<dyn FnOnce(Upgraded) -> Pin<Box<dyn Future<Output = ()>
 impl Upgraded {
     /// The connection `io`, with `prefix` (bytes already read from it) to be read first.
     pub fn new(io: impl Io + 'static, prefix: Bytes) -> Self {
-        Upgraded {
-            prefix,
-            io: Box::new(io),
-        }
+        Upgraded(Rewind::new(Box::new(io), prefix))
     }
 }
 
-impl AsyncRead for Upgraded {
+/// A stream with some of its bytes already read: those are read again first.
+pub(crate) struct Rewind<T> {
+    prefix: Bytes,
+    io: T,
+}
+
+impl<T> Rewind<T> {
+    pub(crate) fn new(io: T, prefix: Bytes) -> Self {
+        Rewind { prefix, io }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -49,7 +55,7 @@ impl AsyncRead for Upgraded {
     }
 }
 
-impl AsyncWrite for Upgraded {
+impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -72,6 +78,42 @@ impl AsyncWrite for Upgraded {
     }
     fn is_write_vectored(&self) -> bool {
         self.io.is_write_vectored()
+    }
+}
+
+impl AsyncRead for Upgraded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Upgraded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
     }
 }
 
@@ -146,7 +188,7 @@ impl<T: crate::transport::Transport + Unpin> AsyncWrite for TransportIo<T> {
 impl std::fmt::Debug for Upgraded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upgraded")
-            .field("prefix", &self.prefix.len())
+            .field("prefix", &self.0.prefix.len())
             .finish_non_exhaustive()
     }
 }

@@ -376,3 +376,21 @@ async fn a_client_that_sends_no_preface_is_dropped_after_the_header_timeout() {
     still_serving(&srv).await;
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_connection_without_the_preface_gets_goaway_protocol_error_and_a_clean_close() {
+    let (srv, _) = server();
+    let mut tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let mut resets = Vec::new();
+    assert_eq!(until_goaway(&mut tcp, &mut resets).await, Some(0x1)); // PROTOCOL_ERROR
+                                                                      // Then end of stream (a FIN, not a reset).
+    let mut rest = Vec::new();
+    use tokio::io::AsyncReadExt;
+    assert_eq!(tcp.read_to_end(&mut rest).await.unwrap(), 0);
+    assert_eq!(srv.next_closed(), Closed::Handshake);
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}

@@ -24,8 +24,10 @@ mod respond;
 pub(crate) use body::H2Body;
 
 use crate::request::PartsInfo;
+use crate::upgrade::Rewind;
 use crate::{Body, Request, Response, ServerConfig, Service, Version};
 use bytes::Bytes;
+use bytes::BytesMut;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use h2::server::SendResponse;
@@ -37,7 +39,7 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{sleep, Instant};
 
 /// The client connection preface (RFC 9113 §3.4): an HTTP/1.1 parser sees it as a request line
@@ -130,12 +132,17 @@ pub enum Closed {
 }
 
 /// Serves one HTTP/2 connection on `io` (after the TLS handshake, or on a cleartext connection
-/// that starts with [`PREFACE`]; the preface must still be unread in `io`) until the client goes,
-/// an error, or `shutdown` resolves (then graceful: `GOAWAY`, drain, close).
+/// that starts with [`PREFACE`]) until the client goes, an error, or `shutdown` resolves (then
+/// graceful: `GOAWAY`, drain, close). `read` holds the bytes already read from `io` (the
+/// preface or part of it, when the engine sniffed it); they are read again first.
+///
+/// A connection that does not start with the preface gets `GOAWAY(PROTOCOL_ERROR)` and a clean
+/// close (RFC 9113 §3.4).
 ///
 /// Handlers run inside this future (no task per stream), so they need not be `Send`.
 pub async fn serve_connection<IO, S>(
     io: IO,
+    read: Bytes,
     peer: SocketAddr,
     service: S,
     config: &ServerConfig,
@@ -156,6 +163,16 @@ where
         .max_send_buffer_size(h2config.max_send_buffer)
         .max_pending_accept_reset_streams(h2config.max_pending_accept_reset_streams)
         .max_local_error_reset_streams(Some(h2config.max_local_error_reset_streams));
+    let mut io = io;
+    let read = match read_preface(&mut io, read, config.header_timeout).await {
+        Ok(read) => read,
+        Err(Refused::Timeout) => return Closed::Handshake,
+        Err(Refused::NotHttp2) => {
+            refuse(io).await;
+            return Closed::Handshake;
+        }
+    };
+    let io = Rewind::new(io, read);
     let handshake = tokio::time::timeout(config.header_timeout, builder.handshake::<_, Bytes>(io));
     let mut conn = match handshake.await {
         Ok(Ok(conn)) => conn,
@@ -238,6 +255,60 @@ where
     })
     .await;
     closed
+}
+
+enum Refused {
+    Timeout,
+    NotHttp2,
+}
+
+/// Reads until the whole preface is in `read` (or proven absent), within `timeout`.
+async fn read_preface<IO: AsyncRead + Unpin>(
+    io: &mut IO,
+    read: Bytes,
+    timeout: Duration,
+) -> Result<Bytes, Refused> {
+    let mut got = BytesMut::from(read);
+    let reading = async {
+        loop {
+            match detect_preface(&got) {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(Refused::NotHttp2),
+                None => {}
+            }
+            got.reserve(PREFACE.len());
+            match io.read_buf(&mut got).await {
+                Ok(0) | Err(_) => return Err(Refused::Timeout),
+                Ok(_) => {}
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, reading).await {
+        Ok(Ok(())) => Ok(got.freeze()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Refused::Timeout),
+    }
+}
+
+/// `GOAWAY(PROTOCOL_ERROR)`, then a lingering close: the write side is shut and what the client
+/// still sends is read and dropped for a moment, so the close is a FIN the client sees after
+/// the GOAWAY, not a reset that could destroy it.
+async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut io: IO) {
+    const GOAWAY_PROTOCOL_ERROR: [u8; 17] = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let linger = async {
+        io.write_all(&GOAWAY_PROTOCOL_ERROR).await?;
+        io.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut left = 64 * 1024;
+        while left > 0 {
+            match io.read(&mut sink).await? {
+                0 => break,
+                n => left -= n.min(left),
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
 }
 
 /// Counts client resets in a sliding 10 s window.

@@ -101,7 +101,9 @@ where
                     let shutdown = async move {
                         let _ = stop.wait_for(|s| *s).await;
                     };
-                    let how = serve_connection(io, peer, service, &config, &h2, shutdown).await;
+                    let how =
+                        serve_connection(io, Bytes::new(), peer, service, &config, &h2, shutdown)
+                            .await;
                     let _ = closed_tx.send(how);
                 }));
             }
