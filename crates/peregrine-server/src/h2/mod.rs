@@ -454,7 +454,7 @@ async fn stream<F: Future<Output = Response>>(
         Start::Call(fut, head_request) => {
             let mut fut = pin!(fut);
             let answer = poll_fn(|cx| {
-                if let Poll::Ready(_) = respond.poll_reset(cx) {
+                if respond.poll_reset(cx).is_ready() {
                     return Poll::Ready(None);
                 }
                 match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {

@@ -36,7 +36,8 @@ fn forbids_body(status: u16) -> bool {
 
 thread_local! {
     /// The `Date` value, formatted at most once per second per thread.
-    static DATE_VALUE: RefCell<(u64, HeaderValue)> = RefCell::new((0, HeaderValue::from_static("")));
+    static DATE_VALUE: RefCell<(u64, HeaderValue)> =
+        const { RefCell::new((0, HeaderValue::from_static(""))) };
 }
 
 fn date_value() -> HeaderValue {
