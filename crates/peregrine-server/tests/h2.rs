@@ -394,3 +394,40 @@ async fn a_connection_without_the_preface_gets_goaway_protocol_error_and_a_clean
     still_serving(&srv).await;
     srv.shutdown().await;
 }
+
+/// The engine hands over a cleartext connection after reading some of its bytes (sniffing the
+/// preface): those bytes are given back to HTTP/2 and the connection works as if unread.
+#[tokio::test]
+async fn bytes_already_read_by_the_engine_are_replayed() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let local = tokio::task::LocalSet::new();
+    let server = local.spawn_local(async move {
+        let (mut tcp, peer) = listener.accept().await.unwrap();
+        // Read the first 30 bytes (the preface and part of the client's SETTINGS frame).
+        let mut first = vec![0u8; 30];
+        tcp.read_exact(&mut first).await.unwrap();
+        let counters = Arc::new(Counters::default());
+        peregrine_server::h2::serve_connection(
+            tcp,
+            Bytes::from(first),
+            peer,
+            app(counters),
+            &ServerConfig::default(),
+            &Http2Config::default(),
+            std::future::pending(),
+        )
+        .await
+    });
+    local
+        .run_until(async move {
+            let mut c = client(addr).await;
+            let (status, _, body) = fetch(&mut c, get("/hello"), None).await.unwrap();
+            assert_eq!(status, 200);
+            assert_eq!(body, "hello Http2 GET localhost");
+            drop(c);
+            assert_eq!(server.await.unwrap(), Closed::Normally);
+        })
+        .await;
+}
