@@ -110,3 +110,64 @@ document.getElementById("f").onsubmit = (e) => {
 };
 </script>
 "#;
+
+fn main() -> std::io::Result<()> {
+    use peregrine::server::tls::{TlsAcceptor, TlsConfig};
+    use peregrine::server::Server;
+    let plain: std::net::SocketAddr = std::env::var("ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:8080".into())
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let workers = std::env::var("WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(1);
+    let config = peregrine::ServerConfig {
+        addr: plain,
+        workers,
+        ..peregrine::ServerConfig::default()
+    };
+    let service = app().into_service();
+    // Cleartext: HTTP/1.1, and HTTP/2 for clients that start with the h2 preface.
+    let mut handles = vec![Server::new(config.clone()).serve(service.clone())?];
+    println!("http://{} (HTTP/1.1 and h2c)", handles[0].local_addr());
+    // TLS: HTTP/2 or HTTP/1.1 by ALPN, certificates reloaded on SIGHUP.
+    if let Some(tls) = TlsConfig::from_env()? {
+        let acceptor = TlsAcceptor::new(&tls)?;
+        peregrine::server::tls::reload_on_sighup(acceptor.certificates().clone())?;
+        let addr = std::env::var("TLS_ADDR").unwrap_or_else(|_| "127.0.0.1:8443".into());
+        let tls_config = peregrine::ServerConfig {
+            addr: addr
+                .parse()
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ..config
+        };
+        let handle = Server::new(tls_config)
+            .with_acceptor(acceptor)
+            .serve(service)?;
+        println!("https://{} (HTTP/2 and HTTP/1.1 by ALPN)", handle.local_addr());
+        handles.push(handle);
+    }
+    wait_for_signal()?;
+    for h in handles {
+        h.shutdown();
+    }
+    Ok(())
+}
+
+/// Blocks until SIGTERM or SIGINT.
+fn wait_for_signal() -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok(())
+    })
+}
