@@ -120,13 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(skipped {o['robustness']['skipped']}) in {doc['meta']['duration_s']} s"
     )
     if args.require_must or args.require_all:
-        fails = report.must_failures(doc)
-        if args.require_all:
-            fails += [
-                f"case {r['id']} (SHOULD): {r['observed']}"
-                for r in doc["cases"]
-                if r["level"] == "SHOULD" and not r["passed"]
-            ]
+        fails = report.require_failures(doc, args.require_all)
         if fails:
             print(f"probe: {len(fails)} MUST-level failure(s):", file=sys.stderr)
             for line in fails[:50]:

@@ -1,6 +1,6 @@
 """Loading the hand-written case corpus (``probe/corpus/*.toml``).
 
-Each file holds one category of ``shared/docs/http1-rules.md``; its name starts with the category
+Each file holds one category of ``docs/http1-rules.md``; its name starts with the category
 letter (``A-request-line.toml``). A file has a ``category`` and ``title`` at top level and an
 array of ``[[case]]`` tables:
 

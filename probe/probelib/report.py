@@ -29,7 +29,8 @@ def summarise(target: str, cases: list[dict], sweeps: dict, robustness: list[dic
     must, should = _count(cases, "MUST"), _count(cases, "SHOULD")
     sweep_passed = sum(s["passed"] for s in sweeps.get("families", {}).values())
     sweep_total = sum(s["total"] for s in sweeps.get("families", {}).values())
-    rob_run = [r for r in robustness if not r.get("skipped")]
+    # A skipped scenario is not a passed one: it counts in the total and fails --require-must.
+    rob_skipped = [r for r in robustness if r.get("skipped")]
     overall = {
         "must": must,
         "should": should,
@@ -37,9 +38,9 @@ def summarise(target: str, cases: list[dict], sweeps: dict, robustness: list[dic
         "must_score": _pct(must["passed"], must["total"]),
         "sweeps": {"passed": sweep_passed, "total": sweep_total, "score": _pct(sweep_passed, sweep_total)},
         "robustness": {
-            "passed": sum(1 for r in rob_run if r["passed"]),
-            "total": len(rob_run),
-            "skipped": len(robustness) - len(rob_run),
+            "passed": sum(1 for r in robustness if r["passed"] and not r.get("skipped")),
+            "total": len(robustness),
+            "skipped": len(rob_skipped),
         },
     }
     return {
@@ -59,10 +60,20 @@ def must_failures(doc: dict) -> list[str]:
     for name, fam in doc["sweeps"].get("families", {}).items():
         if fam["passed"] != fam["total"]:
             out.append(f"sweep {name}: {fam['total'] - fam['passed']} of {fam['total']} failed")
-    out += [
-        f"robustness {r['id']}: {r['observed']}" for r in doc["robustness"] if not r.get("skipped") and not r["passed"]
-    ]
+    out += [f"robustness {r['id']}: {r['observed']}" for r in doc["robustness"] if r.get("skipped") or not r["passed"]]
     return out
+
+
+def require_failures(doc: dict, require_all: bool) -> list[str]:
+    """What makes ``--require-must`` (or, with ``require_all``, ``--require-all``) exit 1."""
+    fails = must_failures(doc)
+    if require_all:
+        fails += [
+            f"case {r['id']} (SHOULD): {r['observed']}"
+            for r in doc["cases"]
+            if r["level"] == "SHOULD" and not r["passed"]
+        ]
+    return fails
 
 
 def _md_escape(s: str) -> str:

@@ -33,6 +33,15 @@ class Options:
     server_pid: int | None = None
     idle_connections: int = 5000
     quick: bool = False
+    # Trickle scenarios (H-trickle-body, H-trickle-read): one byte every `trickle_gap` seconds
+    # (default: a quarter of the body timeout, at most 0.5 s, so no single wait reaches the
+    # server's per-read timeout), and the time by which the server must have cut the slow client
+    # (a minimum data rate or a total deadline; the engine's defaults cut it after about 10 s).
+    trickle_gap: float | None = None
+    slow_client_deadline: float = 15.0
+
+    def gap(self) -> float:
+        return self.trickle_gap if self.trickle_gap is not None else min(0.5, self.body_timeout / 4)
 
 
 def rss_kib(pid: int) -> int | None:
@@ -165,6 +174,121 @@ async def slow_body(host: str, port: int, o: Options) -> dict:
         linger_zero(sock)
         sock.close()
     return _timeout_verdict(sid, desc, expected, data, how, t_close - t0, o.body_timeout + margin)
+
+
+async def trickle_body(host: str, port: int, o: Options) -> dict:
+    """A body trickled one byte at a time, each byte well within the body timeout: only a minimum
+    body rate or a total body deadline (nginx's per-read `client_body_timeout` alone never fires)
+    stops it. The server must answer 408 or close within `slow_client_deadline`."""
+    gap, limit = o.gap(), o.slow_client_deadline
+    sid = "H-trickle-body"
+    desc = f"POST with Content-Length 1000, body trickled one byte every {gap:g} s"
+    margin = 2.0
+    expected = (
+        f"408 (or a refusal, never 2xx) and close within {limit:g} s + {margin:g} s"
+        " (minimum body rate or total body deadline)"
+    )
+    loop = asyncio.get_running_loop()
+    sock = await open_socket(host, port, o.timeout)
+    head = b"POST /users HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    t0 = time.monotonic()
+
+    async def trickle() -> None:
+        try:
+            await loop.sock_sendall(sock, head)
+            for _ in range(1000):
+                await asyncio.sleep(gap)
+                await loop.sock_sendall(sock, b" ")
+        except OSError:
+            return
+
+    t = asyncio.create_task(trickle())
+    try:
+        data, how, t_close = await _read_until_close(loop, sock, t0 + limit + margin)
+    finally:
+        t.cancel()
+        linger_zero(sock)
+        sock.close()
+    st = _statuses(data)
+    if not how:
+        return _result(sid, desc, expected, False, f"still open after {limit + margin:.1f} s; responses {st}")
+    # 408, or any refusal before the body was read (a route that does not read bodies); never 2xx.
+    return _result(
+        sid,
+        desc,
+        expected,
+        not any(200 <= s < 300 for s in st),
+        f"{'/'.join(map(str, st)) or 'no response'}, then {how} after {t_close - t0:.1f} s",
+        seconds=round(t_close - t0, 2),
+    )
+
+
+# Linux TCP states (include/net/tcp_states.h), from the first byte of TCP_INFO.
+_TCP_ESTABLISHED, _TCP_CLOSE = 1, 7
+
+
+def _peer_ended(sock: socket.socket) -> str:
+    """How the peer ended the connection, seen from the kernel's state (a reset or FIN is not
+    visible to a reader that still has buffered bytes to read): "" while established."""
+    state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+    if state == _TCP_ESTABLISHED:
+        return ""
+    return "reset" if state == _TCP_CLOSE else "closed (FIN)"
+
+
+async def trickle_read(host: str, port: int, o: Options) -> dict:
+    """Responses read one byte at a time: the client pipelines GETs whose answers fill the socket
+    buffers (small receive buffer), then reads one byte every `trickle_gap` seconds. The server
+    must cut it (minimum send rate or write timeout) within `slow_client_deadline`, instead of
+    holding the connection and its output for as long as the client keeps reading a little."""
+    gap, limit = o.gap(), o.slow_client_deadline
+    sid = "H-trickle-read"
+    desc = f"60000 pipelined GET /plaintext (MBs of responses, more than socket buffers hold), read one byte every {gap:g} s (4 KiB receive buffer)"
+    margin = 2.0
+    expected = f"server closes or resets within {limit:g} s + {margin:g} s"
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.wait_for(loop.sock_connect(sock, (host, port)), o.timeout)
+    t0 = time.monotonic()
+
+    async def send() -> None:
+        try:
+            await loop.sock_sendall(sock, GET * 60000)
+        except OSError:
+            return
+
+    sender = asyncio.create_task(send())
+    got, how, took = 0, "", 0.0
+    deadline = t0 + limit + margin
+    try:
+        while time.monotonic() < deadline:
+            how = _peer_ended(sock)
+            if how:
+                took = time.monotonic() - t0
+                break
+            try:
+                data = await asyncio.wait_for(loop.sock_recv(sock, 1), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                break
+            except OSError:
+                how, took = "reset", time.monotonic() - t0
+                break
+            if not data:
+                how, took = "eof", time.monotonic() - t0
+                break
+            got += len(data)
+            await asyncio.sleep(gap)
+    finally:
+        sender.cancel()
+        linger_zero(sock)
+        sock.close()
+    if not how:
+        return _result(sid, desc, expected, False, f"still open after {limit + margin:.1f} s; {got} bytes read")
+    return _result(
+        sid, desc, expected, True, f"server {how} after {took:.1f} s; {got} bytes read", seconds=round(took, 2)
+    )
 
 
 def _timeout_verdict(
@@ -435,6 +559,8 @@ async def run_all(host: str, port: int, o: Options) -> list[dict]:
     slow = asyncio.gather(
         _guarded("H-slowloris-headers", slowloris(host, port, o)),
         _guarded("H-slow-body", slow_body(host, port, o)),
+        _guarded("H-trickle-body", trickle_body(host, port, o)),
+        _guarded("H-trickle-read", trickle_read(host, port, o)),
     )
     out = []
     out.append(
@@ -459,5 +585,9 @@ async def run_all(host: str, port: int, o: Options) -> list[dict]:
     out.append(await _guarded("H-reset-mid-request", reset_mid_request(host, port, o)))
     out.append(await _guarded("H-reset-mid-response", reset_mid_response(host, port, o)))
     out.append(await _guarded("H-pipeline-no-read", pipeline_no_read(host, port, o)))
+    from . import paths  # imports this module: load it late
+
+    out.append(await _guarded("H-path-equivalent-spellings", paths.equivalent_spellings(host, port, o)))
+    out.append(await _guarded("H-path-ambiguous-spellings", paths.ambiguous_spellings(host, port, o)))
     out = list(await slow) + out
     return out

@@ -4,12 +4,14 @@ cases) and a reject-everything server (must pass every plain reject case and fai
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 
-from probelib import corpus, robustness, runner, sweeps
+from probelib import corpus, paths, robustness, runner, sweeps
 
 PROBE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probe.py")
 
@@ -112,3 +114,61 @@ def test_cli_report_and_require_must(lenient_port, tmp_path):
     assert "C-001" in md.read_text()  # failed cases are listed
     p = subprocess.run(base + ["--require-must"], check=False, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "MUST-level failure" in p.stderr
+
+
+class _SplitRouting(http.server.BaseHTTPRequestHandler):
+    """A server with the routing bypass of issue 17: it routes the raw path, so `/plaintext` is
+    the canonical resource, while any other spelling reaches a different handler that answers
+    200 with something else (the "private file")."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = b"Hello, World!" if self.path == "/plaintext" else b"private file"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_path_spelling_scenarios(lenient_port, reject_all_port):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SplitRouting)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    o = robustness.Options(timeout=1.0)
+
+    async def both(port):
+        return await asyncio.gather(
+            paths.equivalent_spellings("127.0.0.1", port, o), paths.ambiguous_spellings("127.0.0.1", port, o)
+        )
+
+    try:
+        eq, amb = asyncio.run(both(srv.server_address[1]))
+        assert not eq["passed"] and not amb["passed"]
+        assert "/%70laintext: 200" in eq["observed"] and "/./plaintext: 200" in amb["observed"]
+        assert len(eq["details"]["failures"]) == len(paths.EQUIVALENT)
+        # Answering every spelling as /plaintext passes both.
+        eq, amb = asyncio.run(both(lenient_port))
+        assert eq["passed"] and amb["passed"]
+        # Refusing is fine for ambiguous spellings, not for equivalent ones.
+        eq, amb = asyncio.run(both(reject_all_port))
+        assert not eq["passed"] and amb["passed"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_cli_require_all_fails_on_should_cases_only(lenient_port, tmp_path):
+    # Category A: the lenient server passes every MUST case and fails most SHOULD cases.
+    out = tmp_path / "a.json"
+    base = [sys.executable, PROBE, "--target", f"127.0.0.1:{lenient_port}", "--json", str(out)]
+    base += ["--quick", "--no-sweeps", "--no-robustness", "--categories", "A", "--timeout", "1"]
+    p = subprocess.run(base + ["--require-must"], check=False, capture_output=True, text=True, timeout=120)
+    o = json.loads(out.read_text())["overall"]
+    assert o["must"]["passed"] == o["must"]["total"] and o["should"]["passed"] < o["should"]["total"]
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run(base + ["--require-all"], check=False, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1
+    assert "(SHOULD)" in p.stderr and "A-0" in p.stderr

@@ -167,3 +167,34 @@ def test_a_scenario_that_raises_fails_alone():
     assert failed["passed"] is False and failed["skipped"] is False
     assert "TimeoutError: connect took too long" in failed["observed"]
     assert asyncio.run(_guarded("H-x", fine())) == {"id": "H-x", "passed": True}
+
+
+def _doc(robustness_results, cases):
+    from probelib import report
+
+    return report.summarise("t", cases, {"families": {}}, robustness_results, {"duration_s": 0})
+
+
+def _rob(sid, passed, skipped=False):
+    return {"id": sid, "passed": passed, "skipped": skipped, "observed": "skipped: x" if skipped else "ok"}
+
+
+def _case_result(cid, level, passed):
+    return {"id": cid, "category": "A", "level": level, "passed": passed, "observed": "o", "expected": "e"}
+
+
+def test_skipped_robustness_counts_as_not_passed():
+    from probelib import report
+
+    doc = _doc([_rob("H-a", True), _rob("H-b", False, skipped=True)], [_case_result("A-1", "MUST", True)])
+    assert doc["overall"]["robustness"] == {"passed": 1, "total": 2, "skipped": 1}
+    assert report.must_failures(doc) == ["robustness H-b: skipped: x"]
+    assert report.require_failures(doc, False) == ["robustness H-b: skipped: x"]
+
+
+def test_require_all_adds_should_cases():
+    from probelib import report
+
+    doc = _doc([_rob("H-a", True)], [_case_result("A-1", "MUST", True), _case_result("A-2", "SHOULD", False)])
+    assert report.require_failures(doc, False) == []
+    assert report.require_failures(doc, True) == ["case A-2 (SHOULD): o"]

@@ -3,7 +3,8 @@
 //! run with two values of N and divide the difference of the counts by the difference of N.
 //!
 //! `cargo run --release -p peregrine-codec --example parse_loop -- <impl> <input> <n>`
-//! where impl is `best`, `scalar`, `sse42`, `avx2` or `httparse`, and input is `minimal`,
+//! where impl is `best`, `scalar`, `sse42`, `avx2`, `httparse`, or `general-scalar` /
+//! `general-avx2` (the general parser alone, without the fast path), and input is `minimal`,
 //! `wrk` (the request wrk sends in the lab), `browser`, or `pipelined16` / `wrk16` (16 minimal /
 //! wrk requests in one buffer, counted as 16 requests per iteration).
 //!
@@ -13,7 +14,8 @@
 //! machine best: other load only ever adds time.
 
 use peregrine_codec::{
-    parse_request_head, parse_request_head_with, FieldSpan, Isa, Limits, ParseError, Parsed,
+    parse_request_head, parse_request_head_general_with, parse_request_head_with, FieldSpan, Isa,
+    Limits, ParseError, Parsed,
 };
 use std::hint::black_box;
 
@@ -29,7 +31,7 @@ fn main() {
     let (imp, input, n) = match &args[..] {
         [_, imp, input, n] => (imp.as_str(), input.as_str(), n.parse::<usize>().expect("n")),
         _ => panic!(
-            "usage: parse_loop <best|scalar|sse42|avx2|httparse> <minimal|wrk|browser|pipelined16|wrk16> <n>"
+            "usage: parse_loop <best|scalar|sse42|avx2|httparse|general-scalar|general-avx2> <minimal|wrk|browser|pipelined16|wrk16> <n>"
         ),
     };
     let pipelined = inputs::MINIMAL.repeat(16);
@@ -43,8 +45,11 @@ fn main() {
         other => panic!("unknown input {other}"),
     };
     let httparse = imp == "httparse";
+    let general = imp.starts_with("general-");
     let isa = match imp {
         "best" => None,
+        "general-scalar" => Some(Isa::Scalar),
+        "general-avx2" => Some(Isa::Avx2),
         "scalar" => Some(Isa::Scalar),
         "sse42" => Some(Isa::Sse42),
         "avx2" => Some(Isa::Avx2),
@@ -60,6 +65,9 @@ fn main() {
         while !rest.is_empty() {
             let len = if !httparse {
                 let r = match isa {
+                    Some(isa) if general => {
+                        parse_request_head_general_with(isa, rest, &limits, &mut fields)
+                    }
                     Some(isa) => parse_request_head_with(isa, rest, &limits, &mut fields),
                     None => parse_request_head(rest, &limits, &mut fields),
                 };

@@ -62,6 +62,8 @@ pub enum ChunkedStep {
 #[derive(Debug, Clone, Default)]
 pub struct ChunkedDecoder {
     state: State,
+    /// Chunk-extension bytes seen so far (see [`ChunkedDecoder::extension_bytes`]).
+    ext_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -98,12 +100,14 @@ impl ChunkedDecoder {
             match self.state {
                 State::Size => match parse_size_line(&input[pos..], limits)? {
                     None => return Ok(ChunkedStep::NeedMore { consumed: pos }),
-                    Some((0, line)) => {
+                    Some((0, line, ext)) => {
                         pos += line;
+                        self.ext_bytes += ext as u64;
                         self.state = State::Trailers(0, 0);
                     }
-                    Some((size, line)) => {
+                    Some((size, line, ext)) => {
                         pos += line;
+                        self.ext_bytes += ext as u64;
                         self.state = State::Data(size);
                     }
                 },
@@ -189,6 +193,37 @@ impl ChunkedDecoder {
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
+
+    /// Data bytes the current chunk still declares (0 between chunks): lets a caller refuse a
+    /// chunk whose declared size already breaks its body limit before its data arrives.
+    ///
+    /// ```
+    /// use peregrine_codec::{ChunkedDecoder, ChunkedStep, Limits};
+    /// let mut dec = ChunkedDecoder::new();
+    /// let step = dec.decode(b"100000\r\nab", &Limits::default()).unwrap();
+    /// assert!(matches!(step, ChunkedStep::Data { data_len: 2, .. }));
+    /// assert_eq!(dec.chunk_data_remaining(), 0x100000 - 2);
+    /// ```
+    pub fn chunk_data_remaining(&self) -> u64 {
+        match self.state {
+            State::Data(n) => n,
+            _ => 0,
+        }
+    }
+
+    /// Chunk-extension bytes (everything between a chunk size and its CRLF) consumed so far, so
+    /// a caller can count them toward its body limit: each line is bounded by
+    /// `Limits::max_chunk_ext_len`, but their number is not.
+    ///
+    /// ```
+    /// use peregrine_codec::{ChunkedDecoder, Limits};
+    /// let mut dec = ChunkedDecoder::new();
+    /// dec.decode(b"1;a=b\r\nx\r\n0\r\n\r\n", &Limits::default()).unwrap();
+    /// assert_eq!(dec.extension_bytes(), 4);
+    /// ```
+    pub fn extension_bytes(&self) -> u64 {
+        self.ext_bytes
+    }
 }
 
 fn bad(reason: &'static str) -> ParseError {
@@ -209,12 +244,13 @@ fn check_trailer_progress(line: usize, bytes: usize, limits: &Limits) -> Result<
 
 #[inline]
 fn is_tchar(b: u8) -> bool {
-    crate::scan::is_tchar(b)
+    crate::grammar::is_tchar(b)
 }
 
 /// Parses `chunk-size [ chunk-ext ] CRLF` at the start of `s`. `Ok(None)`: valid so far, need
-/// more bytes. `Ok(Some((size, line_len)))` with `line_len` including the CRLF.
-fn parse_size_line(s: &[u8], limits: &Limits) -> Result<Option<(u64, usize)>, ParseError> {
+/// more bytes. `Ok(Some((size, line_len, ext_len)))` with `line_len` including the CRLF and
+/// `ext_len` the bytes between the size and the CRLF.
+fn parse_size_line(s: &[u8], limits: &Limits) -> Result<Option<(u64, usize, usize)>, ParseError> {
     let digits = s.iter().take_while(|b| b.is_ascii_hexdigit()).count();
     if digits > MAX_SIZE_DIGITS {
         return Err(bad("chunk size has more than 16 hex digits"));
@@ -267,7 +303,7 @@ fn parse_size_line(s: &[u8], limits: &Limits) -> Result<Option<(u64, usize)>, Pa
             (E::Between(false) | E::Name | E::Token, b'\r') => {
                 return match ext.get(i + 1) {
                     None => Ok(None),
-                    Some(b'\n') => Ok(Some((size, digits + i + 2))),
+                    Some(b'\n') => Ok(Some((size, digits + i + 2, i))),
                     Some(_) => Err(bad("bare CR in chunk size line")),
                 };
             }

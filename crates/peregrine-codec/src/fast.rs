@@ -124,8 +124,8 @@ fn trim_ows_end(buf: &[u8], start: usize, mut end: usize) -> usize {
 /// which [`validate_authority`] accepts. `false` means "not this shape", not "invalid": the
 /// caller then asks [`validate_authority`].
 #[inline(always)]
-fn host_is_plain<S: Scan>(buf: &[u8], start: usize, end: usize) -> bool {
-    let i = S::skip_range(buf, start, end, &HOST);
+fn host_is_plain<S: Scan>(s: S, buf: &[u8], start: usize, end: usize) -> bool {
+    let i = s.skip_range(buf, start, end, &HOST);
     if i == end {
         return true;
     }
@@ -141,8 +141,8 @@ fn host_is_plain<S: Scan>(buf: &[u8], start: usize, end: usize) -> bool {
 /// and a valid Host for [`validate_authority`], so the field line and the Host check of the
 /// general parser both accept it. `None` is "not this shape" (the caller declines).
 #[inline(always)]
-fn plain_host_line<S: Scan>(buf: &[u8], start: usize) -> Option<usize> {
-    let i = S::skip_near(buf, start, &HOST);
+fn plain_host_line<S: Scan>(s: S, buf: &[u8], start: usize) -> Option<usize> {
+    let i = s.skip_near(buf, start, &HOST);
     if i == start {
         return None;
     }
@@ -283,6 +283,7 @@ fn special_field(
 /// costs one store per field.
 #[inline(always)]
 pub(crate) fn parse_fast<S: Scan>(
+    s: S,
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
@@ -306,7 +307,7 @@ pub(crate) fn parse_fast<S: Scan>(
     // Unbounded scans here and below: a stop found past a limit is checked against the limit
     // afterwards (and declined), which is the same as a scan cut at the limit.
     let t_end = loop {
-        t = S::skip_near(buf, t, &TARGET);
+        t = s.skip_near(buf, t, &TARGET);
         if t >= len {
             return false;
         }
@@ -379,7 +380,7 @@ pub(crate) fn parse_fast<S: Scan>(
             && pos + 8 <= len
             && (load_u64(buf, pos) | 0x2020_2020) & mask(6) == word(b"host: ")
         {
-            if let Some(value_end) = plain_host_line::<S>(buf, pos + 6) {
+            if let Some(value_end) = plain_host_line(s, buf, pos + 6) {
                 if value_end - pos > max_field_line || n >= fields.len() {
                     return false;
                 }
@@ -394,7 +395,7 @@ pub(crate) fn parse_fast<S: Scan>(
                 continue;
             }
         }
-        let (name_end, value_end) = S::field_line(buf, pos);
+        let (name_end, value_end) = s.field_line(buf, pos);
         // `value_end` is the first byte from `pos` that is no field-value byte: it must be the
         // CR of a CRLF, inside the field-line limit. (The header-section limit is checked once,
         // at the end of the head: every line ends before it.) Then `name_end` (<= value_end:
@@ -471,8 +472,8 @@ pub(crate) fn parse_fast<S: Scan>(
     }
     // Already checked by `plain_host_line`, or to be checked now.
     if head.authority.is_none() && host_end > host_start {
-        if !host_is_plain::<S>(buf, host_start, host_end)
-            && validate_authority::<S>(buf, host_start, host_end, false).is_err()
+        if !host_is_plain(s, buf, host_start, host_end)
+            && validate_authority(s, buf, host_start, host_end, false).is_err()
         {
             return false;
         }
@@ -496,19 +497,31 @@ mod tests {
         let limits = Limits::default();
         let mut fields = [FieldSpan::default(); 16];
         let mut head = EMPTY_HEAD;
-        let scalar = parse_fast::<Scalar>(buf, &limits, &mut fields, &mut head);
+        let scalar = parse_fast(Scalar, buf, &limits, &mut fields, &mut head);
         for isa in Isa::available() {
             let r = match isa {
                 Isa::Scalar => scalar,
                 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
                 Isa::Sse42 => {
                     let mut head = EMPTY_HEAD;
-                    parse_fast::<crate::scan::Sse42>(buf, &limits, &mut fields, &mut head)
+                    parse_fast(
+                        crate::scan::Sse42::detect().unwrap(),
+                        buf,
+                        &limits,
+                        &mut fields,
+                        &mut head,
+                    )
                 }
                 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
                 Isa::Avx2 => {
                     let mut head = EMPTY_HEAD;
-                    parse_fast::<crate::scan::Avx2>(buf, &limits, &mut fields, &mut head)
+                    parse_fast(
+                        crate::scan::Avx2::detect().unwrap(),
+                        buf,
+                        &limits,
+                        &mut fields,
+                        &mut head,
+                    )
                 }
                 #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
                 _ => scalar,

@@ -4,18 +4,26 @@
 //! in the spirit of h11 and picohttpparser. Nothing here touches a socket or a runtime, so every
 //! piece can be unit-tested, fuzzed and benchmarked alone.
 //!
-//! The rules it enforces are those of `shared/docs/http1-rules.md` (RFC 9112 / RFC 9110),
+//! The rules it enforces are those of the repository's `docs/http1-rules.md` (RFC 9112 / RFC 9110),
 //! sections A–F. Every rejection carries the HTTP status a server should answer with.
 //!
 //! * [`parse_request_head`]: zero-copy request-head parser. Results are [`Span`]s (offsets) into the
 //!   input, so a caller may keep the bytes in a refcounted buffer and the parsed head beside them.
 //! * [`BodyFraming`]: how the body of a parsed request is delimited.
 //! * [`ChunkedDecoder`]: incremental decoder for `Transfer-Encoding: chunked`.
-//! * [`response`]: response-head encoding (status lines, cached `Date`, `Content-Length`).
+//! * [`response`]: the response side: status lines, header fields, framing (HEAD, 1xx, 204,
+//!   304), the chunked encoder, and the keep-alive decision with its close reason
+//!   ([`response::KeepAlive`]).
+//! * [`grammar`]: the RFC byte classes (`tchar`, field-value bytes...) shared by the parser, the
+//!   encoder, the engine and the framework.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 pub mod chunked;
 pub mod error;
 mod fast;
+pub mod grammar;
 pub mod limits;
 mod parse;
 pub mod request;

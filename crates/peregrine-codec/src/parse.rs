@@ -10,7 +10,9 @@ use crate::request::{
     BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, Parsed, RequestHead, Span,
     Version,
 };
-use crate::scan::{Scan, HOST, TARGET, TCHAR, VALUE};
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+use crate::scan::{Avx2, Sse42};
+use crate::scan::{Scalar, Scan, HOST, TARGET, TCHAR, VALUE};
 use crate::{Limits, ParseError};
 
 /// Methods longer than this are refused with 501 before the request line completes: no method we
@@ -36,9 +38,22 @@ fn is_hex(b: u8) -> bool {
     b.is_ascii_hexdigit()
 }
 
-/// The parse, for one scanning strategy.
+/// `Ok(Some(x))` goes on with `x`; `Ok(None)` means "the head is incomplete" and ends the
+/// parse with [`Parsed::Incomplete`]; an error ends it with the error.
+macro_rules! need {
+    ($step:expr) => {
+        match $step? {
+            Some(value) => value,
+            None => return Ok(Parsed::Incomplete),
+        }
+    };
+}
+
+/// The parse, for one scanning strategy: the request line, then the field lines, then the
+/// checks that need the whole head. Each step is a function below, inlined here.
 #[inline(always)]
 pub(crate) fn parse_core<S: Scan>(
+    s: S,
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
@@ -46,16 +61,47 @@ pub(crate) fn parse_core<S: Scan>(
     // Spans are u32; refuse to index past that rather than wrap. A head that long broke the
     // limits long before, so treat only the first 4 GiB as visible.
     let buf = &buf[..buf.len().min(u32::MAX as usize)];
-    let len = buf.len();
 
-    // --- Leading empty lines (§2.2): at most `max_leading_empty_lines` CRLFs. ---
+    let m_start = need!(skip_leading_empty_lines(buf, limits));
+    let (m_end, method_kind) = need!(method(s, buf, m_start));
+    let t_start = m_end + 1;
+    let target = need!(request_target(s, buf, t_start, limits));
+    let t_end = target.end;
+    let version = need!(version(buf, t_end + 1));
+    let form = target_form(s, buf, t_start, &target, method_kind)?;
+
+    let mut head = HeadFields::new(version);
+    let (head_len, field_count) = need!(field_lines(s, buf, t_end + 11, limits, fields, &mut head));
+    let authority = head.authority(form.authority)?;
+    let framing = head.framing();
+
+    Ok(Parsed::Complete(RequestHead {
+        head_len,
+        method: span(m_start, m_end),
+        method_kind,
+        target: span(t_start, t_end),
+        path: form.path,
+        query: form.query,
+        version,
+        field_count,
+        authority,
+        framing,
+        connection: head.connection,
+        expect: head.expect,
+    }))
+}
+
+/// Leading empty lines (RFC 9112 §2.2): at most `max_leading_empty_lines` CRLFs. The index of
+/// the request line's first byte.
+#[inline(always)]
+fn skip_leading_empty_lines(buf: &[u8], limits: &Limits) -> Result<Option<usize>, ParseError> {
     let mut pos = 0;
     let mut empties = 0;
     loop {
         match buf.get(pos) {
-            None => return Ok(Parsed::Incomplete),
+            None => return Ok(None),
             Some(b'\r') => match buf.get(pos + 1) {
-                None => return Ok(Parsed::Incomplete),
+                None => return Ok(None),
                 Some(b'\n') => {
                     empties += 1;
                     if empties > limits.max_leading_empty_lines {
@@ -66,44 +112,63 @@ pub(crate) fn parse_core<S: Scan>(
                 Some(_) => bad!("bare CR before the request line"),
             },
             Some(b'\n') => bad!("bare LF before the request line"),
-            Some(_) => break,
+            Some(_) => return Ok(Some(pos)),
         }
     }
+}
 
-    // --- Method: 1*tchar then exactly one SP. ---
-    let m_start = pos;
+/// The method (`1*tchar`, then exactly one SP): the index of the SP and the method's kind.
+#[inline(always)]
+fn method<S: Scan>(
+    s: S,
+    buf: &[u8],
+    m_start: usize,
+) -> Result<Option<(usize, Method)>, ParseError> {
     // Most requests are GETs: recognise `GET ` with one comparison and skip the scan.
-    let (m_end, method_kind) = if buf.len() >= pos + 4 && &buf[pos..pos + 4] == b"GET " {
-        (pos + 3, Method::Get)
-    } else {
-        let m_end = scan_method::<S>(buf, m_start)?;
-        match m_end {
-            Some(m_end) => (m_end, method_kind(&buf[m_start..m_end])),
-            None => return Ok(Parsed::Incomplete),
-        }
-    };
+    if buf.len() >= m_start + 4 && &buf[m_start..m_start + 4] == b"GET " {
+        return Ok(Some((m_start + 3, Method::Get)));
+    }
+    Ok(scan_method(s, buf, m_start)?.map(|m_end| (m_end, method_kind(&buf[m_start..m_end]))))
+}
 
-    // --- Request-target: RFC 3986 characters, %HH validated, then exactly one SP. ---
-    let t_start = m_end + 1;
+/// What the scan of the request-target found.
+struct Target {
+    /// Index of the SP after the target.
+    end: usize,
+    /// Index of the first `?`, if any.
+    first_q: Option<usize>,
+    /// Whether a `[` or `]` appeared (allowed only in an authority's IP literal).
+    brackets: bool,
+}
+
+/// The request-target: RFC 3986 characters, `%HH` validated, then exactly one SP.
+#[inline(always)]
+fn request_target<S: Scan>(
+    s: S,
+    buf: &[u8],
+    t_start: usize,
+    limits: &Limits,
+) -> Result<Option<Target>, ParseError> {
+    let len = buf.len();
     let t_bound = len.min(t_start + limits.max_target_len + 1);
     let mut t = t_start;
     let mut first_q: Option<usize> = None;
     let mut brackets = false;
     let t_end = loop {
-        t = S::skip(&buf[..t_bound], t, &TARGET);
+        t = s.skip(&buf[..t_bound], t, &TARGET);
         // `>=`: skipping a `%HH` may step past a bound that cut the target short.
         if t >= t_bound {
             if t - t_start > limits.max_target_len {
                 return Err(ParseError::new(414, "request-target too long"));
             }
-            return Ok(Parsed::Incomplete);
+            return Ok(None);
         }
         match buf[t] {
             b'%' => {
                 // Validate as many of the two hex digits as have arrived.
                 for k in 1..=2 {
                     match buf.get(t + k) {
-                        None => return Ok(Parsed::Incomplete),
+                        None => return Ok(None),
                         Some(&h) if is_hex(h) => {}
                         Some(_) => bad!("'%' not followed by two hex digits in request-target"),
                     }
@@ -134,77 +199,240 @@ pub(crate) fn parse_core<S: Scan>(
         _ if t_end == t_start => bad!("empty or invalid request-target"),
         _ => bad!("invalid byte in request-target"),
     }
+    Ok(Some(Target {
+        end: t_end,
+        first_q,
+        brackets,
+    }))
+}
 
-    // --- Version: exactly `HTTP/1.1` or `HTTP/1.0`, then CRLF. ---
-    let v = t_end + 1;
-    let version = if len >= v + 10 && &buf[v..v + 10] == b"HTTP/1.1\r\n" {
-        Version::Http11
-    } else {
-        match parse_version(&buf[v..len.min(v + 10)])? {
-            Some(version) => version,
-            None => return Ok(Parsed::Incomplete),
-        }
-    };
-    pos = v + 10;
+/// The version at `v`: exactly `HTTP/1.1` or `HTTP/1.0`, then CRLF (10 bytes in all).
+#[inline(always)]
+fn version(buf: &[u8], v: usize) -> Result<Option<Version>, ParseError> {
+    let len = buf.len();
+    if len >= v + 10 && &buf[v..v + 10] == b"HTTP/1.1\r\n" {
+        return Ok(Some(Version::Http11));
+    }
+    parse_version(&buf[v..len.min(v + 10)])
+}
 
-    // --- Request-target form (§3.2). ---
-    let target = span(t_start, t_end);
+/// The parts of a request-target, by its form (RFC 9112 §3.2).
+struct TargetForm {
+    path: Span,
+    query: Option<Span>,
+    /// The authority the target itself carries (absolute-form and authority-form).
+    authority: Option<Span>,
+}
+
+/// Classifies the request-target `buf[t_start..target.end]` (origin-form, asterisk-form,
+/// authority-form with CONNECT, absolute-form) and splits it into path, query and authority.
+#[inline(always)]
+fn target_form<S: Scan>(
+    s: S,
+    buf: &[u8],
+    t_start: usize,
+    target: &Target,
+    method_kind: Method,
+) -> Result<TargetForm, ParseError> {
+    let t_end = target.end;
+    let whole = span(t_start, t_end);
     let tgt = &buf[t_start..t_end];
-    let mut target_authority: Option<Span> = None;
-    let (path, query) = if tgt[0] == b'/' {
-        if brackets {
+    let path_and_query = |from: usize| match target.first_q {
+        Some(q) => (span(from, q), Some(span(q + 1, t_end))),
+        None => (span(from, t_end), None),
+    };
+    let form = if tgt[0] == b'/' {
+        if target.brackets {
             bad!("'[' or ']' in path or query");
         }
-        match first_q {
+        let (path, query) = match target.first_q {
             Some(q) => (span(t_start, q), Some(span(q + 1, t_end))),
-            None => (target, None),
+            None => (whole, None),
+        };
+        TargetForm {
+            path,
+            query,
+            authority: None,
         }
     } else if tgt == b"*" {
         if method_kind != Method::Options {
             bad!("asterisk-form request-target with a method other than OPTIONS");
         }
-        (target, None)
+        TargetForm {
+            path: whole,
+            query: None,
+            authority: None,
+        }
     } else if method_kind == Method::Connect {
         // authority-form: uri-host ":" port, nothing else.
-        validate_authority::<S>(buf, t_start, t_end, true)?;
-        target_authority = Some(target);
-        (target, None)
+        validate_authority(s, buf, t_start, t_end, true)?;
+        TargetForm {
+            path: whole,
+            query: None,
+            authority: Some(whole),
+        }
     } else if let Some(after_scheme) = absolute_form_authority_start(tgt) {
         let a_start = t_start + after_scheme;
         let a_end = buf[a_start..t_end]
             .iter()
             .position(|&b| b == b'/' || b == b'?')
             .map_or(t_end, |i| a_start + i);
-        validate_authority::<S>(buf, a_start, a_end, false)?;
+        validate_authority(s, buf, a_start, a_end, false)?;
         if buf[a_end..t_end].iter().any(|&b| b == b'[' || b == b']') {
             bad!("'[' or ']' in path or query");
         }
-        target_authority = Some(span(a_start, a_end));
-        match first_q {
-            Some(q) => (span(a_end, q), Some(span(q + 1, t_end))),
-            None => (span(a_end, t_end), None),
+        let (path, query) = path_and_query(a_end);
+        TargetForm {
+            path,
+            query,
+            authority: Some(span(a_start, a_end)),
         }
     } else {
         bad!("request-target is not origin-form, absolute-form, authority-form with CONNECT or * with OPTIONS");
     };
-    if method_kind == Method::Connect && target_authority.is_none() {
+    if method_kind == Method::Connect && form.authority.is_none() {
         bad!("CONNECT needs an authority-form request-target");
     }
+    Ok(form)
+}
 
-    // --- Header fields (§5). ---
-    let hdr_start = pos;
+/// What the header section says about framing, routing and the connection, gathered field by
+/// field (RFC 9112 §5–§7, RFC 9110 §7.2, §10.1.1).
+struct HeadFields {
+    version: Version,
+    host: Option<Span>,
+    content_length: Option<u64>,
+    chunked: bool,
+    connection: ConnectionDirective,
+    /// Stays `None` for HTTP/1.0 (see [`HeadFields::note`]).
+    expect: Expectation,
+}
+
+impl HeadFields {
+    #[inline(always)]
+    fn new(version: Version) -> Self {
+        HeadFields {
+            version,
+            host: None,
+            content_length: None,
+            chunked: false,
+            connection: ConnectionDirective::default(),
+            expect: Expectation::None,
+        }
+    }
+
+    /// Takes note of one field, whose `value` is `buf[v_start..vt]`. Only the fields that
+    /// decide framing, routing or connection handling matter; dispatching on the name's length
+    /// first makes every other field cost one comparison.
+    #[inline(always)]
+    fn note<S: Scan>(
+        &mut self,
+        s: S,
+        buf: &[u8],
+        name: &[u8],
+        value: &[u8],
+        (v_start, vt): (usize, usize),
+    ) -> Result<(), ParseError> {
+        match name.len() {
+            4 if name_is(name, b"host") => {
+                if self.host.is_some() {
+                    bad!("more than one Host header field");
+                }
+                if !value.is_empty() {
+                    validate_authority(s, buf, v_start, vt, false)?;
+                }
+                self.host = Some(span(v_start, vt));
+            }
+            // A server MUST ignore a 100-continue expectation from HTTP/1.0 (RFC 9110 §10.1.1);
+            // we ignore any expectation from 1.0 clients, which never had the mechanism.
+            6 if self.version == Version::Http11 && name_is(name, b"expect") => {
+                self.expect = if value.eq_ignore_ascii_case(b"100-continue")
+                    && self.expect != Expectation::Unknown
+                {
+                    Expectation::Continue
+                } else {
+                    Expectation::Unknown
+                };
+            }
+            10 if name_is(name, b"connection") => {
+                parse_connection(value, &mut self.connection);
+            }
+            14 if name_is(name, b"content-length") => {
+                if self.content_length.is_some() {
+                    bad!("more than one Content-Length header field");
+                }
+                if self.chunked {
+                    bad!("both Transfer-Encoding and Content-Length");
+                }
+                self.content_length = Some(parse_content_length(value)?);
+            }
+            17 if name_is(name, b"transfer-encoding") => {
+                if self.version == Version::Http10 {
+                    bad!("Transfer-Encoding in an HTTP/1.0 request");
+                }
+                if self.chunked {
+                    bad!("more than one Transfer-Encoding header field");
+                }
+                if self.content_length.is_some() {
+                    bad!("both Transfer-Encoding and Content-Length");
+                }
+                parse_transfer_encoding(value)?;
+                self.chunked = true;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Host (RFC 9112 §3.2) and the effective authority: the target's own, else a non-empty
+    /// Host.
+    #[inline(always)]
+    fn authority(&self, target_authority: Option<Span>) -> Result<Option<Span>, ParseError> {
+        if self.version == Version::Http11 && self.host.is_none() {
+            bad!("HTTP/1.1 request without Host");
+        }
+        Ok(match (target_authority, self.host) {
+            (Some(_), Some(h)) if h.is_empty() => {
+                bad!("empty Host with a request-target that has an authority")
+            }
+            (Some(a), _) => Some(a),
+            (None, Some(h)) if !h.is_empty() => Some(h),
+            (None, _) => None,
+        })
+    }
+
+    /// How the body is delimited.
+    #[inline(always)]
+    fn framing(&self) -> BodyFraming {
+        if self.chunked {
+            BodyFraming::Chunked
+        } else {
+            match self.content_length {
+                Some(n) => BodyFraming::Length(n),
+                None => BodyFraming::None,
+            }
+        }
+    }
+}
+
+/// The header section from `hdr_start` to its empty line (RFC 9112 §5): every field line into
+/// `fields`, the ones that matter noted in `head`. The head's length and the number of fields.
+#[inline(always)]
+fn field_lines<S: Scan>(
+    s: S,
+    buf: &[u8],
+    hdr_start: usize,
+    limits: &Limits,
+    fields: &mut [FieldSpan],
+    head: &mut HeadFields,
+) -> Result<Option<(usize, usize)>, ParseError> {
+    let len = buf.len();
     let hdr_limit = limits.max_header_bytes;
     // Sliced to the limit once, so `n < fields.len()` below also proves every store in bounds.
     let max_fields = fields.len().min(limits.max_fields);
     let fields = &mut fields[..max_fields];
     let mut n = 0usize;
-    let mut host: Option<Span> = None;
-    let mut content_length: Option<u64> = None;
-    let mut te_seen = false;
-    let mut chunked = false;
-    let mut connection = ConnectionDirective::default();
-    // Stays `None` for HTTP/1.0 (see the `expect` field below).
-    let mut expect = Expectation::None;
+    let mut pos = hdr_start;
 
     // Reports Incomplete, unless the bytes so far already break the header-section limit.
     macro_rules! incomplete {
@@ -212,11 +440,11 @@ pub(crate) fn parse_core<S: Scan>(
             if len - hdr_start > hdr_limit {
                 return Err(ParseError::new(431, "header section too large"));
             }
-            return Ok(Parsed::Incomplete);
+            return Ok(None);
         }};
     }
 
-    let head_len = loop {
+    loop {
         match buf.get(pos) {
             None => incomplete!(),
             Some(b'\r') => match buf.get(pos + 1) {
@@ -225,7 +453,7 @@ pub(crate) fn parse_core<S: Scan>(
                     if pos + 2 - hdr_start > hdr_limit {
                         return Err(ParseError::new(431, "header section too large"));
                     }
-                    break pos + 2;
+                    return Ok(Some((pos + 2, n)));
                 }
                 Some(_) => bad!("bare CR in header section"),
             },
@@ -246,7 +474,7 @@ pub(crate) fn parse_core<S: Scan>(
         let line_bound = len.min(pos + limits.max_field_line + 1);
         let line = &buf[..line_bound];
         // Both ends at once; `value_end` is only meaningful once the name ended with `:`.
-        let (name_end, value_end) = S::field_line(line, pos);
+        let (name_end, value_end) = s.field_line(line, pos);
         if name_end == line_bound {
             if line_bound - pos > limits.max_field_line {
                 return Err(ParseError::new(431, "header field line too long"));
@@ -304,105 +532,17 @@ pub(crate) fn parse_core<S: Scan>(
             value: span(v_start, vt),
         };
         n += 1;
-
-        // Fields that decide framing, routing or connection handling. Dispatch on length first
-        // so that ordinary fields cost one comparison.
-        match name.len() {
-            4 if name_is(name, b"host") => {
-                if host.is_some() {
-                    bad!("more than one Host header field");
-                }
-                if !value.is_empty() {
-                    validate_authority::<S>(buf, v_start, vt, false)?;
-                }
-                host = Some(span(v_start, vt));
-            }
-            // A server MUST ignore a 100-continue expectation from HTTP/1.0 (RFC 9110 §10.1.1);
-            // we ignore any expectation from 1.0 clients, which never had the mechanism.
-            6 if version == Version::Http11 && name_is(name, b"expect") => {
-                expect = if value.eq_ignore_ascii_case(b"100-continue")
-                    && expect != Expectation::Unknown
-                {
-                    Expectation::Continue
-                } else {
-                    Expectation::Unknown
-                };
-            }
-            10 if name_is(name, b"connection") => {
-                parse_connection(value, &mut connection);
-            }
-            14 if name_is(name, b"content-length") => {
-                if content_length.is_some() {
-                    bad!("more than one Content-Length header field");
-                }
-                if te_seen {
-                    bad!("both Transfer-Encoding and Content-Length");
-                }
-                content_length = Some(parse_content_length(value)?);
-            }
-            17 if name_is(name, b"transfer-encoding") => {
-                if version == Version::Http10 {
-                    bad!("Transfer-Encoding in an HTTP/1.0 request");
-                }
-                if te_seen {
-                    bad!("more than one Transfer-Encoding header field");
-                }
-                if content_length.is_some() {
-                    bad!("both Transfer-Encoding and Content-Length");
-                }
-                te_seen = true;
-                parse_transfer_encoding(value)?;
-                chunked = true;
-            }
-            _ => {}
-        }
+        head.note(s, buf, name, value, (v_start, vt))?;
         pos = next;
-    };
-
-    // --- Host (§3.2) and the effective authority. ---
-    if version == Version::Http11 && host.is_none() {
-        bad!("HTTP/1.1 request without Host");
     }
-    let authority = match (target_authority, host) {
-        (Some(_), Some(h)) if h.is_empty() => {
-            bad!("empty Host with a request-target that has an authority")
-        }
-        (Some(a), _) => Some(a),
-        (None, Some(h)) if !h.is_empty() => Some(h),
-        (None, _) => None,
-    };
-
-    let framing = if chunked {
-        BodyFraming::Chunked
-    } else {
-        match content_length {
-            Some(n) => BodyFraming::Length(n),
-            None => BodyFraming::None,
-        }
-    };
-
-    Ok(Parsed::Complete(RequestHead {
-        head_len,
-        method: span(m_start, m_end),
-        method_kind,
-        target,
-        path,
-        query,
-        version,
-        field_count: n,
-        authority,
-        framing,
-        connection,
-        expect,
-    }))
 }
 
 /// Scans `1*tchar SP` from `m_start`; `Ok(Some(end))` is the index of the SP.
 #[inline(always)]
-fn scan_method<S: Scan>(buf: &[u8], m_start: usize) -> Result<Option<usize>, ParseError> {
+fn scan_method<S: Scan>(s: S, buf: &[u8], m_start: usize) -> Result<Option<usize>, ParseError> {
     let len = buf.len();
     let m_bound = len.min(m_start + MAX_METHOD_LEN + 1);
-    let m_end = S::skip(&buf[..m_bound], m_start, &TCHAR);
+    let m_end = s.skip(&buf[..m_bound], m_start, &TCHAR);
     if m_end - m_start > MAX_METHOD_LEN {
         return Err(ParseError::new(501, "method too long"));
     }
@@ -531,6 +671,7 @@ fn absolute_form_authority_start(t: &[u8]) -> Option<usize> {
 /// `end` (the result is clipped), so a short Host value still gets a full-width scan.
 #[inline(always)]
 pub(crate) fn validate_authority<S: Scan>(
+    s: S,
     buf: &[u8],
     start: usize,
     end: usize,
@@ -560,7 +701,7 @@ pub(crate) fn validate_authority<S: Scan>(
     } else {
         let mut i = 0;
         loop {
-            i = S::skip(buf, start + i, &HOST).min(end) - start;
+            i = s.skip(buf, start + i, &HOST).min(end) - start;
             let Some(&b) = a.get(i) else { break };
             match b {
                 b':' => break,
@@ -719,6 +860,7 @@ pub(crate) fn parse_field_line(line: &[u8]) -> Result<(&[u8], &[u8]), ParseError
 /// read, instead of being built in registers and copied out through every return.
 #[inline(always)]
 fn parse_fast_then<S: Scan>(
+    s: S,
     buf: &[u8],
     limits: &Limits,
     fields: &mut [FieldSpan],
@@ -727,7 +869,7 @@ fn parse_fast_then<S: Scan>(
 ) {
     *out = Ok(Parsed::Complete(crate::fast::EMPTY_HEAD));
     let done = match out {
-        Ok(Parsed::Complete(head)) => crate::fast::parse_fast::<S>(buf, limits, fields, head),
+        Ok(Parsed::Complete(head)) => crate::fast::parse_fast(s, buf, limits, fields, head),
         _ => false,
     };
     if !done {
@@ -742,7 +884,7 @@ pub(crate) fn parse_scalar(
     fields: &mut [FieldSpan],
     out: &mut Result<Parsed, ParseError>,
 ) {
-    parse_fast_then::<crate::scan::Scalar>(buf, limits, fields, out, parse_scalar_general)
+    parse_fast_then(Scalar, buf, limits, fields, out, parse_scalar_general)
 }
 
 /// Scalar instantiation of the general parser alone. Kept out of line so that the fast path's
@@ -753,7 +895,7 @@ pub(crate) fn parse_scalar_general(
     limits: &Limits,
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
-    parse_core::<crate::scan::Scalar>(buf, limits, fields)
+    parse_core(Scalar, buf, limits, fields)
 }
 
 /// SSE instantiation: compiled with SSSE3/SSE4.2 so the scans inline as vector code.
@@ -768,8 +910,10 @@ pub(crate) unsafe fn parse_sse42(
     fields: &mut [FieldSpan],
     out: &mut Result<Parsed, ParseError>,
 ) {
-    parse_fast_then::<crate::scan::Sse42>(buf, limits, fields, out, |b, l, f| {
-        // SAFETY: this function's own contract (the CPU supports SSSE3 and SSE4.2).
+    // SAFETY: this function's own contract (the CPU supports SSSE3 and SSE4.2).
+    let s = unsafe { Sse42::new_unchecked() };
+    parse_fast_then(s, buf, limits, fields, out, |b, l, f| {
+        // SAFETY: as above.
         unsafe { parse_sse42_general(b, l, f) }
     })
 }
@@ -786,7 +930,8 @@ pub(crate) unsafe fn parse_sse42_general(
     limits: &Limits,
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
-    parse_core::<crate::scan::Sse42>(buf, limits, fields)
+    // SAFETY: this function's own contract.
+    parse_core(unsafe { Sse42::new_unchecked() }, buf, limits, fields)
 }
 
 /// AVX2 instantiation.
@@ -801,8 +946,10 @@ pub(crate) unsafe fn parse_avx2(
     fields: &mut [FieldSpan],
     out: &mut Result<Parsed, ParseError>,
 ) {
-    parse_fast_then::<crate::scan::Avx2>(buf, limits, fields, out, |b, l, f| {
-        // SAFETY: this function's own contract (the CPU supports AVX2).
+    // SAFETY: this function's own contract (the CPU supports AVX2).
+    let s = unsafe { Avx2::new_unchecked() };
+    parse_fast_then(s, buf, limits, fields, out, |b, l, f| {
+        // SAFETY: as above.
         unsafe { parse_avx2_general(b, l, f) }
     })
 }
@@ -819,13 +966,14 @@ pub(crate) unsafe fn parse_avx2_general(
     limits: &Limits,
     fields: &mut [FieldSpan],
 ) -> Result<Parsed, ParseError> {
-    parse_core::<crate::scan::Avx2>(buf, limits, fields)
+    // SAFETY: this function's own contract.
+    parse_core(unsafe { Avx2::new_unchecked() }, buf, limits, fields)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::is_tchar;
+    use crate::grammar::is_tchar;
 
     fn check_name_is<const N: usize>(word: &[u8; N]) {
         let mut name = word.to_vec();
@@ -849,7 +997,6 @@ mod tests {
 
     #[test]
     fn port_bounds_are_checked_by_value_on_every_length() {
-        use crate::scan::Scalar;
         for (authority, ok) in [
             (&b"a:0"[..], true),
             (b"a:8080", true),
@@ -863,7 +1010,7 @@ mod tests {
             (b"a:8a", false),
             (b"a:", false),
         ] {
-            let got = validate_authority::<Scalar>(authority, 0, authority.len(), false);
+            let got = validate_authority(Scalar, authority, 0, authority.len(), false);
             assert_eq!(got.is_ok(), ok, "{:?}", std::str::from_utf8(authority));
         }
     }

@@ -1,5 +1,8 @@
-//! Response-head encoding: status lines from a static table, cached `Date`, `Content-Length`
-//! without allocation.
+//! The response side of the wire format: status lines and reason phrases (one table), header
+//! fields checked as they are written, the framing a response gets (RFC 9112 §6, including
+//! HEAD, 1xx, 204 and 304), the chunked encoder, and the `Connection` decision with the reason a
+//! connection will close ([`KeepAlive`]). Pure functions over byte buffers, like the request
+//! side: the engine calls them, and they are unit-tested here without a socket.
 //!
 //! API CONTRACT (fixed; the engine is written against it).
 //!
@@ -209,6 +212,458 @@ fn format_date_line(now: SystemTime) -> [u8; DATE_LINE_LEN] {
     line
 }
 
+/// What a handler gave as a response body, as far as framing is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// No body.
+    Empty,
+    /// A body of known length.
+    Full(u64),
+    /// A body produced piece by piece, length unknown in advance.
+    Stream,
+}
+
+/// The framing line a response head carries (RFC 9112 §6.1–§6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No framing line: a status that has no body (1xx, 204, 304), or an HTTP/1.0 stream
+    /// delimited by closing the connection.
+    None,
+    /// `Content-Length: n`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked` (HTTP/1.1 only).
+    Chunked,
+}
+
+impl Framing {
+    /// The framing of a response with this status and body to a request of this version.
+    ///
+    /// A status that forbids a body gets no framing line whatever the handler gave; a stream
+    /// is chunked for HTTP/1.1 and delimited by close for HTTP/1.0 (which has no chunked
+    /// coding; see [`Framing::delimits_by_close`]). A response to HEAD gets the framing the
+    /// same response to GET would have (RFC 9110 §9.3.2); only its body is left out (see
+    /// [`sends_body`]).
+    ///
+    /// ```
+    /// use peregrine_codec::response::{BodyKind, Framing};
+    /// use peregrine_codec::Version;
+    ///
+    /// assert_eq!(Framing::choose(200, BodyKind::Full(5), Version::Http11), Framing::Length(5));
+    /// assert_eq!(Framing::choose(200, BodyKind::Empty, Version::Http11), Framing::Length(0));
+    /// assert_eq!(Framing::choose(200, BodyKind::Stream, Version::Http11), Framing::Chunked);
+    /// assert_eq!(Framing::choose(200, BodyKind::Stream, Version::Http10), Framing::None);
+    /// assert_eq!(Framing::choose(304, BodyKind::Full(5), Version::Http11), Framing::None);
+    /// ```
+    #[inline]
+    pub fn choose(status: u16, body: BodyKind, version: Version) -> Framing {
+        if status_forbids_body(status) {
+            return Framing::None;
+        }
+        match body {
+            BodyKind::Empty => Framing::Length(0),
+            BodyKind::Full(n) => Framing::Length(n),
+            BodyKind::Stream if version == Version::Http11 => Framing::Chunked,
+            BodyKind::Stream => Framing::None,
+        }
+    }
+
+    /// Whether the body of such a response ends only when the connection closes (a stream to
+    /// an HTTP/1.0 client), so the connection cannot be kept.
+    #[inline]
+    pub fn delimits_by_close(status: u16, body: BodyKind, version: Version) -> bool {
+        body == BodyKind::Stream && version == Version::Http10 && !status_forbids_body(status)
+    }
+
+    /// Appends the framing line (nothing for [`Framing::None`]).
+    #[inline]
+    pub fn write(self, out: &mut Vec<u8>) {
+        match self {
+            Framing::None => {}
+            Framing::Length(n) => write_content_length(out, n),
+            Framing::Chunked => out.extend_from_slice(TRANSFER_ENCODING_CHUNKED),
+        }
+    }
+}
+
+/// Whether the body bytes of a response are sent: never for HEAD, 1xx, 204 or 304.
+#[inline]
+pub fn sends_body(status: u16, head_request: bool) -> bool {
+    !head_request && !status_forbids_body(status)
+}
+
+/// Which `Connection` line a response head carries (RFC 9112 §9.3, §9.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionLine {
+    /// None: persistence is the HTTP/1.1 default.
+    Default,
+    /// `Connection: close`: this is the last response on the connection.
+    Close,
+    /// `Connection: keep-alive`: an HTTP/1.0 client asked to keep the connection and will.
+    KeepAlive,
+}
+
+impl ConnectionLine {
+    /// The line's bytes (empty for [`ConnectionLine::Default`]).
+    #[inline]
+    pub fn as_bytes(self) -> &'static [u8] {
+        match self {
+            ConnectionLine::Default => b"",
+            ConnectionLine::Close => CONNECTION_CLOSE,
+            ConnectionLine::KeepAlive => CONNECTION_KEEP_ALIVE,
+        }
+    }
+}
+
+/// Appends the `Connection` and framing lines and the empty line that ends a head.
+///
+/// ```
+/// use peregrine_codec::response::{finish_head, ConnectionLine, Framing};
+/// let mut out = Vec::new();
+/// finish_head(&mut out, ConnectionLine::Close, Framing::Length(2));
+/// assert_eq!(out, b"Connection: close\r\nContent-Length: 2\r\n\r\n");
+/// ```
+#[inline]
+pub fn finish_head(out: &mut Vec<u8>, conn: ConnectionLine, framing: Framing) {
+    out.extend_from_slice(conn.as_bytes());
+    framing.write(out);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Why a connection will close after the current response. The first reason found is kept
+/// (see [`KeepAlive::disable`]); it is what logs and tests can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The client sent `Connection: close`.
+    ClientAsked,
+    /// An HTTP/1.0 client that did not ask for `keep-alive`.
+    Http10,
+    /// The connection reached the configured number of requests.
+    RequestLimit,
+    /// The server is shutting down gracefully.
+    ShuttingDown,
+    /// The handler's own fields ask for `Connection: close`.
+    ResponseAsked,
+    /// The request body did not arrive intact (limit passed, malformed, timed out, cut short).
+    BodyFailed,
+    /// Too much of the request body is left unread to skip it, or the client waits for
+    /// `100 Continue` and may never send it.
+    BodyUnread,
+    /// The response body is delimited by closing the connection (a stream to HTTP/1.0).
+    CloseDelimited,
+    /// The request was refused before the handler ran (an error status from the parser or a
+    /// limit), or the handler failed (panic, invalid response).
+    Error,
+}
+
+/// Whether the connection stays open after the current exchange, and if not, why: the one
+/// home of the keep-alive decision (in the spirit of hyper's `proto::h1` state).
+///
+/// A connection is [`KeepAlive::Idle`] between requests and [`KeepAlive::Busy`] while
+/// answering one; any step of the exchange that finds a reason to close calls
+/// [`KeepAlive::disable`], after which the state stays [`KeepAlive::Disabled`].
+///
+/// ```
+/// use peregrine_codec::response::{CloseReason, ConnectionLine, KeepAlive};
+/// use peregrine_codec::Version;
+///
+/// let mut ka = KeepAlive::Idle;
+/// ka.busy();
+/// assert_eq!(ka.connection_line(Version::Http11), ConnectionLine::Default);
+/// ka.disable(CloseReason::RequestLimit);
+/// ka.disable(CloseReason::ShuttingDown); // the first reason stays
+/// assert_eq!(ka.close_reason(), Some(CloseReason::RequestLimit));
+/// assert_eq!(ka.connection_line(Version::Http11), ConnectionLine::Close);
+/// ka.idle(); // a disabled connection does not go idle
+/// assert!(!ka.is_open());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepAlive {
+    /// Between requests: open, nothing pending.
+    Idle,
+    /// Answering a request; the connection stays open afterwards unless disabled.
+    Busy,
+    /// The connection closes after the current response, for this reason.
+    Disabled(CloseReason),
+}
+
+impl KeepAlive {
+    /// The state for a request with this version and `Connection` directive: busy, or
+    /// disabled when the client asked to close or is HTTP/1.0 without `keep-alive`
+    /// (RFC 9112 §9.3).
+    #[inline]
+    pub fn for_request(version: Version, connection: crate::ConnectionDirective) -> KeepAlive {
+        if connection.close {
+            KeepAlive::Disabled(CloseReason::ClientAsked)
+        } else if version == Version::Http10 && !connection.keep_alive {
+            KeepAlive::Disabled(CloseReason::Http10)
+        } else {
+            KeepAlive::Busy
+        }
+    }
+
+    /// The connection will close after the current response, for `reason` (unless it was
+    /// already going to, for an earlier reason, which is kept).
+    #[inline]
+    pub fn disable(&mut self, reason: CloseReason) {
+        if !matches!(self, KeepAlive::Disabled(_)) {
+            *self = KeepAlive::Disabled(reason);
+        }
+    }
+
+    /// Starts answering a request (no effect once disabled).
+    #[inline]
+    pub fn busy(&mut self) {
+        if *self == KeepAlive::Idle {
+            *self = KeepAlive::Busy;
+        }
+    }
+
+    /// The exchange is over and the connection stays open (no effect once disabled).
+    #[inline]
+    pub fn idle(&mut self) {
+        if *self == KeepAlive::Busy {
+            *self = KeepAlive::Idle;
+        }
+    }
+
+    /// Whether the connection stays open after the current response.
+    #[inline]
+    pub fn is_open(self) -> bool {
+        !matches!(self, KeepAlive::Disabled(_))
+    }
+
+    /// Why the connection will close, if it will.
+    #[inline]
+    pub fn close_reason(self) -> Option<CloseReason> {
+        match self {
+            KeepAlive::Disabled(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The `Connection` line the current response carries (RFC 9112 §9.3, §9.6): `close` when
+    /// the connection will close; `keep-alive` for an HTTP/1.0 client that keeps it; none
+    /// otherwise.
+    #[inline]
+    pub fn connection_line(self, version: Version) -> ConnectionLine {
+        match (self.is_open(), version) {
+            (false, _) => ConnectionLine::Close,
+            (true, Version::Http10) => ConnectionLine::KeepAlive,
+            (true, Version::Http11) => ConnectionLine::Default,
+        }
+    }
+}
+
+/// A header field a handler may not set, because the engine writes it from what it actually
+/// does: `Date`, `Connection`, `Content-Length`, `Transfer-Encoding`. A handler's value could
+/// contradict the body actually sent (RFC 9112 §6.3 request smuggling in reverse).
+///
+/// ```
+/// use peregrine_codec::response::is_engine_owned;
+/// assert!(is_engine_owned(b"content-length") && is_engine_owned(b"Connection"));
+/// assert!(!is_engine_owned(b"Content-Type"));
+/// ```
+#[inline]
+pub fn is_engine_owned(name: &[u8]) -> bool {
+    // Length first: most fields are none of these.
+    match name.len() {
+        4 => name.eq_ignore_ascii_case(b"date"),
+        10 => name.eq_ignore_ascii_case(b"connection"),
+        14 => name.eq_ignore_ascii_case(b"content-length"),
+        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
+        _ => false,
+    }
+}
+
+/// Whether `name` is `Server` (a handler's own `Server` field replaces the configured one).
+#[inline]
+pub fn is_server_field(name: &[u8]) -> bool {
+    name.len() == 6 && name.eq_ignore_ascii_case(b"server")
+}
+
+/// Whether a response field `name: value` asks to close the connection (`Connection` with a
+/// `close` token).
+///
+/// ```
+/// use peregrine_codec::response::asks_close;
+/// assert!(asks_close(b"Connection", b"upgrade, Close"));
+/// assert!(!asks_close(b"Connection", b"keep-alive"));
+/// assert!(!asks_close(b"X-Connection", b"close"));
+/// ```
+#[inline]
+pub fn asks_close(name: &[u8], value: &[u8]) -> bool {
+    name.len() == 10
+        && name.eq_ignore_ascii_case(b"connection")
+        && value
+            .split(|&b| b == b',')
+            .any(|t| crate::grammar::trim_ows(t).eq_ignore_ascii_case(b"close"))
+}
+
+/// A response field that cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldError {
+    /// The name is empty or has a byte that is not a `tchar`.
+    Name,
+    /// The value has CR, LF or NUL (it would split or truncate the message).
+    Value,
+}
+
+impl core::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            FieldError::Name => "invalid header field name",
+            FieldError::Value => "CR, LF or NUL in a header field value",
+        })
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+/// Checks a response field: the name a token, the value free of CR, LF and NUL (other bytes
+/// are passed on as given; they cannot change the message's structure).
+#[inline]
+pub fn check_field(name: &[u8], value: &[u8]) -> Result<(), FieldError> {
+    if !crate::grammar::is_token(name) {
+        return Err(FieldError::Name);
+    }
+    if crate::grammar::has_line_break_or_nul(value) {
+        return Err(FieldError::Value);
+    }
+    Ok(())
+}
+
+/// Appends `name: value\r\n` after [`check_field`]; nothing is written when it fails.
+///
+/// ```
+/// use peregrine_codec::response::{write_field, FieldError};
+/// let mut out = Vec::new();
+/// write_field(&mut out, b"Content-Type", b"text/plain").unwrap();
+/// assert_eq!(out, b"Content-Type: text/plain\r\n");
+/// assert_eq!(write_field(&mut out, b"X", b"a\r\nb"), Err(FieldError::Value));
+/// assert_eq!(write_field(&mut out, b"X Y", b"a"), Err(FieldError::Name));
+/// ```
+#[inline]
+pub fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) -> Result<(), FieldError> {
+    check_field(name, value)?;
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// The last chunk and the empty trailer section that end a chunked body.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Encoder for `Transfer-Encoding: chunked` bodies (RFC 9112 §7.1): each piece of data becomes
+/// a chunk; [`ChunkedEncoder::end`] (or [`ChunkedEncoder::end_with_trailers`]) writes the last
+/// chunk. Empty pieces are skipped, since an empty chunk would end the body.
+///
+/// The data may be written by the caller itself (from its own buffer, without a copy) between
+/// [`ChunkedEncoder::chunk_head`] and [`ChunkedEncoder::chunk_tail`].
+///
+/// ```
+/// use peregrine_codec::response::ChunkedEncoder;
+/// let mut out = Vec::new();
+/// let mut enc = ChunkedEncoder::new();
+/// enc.chunk(&mut out, b"Hello, ");
+/// enc.chunk(&mut out, b"");
+/// enc.chunk(&mut out, b"World!");
+/// enc.end_with_trailers(&mut out, &[(b"X-Checksum".as_slice(), b"42".as_slice())]).unwrap();
+/// assert_eq!(out, b"7\r\nHello, \r\n6\r\nWorld!\r\n0\r\nX-Checksum: 42\r\n\r\n");
+/// ```
+#[derive(Debug, Default)]
+pub struct ChunkedEncoder {
+    ended: bool,
+}
+
+impl ChunkedEncoder {
+    /// An encoder at the start of a body.
+    pub fn new() -> Self {
+        ChunkedEncoder { ended: false }
+    }
+
+    /// Appends a whole chunk holding `data` (nothing when `data` is empty).
+    #[inline]
+    pub fn chunk(&mut self, out: &mut Vec<u8>, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.chunk_head(out, data.len());
+        out.extend_from_slice(data);
+        self.chunk_tail(out);
+    }
+
+    /// Appends the size line of a chunk of `len` bytes (`len > 0`), in lowercase hex.
+    #[inline]
+    pub fn chunk_head(&mut self, out: &mut Vec<u8>, len: usize) {
+        debug_assert!(len > 0 && !self.ended, "an empty chunk would end the body");
+        let mut buf = [0u8; 16];
+        let mut i = buf.len();
+        let mut n = len;
+        loop {
+            i -= 1;
+            buf[i] = b"0123456789abcdef"[n & 15];
+            n >>= 4;
+            if n == 0 {
+                break;
+            }
+        }
+        out.extend_from_slice(&buf[i..]);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Appends the CRLF that follows a chunk's data.
+    #[inline]
+    pub fn chunk_tail(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Ends the body: the last chunk and an empty trailer section.
+    #[inline]
+    pub fn end(&mut self, out: &mut Vec<u8>) {
+        debug_assert!(!self.ended, "a chunked body ends once");
+        self.ended = true;
+        out.extend_from_slice(LAST_CHUNK);
+    }
+
+    /// Ends the body with trailer fields (RFC 9112 §7.1.2). Each field is checked as by
+    /// [`check_field`]; fields that frame or route a message (and may not be trailers, RFC 9110
+    /// §6.5.1) are refused as [`FieldError::Name`]. On an error nothing is written and the body
+    /// is not ended.
+    pub fn end_with_trailers(
+        &mut self,
+        out: &mut Vec<u8>,
+        trailers: &[(&[u8], &[u8])],
+    ) -> Result<(), FieldError> {
+        for (name, value) in trailers {
+            check_field(name, value)?;
+            if is_engine_owned(name)
+                || name.eq_ignore_ascii_case(b"host")
+                || name.eq_ignore_ascii_case(b"trailer")
+            {
+                return Err(FieldError::Name);
+            }
+        }
+        debug_assert!(!self.ended, "a chunked body ends once");
+        self.ended = true;
+        out.extend_from_slice(b"0\r\n");
+        for (name, value) in trailers {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+
+    /// Whether the last chunk was written.
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +756,218 @@ mod tests {
         DateCache::write_date_header(&mut again);
         let text2 = std::str::from_utf8(&again[6..again.len() - 2]).unwrap();
         assert!(httpdate::parse_http_date(text2).unwrap() >= when);
+    }
+
+    #[test]
+    fn every_status_gets_its_framing_for_every_body_and_version() {
+        let bodies = [BodyKind::Empty, BodyKind::Full(7), BodyKind::Stream];
+        for code in 100..=999u16 {
+            let bodiless = (100..200).contains(&code) || code == 204 || code == 304;
+            assert_eq!(status_forbids_body(code), bodiless, "{code}");
+            for version in [Version::Http10, Version::Http11] {
+                for body in bodies {
+                    let f = Framing::choose(code, body, version);
+                    let want = match body {
+                        _ if bodiless => Framing::None,
+                        BodyKind::Empty => Framing::Length(0),
+                        BodyKind::Full(n) => Framing::Length(n),
+                        BodyKind::Stream if version == Version::Http11 => Framing::Chunked,
+                        BodyKind::Stream => Framing::None,
+                    };
+                    assert_eq!(f, want, "{code} {body:?} {version:?}");
+                    let by_close = Framing::delimits_by_close(code, body, version);
+                    assert_eq!(
+                        by_close,
+                        !bodiless && body == BodyKind::Stream && version == Version::Http10
+                    );
+                }
+                for head in [false, true] {
+                    assert_eq!(sends_body(code, head), !head && !bodiless);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn head_204_and_304_heads_are_encoded_without_a_body() {
+        // HEAD: the framing GET would get, no body bytes.
+        let mut out = status_line(200).to_vec();
+        let f = Framing::choose(200, BodyKind::Full(13), Version::Http11);
+        finish_head(&mut out, ConnectionLine::Default, f);
+        assert!(!sends_body(200, true));
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n");
+        for code in [204, 304] {
+            let mut out = status_line(code).to_vec();
+            let f = Framing::choose(code, BodyKind::Full(13), Version::Http11);
+            finish_head(&mut out, ConnectionLine::Close, f);
+            assert!(!sends_body(code, false));
+            let want = format!(
+                "HTTP/1.1 {code} {}\r\nConnection: close\r\n\r\n",
+                reason_phrase(code)
+            );
+            assert_eq!(out, want.as_bytes());
+        }
+        let mut out = Vec::new();
+        finish_head(&mut out, ConnectionLine::KeepAlive, Framing::Chunked);
+        assert_eq!(
+            out,
+            b"Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn keep_alive_records_the_first_close_reason() {
+        use crate::ConnectionDirective;
+        let d = |close, keep_alive| ConnectionDirective {
+            close,
+            keep_alive,
+            upgrade: false,
+        };
+        assert_eq!(
+            KeepAlive::for_request(Version::Http11, d(false, false)),
+            KeepAlive::Busy
+        );
+        assert_eq!(
+            KeepAlive::for_request(Version::Http11, d(true, true)),
+            KeepAlive::Disabled(CloseReason::ClientAsked)
+        );
+        assert_eq!(
+            KeepAlive::for_request(Version::Http10, d(false, false)),
+            KeepAlive::Disabled(CloseReason::Http10)
+        );
+        assert_eq!(
+            KeepAlive::for_request(Version::Http10, d(false, true)),
+            KeepAlive::Busy
+        );
+        let reasons = [
+            CloseReason::ClientAsked,
+            CloseReason::Http10,
+            CloseReason::RequestLimit,
+            CloseReason::ShuttingDown,
+            CloseReason::ResponseAsked,
+            CloseReason::BodyFailed,
+            CloseReason::BodyUnread,
+            CloseReason::CloseDelimited,
+            CloseReason::Error,
+        ];
+        for first in reasons {
+            for second in reasons {
+                let mut ka = KeepAlive::Busy;
+                assert!(ka.is_open() && ka.close_reason().is_none());
+                ka.disable(first);
+                ka.disable(second);
+                ka.idle();
+                ka.busy();
+                assert_eq!(ka, KeepAlive::Disabled(first));
+                assert_eq!(ka.close_reason(), Some(first));
+                for v in [Version::Http10, Version::Http11] {
+                    assert_eq!(ka.connection_line(v), ConnectionLine::Close);
+                }
+            }
+        }
+        let mut ka = KeepAlive::Idle;
+        ka.busy();
+        assert_eq!(ka, KeepAlive::Busy);
+        assert_eq!(
+            ka.connection_line(Version::Http10),
+            ConnectionLine::KeepAlive
+        );
+        assert_eq!(ka.connection_line(Version::Http11), ConnectionLine::Default);
+        ka.idle();
+        assert_eq!(ka, KeepAlive::Idle);
+        // The codec's older helper agrees with the state.
+        for open in [false, true] {
+            for v in [Version::Http10, Version::Http11] {
+                let ka = if open {
+                    KeepAlive::Busy
+                } else {
+                    KeepAlive::Disabled(CloseReason::Error)
+                };
+                assert_eq!(
+                    connection_header(v, open).unwrap_or(b""),
+                    ka.connection_line(v).as_bytes()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fields_are_checked_before_they_are_written() {
+        let mut out = Vec::new();
+        assert_eq!(write_field(&mut out, b"", b"x"), Err(FieldError::Name));
+        assert_eq!(write_field(&mut out, b"a:b", b"x"), Err(FieldError::Name));
+        for bad in [&b"a\rb"[..], b"a\nb", b"a\0b", b"\r\n"] {
+            assert_eq!(write_field(&mut out, b"X", bad), Err(FieldError::Value));
+        }
+        assert!(out.is_empty());
+        write_field(&mut out, b"X-Obs", b"caf\xc3\xa9 \t\x01").unwrap();
+        assert_eq!(out, b"X-Obs: caf\xc3\xa9 \t\x01\r\n");
+        for name in ["Date", "connection", "CONTENT-LENGTH", "Transfer-Encoding"] {
+            assert!(is_engine_owned(name.as_bytes()), "{name}");
+        }
+        for name in ["Dates", "Server", "Content-Type", "Keep-Alive"] {
+            assert!(!is_engine_owned(name.as_bytes()), "{name}");
+        }
+        assert!(is_server_field(b"SERVER") && !is_server_field(b"Servers"));
+        assert!(asks_close(b"connection", b" close "));
+        assert!(!asks_close(b"connection", b"closed"));
+    }
+
+    #[test]
+    fn chunk_sizes_are_lowercase_hex_and_trailers_are_checked() {
+        for n in [1usize, 9, 10, 15, 16, 255, 4096, 0xdead_beef, usize::MAX] {
+            let mut out = Vec::new();
+            ChunkedEncoder::new().chunk_head(&mut out, n);
+            assert_eq!(out, format!("{n:x}\r\n").as_bytes());
+        }
+        let mut enc = ChunkedEncoder::new();
+        let mut out = Vec::new();
+        enc.chunk(&mut out, b"abc");
+        assert!(!enc.is_ended());
+        for bad in [
+            (&b"Content-Length"[..], &b"3"[..]),
+            (b"Transfer-Encoding", b"chunked"),
+            (b"Host", b"x"),
+            (b"Trailer", b"x"),
+            (b"X Y", b"1"),
+            (b"X", b"1\r\n"),
+        ] {
+            assert!(enc.end_with_trailers(&mut out, &[bad]).is_err(), "{bad:?}");
+            assert!(!enc.is_ended());
+        }
+        assert_eq!(out, b"3\r\nabc\r\n");
+        enc.end(&mut out);
+        assert!(enc.is_ended());
+        assert_eq!(out, b"3\r\nabc\r\n0\r\n\r\n");
+        // Decoded by the codec's own decoder, the encoder's output is the data it was given.
+        let mut enc = ChunkedEncoder::new();
+        let mut wire = Vec::new();
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        for piece in data.chunks(777) {
+            enc.chunk(&mut wire, piece);
+        }
+        enc.end_with_trailers(&mut wire, &[(b"X-Sum", b"1")])
+            .unwrap();
+        let mut dec = crate::ChunkedDecoder::new();
+        let limits = crate::Limits::default();
+        let (mut at, mut got) = (0, Vec::new());
+        loop {
+            match dec.decode(&wire[at..], &limits).unwrap() {
+                crate::ChunkedStep::Data {
+                    consumed,
+                    data_start,
+                    data_len,
+                } => {
+                    got.extend_from_slice(&wire[at + data_start..at + data_start + data_len]);
+                    at += consumed;
+                }
+                crate::ChunkedStep::Done { consumed } => {
+                    at += consumed;
+                    break;
+                }
+                crate::ChunkedStep::NeedMore { .. } => panic!("complete body"),
+            }
+        }
+        assert_eq!((got, at), (data, wire.len()));
     }
 }

@@ -104,47 +104,20 @@ impl Class {
     }
 }
 
-/// `tchar` (RFC 9110 §5.6.2): method and field-name bytes.
-pub(crate) const fn is_tchar(b: u8) -> bool {
-    matches!(b,
-        b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`'
-        | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
-}
+use crate::grammar::{field_value_byte, reg_name, target_plain, tchar};
 
-/// Field-value bytes (RFC 9110 §5.5): HTAB, SP, VCHAR and obs-text. Excludes every other CTL
-/// (NUL, CR, LF...) and DEL.
-pub(crate) const fn is_value_byte(b: u8) -> bool {
-    b == b'\t' || (b >= 0x20 && b != 0x7F)
-}
-
-/// Request-target bytes that need no further attention: RFC 3986 unreserved, sub-delims, `:`,
-/// `@` and `/`. `%`, `?`, `[` and `]` are legal in places but stop the fast scan so that the
-/// parser can validate percent-encoding, find the query and police brackets.
-pub(crate) const fn is_target_plain(b: u8) -> bool {
-    matches!(b,
-        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~'
-        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
-        | b':' | b'@' | b'/')
-}
-
-/// RFC 3986 reg-name bytes other than `%`: unreserved and sub-delims, minus `,` (a comma in a
-/// Host value is a list, which http1-rules.md C rejects).
-pub(crate) const fn is_reg_name(b: u8) -> bool {
-    matches!(b,
-        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~'
-        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b';' | b'=')
-}
-
+/// The membership table of one of the grammar's classes (`const fn` pointers cannot be called
+/// in a constant, hence the index).
 const fn table_of(kind: u8) -> [bool; 256] {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {
         let b = i as u8;
         t[i] = match kind {
-            0 => is_tchar(b),
-            1 => is_value_byte(b),
-            2 => is_target_plain(b),
-            _ => is_reg_name(b),
+            0 => tchar(b),
+            1 => field_value_byte(b),
+            2 => target_plain(b),
+            _ => reg_name(b),
         };
         i += 1;
     }
@@ -221,23 +194,27 @@ impl Isa {
 
 /// A scanning strategy. The parser is generic over it so that each instantiation is compiled
 /// (and inlined) with the target features of its path.
-pub(crate) trait Scan {
+///
+/// The methods take the strategy by value: a value of a vector strategy ([`Sse42`], [`Avx2`])
+/// is a zero-sized proof that the CPU has its features, obtainable only from runtime detection
+/// (or from an `unsafe` promise), so calling a vector scan from safe code is always sound.
+pub(crate) trait Scan: Copy {
     /// Index of the first byte of `buf[start..]` that is not in `class`, or `buf.len()`.
-    fn skip(buf: &[u8], start: usize, class: &Class) -> usize;
+    fn skip(self, buf: &[u8], start: usize, class: &Class) -> usize;
 
     /// [`Scan::skip`] for a stop that is usually near: paths may look at one block first and
     /// only then run the general scan.
     #[inline(always)]
-    fn skip_near(buf: &[u8], start: usize, class: &Class) -> usize {
-        Self::skip(buf, start, class)
+    fn skip_near(self, buf: &[u8], start: usize, class: &Class) -> usize {
+        self.skip(buf, start, class)
     }
 
     /// Index of the first byte of `buf[start..end]` that is not in `class`, or `end`
     /// (`start <= end <= buf.len()`). Bytes of `buf` outside the range may be read (and their
     /// classes ignored), so that a short range costs one vector step.
     #[inline(always)]
-    fn skip_range(buf: &[u8], start: usize, end: usize, class: &Class) -> usize {
-        Self::skip(&buf[..end], start, class)
+    fn skip_range(self, buf: &[u8], start: usize, end: usize, class: &Class) -> usize {
+        self.skip(&buf[..end], start, class)
     }
 
     /// For a field line starting at `pos`: the index of the first byte that is not `tchar` (the
@@ -245,18 +222,19 @@ pub(crate) trait Scan {
     /// ends). Every `tchar`, `:` and OWS byte is a value byte, so the second is the end of the
     /// value whenever the name is followed by `:`. Paths may compute both from the same loads.
     #[inline(always)]
-    fn field_line(buf: &[u8], pos: usize) -> (usize, usize) {
-        let name_end = Self::skip(buf, pos, &TCHAR);
-        (name_end, Self::skip(buf, name_end, &VALUE))
+    fn field_line(self, buf: &[u8], pos: usize) -> (usize, usize) {
+        let name_end = self.skip(buf, pos, &TCHAR);
+        (name_end, self.skip(buf, name_end, &VALUE))
     }
 }
 
 /// The portable path.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Scalar;
 
 impl Scan for Scalar {
     #[inline(always)]
-    fn skip(buf: &[u8], start: usize, class: &Class) -> usize {
+    fn skip(self, buf: &[u8], start: usize, class: &Class) -> usize {
         skip_scalar(buf, start, class)
     }
 }
@@ -299,38 +277,80 @@ pub(crate) use x86::{Avx2, Sse42};
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod x86 {
+    #[cfg(test)]
+    use super::Isa;
     use super::{skip_scalar, Class, Scan, TCHAR, VALUE};
     #[cfg(target_arch = "x86")]
     use core::arch::x86::*;
     #[cfg(target_arch = "x86_64")]
     use core::arch::x86_64::*;
 
-    /// 16-byte path. Only instantiated inside functions compiled with `ssse3,sse4.2` that are
-    /// called after runtime detection (see `Isa::is_available`).
-    pub(crate) struct Sse42;
-    /// 32-byte path. Only instantiated inside functions compiled with `avx2` that are called
-    /// after runtime detection.
-    pub(crate) struct Avx2;
+    /// 16-byte path: a value is proof that the CPU has SSSE3 and SSE4.2. Fast only inside
+    /// functions compiled with those features (`parse_sse42`), where the scans inline as vector
+    /// code.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Sse42 {
+        _detected: (),
+    }
+
+    /// 32-byte path: a value is proof that the CPU has AVX2. Fast only inside functions
+    /// compiled with `avx2` (`parse_avx2`).
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Avx2 {
+        _detected: (),
+    }
+
+    impl Sse42 {
+        /// The token, if this CPU has SSSE3 and SSE4.2.
+        #[cfg(test)]
+        pub(crate) fn detect() -> Option<Self> {
+            Isa::Sse42.is_available().then_some(Sse42 { _detected: () })
+        }
+
+        /// The token without a check.
+        ///
+        /// # Safety
+        /// The CPU must support SSSE3 and SSE4.2 (`Isa::Sse42.is_available()`).
+        #[inline(always)]
+        pub(crate) const unsafe fn new_unchecked() -> Self {
+            Sse42 { _detected: () }
+        }
+    }
+
+    impl Avx2 {
+        /// The token, if this CPU has AVX2.
+        #[cfg(test)]
+        pub(crate) fn detect() -> Option<Self> {
+            Isa::Avx2.is_available().then_some(Avx2 { _detected: () })
+        }
+
+        /// The token without a check.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2 (`Isa::Avx2.is_available()`).
+        #[inline(always)]
+        pub(crate) const unsafe fn new_unchecked() -> Self {
+            Avx2 { _detected: () }
+        }
+    }
 
     impl Scan for Sse42 {
         #[inline(always)]
-        fn skip(buf: &[u8], start: usize, class: &Class) -> usize {
-            // SAFETY: `Sse42` is only used by `parse_sse42`, which is only called when
-            // `Isa::Sse42.is_available()`.
+        fn skip(self, buf: &[u8], start: usize, class: &Class) -> usize {
+            // SAFETY: an `Sse42` value exists only on a CPU with SSSE3 and SSE4.2.
             unsafe { skip_sse(buf, start, class) }
         }
     }
 
     impl Scan for Avx2 {
         #[inline(always)]
-        fn skip(buf: &[u8], start: usize, class: &Class) -> usize {
-            // SAFETY: `Avx2` is only used by `parse_avx2`, which is only called when
-            // `Isa::Avx2.is_available()`.
+        fn skip(self, buf: &[u8], start: usize, class: &Class) -> usize {
+            // SAFETY: an `Avx2` value exists only on a CPU with AVX2.
             unsafe { skip_avx2(buf, start, class) }
         }
 
         #[inline(always)]
-        fn skip_near(buf: &[u8], start: usize, class: &Class) -> usize {
+        fn skip_near(self, buf: &[u8], start: usize, class: &Class) -> usize {
             if start + 32 <= buf.len() {
                 // SAFETY: as for `skip`; and start + 32 <= len.
                 let m = unsafe {
@@ -341,11 +361,11 @@ mod x86 {
                     return start + m.trailing_zeros() as usize;
                 }
             }
-            Self::skip(buf, start, class)
+            self.skip(buf, start, class)
         }
 
         #[inline(always)]
-        fn skip_range(buf: &[u8], start: usize, end: usize, class: &Class) -> usize {
+        fn skip_range(self, buf: &[u8], start: usize, end: usize, class: &Class) -> usize {
             let len = buf.len();
             debug_assert!(start <= end && end <= len);
             if end - start <= 32 && len >= 32 {
@@ -361,11 +381,11 @@ mod x86 {
                 let m = (u64::from(m) >> (start - base)) | (1u64 << (end - start));
                 return start + m.trailing_zeros() as usize;
             }
-            Self::skip(&buf[..end], start, class)
+            self.skip(&buf[..end], start, class)
         }
 
         #[inline(always)]
-        fn field_line(buf: &[u8], pos: usize) -> (usize, usize) {
+        fn field_line(self, buf: &[u8], pos: usize) -> (usize, usize) {
             // Most field lines fit in 32 bytes: one load classified twice gives both ends.
             let len = buf.len();
             if pos + 32 > len && len >= 32 && pos < len {
@@ -386,32 +406,39 @@ mod x86 {
                     let value_end = if not_value != 0 {
                         pos + not_value.trailing_zeros() as usize
                     } else {
-                        Self::skip(buf, pos + 32, &VALUE)
+                        self.skip(buf, pos + 32, &VALUE)
                     };
                     return (name_end, value_end);
                 }
             }
-            let name_end = Self::skip(buf, pos, &TCHAR);
-            (name_end, Self::skip(buf, name_end, &VALUE))
+            let name_end = self.skip(buf, pos, &TCHAR);
+            (name_end, self.skip(buf, name_end, &VALUE))
         }
     }
 
     /// Bitmasks of the 32 bytes at `p` that are not `tchar` and not field-value bytes.
     #[inline(always)]
     unsafe fn misses32_two(p: *const u8) -> (u32, u32) {
-        let m0f = _mm256_set1_epi8(0x0F);
-        let v = _mm256_loadu_si256(p as *const __m256i);
-        let lo = _mm256_and_si256(v, m0f);
-        let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-        (miss32(lo, hi, &TCHAR), miss32(lo, hi, &VALUE))
+        // SAFETY: the caller guarantees AVX2 and 32 readable bytes at `p`.
+        unsafe {
+            let m0f = _mm256_set1_epi8(0x0F);
+            let v = _mm256_loadu_si256(p as *const __m256i);
+            let lo = _mm256_and_si256(v, m0f);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+            (miss32(lo, hi, &TCHAR), miss32(lo, hi, &VALUE))
+        }
     }
 
     /// Bitmask of the bytes (given as nibble vectors) that are not in `class`.
     #[inline(always)]
     unsafe fn miss32(lo: __m256i, hi: __m256i, class: &Class) -> u32 {
-        let (lo_t, hi_t) = tables32(class);
-        let hit = _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
-        _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32
+        // SAFETY: the caller guarantees AVX2.
+        unsafe {
+            let (lo_t, hi_t) = tables32(class);
+            let hit =
+                _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
+            _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32
+        }
     }
 
     /// The class's two nibble tables for 16-byte vectors, read like [`tables32`].
@@ -451,12 +478,15 @@ mod x86 {
     /// Bitmask of the 16 bytes at `p` that are NOT in the class.
     #[inline(always)]
     unsafe fn misses16(p: *const u8, lo_t: __m128i, hi_t: __m128i) -> u32 {
-        let m0f = _mm_set1_epi8(0x0F);
-        let v = _mm_loadu_si128(p as *const __m128i);
-        let lo = _mm_and_si128(v, m0f);
-        let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m0f);
-        let hit = _mm_and_si128(_mm_shuffle_epi8(lo_t, lo), _mm_shuffle_epi8(hi_t, hi));
-        _mm_movemask_epi8(_mm_cmpeq_epi8(hit, _mm_setzero_si128())) as u32
+        // SAFETY: the caller guarantees SSSE3 and 16 readable bytes at `p`.
+        unsafe {
+            let m0f = _mm_set1_epi8(0x0F);
+            let v = _mm_loadu_si128(p as *const __m128i);
+            let lo = _mm_and_si128(v, m0f);
+            let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m0f);
+            let hit = _mm_and_si128(_mm_shuffle_epi8(lo_t, lo), _mm_shuffle_epi8(hi_t, hi));
+            _mm_movemask_epi8(_mm_cmpeq_epi8(hit, _mm_setzero_si128())) as u32
+        }
     }
 
     /// `m`, the miss mask of the `W` bytes that end at `buf.len()` (loaded at `len - W`), seen
@@ -472,55 +502,61 @@ mod x86 {
 
     #[inline(always)]
     unsafe fn skip_sse(buf: &[u8], mut i: usize, class: &Class) -> usize {
-        let lo_t = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
-        let hi_t = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
-        let len = buf.len();
-        while i + 16 <= len {
-            // SAFETY: i + 16 <= len, so the 16-byte load is in bounds.
-            let m = misses16(buf.as_ptr().add(i), lo_t, hi_t);
-            if m != 0 {
-                return i + m.trailing_zeros() as usize;
+        // SAFETY: the caller guarantees SSSE3; every load below is checked against `len`.
+        unsafe {
+            let lo_t = _mm_loadu_si128(class.lo.as_ptr() as *const __m128i);
+            let hi_t = _mm_loadu_si128(class.hi.as_ptr() as *const __m128i);
+            let len = buf.len();
+            while i + 16 <= len {
+                // SAFETY: i + 16 <= len, so the 16-byte load is in bounds.
+                let m = misses16(buf.as_ptr().add(i), lo_t, hi_t);
+                if m != 0 {
+                    return i + m.trailing_zeros() as usize;
+                }
+                i += 16;
             }
-            i += 16;
+            if i < len && len >= 16 {
+                // The last bytes: one load that ends at `len` (overlapping bytes already scanned)
+                // instead of a byte loop.
+                // SAFETY: len >= 16, so `len - 16..len` is in bounds.
+                let m = misses16(buf.as_ptr().add(len - 16), lo_t, hi_t);
+                return tail_end::<16>(m, len, i);
+            }
+            skip_scalar(buf, i, class)
         }
-        if i < len && len >= 16 {
-            // The last bytes: one load that ends at `len` (overlapping bytes already scanned)
-            // instead of a byte loop.
-            // SAFETY: len >= 16, so `len - 16..len` is in bounds.
-            let m = misses16(buf.as_ptr().add(len - 16), lo_t, hi_t);
-            return tail_end::<16>(m, len, i);
-        }
-        skip_scalar(buf, i, class)
     }
 
     #[inline(always)]
     unsafe fn skip_avx2(buf: &[u8], mut i: usize, class: &Class) -> usize {
-        let len = buf.len();
-        if len >= 32 {
-            if i >= len {
-                return i;
-            }
-            // vpshufb shuffles within each 128-bit lane, so both lanes get the same table.
-            let (lo_t, hi_t) = tables32(class);
-            while i + 32 <= len {
-                // SAFETY: i + 32 <= len, so the 32-byte load is in bounds.
-                let m = misses32(buf.as_ptr().add(i), lo_t, hi_t);
-                if m != 0 {
-                    return i + m.trailing_zeros() as usize;
+        // SAFETY: the caller guarantees AVX2; every load below is checked against `len`.
+        unsafe {
+            let len = buf.len();
+            if len >= 32 {
+                if i >= len {
+                    return i;
                 }
-                i += 32;
+                // vpshufb shuffles within each 128-bit lane, so both lanes get the same table.
+                let (lo_t, hi_t) = tables32(class);
+                while i + 32 <= len {
+                    // SAFETY: i + 32 <= len, so the 32-byte load is in bounds.
+                    let m = misses32(buf.as_ptr().add(i), lo_t, hi_t);
+                    if m != 0 {
+                        return i + m.trailing_zeros() as usize;
+                    }
+                    i += 32;
+                }
+                if i == len {
+                    return i;
+                }
+                // The last bytes: one load that ends at `len` (overlapping bytes already scanned,
+                // or before `start`) instead of a 16-byte step and a byte loop.
+                // SAFETY: len >= 32, so `len - 32..len` is in bounds.
+                let m = misses32(buf.as_ptr().add(len - 32), lo_t, hi_t);
+                return tail_end::<32>(m, len, i);
             }
-            if i == len {
-                return i;
-            }
-            // The last bytes: one load that ends at `len` (overlapping bytes already scanned,
-            // or before `start`) instead of a 16-byte step and a byte loop.
-            // SAFETY: len >= 32, so `len - 32..len` is in bounds.
-            let m = misses32(buf.as_ptr().add(len - 32), lo_t, hi_t);
-            return tail_end::<32>(m, len, i);
+            // SAFETY: this function is only reached with AVX2 available (see above).
+            skip_avx2_short(buf, i, class)
         }
-        // SAFETY: this function is only reached with AVX2 available (see above).
-        skip_avx2_short(buf, i, class)
     }
 
     /// [`skip_avx2`] for buffers shorter than 32 bytes: rare (a request is rarely that short),
@@ -532,39 +568,56 @@ mod x86 {
     #[inline(never)]
     #[target_feature(enable = "avx2")]
     unsafe fn skip_avx2_short(buf: &[u8], mut i: usize, class: &Class) -> usize {
-        let len = buf.len();
-        let (lo_128, hi_128) = tables16(class);
-        if i + 16 <= len {
-            // SAFETY: i + 16 <= len.
-            let m = misses16(buf.as_ptr().add(i), lo_128, hi_128);
-            if m != 0 {
-                return i + m.trailing_zeros() as usize;
+        // SAFETY: this function's contract (AVX2); every load below is checked against `len`.
+        unsafe {
+            let len = buf.len();
+            let (lo_128, hi_128) = tables16(class);
+            if i + 16 <= len {
+                // SAFETY: i + 16 <= len.
+                let m = misses16(buf.as_ptr().add(i), lo_128, hi_128);
+                if m != 0 {
+                    return i + m.trailing_zeros() as usize;
+                }
+                i += 16;
             }
-            i += 16;
+            if i < len && len >= 16 {
+                // SAFETY: len >= 16, so `len - 16..len` is in bounds.
+                let m = misses16(buf.as_ptr().add(len - 16), lo_128, hi_128);
+                return tail_end::<16>(m, len, i);
+            }
+            skip_scalar(buf, i, class)
         }
-        if i < len && len >= 16 {
-            // SAFETY: len >= 16, so `len - 16..len` is in bounds.
-            let m = misses16(buf.as_ptr().add(len - 16), lo_128, hi_128);
-            return tail_end::<16>(m, len, i);
-        }
-        skip_scalar(buf, i, class)
     }
 
     /// Bitmask of the 32 bytes at `p` that are NOT in the class (tables broadcast to both lanes).
     #[inline(always)]
     unsafe fn misses32(p: *const u8, lo_t: __m256i, hi_t: __m256i) -> u32 {
-        let m0f = _mm256_set1_epi8(0x0F);
-        let v = _mm256_loadu_si256(p as *const __m256i);
-        let lo = _mm256_and_si256(v, m0f);
-        let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-        let hit = _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
-        _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32
+        // SAFETY: the caller guarantees AVX2 and 32 readable bytes at `p`.
+        unsafe {
+            let m0f = _mm256_set1_epi8(0x0F);
+            let v = _mm256_loadu_si256(p as *const __m256i);
+            let lo = _mm256_and_si256(v, m0f);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+            let hit =
+                _mm256_and_si256(_mm256_shuffle_epi8(lo_t, lo), _mm256_shuffle_epi8(hi_t, hi));
+            _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    fn sse() -> Sse42 {
+        Sse42::detect().expect("only called for a path in Isa::available()")
+    }
+
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    fn avx2() -> Avx2 {
+        Avx2::detect().expect("only called for a path in Isa::available()")
+    }
 
     #[test]
     fn nibble_tables_match_scalar_tables_for_all_bytes() {
@@ -577,11 +630,11 @@ mod tests {
 
     fn skip_with(isa: Isa, buf: &[u8], start: usize, class: &Class) -> usize {
         match isa {
-            Isa::Scalar => Scalar::skip(buf, start, class),
+            Isa::Scalar => Scalar.skip(buf, start, class),
             #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-            Isa::Sse42 => Sse42::skip(buf, start, class),
+            Isa::Sse42 => sse().skip(buf, start, class),
             #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-            Isa::Avx2 => Avx2::skip(buf, start, class),
+            Isa::Avx2 => avx2().skip(buf, start, class),
             #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
             _ => unreachable!(),
         }
@@ -601,13 +654,13 @@ mod tests {
                         if pos > line.len() {
                             continue;
                         }
-                        let want = Scalar::field_line(&line, pos);
+                        let want = Scalar.field_line(&line, pos);
                         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
                         for isa in Isa::available() {
                             let got = match isa {
-                                Isa::Scalar => Scalar::field_line(&line, pos),
-                                Isa::Sse42 => Sse42::field_line(&line, pos),
-                                Isa::Avx2 => Avx2::field_line(&line, pos),
+                                Isa::Scalar => Scalar.field_line(&line, pos),
+                                Isa::Sse42 => sse().field_line(&line, pos),
+                                Isa::Avx2 => avx2().field_line(&line, pos),
                             };
                             assert_eq!(got, want, "{isa:?} name {name_len} value {value_len}");
                         }
@@ -638,11 +691,11 @@ mod tests {
                         let want = (start..end).find(|&i| buf[i] == b':').unwrap_or(end);
                         for isa in Isa::available() {
                             let got = match isa {
-                                Isa::Scalar => Scalar::skip_range(&buf, start, end, &HOST),
+                                Isa::Scalar => Scalar.skip_range(&buf, start, end, &HOST),
                                 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-                                Isa::Sse42 => Sse42::skip_range(&buf, start, end, &HOST),
+                                Isa::Sse42 => sse().skip_range(&buf, start, end, &HOST),
                                 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-                                Isa::Avx2 => Avx2::skip_range(&buf, start, end, &HOST),
+                                Isa::Avx2 => avx2().skip_range(&buf, start, end, &HOST),
                                 #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
                                 _ => unreachable!(),
                             };
@@ -682,11 +735,11 @@ mod tests {
                             for isa in Isa::available() {
                                 assert_eq!(skip_with(isa, &buf, start, class), want, "{isa:?}");
                                 let near = match isa {
-                                    Isa::Scalar => Scalar::skip_near(&buf, start, class),
+                                    Isa::Scalar => Scalar.skip_near(&buf, start, class),
                                     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-                                    Isa::Sse42 => Sse42::skip_near(&buf, start, class),
+                                    Isa::Sse42 => sse().skip_near(&buf, start, class),
                                     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-                                    Isa::Avx2 => Avx2::skip_near(&buf, start, class),
+                                    Isa::Avx2 => avx2().skip_near(&buf, start, class),
                                     #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
                                     _ => unreachable!(),
                                 };

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# User-space instructions per request, noise-free (shared/docs/measuring.md, point 4): each
+# User-space instructions per request, noise-free (docs/measuring.md, point 4): each
 # server runs under `valgrind --tool=cachegrind --cache-sim=no`; a client sends N1 requests,
 # then N2 more, the instruction total is read after each phase from cachegrind's output
 # (dumped at exit, so the server is started twice), and (I(N2) - I(N1)) / (N2 - N1) is reported.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Server CPU time per request and memory per idle connection, the way shared/docs/measuring.md
+# Server CPU time per request and memory per idle connection, the way docs/measuring.md
 # describes: each server pinned to CPU 1 with WORKERS=1, wrk -t1 pinned to CPU 0, utime+stime of
 # every server thread read from /proc before and after, divided by the responses wrk counted.
 # Several binaries given in one invocation are measured one after the other in the same run, so

@@ -1,33 +1,22 @@
 //! The hello-world server the lab measures as "peregrine-hello".
 //!
 //! `GET /plaintext` (or `HEAD`) → `Hello, World!` as `text/plain`, anything else → 404.
-//! Listens on `ADDR` (default `127.0.0.1:8080`) with `WORKERS` workers (default: available
-//! cores); stops gracefully on SIGTERM or SIGINT.
+//! Configured by [`ServerConfig::from_env_and_args`]: listens on `ADDR` (default
+//! `127.0.0.1:8080`) with `WORKERS` workers (default: available cores), or the same as flags;
+//! stops gracefully on SIGTERM or SIGINT.
 //!
 //! ```sh
 //! ADDR=127.0.0.1:8080 WORKERS=1 cargo run --release --example hello
+//! cargo run --release --example hello -- --addr localhost:3000 --workers 2
 //! ```
 
 use peregrine_server::{service_fn, Method, Request, Response, Server, ServerConfig};
-use std::net::SocketAddr;
 
 fn main() -> std::io::Result<()> {
-    let mut config = ServerConfig::default();
-    if let Ok(addr) = std::env::var("ADDR") {
-        config.addr = addr.parse::<SocketAddr>().map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("ADDR={addr}: {e}"),
-            )
-        })?;
-    }
-    if let Ok(w) = std::env::var("WORKERS") {
-        config.workers = w.parse().map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("WORKERS={w}: {e}"),
-            )
-        })?;
+    let (config, rest) = ServerConfig::from_env_and_args(std::env::args().skip(1))?;
+    if let Some(arg) = rest.first() {
+        let e = format!("unknown argument {arg}");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
     }
     let service = service_fn(|req: Request| async move {
         match (req.method_kind(), req.path()) {

@@ -8,13 +8,13 @@
 //! `Notified` future per connection would cost more than the whole budget of an idle
 //! connection (under 1 KiB).
 
+use crate::transport::{Stream, Transport};
 use crate::worker::WorkerShared;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// One connection's place in the registry, kept from its first idle wait until it closes, so
 /// that going idle and busy again (once per request without pipelining) costs no insertion, no
@@ -22,10 +22,11 @@ use tokio::net::TcpStream;
 /// a per-connection cost too.
 enum Entry {
     Vacant,
-    /// Idle since tick `registered`.
+    /// Idle since tick `registered`; `fresh`: a new connection that has sent nothing yet.
     Waiting {
         waker: Waker,
         registered: u32,
+        fresh: bool,
     },
     /// Answering requests: never expires (the driver's own timeouts apply).
     Busy(Waker),
@@ -41,19 +42,31 @@ pub(crate) struct IdleSet {
     tick: Cell<u32>,
     /// An entry expires after this many whole ticks.
     ticks_to_expire: u32,
+    /// A new connection's first wait is registered this many ticks in the past, so it expires
+    /// after the header timeout instead of the idle timeout (issue 17: a connection that sends
+    /// nothing is not an idle keep-alive connection).
+    first_wait_backdate: u32,
     tick_len: Duration,
 }
 
 impl IdleSet {
-    pub(crate) fn new(idle_timeout: Duration) -> Self {
-        // Eight ticks per timeout bound the error to an eighth of it, at most a second.
-        let tick_len = (idle_timeout / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        let ticks = idle_timeout.as_nanos().div_ceil(tick_len.as_nanos()).max(1);
+    /// Idle connections expire after `idle_timeout`; a new connection's first wait after
+    /// `first_wait_timeout` (the header timeout) if that is shorter.
+    pub(crate) fn new(idle_timeout: Duration, first_wait_timeout: Duration) -> Self {
+        let first = first_wait_timeout.min(idle_timeout);
+        // Eight ticks per (shorter) timeout bound the error to an eighth of it, at most a second.
+        let tick_len = (first / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let ticks = |t: Duration| {
+            let n = t.as_nanos().div_ceil(tick_len.as_nanos()).max(1);
+            u32::try_from(n).unwrap_or(u32::MAX - 1).min(u32::MAX - 1)
+        };
+        let ticks_to_expire = ticks(idle_timeout);
         IdleSet {
             entries: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
             tick: Cell::new(0),
-            ticks_to_expire: u32::try_from(ticks).unwrap_or(u32::MAX - 1),
+            ticks_to_expire,
+            first_wait_backdate: ticks_to_expire - ticks(first).min(ticks_to_expire),
             tick_len,
         }
     }
@@ -62,10 +75,14 @@ impl IdleSet {
         self.tick_len
     }
 
-    fn insert(&self, waker: Waker) -> usize {
+    /// Registers a connection's first wait; `fresh`: it has sent nothing yet (see
+    /// `first_wait_backdate`).
+    fn insert(&self, waker: Waker, fresh: bool) -> usize {
+        let backdate = if fresh { self.first_wait_backdate } else { 0 };
         let entry = Entry::Waiting {
             waker,
-            registered: self.tick.get(),
+            registered: self.tick.get().wrapping_sub(backdate),
+            fresh,
         };
         let mut entries = self.entries.borrow_mut();
         match self.free.borrow_mut().pop() {
@@ -80,6 +97,11 @@ impl IdleSet {
         }
     }
 
+    /// Whether entry `k` is a new connection waiting for its first bytes.
+    fn is_fresh(&self, k: usize) -> bool {
+        matches!(self.entries.borrow()[k], Entry::Waiting { fresh: true, .. })
+    }
+
     /// Entry `k` waits (again) with `waker`: a busy entry starts a new idle period now, a
     /// waiting one keeps its age. `false` if it expired meanwhile.
     fn wait(&self, k: usize, waker: &Waker) -> bool {
@@ -92,6 +114,7 @@ impl IdleSet {
             *e = Entry::Waiting {
                 waker: w,
                 registered,
+                fresh: false,
             };
         }
         match e {
@@ -137,6 +160,30 @@ impl IdleSet {
         }
     }
 
+    /// Closes the connection that has waited longest (issue 17: at `max_connections`, an idle
+    /// connection makes room for a new one). `false` if none is waiting. A scan of the
+    /// registry: this runs only when the server is full.
+    pub(crate) fn evict_oldest(&self) -> bool {
+        let now = self.tick.get();
+        let mut entries = self.entries.borrow_mut();
+        let oldest = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(k, e)| match e {
+                Entry::Waiting { registered, .. } => Some((now.wrapping_sub(*registered), k)),
+                _ => None,
+            })
+            .max();
+        let Some((_, k)) = oldest else {
+            return false;
+        };
+        if let Entry::Waiting { waker, .. } = std::mem::replace(&mut entries[k], Entry::Expired) {
+            drop(entries);
+            waker.wake();
+        }
+        true
+    }
+
     /// Wakes every idle connection (shutdown: they see the flag and close).
     pub(crate) fn wake_all(&self) {
         for e in self.entries.borrow().iter() {
@@ -147,8 +194,16 @@ impl IdleSet {
     }
 }
 
-/// No registry entry yet (see [`IdleWait`]).
+/// No registry entry yet, and no input yet (see [`IdleWait`]).
 pub(crate) const NO_KEY: u32 = u32::MAX;
+/// No registry entry yet, but input was received: the first wait is an idle wait, not a new
+/// connection's (issue 17).
+pub(crate) const NO_KEY_SERVED: u32 = u32::MAX - 1;
+
+/// Whether `key` names a registry entry (to remove when the connection closes).
+pub(crate) fn is_entry(key: u32) -> bool {
+    key < NO_KEY_SERVED
+}
 
 /// Waits until an idle connection has input (`true`), or must close silently (`false`): idle
 /// timeout, shutdown, or a socket error.
@@ -157,13 +212,13 @@ pub(crate) const NO_KEY: u32 = u32::MAX;
 /// `conn::serve`). The connection's registry entry is made at its first wait and kept in `key`
 /// until the connection closes (whose owner then calls [`IdleSet::remove`]).
 pub(crate) struct IdleWait<'a> {
-    stream: &'a TcpStream,
+    stream: &'a Stream,
     shared: &'a WorkerShared,
     key: &'a Cell<u32>,
 }
 
 impl<'a> IdleWait<'a> {
-    pub(crate) fn new(stream: &'a TcpStream, shared: &'a WorkerShared, key: &'a Cell<u32>) -> Self {
+    pub(crate) fn new(stream: &'a Stream, shared: &'a WorkerShared, key: &'a Cell<u32>) -> Self {
         IdleWait {
             stream,
             shared,
@@ -178,13 +233,13 @@ impl Future for IdleWait<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         let this = self.get_mut();
         let shared = this.shared;
-        if shared.is_shutting_down() {
-            return Poll::Ready(false);
-        }
+        // Input first, even during shutdown: a request already sent is answered (with
+        // `Connection: close`) rather than dropped, which a restart that hands the listener to
+        // a new process relies on.
         match this.stream.poll_read_ready(cx) {
             Poll::Ready(Ok(())) => {
                 let key = this.key.get();
-                if key != NO_KEY {
+                if is_entry(key) {
                     shared.idle.set_busy(key as usize, cx.waker());
                 }
                 return Poll::Ready(true);
@@ -192,11 +247,20 @@ impl Future for IdleWait<'_> {
             Poll::Ready(Err(_)) => return Poll::Ready(false),
             Poll::Pending => {}
         }
+        // Shutdown closes idle connections; a new one that has sent nothing yet keeps its
+        // (header-timeout) wait: its client connected before the listener closed.
+        if shared.is_shutting_down() {
+            let key = this.key.get();
+            let fresh = key == NO_KEY || (is_entry(key) && shared.idle.is_fresh(key as usize));
+            if !fresh {
+                return Poll::Ready(false);
+            }
+        }
         let key = this.key.get();
-        if key == NO_KEY {
-            let k = shared.idle.insert(cx.waker().clone());
+        if !is_entry(key) {
+            let k = shared.idle.insert(cx.waker().clone(), key == NO_KEY);
             match u32::try_from(k) {
-                Ok(k) if k != NO_KEY => this.key.set(k),
+                Ok(k) if is_entry(k) => this.key.set(k),
                 // More than four billion idle connections on one worker cannot happen (each
                 // needs a file descriptor); should it, this one is not kept waiting untracked.
                 _ => {
@@ -226,7 +290,7 @@ mod tests {
 
     /// 80 ms timeout, 10 ms ticks: an entry expires on the 9th tick after it started waiting.
     fn set() -> IdleSet {
-        let set = IdleSet::new(Duration::from_millis(80));
+        let set = IdleSet::new(Duration::from_millis(80), Duration::from_millis(80));
         assert_eq!(
             (set.tick_len(), set.ticks_to_expire),
             (Duration::from_millis(10), 8)
@@ -237,7 +301,7 @@ mod tests {
     #[test]
     fn a_waiting_entry_expires_after_the_timeout() {
         let set = set();
-        let k = set.insert(Waker::noop().clone());
+        let k = set.insert(Waker::noop().clone(), false);
         for _ in 0..8 {
             set.sweep();
         }
@@ -254,7 +318,7 @@ mod tests {
     #[test]
     fn a_busy_entry_never_expires_and_its_next_wait_starts_a_new_period() {
         let set = set();
-        let k = set.insert(Waker::noop().clone());
+        let k = set.insert(Waker::noop().clone(), false);
         set.sweep();
         set.set_busy(k, Waker::noop());
         for _ in 0..100 {
@@ -274,7 +338,7 @@ mod tests {
     #[test]
     fn input_arriving_as_an_entry_expires_is_answered_and_the_entry_kept() {
         let set = set();
-        let k = set.insert(Waker::noop().clone());
+        let k = set.insert(Waker::noop().clone(), false);
         for _ in 0..9 {
             set.sweep();
         }
@@ -286,13 +350,77 @@ mod tests {
     }
 
     #[test]
+    fn a_first_wait_expires_after_the_shorter_first_wait_timeout() {
+        // Idle 160 ms, first wait 80 ms: 10 ms ticks, idle after 16, a first wait after 8.
+        let set = IdleSet::new(Duration::from_millis(160), Duration::from_millis(80));
+        assert_eq!(set.tick_len(), Duration::from_millis(10));
+        // A connection that had input first waits the whole idle timeout.
+        let served = set.insert(Waker::noop().clone(), false);
+        let k = set.insert(Waker::noop().clone(), true);
+        for _ in 0..8 {
+            set.sweep();
+        }
+        assert_eq!(state(&set, k), "waiting");
+        set.sweep();
+        assert_eq!(
+            (state(&set, k), state(&set, served)),
+            ("expired", "waiting")
+        );
+        // After a request, the connection's idle waits get the whole idle timeout.
+        set.set_busy(k, Waker::noop());
+        assert!(set.wait(k, Waker::noop()));
+        for _ in 0..16 {
+            set.sweep();
+        }
+        assert_eq!(state(&set, k), "waiting");
+    }
+
+    #[test]
+    fn huge_timeouts_do_not_overflow() {
+        let set = IdleSet::new(Duration::MAX, Duration::MAX);
+        let k = set.insert(Waker::noop().clone(), false);
+        set.sweep();
+        assert_eq!(state(&set, k), "waiting");
+        let set = IdleSet::new(Duration::MAX, Duration::from_millis(80));
+        let k = set.insert(Waker::noop().clone(), true);
+        for _ in 0..9 {
+            set.sweep();
+        }
+        assert_eq!(state(&set, k), "expired");
+    }
+
+    #[test]
+    fn eviction_takes_the_longest_waiting_entry() {
+        let set = set();
+        assert!(!set.evict_oldest(), "nothing to evict");
+        let a = set.insert(Waker::noop().clone(), false);
+        set.sweep();
+        let b = set.insert(Waker::noop().clone(), false);
+        set.sweep();
+        let c = set.insert(Waker::noop().clone(), false);
+        // a waited longest, but went busy and waits again from now: b is the oldest.
+        set.set_busy(a, Waker::noop());
+        assert!(set.wait(a, Waker::noop()));
+        assert!(set.evict_oldest());
+        assert_eq!(
+            (state(&set, a), state(&set, b), state(&set, c)),
+            ("waiting", "expired", "waiting")
+        );
+        set.sweep();
+        set.set_busy(c, Waker::noop());
+        assert!(set.evict_oldest());
+        assert_eq!(state(&set, a), "expired");
+        assert!(!set.evict_oldest(), "a busy entry is never evicted");
+    }
+
+    #[test]
     fn removed_entries_are_reused() {
         let set = set();
-        let a = set.insert(Waker::noop().clone());
-        let b = set.insert(Waker::noop().clone());
+        let a = set.insert(Waker::noop().clone(), false);
+        let b = set.insert(Waker::noop().clone(), false);
         set.remove(a);
         assert_eq!(state(&set, a), "vacant");
-        assert_eq!(set.insert(Waker::noop().clone()), a);
+        assert_eq!(set.insert(Waker::noop().clone(), false), a);
         assert_eq!(state(&set, b), "waiting");
     }
 }

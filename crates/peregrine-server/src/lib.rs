@@ -42,12 +42,16 @@
 //! API CONTRACT: the public items below are what the framework crate (`peregrine`) is written
 //! against. Their names and signatures are fixed; internals are free.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
 pub mod body;
 pub mod config;
 mod conn;
 #[cfg(feature = "http2")]
 pub mod h2;
 mod idle;
+pub mod listener;
 mod pooled;
 pub mod request;
 pub mod response;
@@ -56,12 +60,17 @@ pub mod service;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod upgrade;
+pub mod transport;
 mod worker;
 
 pub use body::{Body, BodyError};
 pub use config::ServerConfig;
+pub use listener::Listener;
+/// The codec the engine is built on (request parsing, response encoding, the HTTP grammar).
+pub use peregrine_codec as codec;
 pub use peregrine_codec::{Limits, Method, Version};
 pub use request::Request;
 pub use response::{Response, ResponseBody};
 pub use server::{Server, ServerHandle};
 pub use service::{service_fn, Service};
+pub use transport::{Accept, Accepted, Acceptor, PlainAcceptor, Stream, Transport};

@@ -1,15 +1,24 @@
 //! Starting workers, accepting, graceful shutdown.
 
+use crate::config::ListenAddr;
+use crate::listener::Listener;
+use crate::transport::{Acceptor, PlainAcceptor};
 use crate::worker::{self, Global};
 use crate::{ServerConfig, Service};
-use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use tokio::sync::watch;
 
 /// Entry point: `Server::new(config).serve(service)`.
+///
+/// By default the server binds what the configuration names: [`ServerConfig::addr`] (every
+/// worker its own `SO_REUSEPORT` socket) or [`ServerConfig::unix`]. Listeners bound elsewhere
+/// (by the application, by systemd, by the process this one replaces) are served instead when
+/// given with [`Server::with_listener`]. Connections go through an [`Acceptor`] before the
+/// driver serves them ([`PlainAcceptor`] by default; see [`Server::with_acceptor`]).
 ///
 /// ```no_run
 /// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
@@ -20,8 +29,10 @@ use tokio::sync::watch;
 /// println!("listening on {}", handle.local_addr());
 /// handle.wait();
 /// ```
-pub struct Server {
+pub struct Server<A = PlainAcceptor> {
     config: ServerConfig,
+    listeners: Vec<Listener>,
+    acceptor: A,
 }
 
 /// A running server: its address, and the way to stop it.
@@ -30,6 +41,9 @@ pub struct Server {
 /// ends); call [`ServerHandle::shutdown`] to stop it.
 pub struct ServerHandle {
     addr: SocketAddr,
+    listen_addr: ListenAddr,
+    /// The Unix socket file the server created, removed when it stops.
+    bound_path: Option<PathBuf>,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -37,37 +51,117 @@ pub struct ServerHandle {
 impl Server {
     /// A server with this configuration.
     pub fn new(config: ServerConfig) -> Self {
-        Server { config }
+        Server {
+            config,
+            listeners: Vec::new(),
+            acceptor: PlainAcceptor,
+        }
+    }
+}
+
+impl<A: Acceptor> Server<A> {
+    /// Serves `listener` (already bound and listening) instead of binding
+    /// [`ServerConfig::addr`]. May be called several times; the workers share the listeners
+    /// (each worker accepts from a handle on one of them, round robin).
+    ///
+    /// ```no_run
+    /// use peregrine_server::{service_fn, Listener, Request, Response, Server, ServerConfig};
+    /// let mut server = Server::new(ServerConfig::default());
+    /// // systemd socket activation, or a listener handed over by the previous process:
+    /// if let Some(listeners) = Listener::from_systemd_env().unwrap() {
+    ///     for l in listeners {
+    ///         server = server.with_listener(l);
+    ///     }
+    /// }
+    /// server.run_until_signal(service_fn(|_r: Request| async { Response::text("hi") })).unwrap();
+    /// ```
+    pub fn with_listener(mut self, listener: Listener) -> Self {
+        self.listeners.push(listener);
+        self
     }
 
-    /// Binds (every worker its own `SO_REUSEPORT` socket) and starts the workers; returns once
-    /// they listen.
-    pub fn serve<S: Service>(self, service: S) -> io::Result<ServerHandle> {
-        let config = self.config;
-        let n = config.workers.max(1);
-        // The first socket resolves port 0; the others bind the same port.
-        let mut listeners = Vec::with_capacity(n);
-        let first = bind(config.addr, config.backlog)?;
-        let addr = first.local_addr()?;
-        listeners.push(first);
-        for _ in 1..n {
-            listeners.push(bind(addr, config.backlog)?);
+    /// Puts `acceptor` between accepting a connection and serving it (a TLS handshake, say).
+    pub fn with_acceptor<B: Acceptor>(self, acceptor: B) -> Server<B> {
+        Server {
+            config: self.config,
+            listeners: self.listeners,
+            acceptor,
         }
-        let global = Arc::new(Global::new(config.max_connections));
+    }
+
+    /// The listeners the workers accept from, one per worker: the injected ones (shared by
+    /// handles), a Unix socket, or `SO_REUSEPORT` TCP sockets (the first resolves port 0, the
+    /// others bind the same port). Also whether the server created a Unix socket file.
+    fn listeners(&mut self, n: usize) -> io::Result<(Vec<Listener>, Option<PathBuf>)> {
+        let config = &self.config;
+        let (first, bound_path) = if !self.listeners.is_empty() {
+            let injected = std::mem::take(&mut self.listeners);
+            let mut out = Vec::with_capacity(n.max(injected.len()));
+            for i in 0..n.max(injected.len()) {
+                out.push(injected[i % injected.len()].try_clone()?);
+            }
+            return Ok((out, None));
+        } else if let Some(path) = &config.unix {
+            (
+                Listener::bind_unix(path, config.backlog)?,
+                Some(path.clone()),
+            )
+        } else {
+            (Listener::bind_tcp(config.addr, config.backlog)?, None)
+        };
+        let mut out = Vec::with_capacity(n);
+        match first.local_addr()? {
+            ListenAddr::Tcp(addr) if bound_path.is_none() => {
+                out.push(first);
+                for _ in 1..n {
+                    out.push(Listener::bind_tcp(addr, config.backlog)?);
+                }
+            }
+            _ => {
+                for _ in 1..n {
+                    out.push(first.try_clone()?);
+                }
+                out.push(first);
+            }
+        }
+        Ok((out, bound_path))
+    }
+
+    /// Binds (or takes the injected listeners) and starts the workers; returns once they
+    /// listen.
+    pub fn serve<S: Service>(mut self, service: S) -> io::Result<ServerHandle> {
+        self.config.validate()?;
+        let n = self.config.workers.max(1);
+        let (listeners, bound_path) = self.listeners(n)?;
+        let listen_addr = listeners[0].local_addr()?;
+        let addr = match &listen_addr {
+            ListenAddr::Tcp(a) => *a,
+            ListenAddr::Unix(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        };
+        let config = self.config;
+        let global = Arc::new(Global::new(
+            config.max_connections,
+            config.max_connections_per_addr,
+        ));
         let (stop, stop_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let mut workers = Vec::with_capacity(n);
+        let mut workers = Vec::with_capacity(listeners.len());
         for (i, listener) in listeners.into_iter().enumerate() {
-            let (config, service, global, stop_rx, ready_tx) = (
+            let (config, service, acceptor, global, stop_rx, ready_tx) = (
                 config.clone(),
                 service.clone(),
+                self.acceptor.clone(),
                 global.clone(),
                 stop_rx.clone(),
                 ready_tx.clone(),
             );
             let spawned = std::thread::Builder::new()
                 .name(format!("peregrine-w{i}"))
-                .spawn(move || worker::run(listener, config, service, global, stop_rx, ready_tx));
+                .spawn(move || {
+                    worker::run(
+                        listener, acceptor, config, service, global, stop_rx, ready_tx,
+                    )
+                });
             match spawned {
                 Ok(h) => workers.push(h),
                 Err(e) => {
@@ -77,12 +171,15 @@ impl Server {
             }
         }
         drop(ready_tx);
+        let started = workers.len();
         let handle = ServerHandle {
             addr,
+            listen_addr,
+            bound_path,
             stop,
             workers,
         };
-        for _ in 0..n {
+        for _ in 0..started {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
@@ -95,7 +192,7 @@ impl Server {
                 }
             }
         }
-        tracing::info!(%addr, workers = n, "listening");
+        tracing::info!(addr = ?handle.listen_addr, workers = started, "listening");
         Ok(handle)
     }
 
@@ -124,20 +221,15 @@ impl Server {
     }
 }
 
-fn bind(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
-    Ok(socket.into())
-}
-
 impl ServerHandle {
-    /// The bound address (useful with port 0).
+    /// The bound address (useful with port 0); `0.0.0.0:0` when serving a Unix socket.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the server listens: a TCP address or a Unix socket path.
+    pub fn listen_addr(&self) -> &ListenAddr {
+        &self.listen_addr
     }
 
     /// Graceful shutdown: stop accepting, finish in-flight requests (their responses say
@@ -154,6 +246,10 @@ impl ServerHandle {
             if w.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
+        }
+        // The socket file this server created goes with it.
+        if let Some(path) = self.bound_path {
+            let _ = std::fs::remove_file(path);
         }
     }
 }

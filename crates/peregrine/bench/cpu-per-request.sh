@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Server CPU time per request for scenario paths of the scenarios example, measured the way
-# shared/docs/measuring.md describes: server pinned to CPU 1 with one worker, wrk pinned to
+# docs/measuring.md describes: server pinned to CPU 1 with one worker, wrk pinned to
 # CPU 0, utime+stime of every server thread before/after, divided by the responses wrk counted.
 #
 # usage: crates/peregrine/bench/cpu-per-request.sh [BINARY] [SECONDS] [CONNECTIONS] [ROUNDS]

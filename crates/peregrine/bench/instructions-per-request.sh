@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per request (noise-free, shared/docs/measuring.md item 4): run the scenarios
+# Instructions per request (noise-free, docs/measuring.md item 4): run the scenarios
 # example under `valgrind --tool=cachegrind --cache-sim=no` with one worker, send N1 then (in a
 # second run) N2 keep-alive requests on one connection, and divide the difference of the
 # instruction totals by N2 - N1. Startup and shutdown cancel out.

@@ -1,11 +1,13 @@
 //! The application: routes, state, layers; compiled once into an engine [`Service`].
 
 use crate::error::Error;
-use crate::handler::{BoxFuture, Handler};
+use crate::handler::{BoxFuture, Handler, IntoHandler};
 use crate::middleware::{self, Hook, Layer, Middleware};
-use crate::request::{Request, NO_ROUTE};
+use crate::path::{self, EncodedSlashes};
+use crate::request::{Request, BAD_PATH, NO_ROUTE};
 use crate::response::IntoResponse;
 use crate::router::{self, MethodRouter, Router};
+use crate::state::{Need, StateMapHolder, WorkerContext, WorkerInit, WorkerInits};
 use peregrine_server::{Method, Response, Server, ServerConfig, ServerHandle, Service};
 use smallvec::SmallVec;
 use std::any::{Any, TypeId};
@@ -38,9 +40,11 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 pub struct App {
     router: Router,
     layers: Vec<Layer>,
-    states: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
+    states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
+    worker_inits: Vec<WorkerInit>,
     body_limit: usize,
     fallback: Option<Arc<dyn Handler>>,
+    encoded_slashes: EncodedSlashes,
 }
 
 impl Default for App {
@@ -56,8 +60,10 @@ impl App {
             router: Router::new(),
             layers: Vec::new(),
             states: Vec::new(),
+            worker_inits: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             fallback: None,
+            encoded_slashes: EncodedSlashes::Refuse,
         }
     }
 
@@ -169,8 +175,87 @@ impl App {
     pub fn with_state<T: Send + Sync + 'static>(mut self, state: T) -> Self {
         let id = TypeId::of::<T>();
         self.states.retain(|(t, _)| *t != id);
-        self.states.push((id, Box::new(state)));
+        self.states.push((id, Arc::new(state)));
         self
+    }
+
+    /// Builds per-worker state: `init` runs once on each worker thread, on that worker's
+    /// runtime (so it may `await`, use `spawn_local`, and build values that are neither `Send`
+    /// nor `Sync`: an `Rc`, a `RefCell` cache, a connection pool bound to the worker's
+    /// runtime). Handlers read the value with [`Local<T>`](crate::Local) arguments (checked
+    /// when the app is built) or [`Request::local`]; middleware with [`Request::local`].
+    ///
+    /// Initialisers run in the order registered and can read the values built before them
+    /// with [`WorkerContext::local`] and the shared states with [`WorkerContext::state`].
+    ///
+    /// When it runs: on each worker, before the first request that worker answers (the
+    /// engine's worker loop offers no hook before it accepts, so the first request waits for
+    /// it; concurrent first requests share one run). If `init` fails, the error is logged,
+    /// that request is answered `503` (problem+json, no internals), and the next request on
+    /// that worker runs `init` again.
+    ///
+    /// ```
+    /// use peregrine::{App, Local, Request, State, WorkerContext, get};
+    /// use std::cell::RefCell;
+    /// use std::collections::HashMap;
+    ///
+    /// struct DbUrl(String);
+    /// /// Stands for a connection pool: one per worker, no locks between workers.
+    /// struct Pool { url: String, worker: usize, cache: RefCell<HashMap<u64, String>> }
+    ///
+    /// async fn user(req: Request, Local(pool): Local<Pool>) -> Result<String, peregrine::Error> {
+    ///     let id: u64 = req.param("id")?;
+    ///     let mut cache = pool.cache.borrow_mut();
+    ///     let name = cache.entry(id).or_insert_with(|| format!("user-{id}"));
+    ///     Ok(format!("{name} via {} on worker {}", pool.url, pool.worker))
+    /// }
+    ///
+    /// let app = App::new()
+    ///     .with_state(DbUrl("postgres://db/app".into()))
+    ///     .on_worker_start(|w: WorkerContext| async move {
+    ///         let url = w.state::<DbUrl>().expect("registered above").0.clone();
+    ///         // e.g. `Pool::connect(&url).await?`
+    ///         Ok::<_, std::io::Error>(Pool { url, worker: w.index(), cache: Default::default() })
+    ///     })
+    ///     .route("/users/{id}", get(user));
+    /// # let _ = app;
+    /// ```
+    pub fn on_worker_start<F, Fut, T, E>(mut self, init: F) -> Self
+    where
+        F: Fn(WorkerContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + 'static,
+        T: 'static,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.worker_inits.push(WorkerInit::new(init));
+        self
+    }
+
+    /// [`App::on_worker_start`] for a value built without awaiting or failing.
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// use std::cell::Cell;
+    /// struct Counter(Cell<u64>);
+    /// let app = App::new()
+    ///     .worker_local(|_w| Counter(Cell::new(0)))
+    ///     .route("/", get(|req: Request| async move {
+    ///         let c = req.local::<Counter>()?;
+    ///         c.0.set(c.0.get() + 1);
+    ///         Ok::<_, peregrine::Error>(c.0.get().to_string())
+    ///     }));
+    /// # let _ = app;
+    /// ```
+    pub fn worker_local<F, T>(self, init: F) -> Self
+    where
+        F: Fn(&WorkerContext) -> T + Send + Sync + 'static,
+        T: 'static,
+    {
+        let init = Arc::new(init);
+        self.on_worker_start(move |w| {
+            let init = init.clone();
+            async move { Ok::<T, std::convert::Infallible>(init(&w)) }
+        })
     }
 
     /// Limit for reading whole bodies with [`Request::bytes`], `text`, `json` and `form`
@@ -185,6 +270,25 @@ impl App {
         self
     }
 
+    /// What to do with `%2F` / `%5C` in request paths: refused with 400 by default; `Keep`
+    /// leaves them encoded inside their segment (see [`crate::path`] for every rule).
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// use peregrine::path::EncodedSlashes;
+    /// // GET /projects/group%2Fname -> id = "group/name"
+    /// let app = App::new()
+    ///     .encoded_slashes(EncodedSlashes::Keep)
+    ///     .route("/projects/{id}", get(|req: Request| async move {
+    ///         req.param_str("id").map(|id| id.into_owned())
+    ///     }));
+    /// # let _ = app;
+    /// ```
+    pub fn encoded_slashes(mut self, policy: EncodedSlashes) -> Self {
+        self.encoded_slashes = policy;
+        self
+    }
+
     /// Answers requests that match no route (instead of the 404 problem document).
     ///
     /// ```
@@ -192,8 +296,8 @@ impl App {
     /// let app = App::new().fallback(|_req: Request| async { (404, Html("<h1>Lost?</h1>")) });
     /// # let _ = app;
     /// ```
-    pub fn fallback<H: Handler>(mut self, handler: H) -> Self {
-        self.fallback = Some(Arc::new(handler));
+    pub fn fallback<M, H: IntoHandler<M>>(mut self, handler: H) -> Self {
+        self.fallback = Some(handler.into_handler());
         self
     }
 
@@ -216,7 +320,12 @@ impl App {
         }
     }
 
-    /// Compiles the route table, reporting a conflict between patterns as an error.
+    /// Compiles the route table, reporting a conflict between patterns, or a handler needing
+    /// state that was never provided, as an error.
+    ///
+    /// State needs are known for handlers taking [`State<T>`](crate::State),
+    /// [`Local<T>`](crate::Local) or other [`Extract`](crate::Extract) arguments; a handler
+    /// calling [`Request::state`] in its body is only checked when it runs (a logged 500).
     ///
     /// ```
     /// use peregrine::{App, Request, get};
@@ -232,7 +341,15 @@ impl App {
         let mut matcher = matchit::Router::new();
         let mut routes = Vec::new();
         let mut all_methods: Vec<String> = Vec::new();
+        let mut needs = Vec::new();
         for (path, methods) in self.router.flatten("") {
+            check_needs(
+                &path,
+                &methods,
+                &self.states,
+                &self.worker_inits,
+                &mut needs,
+            )?;
             matcher
                 .insert(path.as_str(), routes.len() as u32)
                 .map_err(|e| format!("route {path}: {e}"))?;
@@ -250,6 +367,17 @@ impl App {
                 methods,
             });
         }
+        if let Some(f) = &self.fallback {
+            needs.clear();
+            f.needs(&mut needs);
+            if let Some(n) = needs
+                .iter()
+                .find(|n| !n.met(&self.states, &self.worker_inits))
+            {
+                return Err(format!("fallback handler needs {n}"));
+            }
+        }
+        let states = Arc::new(StateMapHolder(self.states));
         let chain = if self.layers.is_empty() {
             None
         } else {
@@ -259,10 +387,12 @@ impl App {
             shared: Arc::new(Shared {
                 matcher,
                 routes,
-                states: self.states,
+                worker: Arc::new(WorkerInits::new(self.worker_inits, states.clone())),
+                states,
                 body_limit: self.body_limit,
                 chain,
                 fallback: self.fallback,
+                encoded_slashes: self.encoded_slashes,
                 all_allow: all_methods.join(", ").into_bytes(),
             }),
         })
@@ -282,14 +412,119 @@ impl App {
     /// handle.shutdown();
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    ///
+    /// It does not block and works inside or outside a tokio runtime (the workers run their
+    /// own runtimes on their own threads). A route conflict or a missing state is an
+    /// `InvalidInput` error.
     pub fn serve(self, config: ServerConfig) -> std::io::Result<ServerHandle> {
-        Server::new(config).serve(self.into_service())
+        Server::new(config).serve(self.build_service()?)
     }
 
-    /// Serves until SIGTERM or SIGINT, then shuts down gracefully.
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully. Blocks the calling thread.
+    ///
+    /// Inside a tokio runtime (`#[tokio::main]`, `#[tokio::test]`) this returns an error
+    /// instead of panicking; use [`App::run_async`] there.
     pub fn run(self, config: ServerConfig) -> std::io::Result<()> {
-        Server::new(config).run_until_signal(self.into_service())
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(std::io::Error::other(
+                "App::run blocks the thread and cannot be called inside a tokio runtime \
+                 (#[tokio::main]); use `app.run_async(config).await` instead",
+            ));
+        }
+        Server::new(config).run_until_signal(self.build_service()?)
     }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully: [`App::run`] for use inside
+    /// an existing tokio runtime (`#[tokio::main]`). The workers still run on their own
+    /// threads; the calling task only waits.
+    ///
+    /// ```no_run
+    /// use peregrine::{App, Request, get};
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> std::io::Result<()> {
+    ///     App::new()
+    ///         .route("/", get(|_req: Request| async { "hi" }))
+    ///         .run_async(peregrine::ServerConfig::default())
+    ///         .await
+    /// }
+    /// ```
+    pub async fn run_async(self, config: ServerConfig) -> std::io::Result<()> {
+        use tokio::signal::unix::{signal, SignalKind};
+        // Installed before serving, so a signal during startup is not fatal.
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        self.run_until(config, async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            }
+        })
+        .await
+    }
+
+    /// Serves until `shutdown` completes, then shuts down gracefully (in-flight requests
+    /// finish, up to the configured `shutdown_timeout`). For use inside a tokio runtime.
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # rt.block_on(async {
+    /// let mut config = peregrine::ServerConfig::default();
+    /// config.addr = "127.0.0.1:0".parse().unwrap();
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// let server = App::new()
+    ///     .route("/", get(|_req: Request| async { "hi" }))
+    ///     .run_until(config, async { let _ = stopped.await; });
+    /// stop.send(()).unwrap();
+    /// server.await.unwrap();
+    /// # });
+    /// ```
+    pub async fn run_until(
+        self,
+        config: ServerConfig,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let service = self.build_service()?;
+        // Starting and stopping join threads: keep that off the runtime's own threads.
+        let handle = tokio::task::spawn_blocking(move || Server::new(config).serve(service))
+            .await
+            .map_err(std::io::Error::other)??;
+        shutdown.await;
+        tokio::task::spawn_blocking(move || handle.shutdown())
+            .await
+            .map_err(std::io::Error::other)
+    }
+
+    fn build_service(self) -> std::io::Result<AppService> {
+        self.try_into_service()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+    }
+}
+
+/// Fails if a handler of the route at `path` needs state the application does not provide.
+fn check_needs(
+    path: &str,
+    methods: &MethodRouter,
+    states: &[(TypeId, Arc<dyn Any + Send + Sync>)],
+    locals: &[WorkerInit],
+    needs: &mut Vec<Need>,
+) -> Result<(), String> {
+    let named = methods
+        .slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| e.as_ref().map(|e| (router::slot_name(i), e)))
+        .chain(methods.other.iter().map(|(n, e)| (&**n, e)))
+        .chain(methods.any.iter().map(|e| ("any method", e)));
+    for (method, endpoint) in named {
+        needs.clear();
+        endpoint.handler.needs(needs);
+        if let Some(n) = needs.iter().find(|n| !n.met(states, locals)) {
+            return Err(format!("route {method} {path}: handler needs {n}"));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) struct Route {
@@ -303,26 +538,66 @@ pub(crate) struct Route {
 pub(crate) struct Shared {
     matcher: matchit::Router<u32>,
     pub(crate) routes: Vec<Route>,
-    states: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
+    states: Arc<StateMapHolder>,
+    /// Per-worker initialisers and where each thread keeps their values.
+    worker: Arc<WorkerInits>,
     pub(crate) body_limit: usize,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
     /// case calls the handler directly.
     chain: Option<Arc<dyn Handler>>,
     fallback: Option<Arc<dyn Handler>>,
+    encoded_slashes: EncodedSlashes,
     all_allow: Vec<u8>,
 }
 
 impl Shared {
+    pub(crate) fn states_map(&self) -> &crate::state::StateMap {
+        &self.states.0
+    }
+
     pub(crate) fn state<T: 'static>(&self) -> Option<&T> {
         let id = TypeId::of::<T>();
         self.states
+            .0
             .iter()
             .find(|(t, _)| *t == id)
             .and_then(|(_, v)| v.downcast_ref::<T>())
     }
 
-    /// What answers `req`: a handler, or a ready response (404, 405, automatic OPTIONS).
+    /// The route matching the (normalised) `path` and its parameters as byte ranges into it.
+    #[inline]
+    fn find_route(&self, path: &str) -> (u32, SmallVec<[(u32, u32); 4]>) {
+        match self.matcher.at(path) {
+            Ok(m) => {
+                let base = path.as_ptr() as usize;
+                // matchit hands out slices of the path we gave it, in pattern order; keep their
+                // offsets so the request owns no strings.
+                let params = m
+                    .params
+                    .iter()
+                    .map(|(_, v)| {
+                        let s = v.as_ptr() as usize - base;
+                        (s as u32, (s + v.len()) as u32)
+                    })
+                    .collect();
+                (*m.value, params)
+            }
+            Err(_) => (NO_ROUTE, SmallVec::new()),
+        }
+    }
+
+    /// What answers `req`: a handler, or a ready response (400 for a refused path, 404, 405,
+    /// automatic OPTIONS).
     fn select(&self, req: &Request) -> Selected<'_> {
+        if req.route == BAD_PATH {
+            return Selected::Ready(
+                Error::bad_request()
+                    .with_detail(
+                        "'.' and '..' segments and encoded '/', '\\' or NUL are refused in paths",
+                    )
+                    .into_response(),
+            );
+        }
         let Some(route) = self.routes.get(req.route as usize) else {
             if let Some(f) = &self.fallback {
                 return Selected::Handler(f);
@@ -416,35 +691,36 @@ impl Service for AppService {
     #[inline]
     fn call(&self, inner: peregrine_server::Request) -> AppFuture {
         let shared = &self.shared;
-        let path = inner.path();
-        let (route, params) = match shared.matcher.at(path) {
-            Ok(m) => {
-                let base = path.as_ptr() as usize;
-                // matchit hands out slices of the path we gave it, in pattern order; keep their
-                // offsets so the request owns no strings.
-                let params = m
-                    .params
-                    .iter()
-                    .map(|(_, v)| {
-                        let s = v.as_ptr() as usize - base;
-                        (s as u32, (s + v.len()) as u32)
-                    })
-                    .collect::<SmallVec<[(u32, u32); 4]>>();
-                (*m.value, params)
+        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
+        let (route, params, normalized) =
+            match path::normalize_with(inner.path(), shared.encoded_slashes) {
+                Ok(path) => {
+                    let (route, params) = shared.find_route(&path);
+                    let owned = match path {
+                        Cow::Owned(p) => Some(p.into_boxed_str()),
+                        Cow::Borrowed(_) => None,
+                    };
+                    (route, params, owned)
+                }
+                Err(_) => (BAD_PATH, SmallVec::new(), None),
+            };
+        let mut req = Request::new(inner, shared.clone(), route, params);
+        if let Some(p) = normalized {
+            req.set_normalized_path(p);
+        }
+        if !shared.worker.is_empty() {
+            match shared.worker.ready() {
+                Some(locals) => req.locals = Some(locals),
+                // First request on this worker: build its state first.
+                None => {
+                    return AppFuture {
+                        fut: Some(Box::pin(init_then_start(req))),
+                        ready: None,
+                    }
+                }
             }
-            Err(_) => (NO_ROUTE, SmallVec::new()),
-        };
-        let req = Request::new(inner, shared.clone(), route, params);
-        let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            if let Some(chain) = &shared.chain {
-                return Ok(chain.call(req));
-            }
-            match shared.select(&req) {
-                Selected::Handler(h) => Ok(h.call(req)),
-                // 404/405/OPTIONS without layers: answered without boxing anything.
-                Selected::Ready(r) => Err(r),
-            }
-        }));
+        }
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| start(req)));
         match started {
             Ok(Ok(fut)) => AppFuture {
                 fut: Some(fut),
@@ -458,6 +734,38 @@ impl Service for AppService {
                 fut: None,
                 ready: Some(panic_response(p)),
             },
+        }
+    }
+}
+
+/// Runs the application-wide layers, or routing's choice directly when there are none:
+/// `Err` is a ready answer (404/405/OPTIONS without layers: nothing boxed).
+#[inline]
+fn start(req: Request) -> Result<BoxFuture<Response>, Response> {
+    let shared = req.shared.clone();
+    if let Some(chain) = &shared.chain {
+        return Ok(chain.call(req));
+    }
+    match shared.select(&req) {
+        Selected::Handler(h) => Ok(h.call(req)),
+        Selected::Ready(r) => Err(r),
+    }
+}
+
+/// Builds this worker's state ([`App::on_worker_start`]), then answers `req`.
+async fn init_then_start(mut req: Request) -> Response {
+    let worker = req.shared.worker.clone();
+    match worker.init().await {
+        Ok(locals) => {
+            req.locals = Some(locals);
+            match start(req) {
+                Ok(fut) => fut.await,
+                Err(res) => res,
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "on_worker_start failed; will retry on the next request");
+            Error::new(503).into_response()
         }
     }
 }

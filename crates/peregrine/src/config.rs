@@ -1,23 +1,12 @@
-//! Engine configuration from environment variables and command-line flags, for binaries.
+//! Engine configuration from environment variables and command-line flags, for binaries. The
+//! engine owns it ([`ServerConfig::from_env_and_args`]); this module keeps the framework's
+//! entry point.
 
+pub use peregrine_server::config::{parse_listen_addr, ConfigError, ListenAddr, MAX_TIMEOUT};
 use peregrine_server::ServerConfig;
-use std::time::Duration;
 
-/// Builds a [`ServerConfig`] from defaults, then environment variables, then command-line
-/// flags (flags win):
-///
-/// | env | flag | field |
-/// |---|---|---|
-/// | `ADDR` | `--addr HOST:PORT` | `addr` |
-/// | `WORKERS` | `--workers N` | `workers` |
-/// | `MAX_BODY` | `--max-body BYTES` | `max_body_size` |
-/// | `IDLE_TIMEOUT` | `--idle-timeout SECS` | `idle_timeout` |
-/// | `HEADER_TIMEOUT` | `--header-timeout SECS` | `header_timeout` |
-/// | `BODY_TIMEOUT` | `--body-timeout SECS` | `body_timeout` |
-/// | `SHUTDOWN_TIMEOUT` | `--shutdown-timeout SECS` | `shutdown_timeout` |
-/// | `MAX_CONNECTIONS` | `--max-connections N` | `max_connections` |
-///
-/// `args` are the arguments after the program name.
+/// [`ServerConfig::from_env_and_args`] for a binary that takes no arguments of its own: any
+/// argument that is not an engine flag is an error (`unknown flag --x`).
 ///
 /// ```
 /// let cfg = peregrine::config::from_env_and_args(
@@ -27,68 +16,18 @@ use std::time::Duration;
 /// assert_eq!(cfg.workers, 2);
 /// ```
 pub fn from_env_and_args<I: IntoIterator<Item = String>>(args: I) -> Result<ServerConfig, String> {
-    let mut cfg = ServerConfig::default();
-    for (var, flag) in VARS {
-        if let Ok(v) = std::env::var(var) {
-            apply(&mut cfg, flag, &v).map_err(|e| format!("{var}: {e}"))?;
-        }
+    let (cfg, rest) = ServerConfig::from_env_and_args(args).map_err(|e| e.to_string())?;
+    match rest.first() {
+        None => Ok(cfg),
+        Some(a) if a.starts_with("--") => Err(format!("unknown flag {a}")),
+        Some(a) => Err(format!("unexpected argument {a}")),
     }
-    let mut args = args.into_iter();
-    while let Some(a) = args.next() {
-        let (flag, value) = match a.split_once('=') {
-            Some((f, v)) => (f.to_owned(), v.to_owned()),
-            None => {
-                let v = args.next().ok_or_else(|| format!("{a} needs a value"))?;
-                (a, v)
-            }
-        };
-        let name = flag
-            .strip_prefix("--")
-            .ok_or_else(|| format!("unexpected argument {flag}"))?;
-        if !VARS.iter().any(|(_, f)| *f == name) {
-            return Err(format!("unknown flag --{name}"));
-        }
-        apply(&mut cfg, name, &value).map_err(|e| format!("--{name}: {e}"))?;
-    }
-    Ok(cfg)
-}
-
-const VARS: [(&str, &str); 8] = [
-    ("ADDR", "addr"),
-    ("WORKERS", "workers"),
-    ("MAX_BODY", "max-body"),
-    ("IDLE_TIMEOUT", "idle-timeout"),
-    ("HEADER_TIMEOUT", "header-timeout"),
-    ("BODY_TIMEOUT", "body-timeout"),
-    ("SHUTDOWN_TIMEOUT", "shutdown-timeout"),
-    ("MAX_CONNECTIONS", "max-connections"),
-];
-
-fn apply(cfg: &mut ServerConfig, name: &str, v: &str) -> Result<(), String> {
-    let num = |v: &str| v.trim().parse::<u64>().map_err(|e| format!("{v:?}: {e}"));
-    match name {
-        "addr" => cfg.addr = v.trim().parse().map_err(|e| format!("{v:?}: {e}"))?,
-        "workers" => {
-            let n = num(v)?;
-            if n == 0 {
-                return Err("must be at least 1".into());
-            }
-            cfg.workers = n as usize;
-        }
-        "max-body" => cfg.max_body_size = num(v)?,
-        "idle-timeout" => cfg.idle_timeout = Duration::from_secs(num(v)?),
-        "header-timeout" => cfg.header_timeout = Duration::from_secs(num(v)?),
-        "body-timeout" => cfg.body_timeout = Duration::from_secs(num(v)?),
-        "shutdown-timeout" => cfg.shutdown_timeout = Duration::from_secs(num(v)?),
-        "max-connections" => cfg.max_connections = num(v)? as usize,
-        _ => return Err(format!("unknown setting {name}")),
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn flags_parse_and_errors_are_clear() {
@@ -96,25 +35,6 @@ mod tests {
             from_env_and_args(["--max-body=10", "--idle-timeout", "5"].map(String::from)).unwrap();
         assert_eq!(c.max_body_size, 10);
         assert_eq!(c.idle_timeout, Duration::from_secs(5));
-        let c = from_env_and_args(
-            [
-                "--header-timeout",
-                "3",
-                "--body-timeout=4",
-                "--shutdown-timeout",
-                "2",
-            ]
-            .map(String::from),
-        )
-        .unwrap();
-        assert_eq!(
-            (c.header_timeout, c.body_timeout, c.shutdown_timeout),
-            (
-                Duration::from_secs(3),
-                Duration::from_secs(4),
-                Duration::from_secs(2)
-            )
-        );
         assert!(from_env_and_args(["--workers", "0"].map(String::from)).is_err());
         assert!(from_env_and_args(["--nope", "1"].map(String::from))
             .unwrap_err()

@@ -1,5 +1,6 @@
 //! Typed errors answered as RFC 9457 problem documents.
 
+use crate::header::IntoHeaderValue;
 use crate::response::IntoResponse;
 use bytes::Bytes;
 use peregrine_server::{Response, ResponseBody};
@@ -10,8 +11,38 @@ use std::fmt;
 pub(crate) const PROBLEM_JSON: &[u8] = b"application/problem+json";
 
 /// An error a handler (or an extractor, or a middleware) returns; it becomes an
-/// `application/problem+json` response ([RFC 9457]) with `type`, `title`, `status` and, for
-/// client errors only, a `detail` that is safe to show.
+/// `application/problem+json` response ([RFC 9457]) with `type` (default `about:blank`),
+/// `title`, `status`, and optionally `instance`; for client errors (4xx) also a `detail` and
+/// extension members (such as per-field validation `errors`). For server errors (5xx) the
+/// detail and extensions are logged and left out of the body, so internals never leak.
+///
+/// ```
+/// use peregrine::{Error, IntoResponse};
+/// let e = Error::new(422)
+///     .with_type("https://example.com/problems/validation")
+///     .with_title("Your request is not valid.")
+///     .with_instance("/todos")
+///     .with_field_error("title", "must not be empty")
+///     .with_field_error("due", "must be a date (YYYY-MM-DD)")
+///     .with_extension("request_id", "r-81");
+/// let r = e.into_response();
+/// let peregrine::ResponseBody::Full(body) = r.body else { unreachable!() };
+/// let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+/// assert_eq!(j, serde_json::json!({
+///     "type": "https://example.com/problems/validation",
+///     "title": "Your request is not valid.",
+///     "status": 422,
+///     "instance": "/todos",
+///     "request_id": "r-81",
+///     "errors": [
+///         {"pointer": "#/title", "field": "title", "detail": "must not be empty"},
+///         {"pointer": "#/due", "field": "due", "detail": "must be a date (YYYY-MM-DD)"}
+///     ]
+/// }));
+/// ```
+///
+/// Your own error type can convert into `Error` (or implement
+/// [`IntoResponse`] itself: handlers may return `Result<T, E>` for any `E: IntoResponse`).
 ///
 /// Any `std::error::Error` converts into an `Error` with `?`: it is answered as a bare
 /// `500 Internal Server Error` whose body says nothing about the cause; the cause is logged
@@ -36,6 +67,9 @@ pub struct Error {
     status: u16,
     title: Cow<'static, str>,
     detail: Option<Cow<'static, str>>,
+    /// The members most errors lack, boxed so that `Result<T, Error>` stays small on the
+    /// paths that never fail.
+    extra: Option<Box<Extra>>,
     headers: Vec<(Cow<'static, str>, Cow<'static, [u8]>)>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
@@ -56,8 +90,9 @@ impl Error {
         };
         Error {
             status,
-            title: Cow::Borrowed(reason_phrase(status)),
+            title: Cow::Borrowed(peregrine_server::codec::response::reason_phrase(status)),
             detail: None,
+            extra: None,
             headers: Vec::new(),
             source: None,
         }
@@ -78,6 +113,15 @@ impl Error {
     /// 404 Not Found.
     pub fn not_found() -> Self {
         Self::new(404)
+    }
+    /// 409 Conflict.
+    pub fn conflict() -> Self {
+        Self::new(409)
+    }
+    /// 422 Unprocessable Content: the usual answer to a validation failure (add the fields
+    /// with [`Error::with_field_error`]).
+    pub fn unprocessable() -> Self {
+        Self::new(422)
     }
     /// 500 Internal Server Error.
     pub fn internal() -> Self {
@@ -116,13 +160,82 @@ impl Error {
         self
     }
 
+    /// Sets the `type` member: a URI identifying the problem type (default `about:blank`).
+    pub fn with_type(mut self, uri: impl Into<Cow<'static, str>>) -> Self {
+        self.extra().type_uri = Some(uri.into());
+        self
+    }
+
+    /// Sets the `instance` member: a URI identifying this occurrence (for example the request
+    /// path, or a link to a log entry).
+    pub fn with_instance(mut self, uri: impl Into<Cow<'static, str>>) -> Self {
+        self.extra().instance = Some(uri.into());
+        self
+    }
+
+    /// Adds an extension member `name` (any serialisable value). Shown for 4xx only. The
+    /// standard member names (`type`, `title`, `status`, `detail`, `instance`) and `errors`
+    /// (see [`Error::with_field_error`]) are refused: such a member is dropped and logged.
+    ///
+    /// ```
+    /// let e = peregrine::Error::new(429).with_extension("retry_after_s", 30);
+    /// # let _ = e;
+    /// ```
+    pub fn with_extension(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl serde::Serialize,
+    ) -> Self {
+        let name = name.into();
+        if matches!(
+            &*name,
+            "type" | "title" | "status" | "detail" | "instance" | "errors"
+        ) {
+            tracing::warn!(member = %name, "problem extension uses a reserved name; dropped");
+            return self;
+        }
+        match serde_json::to_value(value) {
+            Ok(v) => {
+                let ext = &mut self.extra().extensions;
+                match ext.iter_mut().find(|(n, _)| *n == name) {
+                    Some(slot) => slot.1 = v,
+                    None => ext.push((name, v)),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(member = %name, error = %e, "problem extension not serialisable; dropped")
+            }
+        }
+        self
+    }
+
+    /// Adds a per-field error to the `errors` member: `{"pointer": "#/<field>", "field":
+    /// <field>, "detail": <detail>}` (the pointer as in RFC 9457's example; a `field` given
+    /// with `/` is taken as a path, `a/b` → `#/a/b`). Shown for 4xx only.
+    pub fn with_field_error(
+        mut self,
+        field: impl Into<Cow<'static, str>>,
+        detail: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.extra()
+            .field_errors
+            .push((field.into(), detail.into()));
+        self
+    }
+
     /// Adds a response header (for example `Allow` on a 405, `WWW-Authenticate` on a 401).
+    /// A name or value that is not a valid header is dropped (and logged).
     pub fn with_header(
         mut self,
         name: impl Into<Cow<'static, str>>,
-        value: impl Into<Cow<'static, [u8]>>,
+        value: impl IntoHeaderValue,
     ) -> Self {
-        self.headers.push((name.into(), value.into()));
+        let (name, value) = (name.into(), value.into_header_value());
+        if crate::header::valid_name(&name) && crate::header::valid_value(&value) {
+            self.headers.push((name, value));
+        } else {
+            tracing::error!(header = %name, "invalid header on an error response; dropped");
+        }
         self
     }
 
@@ -138,24 +251,94 @@ impl Error {
     pub fn detail(&self) -> Option<&str> {
         self.detail.as_deref()
     }
+    /// The `type` URI (`about:blank` unless set).
+    pub fn type_uri(&self) -> &str {
+        self.extra
+            .as_ref()
+            .and_then(|x| x.type_uri.as_deref())
+            .unwrap_or("about:blank")
+    }
+
+    fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Default::default)
+    }
 
     /// Renders the problem document. Built by hand rather than through a serde struct so the
     /// members come out in the RFC's order with no intermediate allocation besides the buffer.
     fn body(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(96 + self.detail.as_ref().map_or(0, |d| d.len()));
-        out.extend_from_slice(b"{\"type\":\"about:blank\",\"title\":");
+        let no_extra = Extra::default();
+        let x = self.extra.as_deref().unwrap_or(&no_extra);
+        match &x.type_uri {
+            None => out.extend_from_slice(b"{\"type\":\"about:blank\""),
+            Some(t) => {
+                out.extend_from_slice(b"{\"type\":");
+                write_json_str(&mut out, t);
+            }
+        }
+        out.extend_from_slice(b",\"title\":");
         write_json_str(&mut out, &self.title);
         out.extend_from_slice(b",\"status\":");
         out.extend_from_slice(itoa::Buffer::new().format(self.status).as_bytes());
-        if self.status < 500 {
+        let client_error = self.status < 500;
+        if client_error {
             if let Some(d) = &self.detail {
                 out.extend_from_slice(b",\"detail\":");
                 write_json_str(&mut out, d);
             }
         }
+        if let Some(i) = &x.instance {
+            out.extend_from_slice(b",\"instance\":");
+            write_json_str(&mut out, i);
+        }
+        if client_error {
+            for (name, value) in &x.extensions {
+                out.push(b',');
+                write_json_str(&mut out, name);
+                out.push(b':');
+                // A Value always serialises.
+                let _ = serde_json::to_writer(&mut out, value);
+            }
+            if !x.field_errors.is_empty() {
+                out.extend_from_slice(b",\"errors\":[");
+                for (i, (field, detail)) in x.field_errors.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(b"{\"pointer\":");
+                    write_json_str(&mut out, &json_pointer(field));
+                    out.extend_from_slice(b",\"field\":");
+                    write_json_str(&mut out, field);
+                    out.extend_from_slice(b",\"detail\":");
+                    write_json_str(&mut out, detail);
+                    out.push(b'}');
+                }
+                out.push(b']');
+            }
+        }
         out.push(b'}');
         out
     }
+}
+
+/// RFC 9457 members beyond `type`-less basics: rare, so kept out of line.
+#[derive(Default)]
+struct Extra {
+    type_uri: Option<Cow<'static, str>>,
+    instance: Option<Cow<'static, str>>,
+    /// Extension members in insertion order (rendered for 4xx only).
+    extensions: Vec<(Cow<'static, str>, serde_json::Value)>,
+    /// Per-field errors, rendered as the `errors` member (4xx only).
+    field_errors: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+}
+
+/// `#/a/b` for the field path `a/b`, each segment escaped as RFC 6901 wants (`~` → `~0`;
+/// a literal `/` inside a name cannot be told from a separator here, so `/` separates).
+fn json_pointer(field: &str) -> String {
+    let mut p = String::with_capacity(field.len() + 2);
+    p.push_str("#/");
+    p.push_str(&field.replace('~', "~0"));
+    p
 }
 
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
@@ -226,46 +409,6 @@ impl IntoResponse for Error {
     }
 }
 
-/// Standard reason phrases (RFC 9110 §15) for the statuses a framework answers with.
-pub(crate) fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        407 => "Proxy Authentication Required",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        410 => "Gone",
-        411 => "Length Required",
-        412 => "Precondition Failed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        416 => "Range Not Satisfiable",
-        417 => "Expectation Failed",
-        421 => "Misdirected Request",
-        422 => "Unprocessable Content",
-        425 => "Too Early",
-        426 => "Upgrade Required",
-        428 => "Precondition Required",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        451 => "Unavailable For Legal Reasons",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        s if s < 500 => "Client Error",
-        _ => "Server Error",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +450,54 @@ mod tests {
             body_json(&r),
             serde_json::json!({"type":"about:blank","title":"Service Unavailable","status":503})
         );
+    }
+
+    #[test]
+    fn server_errors_hide_extensions_and_field_errors() {
+        let r = Error::new(500)
+            .with_type("https://example.com/p/db")
+            .with_instance("/x")
+            .with_extension("sql", "select * from users")
+            .with_field_error("a", "b")
+            .into_response();
+        assert_eq!(
+            body_json(&r),
+            serde_json::json!({"type":"https://example.com/p/db","title":"Internal Server Error","status":500,"instance":"/x"})
+        );
+    }
+
+    #[test]
+    fn reserved_extension_names_are_dropped() {
+        let r = Error::bad_request()
+            .with_extension("status", 200)
+            .with_extension("n", 1)
+            .with_extension("n", 2)
+            .into_response();
+        assert_eq!(
+            body_json(&r),
+            serde_json::json!({"type":"about:blank","title":"Bad Request","status":400,"n":2})
+        );
+    }
+
+    #[test]
+    fn field_pointer_escapes() {
+        assert_eq!(json_pointer("items/0/name"), "#/items/0/name");
+        assert_eq!(json_pointer("a~b"), "#/a~0b");
+    }
+
+    #[test]
+    fn invalid_error_headers_are_dropped() {
+        let r = Error::unauthorized()
+            .with_header("www-authenticate", "Bearer\r\nx: y")
+            .with_header("www-authenticate", String::from("Bearer realm=\"api\""))
+            .into_response();
+        let v: Vec<_> = r
+            .headers
+            .iter()
+            .filter(|(n, _)| n == "www-authenticate")
+            .collect();
+        assert_eq!(v.len(), 1);
+        assert_eq!(&v[0].1[..], b"Bearer realm=\"api\"");
     }
 
     #[test]

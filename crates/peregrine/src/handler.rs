@@ -2,9 +2,12 @@
 
 use crate::request::Request;
 use crate::response::IntoResponse;
+use crate::state::{Extract, Need};
 use peregrine_server::Response;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// A boxed future that need not be `Send`: handler futures run on the worker thread that owns
 /// the connection (thread-per-core), so they may hold `Rc`s and `RefCell` borrows.
@@ -33,6 +36,13 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + 'static>>;
 pub trait Handler: Send + Sync + 'static {
     /// Answers `req`.
     fn call(&self, req: Request) -> BoxFuture<Response>;
+
+    /// Adds what this handler needs from the application (state types), checked when the
+    /// application is built. Handlers taking [`Extract`] arguments report theirs; the default
+    /// is nothing.
+    fn needs(&self, needs: &mut Vec<Need>) {
+        let _ = needs;
+    }
 }
 
 impl<F, Fut, R> Handler for F
@@ -49,3 +59,90 @@ where
         Box::pin(async move { fut.await.into_response() })
     }
 }
+
+/// Anything that can be a route's handler: a [`Handler`], or an async function taking the
+/// [`Request`] followed by up to three [`Extract`] arguments (such as
+/// [`State`](crate::State) and [`Local`](crate::Local)). `M` only tells the implementations
+/// apart; it is inferred.
+///
+/// ```
+/// use peregrine::{App, Local, Request, State, get};
+/// struct Config { name: String }
+/// struct Cache(std::cell::RefCell<Vec<String>>);
+///
+/// async fn plain(_req: Request) -> &'static str { "plain" }
+/// async fn one(_req: Request, State(cfg): State<Config>) -> String { cfg.name.clone() }
+/// async fn two(_req: Request, cfg: State<Config>, Local(cache): Local<Cache>) -> String {
+///     cache.0.borrow_mut().push(cfg.name.clone());
+///     cache.0.borrow().len().to_string()
+/// }
+/// let app = App::new()
+///     .with_state(Config { name: "n".into() })
+///     .on_worker_start(|_w| async { Ok::<_, std::io::Error>(Cache(Default::default())) })
+///     .route("/a", get(plain))
+///     .route("/b", get(one))
+///     .route("/c", get(two));
+/// assert!(app.try_into_service().is_ok());
+/// ```
+pub trait IntoHandler<M>: Send + Sync + 'static {
+    /// The handler, ready to be shared by every worker.
+    fn into_handler(self) -> Arc<dyn Handler>;
+}
+
+/// Marker for [`IntoHandler`] implemented by a [`Handler`] itself.
+pub enum IsHandler {}
+
+impl<H: Handler> IntoHandler<IsHandler> for H {
+    #[inline]
+    fn into_handler(self) -> Arc<dyn Handler> {
+        Arc::new(self)
+    }
+}
+
+/// A function of the request and extractors, as a [`Handler`].
+struct WithExtractors<F, A> {
+    f: F,
+    // `fn() -> A`: the handler holds no `A`, so it stays `Send + Sync` whatever `A` is.
+    _args: PhantomData<fn() -> A>,
+}
+
+macro_rules! extractor_handlers {
+    ($($a:ident),+) => {
+        impl<F, Fut, R, $($a),+> Handler for WithExtractors<F, ($($a,)+)>
+        where
+            F: Fn(Request, $($a),+) -> Fut + Send + Sync + 'static,
+            Fut: Future<Output = R> + 'static,
+            R: IntoResponse,
+            $($a: Extract),+
+        {
+            fn call(&self, req: Request) -> BoxFuture<Response> {
+                #[allow(non_snake_case)]
+                let ($($a,)+) = ($(match $a::extract(&req) {
+                    Ok(v) => v,
+                    Err(e) => return Box::pin(std::future::ready(e.into_response())),
+                },)+);
+                let fut = (self.f)(req, $($a),+);
+                Box::pin(async move { fut.await.into_response() })
+            }
+            fn needs(&self, needs: &mut Vec<Need>) {
+                $($a::needs(needs);)+
+            }
+        }
+
+        impl<F, Fut, R, $($a),+> IntoHandler<(Request, $($a,)+)> for F
+        where
+            F: Fn(Request, $($a),+) -> Fut + Send + Sync + 'static,
+            Fut: Future<Output = R> + 'static,
+            R: IntoResponse,
+            $($a: Extract),+
+        {
+            fn into_handler(self) -> Arc<dyn Handler> {
+                Arc::new(WithExtractors::<F, ($($a,)+)> { f: self, _args: PhantomData })
+            }
+        }
+    };
+}
+
+extractor_handlers!(A);
+extractor_handlers!(A, B);
+extractor_handlers!(A, B, C);

@@ -34,6 +34,7 @@
 //!
 //! Handler futures run on the worker thread that owns the connection and need not be `Send`.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod app;
@@ -41,22 +42,33 @@ pub mod config;
 pub mod cookie;
 mod error;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
+mod header;
 pub mod middleware;
+pub mod path;
 mod request;
 mod response;
 mod router;
+mod state;
+mod status;
+mod test_client;
 #[cfg(feature = "ws")]
 pub mod ws;
 
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
 pub use error::Error;
-pub use handler::{BoxFuture, Handler};
+pub use handler::{BoxFuture, Handler, IntoHandler, IsHandler};
+pub use header::{Headers, IntoHeaderValue, IntoHeaders};
 pub use request::Request;
 pub use response::{BodySender, Disconnected, Html, IntoResponse, Json, Redirect, StreamBody};
 pub use router::{
     any, delete, get, head, on, options, patch, post, put, trace, MethodRouter, Router,
 };
+pub use state::{Extract, Local, Need, State, WorkerContext};
+pub use status::StatusCode;
+pub use test_client::{TestClient, TestRequest, TestResponse};
 
 /// The engine underneath (configuration, raw request/response types).
 pub use peregrine_server as server;

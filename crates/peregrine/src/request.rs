@@ -9,11 +9,14 @@ use smallvec::SmallVec;
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::str::FromStr;
 use std::sync::Arc;
 
 /// Route index meaning "no route matched".
 pub(crate) const NO_ROUTE: u32 = u32::MAX;
+/// Route index meaning "the path was refused by [`crate::path::normalize`]" (answered 400).
+pub(crate) const BAD_PATH: u32 = u32::MAX - 1;
 
 /// Per-request values by type; a short list beats a hash map for the one or two entries
 /// requests carry, and nothing is allocated until the first insert.
@@ -47,6 +50,12 @@ pub struct Request {
     /// rather than strings: matching allocates nothing.
     pub(crate) params: SmallVec<[(u32, u32); 4]>,
     extensions: Option<Box<Extensions>>,
+    /// The normalised path when it differs from the one sent (see [`crate::path`]); routing
+    /// and the parameter ranges refer to it.
+    normalized_path: Option<Box<str>>,
+    /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
+    /// before middleware and handler run when the app has any.
+    pub(crate) locals: Option<Rc<crate::state::Locals>>,
 }
 
 impl Request {
@@ -62,7 +71,14 @@ impl Request {
             route,
             params,
             extensions: None,
+            normalized_path: None,
+            locals: None,
         }
+    }
+
+    /// Records the normalised path that was routed (only when it differs from the one sent).
+    pub(crate) fn set_normalized_path(&mut self, path: Box<str>) {
+        self.normalized_path = Some(path);
     }
 
     /// The method as sent, e.g. `"GET"`.
@@ -75,10 +91,15 @@ impl Request {
     pub fn method_kind(&self) -> Method {
         self.inner.method_kind()
     }
-    /// The path, still percent-encoded (use [`Request::param`] for decoded segments).
+    /// The path as routed: normalised by the rules of [`crate::path`] (unreserved escapes
+    /// decoded, `//` merged), otherwise still percent-encoded (use [`Request::param`] for
+    /// decoded segments). [`Request::target`] has the request-target exactly as sent.
     #[inline]
     pub fn path(&self) -> &str {
-        self.inner.path()
+        match &self.normalized_path {
+            Some(p) => p,
+            None => self.inner.path(),
+        }
     }
     /// The whole request-target as sent.
     pub fn target(&self) -> &str {
@@ -122,7 +143,7 @@ impl Request {
         let route = self.shared.routes.get(self.route as usize)?;
         let i = route.param_names.iter().position(|n| &**n == name)?;
         let (s, e) = *self.params.get(i)?;
-        self.inner.path().get(s as usize..e as usize)
+        self.path().get(s as usize..e as usize)
     }
 
     /// Path parameter `name`, percent-decoded, as text. Allocates only if the segment
@@ -171,7 +192,7 @@ impl Request {
             .routes
             .get(self.route as usize)
             .map_or(&[], |r| &r.param_names[..]);
-        let path = self.inner.path();
+        let path = self.path();
         names
             .iter()
             .zip(self.params.iter())
@@ -266,6 +287,46 @@ impl Request {
                 std::any::type_name::<T>()
             ))
         })
+    }
+
+    /// Shared state of type `T` as an owned handle (what [`State<T>`](crate::State) holds).
+    pub fn state_arc<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, Error> {
+        crate::state::find_shared::<T>(self.shared.states_map())
+            .ok_or_else(|| missing_state("application", std::any::type_name::<T>()))
+    }
+
+    /// This worker's value of type `T`, built by
+    /// [`App::on_worker_start`](crate::App::on_worker_start) (or
+    /// [`App::worker_local`](crate::App::worker_local)). Fails with a (logged) 500 if no
+    /// initialiser builds a `T`; prefer a [`Local<T>`](crate::Local) handler argument, which
+    /// is checked when the app is built.
+    ///
+    /// ```
+    /// use peregrine::{App, Error, Request, get};
+    /// use std::cell::Cell;
+    /// struct Served(Cell<u64>);
+    /// async fn count(req: Request) -> Result<String, Error> {
+    ///     let served = req.local::<Served>()?;
+    ///     served.0.set(served.0.get() + 1);
+    ///     Ok(served.0.get().to_string())
+    /// }
+    /// let app = App::new().worker_local(|_w| Served(Cell::new(0))).route("/", get(count));
+    /// # let _ = app;
+    /// ```
+    pub fn local<T: 'static>(&self) -> Result<&T, Error> {
+        self.locals
+            .as_ref()
+            .and_then(|l| l.get_ref::<T>())
+            .ok_or_else(|| missing_state("per-worker", std::any::type_name::<T>()))
+    }
+
+    /// This worker's value of type `T` as an owned handle (what [`Local<T>`](crate::Local)
+    /// holds).
+    pub fn local_rc<T: 'static>(&self) -> Result<Rc<T>, Error> {
+        self.locals
+            .as_ref()
+            .and_then(|l| l.get::<T>())
+            .ok_or_else(|| missing_state("per-worker", std::any::type_name::<T>()))
     }
 
     /// Stores a per-request value (middleware passing data to handlers, e.g. the request id).
@@ -387,6 +448,10 @@ impl Request {
     pub fn as_server_request(&self) -> &peregrine_server::Request {
         &self.inner
     }
+}
+
+fn missing_state(kind: &str, type_name: &str) -> Error {
+    Error::internal().with_detail(format!("no {kind} state of type {type_name} registered"))
 }
 
 fn missing_param(name: &str) -> Error {

@@ -1,6 +1,8 @@
 //! Turning handler results into responses.
 
 use crate::error::Error;
+use crate::header::{self, IntoHeaders};
+use crate::status::StatusCode;
 use bytes::{Bytes, BytesMut};
 use futures_core::Stream;
 use peregrine_server::{Response, ResponseBody};
@@ -16,15 +18,71 @@ const OCTET_STREAM: &[u8] = b"application/octet-stream";
 
 /// Anything a handler may return. Implemented for [`Response`], strings (text/plain), bytes
 /// (application/octet-stream), [`Json`], [`Html`], [`Redirect`], [`StreamBody`], `()` (empty
-/// 200), [`Error`], `Result<T, E>` where both sides are responses, `(u16, T)` to set the status
-/// and `(u16, [(name, value); N], T)` to add headers as well.
+/// 200), a bare [`StatusCode`], [`Error`], `Result<T, E>` where both sides are responses
+/// (so your own error type works as soon as it implements `IntoResponse`), `(status, T)` to set
+/// the status and `(status, headers, T)` / `(headers, T)` to add headers, where `status` is a
+/// `u16` or a [`StatusCode`] and `headers` an array or `Vec` of `(name, value)` pairs or a
+/// [`Headers`](crate::Headers), values being anything [`IntoHeaderValue`](crate::IntoHeaderValue)
+/// (`&str`, `String`, bytes, numbers, `SystemTime`).
 ///
 /// ```
-/// use peregrine::{IntoResponse, Json};
+/// use peregrine::{IntoResponse, Json, StatusCode};
 /// let r = (201, Json(serde_json::json!({"ok": true}))).into_response();
 /// assert_eq!(r.status, 201);
 /// let r = (202, [("x-job", "7")], "queued").into_response();
 /// assert_eq!(r.status, 202);
+/// let r = (StatusCode::CREATED, [("location", format!("/jobs/{}", 7))], "made").into_response();
+/// assert_eq!(r.status, 201);
+/// let r = ([("cache-control", "no-store")], "fresh").into_response();
+/// assert_eq!(r.status, 200);
+/// ```
+///
+/// Your own error type: implement `IntoResponse` and return `Result<T, AppError>`; its answer
+/// is used as is (an `AppError` that also implements `std::error::Error` is *not* turned into
+/// a 500 on the way):
+///
+/// ```
+/// use peregrine::server::{Request as Raw, Service};
+/// use peregrine::{get, App, Error, IntoResponse, Json, Request, Response, StatusCode};
+///
+/// #[derive(Debug)]
+/// enum AppError { NotFound(u64), Invalid(&'static str), Peregrine(Error) }
+///
+/// impl std::fmt::Display for AppError {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{self:?}") }
+/// }
+/// impl std::error::Error for AppError {}
+///
+/// impl IntoResponse for AppError {
+///     fn into_response(self) -> Response {
+///         match self {
+///             AppError::NotFound(id) => Error::not_found().with_detail(format!("no todo {id}")),
+///             AppError::Invalid(why) => Error::new(422).with_detail(why),
+///             AppError::Peregrine(e) => e,
+///         }
+///         .into_response()
+///     }
+/// }
+/// // Extractor errors (`req.param()?`) keep their own status.
+/// impl From<Error> for AppError {
+///     fn from(e: Error) -> Self { AppError::Peregrine(e) }
+/// }
+///
+/// async fn show(req: Request) -> Result<Json<u64>, AppError> {
+///     let id: u64 = req.param("id")?;
+///     if id == 0 { return Err(AppError::Invalid("id must be positive")); }
+///     Err(AppError::NotFound(id))
+/// }
+///
+/// let svc = App::new().route("/todos/{id}", get(show)).into_service();
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let call = |t: &str| {
+///     let raw = format!("GET {t} HTTP/1.1\r\nHost: x\r\n\r\n");
+///     rt.block_on(svc.call(Raw::from_bytes(raw.as_bytes(), "127.0.0.1:1".parse().unwrap()).unwrap()))
+/// };
+/// assert_eq!(call("/todos/7").status, StatusCode::NOT_FOUND);   // AppError's answer, not a 500
+/// assert_eq!(call("/todos/0").status, 422);
+/// assert_eq!(call("/todos/x").status, StatusCode::BAD_REQUEST); // from req.param
 /// ```
 pub trait IntoResponse {
     /// Converts into a response.
@@ -92,12 +150,25 @@ impl IntoResponse for () {
     }
 }
 
-impl<T: IntoResponse, E: Into<Error>> IntoResponse for Result<T, E> {
+/// `Ok` and `Err` both answer as themselves: `Result<T, Error>`, `Result<T, YourError>`.
+impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
     #[inline]
     fn into_response(self) -> Response {
         match self {
             Ok(t) => t.into_response(),
-            Err(e) => e.into().into_response(),
+            Err(e) => e.into_response(),
+        }
+    }
+}
+
+/// A bare status: empty below 400, the problem document for that status from 400 on.
+impl IntoResponse for StatusCode {
+    fn into_response(self) -> Response {
+        let code = self.as_u16();
+        if code >= 400 {
+            Error::new(code).into_response()
+        } else {
+            Response::new(code)
         }
     }
 }
@@ -112,17 +183,60 @@ impl<T: IntoResponse> IntoResponse for (u16, T) {
     }
 }
 
-/// `(status, headers, body)`; header values given as `&'static str`.
-impl<T: IntoResponse, const N: usize> IntoResponse for (u16, [(&'static str, &'static str); N], T) {
+/// `(status, body)`.
+impl<T: IntoResponse> IntoResponse for (StatusCode, T) {
+    #[inline]
+    fn into_response(self) -> Response {
+        (self.0.as_u16(), self.1).into_response()
+    }
+}
+
+/// `(status, headers, body)`.
+impl<H: IntoHeaders, T: IntoResponse> IntoResponse for (u16, H, T) {
     fn into_response(self) -> Response {
         let mut r = self.2.into_response();
         r.status = self.0;
-        for (n, v) in self.1 {
-            r.headers
-                .push((Cow::Borrowed(n), Cow::Borrowed(v.as_bytes())));
-        }
-        r
+        add_headers(r, self.1)
     }
+}
+
+/// `(status, headers, body)`.
+impl<H: IntoHeaders, T: IntoResponse> IntoResponse for (StatusCode, H, T) {
+    fn into_response(self) -> Response {
+        (self.0.as_u16(), self.1, self.2).into_response()
+    }
+}
+
+/// `(headers, body)`.
+impl<K, V, T, const N: usize> IntoResponse for ([(K, V); N], T)
+where
+    [(K, V); N]: IntoHeaders,
+    T: IntoResponse,
+{
+    fn into_response(self) -> Response {
+        add_headers(self.1.into_response(), self.0)
+    }
+}
+
+/// `(headers, body)`.
+impl<T: IntoResponse> IntoResponse for (crate::Headers, T) {
+    fn into_response(self) -> Response {
+        add_headers(self.1.into_response(), self.0)
+    }
+}
+
+/// Appends `headers` to `r`, or answers a logged 500 if one of them is malformed (it would
+/// split or corrupt the header block).
+fn add_headers(mut r: Response, headers: impl IntoHeaders) -> Response {
+    for (n, v) in headers.into_headers() {
+        if !header::valid_name(&n) || !header::valid_value(&v) {
+            return Error::internal()
+                .with_detail(format!("invalid response header {n:?}"))
+                .into_response();
+        }
+        r.headers.push((n, v));
+    }
+    r
 }
 
 /// A JSON response (`application/json`), serialised with `serde_json`.

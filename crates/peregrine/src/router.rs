@@ -1,6 +1,6 @@
 //! Route tables: per-method handlers, groups with a prefix, layers per group.
 
-use crate::handler::Handler;
+use crate::handler::{Handler, IntoHandler};
 use crate::middleware::{self, Hook, Layer, Middleware};
 use peregrine_server::Method;
 use std::sync::Arc;
@@ -24,6 +24,10 @@ pub(crate) fn slot(m: Method) -> Option<usize> {
         Method::Trace => 8,
         Method::Other => return None,
     })
+}
+
+pub(crate) fn slot_name(i: usize) -> &'static str {
+    SLOT_NAMES[i]
 }
 
 fn slot_by_name(name: &str) -> Option<usize> {
@@ -76,14 +80,14 @@ macro_rules! method_fns {
         impl MethodRouter {
             $(
                 $(#[$doc])*
-                pub fn $name<H: Handler>(self, handler: H) -> Self {
-                    self.set_slot($slot, Arc::new(handler))
+                pub fn $name<M, H: IntoHandler<M>>(self, handler: H) -> Self {
+                    self.set_slot($slot, handler.into_handler())
                 }
             )*
         }
         $(
             $(#[$doc])*
-            pub fn $name<H: Handler>(handler: H) -> MethodRouter {
+            pub fn $name<M, H: IntoHandler<M>>(handler: H) -> MethodRouter {
                 MethodRouter::default().$name(handler)
             }
         )*
@@ -125,9 +129,9 @@ method_fns! {
 /// }));
 /// # let _ = app;
 /// ```
-pub fn any<H: Handler>(handler: H) -> MethodRouter {
+pub fn any<M, H: IntoHandler<M>>(handler: H) -> MethodRouter {
     MethodRouter {
-        any: Some(Endpoint::new(Arc::new(handler))),
+        any: Some(Endpoint::new(handler.into_handler())),
         ..MethodRouter::default()
     }
 }
@@ -139,7 +143,7 @@ pub fn any<H: Handler>(handler: H) -> MethodRouter {
 /// let r = on("PROPFIND", |_req: Request| async { (207, "<multistatus/>") });
 /// # let _ = r;
 /// ```
-pub fn on<H: Handler>(method: &str, handler: H) -> MethodRouter {
+pub fn on<M, H: IntoHandler<M>>(method: &str, handler: H) -> MethodRouter {
     MethodRouter::default().on(method, handler)
 }
 
@@ -159,26 +163,26 @@ impl MethodRouter {
     ///
     /// # Panics
     /// If `method` is not a valid token or already has a handler.
-    pub fn on<H: Handler>(mut self, method: &str, handler: H) -> Self {
+    pub fn on<M, H: IntoHandler<M>>(mut self, method: &str, handler: H) -> Self {
         assert!(
-            !method.is_empty() && method.bytes().all(is_tchar),
+            peregrine_server::codec::grammar::is_token(method.as_bytes()),
             "invalid method name {method:?}"
         );
         if let Some(i) = slot_by_name(method) {
-            return self.set_slot(i, Arc::new(handler));
+            return self.set_slot(i, handler.into_handler());
         }
         assert!(
             !self.other.iter().any(|(n, _)| &**n == method),
             "handler for {method} set twice"
         );
         self.other
-            .push((method.into(), Endpoint::new(Arc::new(handler))));
+            .push((method.into(), Endpoint::new(handler.into_handler())));
         self
     }
 
     /// Handles every method not otherwise set.
-    pub fn any<H: Handler>(mut self, handler: H) -> Self {
-        self.any = Some(Endpoint::new(Arc::new(handler)));
+    pub fn any<M, H: IntoHandler<M>>(mut self, handler: H) -> Self {
+        self.any = Some(Endpoint::new(handler.into_handler()));
         self
     }
 
@@ -265,10 +269,6 @@ impl MethodRouter {
         names.extend(self.other.iter().map(|(n, _)| &**n));
         names.join(", ").into_bytes()
     }
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// A group of routes sharing a prefix (when nested) and layers.

@@ -94,8 +94,9 @@ fn parameters_are_percent_decoded_and_typed() {
     assert_eq!(s.get("/decode/caf%C3%A9", &[]).text(), "café");
     // '+' is only a space in query strings, not in paths.
     assert_eq!(s.get("/decode/a+b", &[]).text(), "a+b");
-    // An encoded slash stays inside one segment.
-    assert_eq!(s.get("/decode/a%2Fb", &[]).text(), "a/b");
+    // An encoded slash is refused unless the app opts in (see `encoded_slashes_opt_in`).
+    s.get("/decode/a%2Fb", &[])
+        .assert_problem(400, "Bad Request");
     let r = s.get("/decode/%FF", &[]);
     let j = r.assert_problem(400, "Bad Request");
     assert_eq!(j["detail"], "path parameter `name` is not valid UTF-8");
@@ -107,6 +108,43 @@ fn parameters_are_percent_decoded_and_typed() {
         j["detail"],
         "path parameter `n`: invalid digit found in string"
     );
+}
+
+#[test]
+fn encoded_slashes_opt_in() {
+    let s = TestServer::start(app().encoded_slashes(peregrine::path::EncodedSlashes::Keep));
+    // The encoded slash stays inside one segment, and the handler decodes it.
+    assert_eq!(s.get("/decode/a%2Fb", &[]).text(), "a/b");
+    assert_eq!(s.get("/decode/a%2fb", &[]).text(), "a/b");
+    assert_eq!(
+        s.get("/files/a%2fb/c", &[]).text(),
+        "GET /files/{*path} [path=a%2Fb/c]"
+    );
+    s.get("/decode/a%00b", &[])
+        .assert_problem(400, "Bad Request");
+}
+
+#[test]
+fn paths_are_normalised_before_routing() {
+    let s = TestServer::start(app());
+    // Unreserved escapes decoded, empty segments merged: the same route as the plain spelling.
+    assert_eq!(s.get("/%75sers/%37", &[]).text(), "GET /users/{id} [id=7]");
+    assert_eq!(s.get("//users//7", &[]).text(), "GET /users/{id} [id=7]");
+    assert_eq!(s.get("/users/m%65", &[]).text(), "static wins");
+    // Other escapes stay encoded (hex upper-cased) for the handler to decode once.
+    assert_eq!(
+        s.get("/files/a%2cb/%c3%a9", &[]).text(),
+        "GET /files/{*path} [path=a%2Cb/%C3%A9]"
+    );
+    assert_eq!(s.get("/decode/caf%c3%a9", &[]).text(), "café");
+    // Dot segments are refused, not resolved.
+    for p in ["/users/./7", "/users/../users/7", "/users/%2e%2E", "/./"] {
+        let j = s.get(p, &[]).assert_problem(400, "Bad Request");
+        assert!(j["detail"].as_str().unwrap().contains("'.'"), "{p}");
+    }
+    // `OPTIONS *` is not a path and passes untouched.
+    let r = s.send(&request("OPTIONS", "*", &[], ""));
+    assert_eq!(r.status, 204);
 }
 
 #[test]

@@ -28,11 +28,21 @@ impl Coding {
 /// XML, SVG, WASM). Every response with such a content type gets `Vary: Accept-Encoding`, so
 /// caches keep the variants apart; a strong `ETag` becomes weak on a compressed answer.
 ///
-/// Left untouched: streamed bodies, responses that already have a `Content-Encoding`, and
-/// responses with `Cache-Control: no-transform`.
+/// Left untouched: streamed bodies, responses that already have a `Content-Encoding`, partial
+/// content (206, or any response with `Content-Range`: compressing it would break the range),
+/// and responses with `Cache-Control: no-transform`.
 ///
-/// Compression runs on the worker thread; the default levels (brotli 4, gzip 5) trade a
-/// little ratio for speed, as servers compressing on the fly usually do.
+/// **Where it runs.** Bodies up to [`Compression::inline_limit`] (default 64 KiB) are compressed
+/// on the worker thread: that is microseconds and cheaper than a hand-off. Larger ones, up to
+/// [`Compression::max_size`] (default 4 MiB), go to tokio's blocking pool so that one big body
+/// does not stall every other connection of the worker; bodies past `max_size` are sent as they
+/// are. The default levels (brotli 4, gzip 5) trade a little ratio for speed, as servers
+/// compressing on the fly usually do.
+///
+/// **BREACH.** Compressing a response that reflects attacker-chosen input next to a secret (a
+/// CSRF token in a page that echoes a query parameter) over TLS leaks the secret through the
+/// compressed length. Do not put this layer on such routes, or mask the secret per response;
+/// see `docs/security.md`.
 ///
 /// ```
 /// use peregrine::middleware::Compression;
@@ -46,6 +56,8 @@ pub struct Compression {
     brotli_quality: u32,
     gzip: bool,
     brotli: bool,
+    inline_limit: usize,
+    max_size: usize,
 }
 
 impl Default for Compression {
@@ -63,7 +75,20 @@ impl Compression {
             brotli_quality: 4,
             gzip: true,
             brotli: true,
+            inline_limit: 64 * 1024,
+            max_size: 4 * 1024 * 1024,
         }
+    }
+    /// Largest body compressed on the worker thread itself; larger ones are compressed on the
+    /// blocking pool.
+    pub fn inline_limit(mut self, bytes: usize) -> Self {
+        self.inline_limit = bytes;
+        self
+    }
+    /// Largest body compressed at all; larger bodies are sent uncompressed.
+    pub fn max_size(mut self, bytes: usize) -> Self {
+        self.max_size = bytes;
+        self
     }
     /// Smallest body (in bytes) worth compressing.
     pub fn min_size(mut self, bytes: usize) -> Self {
@@ -226,7 +251,10 @@ impl Middleware for Compression {
         let fut = next.run(req);
         Box::pin(async move {
             let mut res = fut.await;
-            if res.status < 200 || res.status == 204 || res.status == 304 {
+            if res.status < 200 || res.status == 204 || res.status == 206 || res.status == 304 {
+                return res;
+            }
+            if find(&res, "content-range").is_some() {
                 return res;
             }
             if !find(&res, "content-type").is_some_and(compressible) {
@@ -245,10 +273,19 @@ impl Middleware for Compression {
             let (Some(coding), ResponseBody::Full(body)) = (coding, &res.body) else {
                 return res;
             };
-            if body.len() < this.min_size {
+            if body.len() < this.min_size || body.len() > this.max_size {
                 return res;
             }
-            let compressed = match this.compress(coding, body) {
+            let compressed = if body.len() <= this.inline_limit {
+                this.compress(coding, body)
+            } else {
+                // Off the worker thread: a multi-megabyte brotli run takes tens of ms.
+                let data = body.clone();
+                tokio::task::spawn_blocking(move || this.compress(coding, &data))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            };
+            let compressed = match compressed {
                 Ok(c) => c,
                 Err(e) => {
                     // Only an allocation failure could get here; the identity body is still right.

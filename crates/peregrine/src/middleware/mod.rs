@@ -26,7 +26,7 @@
 //! # let _ = app;
 //! ```
 
-mod compression;
+pub(crate) mod compression;
 mod cors;
 mod logger;
 mod request_id;

@@ -1,0 +1,236 @@
+//! The body of the request being answered: its framing state, decoding from the read buffer
+//! (Content-Length or chunked, with the body-size limit), waiting for more with the body timeouts
+//! and the minimum body rate, `100 Continue`, and draining what the handler left unread.
+
+use super::io::{deadline_after, time_at_rate, Fill, Io};
+use super::Conn;
+use crate::body::BodyError;
+use bytes::{Buf, Bytes};
+use peregrine_codec::response::CONTINUE_100;
+use peregrine_codec::{ChunkedDecoder, ChunkedStep};
+use tokio::time::Instant;
+
+/// Largest read buffer reserved for a request body read.
+const BODY_READ_MAX: usize = 64 * 1024;
+/// An unread request body of at most this many bytes is read and discarded after the response so
+/// the connection can be kept; a larger rest closes the connection instead.
+pub(super) const DRAIN_MAX: u64 = 256 * 1024;
+
+/// How the framing of the current request's body is progressing.
+pub(super) enum BodyState {
+    /// No body, or fully read.
+    Done,
+    /// This many bytes of a Content-Length body are still to come.
+    Length(u64),
+    /// A chunked body, this many data bytes delivered so far.
+    Chunked(ChunkedDecoder, u64),
+    /// Reading failed (the connection will close after the response).
+    Failed(BodyError),
+}
+
+/// One decoding step of the current body.
+enum Step {
+    Data(Bytes),
+    End,
+    NeedMore,
+    Err(BodyError),
+}
+
+impl Conn {
+    /// Slow path (a body read would block): when this wait starts, and when it must end.
+    /// `body_timeout` bounds one wait; over all the waits for this body, `body_total_timeout`
+    /// bounds their sum and `body_min_rate` the rate after `body_rate_grace` (mod_reqtimeout's
+    /// `body=grace,MinRate=rate`: every `rate` bytes received buy one more second). Covers the
+    /// drain of an unread body too (issue 17).
+    fn body_wait_deadline(&self) -> (Instant, Instant) {
+        let cfg = &self.shared.config;
+        let now = Instant::now();
+        let io = self.io.borrow();
+        let mut budget = cfg
+            .body_timeout
+            .min(cfg.body_total_timeout.saturating_sub(io.body_waited));
+        if cfg.body_min_rate > 0 {
+            let allowance = cfg
+                .body_rate_grace
+                .saturating_add(time_at_rate(io.body_read, cfg.body_min_rate));
+            budget = budget.min(allowance.saturating_sub(io.body_waited));
+        }
+        (now, deadline_after(now, budget))
+    }
+
+    /// Marks the current body failed (for example when the handler's limit was passed), so the
+    /// driver closes the connection after the response.
+    pub(crate) fn fail_body(&self, gen: u64, err: BodyError) {
+        let mut io = self.io.borrow_mut();
+        if io.gen == gen && !matches!(io.body, BodyState::Done) {
+            io.body = BodyState::Failed(err);
+        }
+    }
+
+    /// Decodes the next piece of the current body from what is buffered.
+    fn body_step(&self, io: &mut Io) -> Step {
+        let max_body = self.shared.config.max_body_size;
+        match &mut io.body {
+            BodyState::Done => Step::End,
+            BodyState::Failed(e) => Step::Err(e.clone()),
+            BodyState::Length(rem) => {
+                if io.rbuf.is_empty() {
+                    return Step::NeedMore;
+                }
+                let n = (*rem).min(io.rbuf.len() as u64);
+                *rem -= n;
+                let data = io.rbuf.split_to(n as usize).freeze();
+                if *rem == 0 {
+                    io.body = BodyState::Done;
+                }
+                Step::Data(data)
+            }
+            BodyState::Chunked(dec, delivered) => loop {
+                match dec.decode(&io.rbuf, &self.shared.config.limits) {
+                    Ok(ChunkedStep::NeedMore { consumed }) => {
+                        io.rbuf.advance(consumed);
+                        // A chunk that declares more than the limit allows is refused now, not
+                        // after its data trickled in (issue 17).
+                        if chunked_over_limit(dec, *delivered, max_body) {
+                            io.body = BodyState::Failed(BodyError::TooLarge);
+                            return Step::Err(BodyError::TooLarge);
+                        }
+                        return Step::NeedMore;
+                    }
+                    Ok(ChunkedStep::Data {
+                        consumed,
+                        data_start,
+                        data_len,
+                    }) => {
+                        io.rbuf.advance(data_start);
+                        let data = io.rbuf.split_to(data_len).freeze();
+                        io.rbuf.advance(consumed - data_start - data_len);
+                        *delivered += data_len as u64;
+                        if chunked_over_limit(dec, *delivered, max_body) {
+                            io.body = BodyState::Failed(BodyError::TooLarge);
+                            return Step::Err(BodyError::TooLarge);
+                        }
+                        if data_len > 0 {
+                            return Step::Data(data);
+                        }
+                    }
+                    Ok(ChunkedStep::Done { consumed }) => {
+                        io.rbuf.advance(consumed);
+                        io.body = BodyState::Done;
+                        return Step::End;
+                    }
+                    Err(e) => {
+                        let err = BodyError::Invalid(e.reason);
+                        io.body = BodyState::Failed(err.clone());
+                        return Step::Err(err);
+                    }
+                }
+            },
+        }
+    }
+
+    /// Next piece of the body of request `gen` (see [`Body::chunk`]).
+    pub(crate) async fn body_chunk(&self, gen: u64) -> Result<Option<Bytes>, BodyError> {
+        loop {
+            {
+                let mut io = self.io.borrow_mut();
+                if io.gen != gen {
+                    return Err(BodyError::Incomplete);
+                }
+                match self.body_step(&mut io) {
+                    Step::Data(b) => return Ok(Some(b)),
+                    Step::End => return Ok(None),
+                    Step::Err(e) => return Err(e),
+                    Step::NeedMore => {}
+                }
+                if io.eof {
+                    io.body = BodyState::Failed(BodyError::Incomplete);
+                    return Err(BodyError::Incomplete);
+                }
+                if io.continue_pending {
+                    io.continue_pending = false;
+                    io.out.extend_from_slice(CONTINUE_100);
+                }
+                // Read bodies in larger pieces than heads: up to what is still expected, at
+                // most 64 KiB per read (the handler holds what it was given, not this buffer).
+                let want = match io.body {
+                    BodyState::Length(rem) => rem.min(BODY_READ_MAX as u64) as usize,
+                    _ => BODY_READ_MAX / 4,
+                };
+                if io.rbuf.capacity() - io.rbuf.len() < want {
+                    io.rbuf.reserve(want);
+                }
+            }
+            let before = self.io.borrow().rbuf.len();
+            // Before waiting for the client, send it what it may be waiting for: earlier
+            // pipelined responses and the `100 Continue`.
+            if self.flush().await.is_err() {
+                self.fail_body(gen, BodyError::Incomplete);
+                return Err(BodyError::Incomplete);
+            }
+            let (since, deadline) = self.body_wait_deadline();
+            let filled = self.fill(deadline).await;
+            {
+                let mut io = self.io.borrow_mut();
+                io.body_waited = io.body_waited.saturating_add(since.elapsed());
+            }
+            match filled {
+                Ok(Fill::Data) => {
+                    let mut io = self.io.borrow_mut();
+                    let got = io.rbuf.len().saturating_sub(before) as u64;
+                    io.body_read = io.body_read.saturating_add(got);
+                }
+                Ok(Fill::Eof) => {}
+                Ok(Fill::TimedOut) => {
+                    self.fail_body(gen, BodyError::Timeout);
+                    return Err(BodyError::Timeout);
+                }
+                Err(_) => {
+                    self.fail_body(gen, BodyError::Incomplete);
+                    return Err(BodyError::Incomplete);
+                }
+            }
+        }
+    }
+
+    /// Reads and discards what is left of the current body, up to `DRAIN_MAX` bytes. `true` if
+    /// the body ended and the next request can be read.
+    pub(super) async fn drain_body(&self) -> bool {
+        let gen = self.io.borrow().gen;
+        let mut drained = 0u64;
+        let ext_before = self.chunk_extension_bytes();
+        loop {
+            match self.body_chunk(gen).await {
+                Ok(None) => return true,
+                Ok(Some(b)) => {
+                    drained += b.len() as u64;
+                    // Chunk extensions are input to skip too (issue 17).
+                    let ext = self.chunk_extension_bytes().saturating_sub(ext_before);
+                    if drained.saturating_add(ext) > DRAIN_MAX {
+                        return false;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Chunk-extension bytes of the current body so far (0 unless it is chunked).
+    fn chunk_extension_bytes(&self) -> u64 {
+        match &self.io.borrow().body {
+            BodyState::Chunked(dec, _) => dec.extension_bytes(),
+            _ => 0,
+        }
+    }
+}
+
+/// Whether a chunked body already breaks `max_body`: the data delivered, plus what the current
+/// chunk still declares, plus every chunk-extension byte so far (issue 17: an oversized chunk
+/// is answered 413 at once, and extensions cannot carry unbounded input).
+#[inline]
+fn chunked_over_limit(dec: &ChunkedDecoder, delivered: u64, max_body: u64) -> bool {
+    delivered
+        .saturating_add(dec.chunk_data_remaining())
+        .saturating_add(dec.extension_bytes())
+        > max_body
+}

@@ -1,0 +1,382 @@
+//! A connection's socket and buffers: reading (with deadlines), writing once per batch (with the
+//! write timeout and the minimum write rate), lingering close. The driver (`mod.rs`) and the
+//! request body (`body.rs`) share one [`Conn`] through an `Rc`; no borrow of its state is held
+//! across an `.await`.
+
+use super::body::BodyState;
+use crate::transport::{Stream, Transport};
+use crate::worker::WorkerShared;
+use bytes::BytesMut;
+use std::cell::RefCell;
+use std::io;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::{timeout_at, Instant};
+
+/// Size of a fresh read buffer. Requests of load generators and browsers fit in it; it grows
+/// on demand (up to the codec's head limits, or by what a body read asks for).
+pub(crate) const READ_BUF_INITIAL: usize = 4096;
+/// Buffers larger than these (grown for a body or a big batch) are freed rather than kept in a
+/// recycled connection shell.
+const READ_BUF_KEEP: usize = 4 * READ_BUF_INITIAL;
+const OUT_BUF_KEEP: usize = 64 * 1024;
+/// Read at least this much spare capacity before each `read(2)`.
+pub(crate) const READ_SPARE: usize = 1024;
+/// After the last response, read and discard for at most this long (or this many bytes) before
+/// closing, so the client reads the answer rather than a reset (nginx `lingering_close`).
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1024 * 1024;
+
+/// Mutable per-connection state.
+pub(crate) struct Io {
+    /// Bytes received and not consumed yet. Released to the worker pool while idle.
+    pub(super) rbuf: BytesMut,
+    /// Response bytes not written yet (`out[out_pos..]`). Released to the pool while idle.
+    pub(super) out: Vec<u8>,
+    pub(super) out_pos: usize,
+    /// The client closed its sending side.
+    pub(super) eof: bool,
+    pub(super) body: BodyState,
+    /// Identifies the request whose body is current (see `Body`).
+    pub(super) gen: u64,
+    /// The client sent `Expect: 100-continue` and the interim response was not sent yet.
+    pub(super) continue_pending: bool,
+    /// Slow-client accounts (issue 17), kept only where a read or write would block, so the
+    /// fast path never reads the clock. Only time spent waiting for the client counts (a slow
+    /// handler or stream is not the client's fault): the time the current body was waited
+    /// for, and the body bytes read by those waits (see `ServerConfig::body_min_rate`) ...
+    pub(super) body_waited: Duration,
+    pub(super) body_read: u64,
+    /// ... and the time spent waiting for writability since the output was last fully written
+    /// (`None`: no write has blocked since), with the bytes written meanwhile (see
+    /// `ServerConfig::write_min_rate`).
+    write_waited: Option<Duration>,
+    write_sent: u64,
+}
+
+/// One connection, shared by the driver and the body of the request being answered.
+///
+/// Exists while the connection is busy; an idle connection keeps only its socket. The shells
+/// are recycled by the worker (see [`WorkerShared::take_conn`]), so going busy costs no
+/// allocation.
+pub(crate) struct Conn {
+    /// `None` only while the shell waits in the worker's pool.
+    stream: Option<Stream>,
+    pub(super) shared: Rc<WorkerShared>,
+    pub(super) io: RefCell<Io>,
+}
+
+/// Outcome of waiting for input.
+pub(super) enum Fill {
+    Data,
+    Eof,
+    TimedOut,
+}
+
+impl Conn {
+    /// A connection with no buffers yet ([`Conn::try_fill`] takes them from the worker's pools).
+    pub(crate) fn new(stream: Stream, shared: Rc<WorkerShared>) -> Self {
+        Conn {
+            stream: Some(stream),
+            shared,
+            io: RefCell::new(Io {
+                rbuf: BytesMut::new(),
+                out: Vec::new(),
+                out_pos: 0,
+                eof: false,
+                body: BodyState::Done,
+                gen: 0,
+                continue_pending: false,
+                body_waited: Duration::ZERO,
+                body_read: 0,
+                write_waited: None,
+                write_sent: 0,
+            }),
+        }
+    }
+
+    /// Makes a recycled shell (see [`Conn::retire`]) a connection for `stream`, keeping the
+    /// shell's (empty) buffers.
+    pub(crate) fn reuse(&mut self, stream: Stream) {
+        self.stream = Some(stream);
+        let io = self.io.get_mut();
+        io.out_pos = 0;
+        io.eof = false;
+        io.body = BodyState::Done;
+        io.continue_pending = false;
+        io.write_waited = None;
+        // `gen` goes on counting: a body of an earlier request can never match a later one.
+    }
+
+    /// Takes the socket out of a connection that went idle, leaving a shell to recycle. The
+    /// shell keeps its buffers (empty: the connection answered everything it received) unless
+    /// they grew large, so the next connection to go busy takes them with it, without a trip
+    /// through the buffer pools.
+    pub(crate) fn retire(&mut self) -> Stream {
+        let io = self.io.get_mut();
+        debug_assert!(io.rbuf.is_empty() && io.out_pos >= io.out.len());
+        // Unconditionally (issue 17): bytes of one client must never be parsed as another's.
+        io.rbuf.clear();
+        if io.rbuf.capacity() > READ_BUF_KEEP {
+            io.rbuf = BytesMut::new();
+        }
+        io.out.clear();
+        io.out_pos = 0;
+        if io.out.capacity() > OUT_BUF_KEEP {
+            io.out = Vec::new();
+        }
+        self.stream
+            .take()
+            .expect("a connection in use has its socket")
+    }
+
+    #[inline]
+    pub(super) fn stream(&self) -> &Stream {
+        match &self.stream {
+            Some(s) => s,
+            // Only pooled shells have no socket, and nothing runs on them.
+            None => unreachable!("a connection in use has its socket"),
+        }
+    }
+
+    /// Waits (until `deadline`) for the socket to be readable and reads what is there into the
+    /// read buffer.
+    pub(super) async fn fill(&self, deadline: Instant) -> io::Result<Fill> {
+        loop {
+            // Boxed: waiting is the slow path, and a timer inline would double the size of
+            // every future that can read (the per-batch future is copied into its block once
+            // per request when clients do not pipeline).
+            match Box::pin(timeout_at(deadline, self.stream().readable())).await {
+                Err(_) => return Ok(Fill::TimedOut),
+                Ok(r) => r?,
+            }
+            if let Some(f) = self.try_fill()? {
+                return Ok(f);
+            }
+        }
+    }
+
+    /// One non-blocking read into the read buffer, taking buffers from the pool first if the
+    /// connection had released its own. `None` if nothing was there.
+    pub(super) fn try_fill(&self) -> io::Result<Option<Fill>> {
+        let mut io = self.io.borrow_mut();
+        if io.rbuf.capacity() == 0 {
+            io.rbuf = self.shared.take_read_buf();
+        }
+        if io.out.capacity() == 0 {
+            io.out = self.shared.take_out_buf();
+        }
+        if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
+            io.rbuf.reserve(READ_BUF_INITIAL);
+        }
+        match read_into(self.stream(), &mut io.rbuf)? {
+            None => Ok(None),
+            Some(0) => {
+                io.eof = true;
+                Ok(Some(Fill::Eof))
+            }
+            Some(_) => Ok(Some(Fill::Data)),
+        }
+    }
+
+    /// Writes all pending output; fails if the client makes no progress within the write
+    /// timeout.
+    pub(super) async fn flush(&self) -> io::Result<()> {
+        loop {
+            {
+                let mut io = self.io.borrow_mut();
+                let io = &mut *io;
+                while io.out_pos < io.out.len() {
+                    match self.stream().try_write(&io.out[io.out_pos..]) {
+                        Ok(n) => {
+                            io.out_pos += n;
+                            io.write_sent = io.write_sent.wrapping_add(n as u64);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+                if io.out_pos >= io.out.len() {
+                    io.out.clear();
+                    io.out_pos = 0;
+                    // Everything is written: a slow-write episode (if any) ends here.
+                    io.write_waited = None;
+                    return Ok(());
+                }
+            }
+            Box::pin(self.wait_writable()).await?;
+        }
+    }
+
+    /// Waits until the socket is writable again (boxed by callers: it holds a timer), at most
+    /// until [`Conn::write_wait_deadline`].
+    async fn wait_writable(&self) -> io::Result<()> {
+        let (since, deadline) = self.write_wait_deadline();
+        let waited = timeout_at(deadline, self.stream().writable()).await;
+        if let Some(w) = &mut self.io.borrow_mut().write_waited {
+            *w = w.saturating_add(since.elapsed());
+        }
+        match waited {
+            Ok(r) => r,
+            Err(_) => {
+                // The connection closes on this error: with a reset, so the unsent output is
+                // dropped at once instead of staying in the kernel for a client that does not
+                // read (nginx `reset_timedout_connection`).
+                let _ = self.stream().reset_on_close();
+                Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout"))
+            }
+        }
+    }
+
+    /// Slow path (a write would block): when this wait starts, and when it must end.
+    /// `write_timeout` bounds one wait; over the waits of this episode (which ends when the
+    /// output is fully written), the client must read `write_min_rate` bytes/s beyond
+    /// `write_rate_grace`, so a client that reads a little before every timeout cannot hold the
+    /// connection forever (issue 17).
+    fn write_wait_deadline(&self) -> (Instant, Instant) {
+        let cfg = &self.shared.config;
+        let now = Instant::now();
+        let mut io = self.io.borrow_mut();
+        let waited = match io.write_waited {
+            Some(w) => w,
+            None => {
+                io.write_waited = Some(Duration::ZERO);
+                io.write_sent = 0;
+                Duration::ZERO
+            }
+        };
+        let mut budget = cfg.write_timeout;
+        if cfg.write_min_rate > 0 {
+            let allowance = cfg
+                .write_rate_grace
+                .saturating_add(time_at_rate(io.write_sent, cfg.write_min_rate));
+            budget = budget.min(allowance.saturating_sub(waited));
+        }
+        (now, deadline_after(now, budget))
+    }
+
+    /// Flushes pending output, then writes `data` straight from the caller's buffer.
+    pub(super) async fn write_direct(&self, data: &[u8]) -> io::Result<()> {
+        self.flush().await?;
+        let mut pos = 0;
+        while pos < data.len() {
+            match self.stream().try_write(&data[pos..]) {
+                Ok(n) => {
+                    pos += n;
+                    let mut io = self.io.borrow_mut();
+                    io.write_sent = io.write_sent.wrapping_add(n as u64);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Box::pin(self.wait_writable()).await?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Everything pending is written (see `flush`).
+        self.io.borrow_mut().write_waited = None;
+        Ok(())
+    }
+
+    /// Makes non-blocking progress on pending output while a handler is waiting on something
+    /// else, so earlier pipelined responses are not held back by a slow handler.
+    pub(super) fn poll_write_progress(&self, cx: &mut Context<'_>) {
+        let mut io = self.io.borrow_mut();
+        let io = &mut *io;
+        while io.out_pos < io.out.len() {
+            match self.stream().poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => match self.stream().try_write(&io.out[io.out_pos..]) {
+                    Ok(n) => {
+                        io.out_pos += n;
+                        io.write_sent = io.write_sent.wrapping_add(n as u64);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    // The driver's next flush reports the error.
+                    Err(_) => return,
+                },
+                _ => return,
+            }
+        }
+    }
+
+    pub(super) fn pending_output(&self) -> usize {
+        let io = self.io.borrow();
+        io.out.len() - io.out_pos
+    }
+
+    /// Closes after the last response: flush, half-close, then read and discard until the
+    /// client closes too (bounded), so it reads our answer instead of a reset.
+    pub(super) async fn linger(&self) {
+        if self.flush().await.is_err() {
+            return;
+        }
+        let _ = self.stream().shutdown_write();
+        let deadline = Instant::now() + LINGER_TIME;
+        let mut discarded = 0usize;
+        loop {
+            {
+                let mut io = self.io.borrow_mut();
+                discarded += io.rbuf.len();
+                io.rbuf.clear();
+                if io.eof || discarded > LINGER_BYTES {
+                    return;
+                }
+            }
+            match self.fill(deadline).await {
+                Ok(Fill::Data) => {}
+                _ => return,
+            }
+        }
+    }
+
+    /// Gives the buffers back to the worker pool while the connection is idle, so an idle
+    /// keep-alive connection holds no buffer memory.
+    pub(super) fn release_buffers(&self) {
+        let mut io = self.io.borrow_mut();
+        if io.rbuf.is_empty() && io.rbuf.capacity() > 0 {
+            let b = std::mem::take(&mut io.rbuf);
+            self.shared.put_read_buf(b);
+        }
+        if io.out_pos >= io.out.len() && io.out.capacity() > 0 {
+            let b = std::mem::take(&mut io.out);
+            io.out_pos = 0;
+            self.shared.put_out_buf(b);
+        }
+    }
+}
+
+/// Longest time a deadline is put ahead: a configured `Duration` of any size (even
+/// `Duration::MAX`) means "practically never", never an `Instant` overflow (issue 17).
+const FAR_FUTURE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `from + d`, saturated at [`FAR_FUTURE`] ahead.
+pub(crate) fn deadline_after(from: Instant, d: Duration) -> Instant {
+    from + d.min(FAR_FUTURE)
+}
+
+/// Time `bytes` take at `rate` bytes per second (saturating; `rate` > 0).
+pub(super) fn time_at_rate(bytes: u64, rate: u32) -> Duration {
+    let rate = u64::from(rate);
+    // (bytes % rate) < 2^32, so the product stays below 2^62.
+    Duration::from_secs(bytes / rate)
+        .saturating_add(Duration::from_nanos((bytes % rate) * 1_000_000_000 / rate))
+}
+
+/// One non-blocking read into `buf` (which has spare capacity): `Some(n)` bytes read (0 at
+/// EOF), `None` if there was nothing to read.
+fn read_into(stream: &Stream, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+    let spare = buf.capacity() - buf.len();
+    match stream.try_read_buf(buf) {
+        Ok(n) => {
+            if n > 0 && n < spare {
+                // A short read drained the socket: forget the readiness now (as tokio's own
+                // `poll_read` does) instead of paying a `read(2)` that returns EAGAIN.
+                // Edge-triggered epoll reports any later data as a new event.
+                stream.clear_read_ready();
+            }
+            Ok(Some(n))
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}

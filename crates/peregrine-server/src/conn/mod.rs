@@ -1,0 +1,444 @@
+//! The connection driver: one task per connection, reading into a per-connection buffer,
+//! answering every complete request in it in order, writing the answers once per batch.
+//!
+//! This file is the hot path, top to bottom: [`serve`] (idle wait, then a batch), [`busy`] (parse,
+//! call the service, encode, wait for more). The rest has one job per file: `io.rs` the socket and
+//! buffers, `body.rs` the request body, `respond.rs` the response. Everything runs on one worker
+//! thread, so the driver and the request [`Body`](crate::Body) share the connection through an
+//! `Rc<Conn>` with a `RefCell`; no borrow is held across an `.await`. Why it is built this way:
+//! `docs/performance.md`.
+
+mod body;
+mod io;
+mod respond;
+
+pub(crate) use io::{Conn, READ_BUF_INITIAL, READ_SPARE};
+
+use crate::idle::IdleWait;
+use crate::pooled::PooledFuture;
+use crate::transport::Stream;
+use crate::worker::{ConnShared, WorkerShared};
+use crate::{Body, Request, Service};
+use body::BodyState;
+use bytes::Buf;
+use io::{deadline_after, Fill};
+use peregrine_codec::response::{CloseReason, KeepAlive};
+use peregrine_codec::{BodyFraming, ChunkedDecoder, Expectation, Method, Parsed, Version};
+use respond::Answered;
+use std::future::{poll_fn, Future};
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What happens to a connection after the driver stops.
+enum Close {
+    /// Flush what is pending (best effort) and close.
+    Now,
+    /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
+    Linger,
+}
+
+/// What the busy part of the driver asks for.
+enum Next {
+    /// Everything received was answered and written: wait for the next request.
+    Idle,
+    Close(Close),
+}
+
+/// Serves one connection until it closes; `shared` (and with it the connection's slot) is
+/// released at the end.
+///
+/// While idle, the task holds only the socket, the peer address and a small wait (see
+/// [`IdleWait`]): no buffers, no timer, no `Conn`. The work of answering requests runs in a
+/// separate future, in a recycled block (see [`crate::pooled`]), that exists only while the
+/// connection is busy. Tokio sizes a task's allocation by its largest state (rounded up to
+/// 128 bytes), so this keeps an idle keep-alive connection well under 1 KiB.
+pub(crate) fn serve<S: Service>(
+    service: Rc<S>,
+    shared: ConnShared,
+    stream: Stream,
+    peer: SocketAddr,
+) -> impl Future<Output = ()> {
+    // Built outside the `async` block and used in place inside it: moving a captured value into
+    // a new local would give it a second slot in the future (rust-lang/rust#62958).
+    let mut home = Home::Inline(stream);
+    async move {
+        let mut served: u32 = 0;
+        let (conn, close) = loop {
+            // (Shutdown is decided in the wait: input already sent is still answered.)
+            // (A block, so that nothing of the wait stays in the task's state while busy.)
+            if !IdleWait::new(home.stream(), &shared, &shared.idle_key).await {
+                return;
+            }
+            let conn = home.into_conn(&shared);
+            match conn.try_fill() {
+                Ok(Some(_)) => {
+                    // Input arrived: later waits are idle waits, not a new connection's
+                    // (see `IdleSet::insert`).
+                    if shared.idle_key.get() == crate::idle::NO_KEY {
+                        shared.idle_key.set(crate::idle::NO_KEY_SERVED);
+                    }
+                }
+                // Readiness was stale (the read cleared it): idle again.
+                Ok(None) => {
+                    home = Home::from_conn(conn, &shared);
+                    continue;
+                }
+                Err(_) => return,
+            }
+            let (service, conn_ref, served) = (&*service, &conn, &mut served);
+            let batch = move || {
+                let served = served;
+                busy(service, conn_ref, served, peer)
+            };
+            match PooledFuture::new_with(&shared.busy_blocks, batch).await {
+                Next::Idle => home = Home::from_conn(conn, &shared),
+                Next::Close(c) => break (conn, c),
+            }
+        };
+        match close {
+            Close::Now => {
+                let _ = Box::pin(conn.flush()).await;
+            }
+            Close::Linger => Box::pin(conn.linger()).await,
+        }
+    }
+}
+
+/// Answers requests until everything received was answered (→ [`Next::Idle`]) or the connection
+/// must close.
+async fn busy<S: Service>(
+    service: &S,
+    conn: &Rc<Conn>,
+    served: &mut u32,
+    peer: SocketAddr,
+) -> Next {
+    let cfg = &conn.shared.config;
+    // When the head being received must be complete (set on the first wait for it).
+    let mut head_deadline: Option<Instant> = None;
+    // Whether the bytes received since the last parse may complete (or break) a head.
+    let mut parse_due = true;
+    loop {
+        // 1. Answer every complete request in the buffer, in order.
+        while parse_due {
+            let (req, version, head_request, mut keep_alive) =
+                match take_request(conn, served, peer) {
+                    Taken::Request(r) => r,
+                    Taken::NeedMore => {
+                        parse_due = false;
+                        break;
+                    }
+                    Taken::Refused => return Next::Close(Close::Linger),
+                };
+            head_deadline = None;
+            // The service is called and polled in one `catch_unwind`, its future pinned here
+            // (in the pooled per-batch future), and the response encoded inside the poll, where
+            // the handler returned it (see docs/performance.md). Panics are answered with 500.
+            let mut slot = std::pin::pin!(None::<S::Future>);
+            let mut req = Some(req);
+            let mut answered: Option<Answered> = None;
+            let panicked = poll_fn(|cx| {
+                let polled = catch_unwind(AssertUnwindSafe(|| {
+                    if let Some(req) = req.take() {
+                        slot.set(Some(service.call(req)));
+                    }
+                    match slot.as_mut().as_pin_mut() {
+                        Some(fut) => match fut.poll(cx) {
+                            Poll::Ready(mut r) => {
+                                if conn.shared.is_shutting_down() {
+                                    keep_alive.disable(CloseReason::ShuttingDown);
+                                }
+                                answered = Some(conn.answer(
+                                    &mut r,
+                                    &mut keep_alive,
+                                    version,
+                                    head_request,
+                                ));
+                                true
+                            }
+                            Poll::Pending => false,
+                        },
+                        // Only after a panic, which ends the polling below.
+                        None => false,
+                    }
+                }));
+                match polled {
+                    Ok(true) => Poll::Ready(false),
+                    Ok(false) => {
+                        // Meanwhile, keep writing earlier responses of the batch.
+                        conn.poll_write_progress(cx);
+                        Poll::Pending
+                    }
+                    Err(_) => Poll::Ready(true),
+                }
+            })
+            .await;
+            // The handler's future (and the request it may hold) goes before the rest of the
+            // response is written; a panic in its drop is caught too (issue 17).
+            let drop_panicked = catch_unwind(AssertUnwindSafe(|| slot.set(None))).is_err();
+            match answered {
+                Some(Answered::Encoded) => {}
+                Some(Answered::Rest(rest)) => {
+                    // Boxed: large and streamed bodies are the exception.
+                    if Box::pin(conn.finish_response(rest, version)).await.is_err() {
+                        return Next::Close(Close::Now);
+                    }
+                }
+                Some(Answered::Refused) => return Next::Close(Close::Linger),
+                None => {
+                    tracing::error!(%peer, "handler panicked; answering 500");
+                    conn.push_error(500, "internal server error", head_request);
+                    return Next::Close(Close::Linger);
+                }
+            }
+            if panicked | drop_panicked {
+                // The response was complete: it is sent, then the connection closes cleanly.
+                tracing::error!(%peer, "panic after the handler's response; closing");
+                return Next::Close(Close::Linger);
+            }
+            if !keep_alive.is_open() {
+                return Next::Close(Close::Linger);
+            }
+            // Skip what the handler left of the body (a streamed response may have read it).
+            if !matches!(conn.io.borrow().body, BodyState::Done)
+                && !Box::pin(conn.drain_body()).await
+            {
+                return Next::Close(Close::Linger);
+            }
+            if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
+                return Next::Close(Close::Now);
+            }
+            // What follows the request in the buffer is new input for the parser.
+            parse_due = true;
+        }
+
+        // 2. Nothing complete is left: send the batch, then wait for more input.
+        if conn.flush().await.is_err() {
+            return Next::Close(Close::Now);
+        }
+        if conn.io.borrow().eof {
+            // The client half-closed: everything it sent was answered.
+            return Next::Close(Close::Now);
+        }
+        if conn.io.borrow().rbuf.is_empty() {
+            return Next::Idle;
+        }
+        let before = conn.io.borrow().rbuf.len();
+        let deadline = *head_deadline
+            .get_or_insert_with(|| deadline_after(Instant::now(), cfg.header_timeout));
+        match conn.fill(deadline).await {
+            Err(_) => return Next::Close(Close::Now),
+            // Answer what is complete; a partial request is dropped without a word.
+            Ok(Fill::Eof) => parse_due = true,
+            Ok(Fill::TimedOut) => {
+                conn.push_error(408, "request header timeout", false);
+                return Next::Close(Close::Linger);
+            }
+            Ok(Fill::Data) => parse_due |= conn.may_complete_a_head(before),
+        }
+    }
+}
+
+/// What [`take_request`] found at the start of the read buffer.
+enum Taken {
+    /// A request to answer: the request, its version, whether it is HEAD, and the keep-alive
+    /// state its head and the connection's request count call for.
+    Request((Request, Version, bool, KeepAlive)),
+    /// No complete head (yet).
+    NeedMore,
+    /// An error response was queued; the connection closes.
+    Refused,
+}
+
+/// Parses the head at the start of the read buffer and, for a complete one, builds the request
+/// (its body wired to the connection), all under one borrow of the connection and of the
+/// worker's field table. The codec writes the head straight into the request's recycled box and
+/// the few values needed here are read from it in place (see docs/performance.md).
+#[inline(always)]
+fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
+    let cfg = &conn.shared.config;
+    let mut io = conn.io.borrow_mut();
+    if io.rbuf.is_empty() {
+        return Taken::NeedMore;
+    }
+    let mut table = conn.shared.fields.borrow_mut();
+    let mut pending = Request::pending();
+    let found = match pending.parse(&io.rbuf, &cfg.limits, &mut table) {
+        Ok(Parsed::Complete(h)) => Ok((
+            h.method_kind,
+            h.framing,
+            h.expect,
+            h.version,
+            KeepAlive::for_request(h.version, h.connection),
+            h.head_len,
+            h.field_count,
+        )),
+        Ok(Parsed::Incomplete) => Err(None),
+        Err(e) => Err(Some((e.status, e.reason))),
+    };
+    let (method_kind, framing, expect, version, mut keep_alive, head_len, field_count) = match found
+    {
+        Ok(values) => values,
+        Err(None) => {
+            pending.give_back();
+            return Taken::NeedMore;
+        }
+        Err(Some((status, reason))) => {
+            pending.give_back();
+            drop((io, table));
+            conn.push_error(status, reason, false);
+            return Taken::Refused;
+        }
+    };
+    let head_request = method_kind == Method::Head;
+    let refusal = match framing {
+        _ if expect == Expectation::Unknown => Some((417, "unsupported expectation")),
+        BodyFraming::Length(n) if n > cfg.max_body_size => Some((413, "request body too large")),
+        _ => None,
+    };
+    *served = served.saturating_add(1);
+    if let Some((status, reason)) = refusal {
+        pending.give_back();
+        drop((io, table));
+        conn.push_error(status, reason, head_request);
+        return Taken::Refused;
+    }
+    io.gen += 1;
+    let gen = io.gen;
+    let body = match framing {
+        BodyFraming::None | BodyFraming::Length(0) => {
+            io.body = BodyState::Done;
+            Body::empty()
+        }
+        BodyFraming::Length(n) => {
+            io.body = BodyState::Length(n);
+            // The body's slow-client account starts empty (issue 17).
+            io.body_waited = Duration::ZERO;
+            io.body_read = 0;
+            Body::from_conn(conn.clone(), gen, Some(n))
+        }
+        BodyFraming::Chunked => {
+            io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
+            io.body_waited = Duration::ZERO;
+            io.body_read = 0;
+            Body::from_conn(conn.clone(), gen, None)
+        }
+    };
+    io.continue_pending = expect == Expectation::Continue
+        && version == Version::Http11
+        && !matches!(io.body, BodyState::Done);
+    // The request copies the head's bytes and fields; the read buffer moves on.
+    let req = pending.finish(&io.rbuf, &table[..field_count], peer, body);
+    io.rbuf.advance(head_len);
+    if cfg
+        .max_requests_per_connection
+        .is_some_and(|max| u64::from(*served) >= max)
+    {
+        keep_alive.disable(CloseReason::RequestLimit);
+    }
+    Taken::Request((req, version, head_request, keep_alive))
+}
+
+impl Conn {
+    /// Whether the bytes read since `before` can change the parser's verdict: a line end, or a
+    /// head as long as the limits allow. A byte-per-packet client then costs no full re-parse
+    /// per byte.
+    fn may_complete_a_head(&self, before: usize) -> bool {
+        let limits = &self.shared.config.limits;
+        let io = self.io.borrow();
+        io.rbuf[before..].contains(&b'\n')
+            || io.rbuf.len() > limits.max_target_len + limits.max_header_bytes
+    }
+}
+
+/// Where an idle connection's socket lives: inline in the task while idle, inside an
+/// `Rc<Conn>` while answering (the request body reaches it from the handler). If a handler kept
+/// a body alive past its response, the `Rc` cannot be unwrapped and the connection stays shared.
+enum Home {
+    Inline(Stream),
+    Shared(Rc<Conn>),
+}
+
+impl Home {
+    fn stream(&self) -> &Stream {
+        match self {
+            Home::Inline(s) => s,
+            Home::Shared(c) => c.stream(),
+        }
+    }
+
+    fn into_conn(self, shared: &Rc<WorkerShared>) -> Rc<Conn> {
+        match self {
+            Home::Inline(stream) => shared.take_conn(stream),
+            Home::Shared(conn) => conn,
+        }
+    }
+
+    fn from_conn(mut conn: Rc<Conn>, shared: &WorkerShared) -> Home {
+        match Rc::get_mut(&mut conn) {
+            Some(c) => {
+                let stream = c.retire();
+                shared.put_conn(conn);
+                Home::Inline(stream)
+            }
+            None => {
+                // A handler kept the request body alive past its response: the connection stays
+                // shared, without holding buffers while idle.
+                conn.release_buffers();
+                Home::Shared(conn)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// What an idle connection costs is mostly the task tokio allocates for it, sized by the
+    /// largest state of its future; this guards the budget against accidental growth (an
+    /// inlined timer, buffer or request would add hundreds of bytes).
+    #[test]
+    fn idle_connection_future_stays_small() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                .await
+                .unwrap();
+            let shared = std::rc::Rc::new(crate::worker::WorkerShared::new(
+                crate::ServerConfig::default(),
+                std::sync::Arc::new(crate::worker::Global::new(usize::MAX, None)),
+            ));
+            let svc = std::rc::Rc::new(crate::service_fn(|_r: crate::Request| async {
+                crate::Response::text("x")
+            }));
+            let conn = std::rc::Rc::new(super::Conn::new(
+                crate::transport::Stream::Tcp(
+                    tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                        .await
+                        .unwrap(),
+                ),
+                shared.clone(),
+            ));
+            let mut served = 0;
+            let busy = super::busy(&*svc, &conn, &mut served, "127.0.0.1:1".parse().unwrap());
+            // Built in a recycled block per batch (per request without pipelining): the memory
+            // a busy connection holds besides its buffers.
+            let busy_size = std::mem::size_of_val(&busy);
+            assert!(busy_size <= 512, "per-batch future is {busy_size} bytes");
+            drop(busy);
+            let held = crate::worker::ConnShared::for_test(&shared);
+            let c = crate::transport::Stream::Tcp(c);
+            let fut = super::serve(svc, held, c, "127.0.0.1:1".parse().unwrap());
+            // Tokio's task cell is the future plus 96 bytes of header and trailer, rounded up to
+            // 128 bytes: at most 160 bytes of future keeps an idle connection's task in 256.
+            let size = std::mem::size_of_val(&fut);
+            assert!(size <= 160, "connection future is {size} bytes");
+        });
+    }
+}

@@ -1,0 +1,253 @@
+//! Answering: a handler's response encoded into the output buffer (head through the worker's
+//! head cache and the codec's response module, small bodies copied), large and streamed bodies
+//! written after it (chunked through the codec's encoder), error responses, and the keep-alive
+//! decision each of these may change.
+
+use super::body::{BodyState, DRAIN_MAX};
+use super::Conn;
+use crate::response::{Response, ResponseBody};
+use peregrine_codec::response::{
+    status_forbids_body, write_content_length, BodyKind, ChunkedEncoder, CloseReason, Framing,
+    KeepAlive, CONNECTION_CLOSE, CONTINUE_100,
+};
+use peregrine_codec::Version;
+use std::future::poll_fn;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::task::Poll;
+
+/// Bodies of at most this size are copied into the output buffer (one write per batch); larger
+/// ones are written straight from their `Bytes` after the head, never copied.
+const COPY_BODY_MAX: usize = 16 * 1024;
+
+/// What became of a handler's response (see [`Conn::answer`]).
+pub(super) enum Answered {
+    /// Encoded whole into the output buffer.
+    Encoded,
+    /// Head encoded; this body is still to be written (large or streamed).
+    Rest(ResponseBody),
+    /// Not sent: an error response was encoded instead and the connection must close.
+    Refused,
+}
+
+impl Conn {
+    /// Appends an error response (small text body with the reason, `Connection: close`).
+    pub(super) fn push_error(&self, status: u16, reason: &str, head_only: bool) {
+        let mut io = self.io.borrow_mut();
+        let out = &mut io.out;
+        self.shared
+            .head_cache
+            .borrow()
+            .write_prefix(out, status, true);
+        out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+        write_content_length(out, reason.len() as u64 + 1);
+        out.extend_from_slice(CONNECTION_CLOSE);
+        out.extend_from_slice(b"\r\n");
+        if !head_only {
+            out.extend_from_slice(reason.as_bytes());
+            out.push(b'\n');
+        }
+    }
+
+    /// Everything done with a handler's response before the driver goes on: the interim
+    /// `100 Continue` a streamed response may need, the check that the request body arrived
+    /// intact, and the encoding ([`Conn::start_response`]). Synchronous, and given the response
+    /// where the handler returned it (see the poll in `busy`).
+    pub(super) fn answer(
+        &self,
+        resp: &mut Response,
+        keep_alive: &mut KeepAlive,
+        version: Version,
+        head_request: bool,
+    ) -> Answered {
+        // A streamed response may read the body while it is sent: `100 Continue` goes first.
+        if matches!(resp.body, ResponseBody::Stream(_)) && !head_request {
+            let mut io = self.io.borrow_mut();
+            if io.continue_pending && !matches!(io.body, BodyState::Done) {
+                io.continue_pending = false;
+                io.out.extend_from_slice(CONTINUE_100);
+            }
+        }
+        // Decide now whether the rest of the body can be skipped to keep the connection.
+        let (body_failed, close) = {
+            let io = self.io.borrow();
+            match &io.body {
+                BodyState::Done => (None, None),
+                BodyState::Failed(e) => (Some(e.clone()), Some(CloseReason::BodyFailed)),
+                // The client waits for `100 Continue`: it may never send the body to skip.
+                _ if io.continue_pending => (None, Some(CloseReason::BodyUnread)),
+                BodyState::Length(rem) if *rem > DRAIN_MAX => (None, Some(CloseReason::BodyUnread)),
+                BodyState::Length(_) | BodyState::Chunked(..) => (None, None),
+            }
+        };
+        if let Some(reason) = close {
+            keep_alive.disable(reason);
+        }
+        if let Some(err) = body_failed {
+            if resp.status < 400 {
+                // The handler answered success on a body that did not arrive intact.
+                self.push_error(err.status(), &err.to_string(), head_request);
+                return Answered::Refused;
+            }
+        }
+        match self.start_response(resp, keep_alive, version, head_request) {
+            Some(rest) => Answered::Rest(rest),
+            None => Answered::Encoded,
+        }
+    }
+
+    /// Encodes `resp` into the output buffer: the head, and the body when it is small. Returns
+    /// the body still to be written (large or streamed) by [`Conn::finish_response`]. Kept
+    /// synchronous so the common case adds no state to the per-batch future.
+    fn start_response(
+        &self,
+        resp: &mut Response,
+        keep_alive: &mut KeepAlive,
+        version: Version,
+        head_request: bool,
+    ) -> Option<ResponseBody> {
+        // A handler may not send 1xx (the engine sends `100 Continue` itself) or non-codes.
+        let status = if (200..=999).contains(&resp.status) {
+            resp.status
+        } else {
+            0
+        };
+        let body = match &resp.body {
+            ResponseBody::Empty => BodyKind::Empty,
+            ResponseBody::Full(b) => BodyKind::Full(b.len() as u64),
+            ResponseBody::Stream(_) => BodyKind::Stream,
+        };
+        if Framing::delimits_by_close(status, body, version) {
+            keep_alive.disable(CloseReason::CloseDelimited);
+        }
+        let framing = Framing::choose(status, body, version);
+        {
+            let mut io = self.io.borrow_mut();
+            let out = &mut io.out;
+            let encoded = self.shared.head_cache.borrow_mut().write_head(
+                out,
+                status,
+                &resp.headers,
+                keep_alive,
+                version,
+                framing,
+            );
+            if !encoded {
+                drop(io);
+                tracing::error!(status, "handler returned an invalid status or header field");
+                keep_alive.disable(CloseReason::Error);
+                self.push_error(500, "invalid response from handler", head_request);
+                return None;
+            }
+            crate::response::recycle_fields(std::mem::take(&mut resp.headers));
+            if head_request || status_forbids_body(status) {
+                return None;
+            }
+            match &resp.body {
+                ResponseBody::Empty => return None,
+                ResponseBody::Full(b) if b.len() <= COPY_BODY_MAX => {
+                    io.out.extend_from_slice(b);
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
+    }
+
+    /// Writes what [`Conn::start_response`] left: a large body from its own buffer, or a stream.
+    pub(super) async fn finish_response(
+        &self,
+        body: ResponseBody,
+        version: Version,
+    ) -> io::Result<()> {
+        match body {
+            ResponseBody::Empty => Ok(()),
+            ResponseBody::Full(b) => self.write_direct(&b).await,
+            ResponseBody::Stream(mut s) => {
+                let written = Box::pin(self.write_stream(&mut s, version == Version::Http11)).await;
+                // A panic dropping the stream is caught (issue 17): whatever was written stays,
+                // and the connection closes.
+                if catch_unwind(AssertUnwindSafe(move || drop(s))).is_err() {
+                    tracing::error!("response body stream panicked when dropped");
+                    return Err(io::Error::other("body stream panicked on drop"));
+                }
+                written
+            }
+        }
+    }
+
+    /// Streams a body, chunked (or raw for HTTP/1.0), flushing whenever the stream has nothing
+    /// ready or the pending output passes the bound, so memory stays bounded whatever its size.
+    async fn write_stream(
+        &self,
+        s: &mut crate::response::BodyStream,
+        chunked: bool,
+    ) -> io::Result<()> {
+        let limit = self.shared.config.max_pending_output.max(COPY_BODY_MAX);
+        let mut encoder = ChunkedEncoder::new();
+        loop {
+            // Take what the stream has ready; when it has nothing, first send what is pending
+            // (the client should not wait for bytes we hold), then wait for the stream.
+            let step =
+                poll_fn(
+                    |cx| match catch_unwind(AssertUnwindSafe(|| s.as_mut().poll_next(cx))) {
+                        Ok(Poll::Ready(item)) => Poll::Ready(Ok(Some(item))),
+                        Ok(Poll::Pending) if self.pending_output() > 0 => Poll::Ready(Ok(None)),
+                        Ok(Poll::Pending) => Poll::Pending,
+                        Err(_) => Poll::Ready(Err(())),
+                    },
+                )
+                .await;
+            let item = match step {
+                Ok(Some(item)) => item,
+                Ok(None) => {
+                    self.flush().await?;
+                    continue;
+                }
+                Err(()) => {
+                    tracing::error!("response body stream panicked");
+                    return Err(io::Error::other("body stream panicked"));
+                }
+            };
+            match item {
+                None => {
+                    if chunked {
+                        encoder.end(&mut self.io.borrow_mut().out);
+                    }
+                    return Ok(());
+                }
+                Some(Err(e)) => {
+                    // The response cannot be completed: the client must see it truncated.
+                    tracing::warn!(error = %e, "response body stream failed");
+                    return Err(e);
+                }
+                Some(Ok(data)) if data.is_empty() => {}
+                Some(Ok(data)) => {
+                    let small = data.len() <= COPY_BODY_MAX;
+                    {
+                        let mut io = self.io.borrow_mut();
+                        if chunked {
+                            encoder.chunk_head(&mut io.out, data.len());
+                        }
+                        if small {
+                            io.out.extend_from_slice(&data);
+                            if chunked {
+                                encoder.chunk_tail(&mut io.out);
+                            }
+                        }
+                    }
+                    if !small {
+                        self.write_direct(&data).await?;
+                        if chunked {
+                            encoder.chunk_tail(&mut self.io.borrow_mut().out);
+                        }
+                    }
+                    if self.pending_output() > limit {
+                        self.flush().await?;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The transport seam: the byte streams the connection driver serves, and the step that turns
+//! an accepted connection into one.
+//!
+//! The driver needs five things from a stream: readiness to read and to write (edge-triggered,
+//! with a way to forget a stale read readiness), a non-blocking read into a buffer, a
+//! non-blocking write, and a half-close. [`Transport`] is exactly that, in poll form so it is
+//! object-safe and allocation-free.
+//!
+//! TCP and Unix sockets are served directly ([`Stream::Tcp`], [`Stream::Unix`]): the driver
+//! matches on the variant (one predictable branch) and calls tokio's socket methods, so the TCP
+//! path keeps its system calls exactly as before. Any other stream (TLS next) is served through
+//! [`Stream::Other`], a boxed [`Transport`]. An [`Acceptor`] sits between the accept loop and the
+//! driver: the identity for plain sockets ([`PlainAcceptor`]); a TLS handshake (which runs in the
+//! connection's own task, never in the accept loop) for a TLS acceptor.
+
+use bytes::BytesMut;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::Interest;
+use tokio::net::{TcpStream, UnixStream};
+
+/// A byte stream the connection driver can serve (see the module documentation).
+///
+/// All methods take `&self`: the driver shares the stream between the connection's task and the
+/// request body it hands to the handler, on one thread. An implementation with state of its own
+/// (TLS) keeps it in a `RefCell`.
+pub trait Transport: 'static {
+    /// Ready to read (or closed, or failed). Like tokio's `poll_read_ready`: the readiness is
+    /// remembered until a read returns `WouldBlock` or [`Transport::clear_read_ready`] is called.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Ready to write (or failed).
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Reads what is available into the spare capacity of `buf` without waiting: the number of
+    /// bytes read (0 at end of stream), or a `WouldBlock` error when nothing is there.
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize>;
+
+    /// Writes from `data` without waiting: the number of bytes written, or a `WouldBlock` error.
+    fn try_write(&self, data: &[u8]) -> io::Result<usize>;
+
+    /// Forgets the read readiness: called after a short read drained the stream, so the next
+    /// wait does not start with a read that would return `WouldBlock`.
+    fn clear_read_ready(&self);
+
+    /// Closes the sending side (the peer reads end of stream after what was written).
+    fn shutdown_write(&self) -> io::Result<()>;
+
+    /// Makes closing the stream abort it (a TCP reset), dropping unsent output at once instead
+    /// of leaving it to a peer that does not read. By default nothing.
+    fn reset_on_close(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Transport for TcpStream {
+    #[inline]
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_read_ready(self, cx)
+    }
+    #[inline]
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_write_ready(self, cx)
+    }
+    #[inline]
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        TcpStream::try_read_buf(self, buf)
+    }
+    #[inline]
+    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        TcpStream::try_write(self, data)
+    }
+    #[inline]
+    fn clear_read_ready(&self) {
+        let _ = self.try_io(Interest::READABLE, || {
+            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+        });
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        socket2::SockRef::from(self).shutdown(std::net::Shutdown::Write)
+    }
+    fn reset_on_close(&self) -> io::Result<()> {
+        socket2::SockRef::from(self).set_linger(Some(std::time::Duration::ZERO))
+    }
+}
+
+impl Transport for UnixStream {
+    #[inline]
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        UnixStream::poll_read_ready(self, cx)
+    }
+    #[inline]
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        UnixStream::poll_write_ready(self, cx)
+    }
+    #[inline]
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        UnixStream::try_read_buf(self, buf)
+    }
+    #[inline]
+    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        UnixStream::try_write(self, data)
+    }
+    #[inline]
+    fn clear_read_ready(&self) {
+        let _ = self.try_io(Interest::READABLE, || {
+            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+        });
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        socket2::SockRef::from(self).shutdown(std::net::Shutdown::Write)
+    }
+    fn reset_on_close(&self) -> io::Result<()> {
+        socket2::SockRef::from(self).set_linger(Some(std::time::Duration::ZERO))
+    }
+}
+
+/// The stream of one connection: a TCP or Unix socket served directly, or any other
+/// [`Transport`].
+pub enum Stream {
+    /// A TCP connection.
+    Tcp(TcpStream),
+    /// A Unix domain socket connection.
+    Unix(UnixStream),
+    /// Any other transport (TLS, a test double over a socket pair...).
+    Other(Box<dyn Transport>),
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stream::Tcp(s) => f.debug_tuple("Tcp").field(s).finish(),
+            Stream::Unix(s) => f.debug_tuple("Unix").field(s).finish(),
+            Stream::Other(_) => f.write_str("Other(..)"),
+        }
+    }
+}
+
+/// Calls one [`Transport`] method on whichever stream this is (TCP and Unix statically).
+macro_rules! on_stream {
+    ($self:expr, $s:ident => $call:expr) => {
+        match $self {
+            Stream::Tcp($s) => $call,
+            Stream::Unix($s) => $call,
+            Stream::Other($s) => {
+                let $s = &**$s;
+                $call
+            }
+        }
+    };
+}
+
+impl Transport for Stream {
+    #[inline]
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        on_stream!(self, s => Transport::poll_read_ready(s, cx))
+    }
+    #[inline]
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        on_stream!(self, s => Transport::poll_write_ready(s, cx))
+    }
+    #[inline]
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        on_stream!(self, s => Transport::try_read_buf(s, buf))
+    }
+    #[inline]
+    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        on_stream!(self, s => Transport::try_write(s, data))
+    }
+    #[inline]
+    fn clear_read_ready(&self) {
+        on_stream!(self, s => Transport::clear_read_ready(s))
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        on_stream!(self, s => Transport::shutdown_write(s))
+    }
+    fn reset_on_close(&self) -> io::Result<()> {
+        on_stream!(self, s => Transport::reset_on_close(s))
+    }
+}
+
+impl Stream {
+    /// Waits until the stream is readable (tokio's own wait for its sockets).
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.readable().await,
+            Stream::Unix(s) => s.readable().await,
+            Stream::Other(t) => std::future::poll_fn(|cx| t.poll_read_ready(cx)).await,
+        }
+    }
+
+    /// Waits until the stream is writable (tokio's own wait for its sockets).
+    pub async fn writable(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.writable().await,
+            Stream::Unix(s) => s.writable().await,
+            Stream::Other(t) => std::future::poll_fn(|cx| t.poll_write_ready(cx)).await,
+        }
+    }
+}
+
+/// A connection as the accept loop got it, before the [`Acceptor`] step.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The socket.
+    pub stream: Stream,
+    /// The peer's address; `0.0.0.0:0` for a Unix socket (whose peers have no IP address).
+    pub peer: SocketAddr,
+}
+
+/// What an [`Acceptor`] made of a connection.
+pub enum Accept {
+    /// Ready to serve now (plain sockets): the driver starts at once, in the connection's task.
+    Ready(Stream),
+    /// Ready after this future (a TLS handshake), which runs in the connection's own task so the
+    /// accept loop never waits for a client. An error closes the connection silently.
+    Handshake(Pin<Box<dyn Future<Output = io::Result<Stream>>>>),
+}
+
+/// The step between accepting a connection and serving it (see the module documentation).
+/// One acceptor value is shared by all the connections of a worker.
+pub trait Acceptor: Clone + Send + 'static {
+    /// Turns an accepted connection into the stream to serve.
+    fn accept(&self, conn: Accepted) -> Accept;
+}
+
+/// The identity [`Acceptor`]: plain TCP and Unix sockets are served as they are.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainAcceptor;
+
+impl Acceptor for PlainAcceptor {
+    #[inline]
+    fn accept(&self, conn: Accepted) -> Accept {
+        Accept::Ready(conn.stream)
+    }
+}

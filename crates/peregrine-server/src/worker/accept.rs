@@ -1,0 +1,71 @@
+//! The accept loop: each connection is counted against the limits, then handed to the
+//! acceptor step (identity for plain sockets, a handshake for TLS), then served by the driver in
+//! a task of its own.
+
+use super::{ConnShared, Slot, WorkerShared};
+use crate::conn;
+use crate::listener::AsyncListener;
+use crate::transport::{Accept, Acceptor, Stream};
+use crate::Service;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Accepts until the worker stops (the caller drops this future).
+pub(super) async fn accept_loop<S: Service, A: Acceptor>(
+    listener: &AsyncListener,
+    acceptor: &A,
+    shared: &Rc<WorkerShared>,
+    service: &Rc<S>,
+) {
+    loop {
+        let accepted = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE/ENFILE/ENOBUFS and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let peer = accepted.peer;
+        // Past its address's cap, the connection is closed at once (issue 17). Unix-socket
+        // peers have no address to count.
+        let addr_hold = if matches!(accepted.stream, Stream::Unix(_)) {
+            None
+        } else {
+            let Ok(hold) = shared.global.hold_addr(peer.ip()) else {
+                tracing::debug!(%peer, "per-address connection cap reached; closing");
+                continue;
+            };
+            hold
+        };
+        // Then a slot: at the limit, this closes an idle connection or waits (the next clients
+        // wait in the backlog meanwhile).
+        let slot = Slot::acquire(&shared.global, &shared.idle).await;
+        let held = ConnShared::new(shared, slot);
+        match (acceptor.accept(accepted), addr_hold) {
+            (Accept::Ready(stream), None) => {
+                tokio::task::spawn_local(conn::serve(service.clone(), held, stream, peer));
+            }
+            // Only with a cap: the hold lives as long as the connection (a larger task, by the
+            // hold's 32 bytes, so the uncapped default keeps its size).
+            (Accept::Ready(stream), Some(hold)) => {
+                let serve = conn::serve(service.clone(), held, stream, peer);
+                tokio::task::spawn_local(async move {
+                    let _hold = hold;
+                    serve.await
+                });
+            }
+            // A handshake runs in the connection's own task; a failed one closes silently.
+            (Accept::Handshake(handshake), hold) => {
+                let service = service.clone();
+                tokio::task::spawn_local(async move {
+                    let _hold = hold;
+                    if let Ok(stream) = handshake.await {
+                        conn::serve(service, held, stream, peer).await
+                    }
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Response heads per worker: the prepared `Date`/`Server` prefix, refreshed every 250 ms, and
+//! the memo of whole heads for responses whose fields are all `'static` (see
+//! `docs/performance.md`, "Response heads").
+
+use peregrine_codec::response::{
+    asks_close, finish_head, is_engine_owned, is_server_field, status_line, write_field,
+    CloseReason, ConnectionLine, DateCache, Framing, KeepAlive,
+};
+use peregrine_codec::Version;
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// A response's field list, as handlers give it.
+type Fields = [(Cow<'static, str>, Cow<'static, [u8]>)];
+
+/// The start of every response head, prepared once per refresh instead of per response: the
+/// `Date` line (from the codec's formatter) and `Server` line, and the whole prefix of a 200.
+/// Refreshed by a worker task every `HEAD_CACHE_REFRESH`, so `Date` is never more than that
+/// behind; per response this saves a clock read and several small copies.
+pub(crate) struct HeadCache {
+    server: Vec<u8>,
+    date_server: Vec<u8>,
+    date_only: Vec<u8>,
+    ok_prefix: Vec<u8>,
+    /// Whole response heads recently encoded for responses whose fields are all `'static`
+    /// (see [`HeadMemo`]); cleared with every refresh, since they contain the `Date` line.
+    pub(crate) memo: Vec<HeadMemo>,
+}
+
+/// At most this many memoized heads per worker (a few routes answering in turn); each lookup
+/// compares against all of them, so few.
+pub(crate) const HEAD_MEMO_MAX: usize = 4;
+/// Responses with more fields than this are not memoized (the key compare would cost more).
+pub(crate) const HEAD_MEMO_FIELDS: usize = 4;
+
+/// Identity of a response's field list whose names and values are all `Cow::Borrowed`
+/// `'static` data: (name address, name length, value address, value length) per field. A
+/// `&'static` slice is immutable and never freed, so equal address and length mean equal bytes:
+/// a handler returning the same constant fields gets the same key, and an equal key can only come
+/// from the same bytes.
+pub(crate) type FieldsKey = SmallVec<[(usize, usize, usize, usize); HEAD_MEMO_FIELDS]>;
+
+/// A complete response head (status line to the empty line) as the engine encoded it, kept so the
+/// next response with the same status, the same `'static` fields, the same framing and the same
+/// `Connection` line is one copy: no field validation, no number formatting, one `memcpy`.
+/// Everything in the head is a function of this key and of the cached `Date`/`Server` lines.
+pub(crate) struct HeadMemo {
+    pub(crate) status: u16,
+    pub(crate) key: FieldsKey,
+    pub(crate) conn: ConnectionLine,
+    pub(crate) framing: Framing,
+    /// The fields themselves ask for `Connection: close`.
+    pub(crate) close: bool,
+    /// `bytes[..fields_len]` is the head up to the `Connection` and framing lines.
+    pub(crate) fields_len: usize,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// How often [`HeadCache`] is refreshed (`Date` has one-second resolution; well under a second
+/// keeps it current).
+pub(super) const HEAD_CACHE_REFRESH: Duration = Duration::from_millis(250);
+
+impl HeadCache {
+    pub(super) fn new(server_name: Option<&str>) -> Self {
+        let server = server_name
+            .map(|n| [b"Server: ".as_slice(), n.as_bytes(), b"\r\n"].concat())
+            .unwrap_or_default();
+        let mut c = HeadCache {
+            server,
+            date_server: Vec::new(),
+            date_only: Vec::new(),
+            ok_prefix: Vec::new(),
+            memo: Vec::new(),
+        };
+        c.refresh();
+        c
+    }
+
+    pub(super) fn refresh(&mut self) {
+        self.memo.clear();
+        self.date_only.clear();
+        DateCache::write_date_header(&mut self.date_only);
+        self.date_server.clear();
+        self.date_server.extend_from_slice(&self.date_only);
+        self.date_server.extend_from_slice(&self.server);
+        self.ok_prefix.clear();
+        self.ok_prefix.extend_from_slice(status_line(200));
+        self.ok_prefix.extend_from_slice(&self.date_server);
+    }
+
+    /// Appends the status line, `Date`, and (if `with_server`) the configured `Server` line.
+    pub(crate) fn write_prefix(&self, out: &mut Vec<u8>, status: u16, with_server: bool) {
+        match (status, with_server) {
+            (200, true) => out.extend_from_slice(&self.ok_prefix),
+            (_, true) => {
+                out.extend_from_slice(status_line(status));
+                out.extend_from_slice(&self.date_server);
+            }
+            (_, false) => {
+                out.extend_from_slice(status_line(status));
+                out.extend_from_slice(&self.date_only);
+            }
+        }
+    }
+
+    /// Appends the head of a response (status line to the empty line) with `status`, the
+    /// handler's `headers`, `framing`, and the `Connection` line `keep_alive` calls for: one
+    /// copy when a memoized head matches (see [`HeadMemo`]), else encoded field by field and
+    /// memoized when its fields are all `'static`. A field asking for `Connection: close`
+    /// disables `keep_alive`. `false`, with nothing appended, if the status (0: not a valid
+    /// final status) or a field would break the message.
+    pub(crate) fn write_head(
+        &mut self,
+        out: &mut Vec<u8>,
+        status: u16,
+        headers: &Fields,
+        keep_alive: &mut KeepAlive,
+        version: Version,
+        framing: Framing,
+    ) -> bool {
+        let hit = self
+            .memo
+            .iter()
+            .position(|m| m.status == status && same_fields(&m.key, headers));
+        if let Some(i) = hit {
+            let m = &mut self.memo[i];
+            if m.close {
+                keep_alive.disable(CloseReason::ResponseAsked);
+            }
+            let conn = keep_alive.connection_line(version);
+            if m.conn == conn && m.framing == framing {
+                out.extend_from_slice(&m.bytes);
+            } else {
+                // Same start, other ending (another body length, say): remember the new ending.
+                out.extend_from_slice(&m.bytes[..m.fields_len]);
+                let mark = out.len();
+                finish_head(out, conn, framing);
+                m.conn = conn;
+                m.framing = framing;
+                m.bytes.truncate(m.fields_len);
+                m.bytes.extend_from_slice(&out[mark..]);
+            }
+            return true;
+        }
+        let close = headers.iter().any(|(n, v)| asks_close(n.as_bytes(), v));
+        if close {
+            keep_alive.disable(CloseReason::ResponseAsked);
+        }
+        let mark = out.len();
+        if status == 0 || !self.write_fields(out, status, headers) {
+            out.truncate(mark);
+            return false;
+        }
+        let fields_len = out.len() - mark;
+        let conn = keep_alive.connection_line(version);
+        finish_head(out, conn, framing);
+        if let Some(key) = fields_key(headers) {
+            if self.memo.len() >= HEAD_MEMO_MAX {
+                // Oldest out: the memo is refilled from scratch every refresh anyway.
+                self.memo.remove(0);
+            }
+            self.memo.push(HeadMemo {
+                status,
+                key,
+                conn,
+                framing,
+                close,
+                fields_len,
+                bytes: out[mark..].to_vec(),
+            });
+        }
+        true
+    }
+
+    /// Encodes the status line, `Date`, `Server` (unless the handler sets its own) and the
+    /// handler's fields, skipping the ones the engine owns. `false` if a field would break the
+    /// message (response splitting).
+    fn write_fields(&self, out: &mut Vec<u8>, status: u16, headers: &Fields) -> bool {
+        let own_server = headers.iter().any(|(n, _)| is_server_field(n.as_bytes()));
+        self.write_prefix(out, status, !own_server);
+        for (name, value) in headers {
+            let name = name.as_bytes();
+            // Framing, Date and Connection are the engine's: a handler's could contradict it.
+            if is_engine_owned(name) {
+                continue;
+            }
+            if write_field(out, name, value).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The memo key of `headers` if every name and value is borrowed `'static` data (see
+/// [`FieldsKey`]) and there are few enough of them.
+fn fields_key(headers: &Fields) -> Option<FieldsKey> {
+    if headers.len() > HEAD_MEMO_FIELDS {
+        return None;
+    }
+    headers
+        .iter()
+        .map(|(n, v)| match (n, v) {
+            (Cow::Borrowed(n), Cow::Borrowed(v)) => {
+                Some((n.as_ptr() as usize, n.len(), v.as_ptr() as usize, v.len()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `headers` has exactly the identity `key` (see [`FieldsKey`]).
+#[inline]
+fn same_fields(key: &[(usize, usize, usize, usize)], headers: &Fields) -> bool {
+    key.len() == headers.len()
+        && key.iter().zip(headers).all(|(k, (n, v))| match (n, v) {
+            (Cow::Borrowed(n), Cow::Borrowed(v)) => {
+                *k == (n.as_ptr() as usize, n.len(), v.as_ptr() as usize, v.len())
+            }
+            _ => false,
+        })
+}

@@ -1,0 +1,262 @@
+//! One worker: a thread with a tokio current-thread runtime, its own listener (a `SO_REUSEPORT`
+//! socket, or a handle on an injected one), and every connection it accepted (no work
+//! stealing).
+//!
+//! `mod.rs` runs the worker and holds its shared state; `accept.rs` is the accept loop and the
+//! acceptor step; `limits.rs` the connection limits shared by all workers; `pools.rs` the
+//! recycled buffers and connection shells; `heads.rs` the response-head cache.
+
+mod accept;
+mod heads;
+mod limits;
+mod pools;
+
+pub(crate) use heads::HeadCache;
+use heads::HEAD_CACHE_REFRESH;
+pub(crate) use limits::Global;
+use limits::Slot;
+
+use crate::conn::Conn;
+use crate::idle::{IdleSet, NO_KEY};
+use crate::listener::Listener;
+use crate::pooled::BlockPool;
+use crate::transport::Acceptor;
+use crate::{ServerConfig, Service};
+use bytes::BytesMut;
+use peregrine_codec::FieldSpan;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::{watch, Notify};
+
+/// Per-worker state every connection of the worker can reach (not generic over the service).
+pub(crate) struct WorkerShared {
+    pub(crate) config: ServerConfig,
+    /// The parser's field table, shared by the worker's connections: parsing never yields, so
+    /// one table per thread suffices and idle connections do not carry one.
+    pub(crate) fields: RefCell<Box<[FieldSpan]>>,
+    pub(super) read_pool: RefCell<Vec<BytesMut>>,
+    /// Connection shells of connections that went idle, for the next one that goes busy.
+    /// Emptied when the worker stops: each holds an `Rc` to this state (a cycle otherwise).
+    pub(super) conn_pool: RefCell<Vec<Rc<Conn>>>,
+    pub(super) out_pool: RefCell<Vec<Vec<u8>>>,
+    shutting_down: Cell<bool>,
+    /// Idle connections, woken when they time out or shutdown starts.
+    pub(crate) idle: IdleSet,
+    /// Memory for the per-batch futures of busy connections (see [`crate::pooled`]).
+    pub(crate) busy_blocks: BlockPool,
+    pub(crate) head_cache: RefCell<HeadCache>,
+    live: Cell<usize>,
+    all_closed: Notify,
+    /// The server-wide connection count.
+    pub(super) global: Arc<Global>,
+}
+
+impl WorkerShared {
+    pub(crate) fn new(config: ServerConfig, global: Arc<Global>) -> Self {
+        let n = config.limits.max_fields.max(1);
+        WorkerShared {
+            fields: RefCell::new(vec![FieldSpan::default(); n].into_boxed_slice()),
+            read_pool: RefCell::new(Vec::new()),
+            conn_pool: RefCell::new(Vec::new()),
+            out_pool: RefCell::new(Vec::new()),
+            shutting_down: Cell::new(false),
+            idle: IdleSet::new(config.idle_timeout, config.header_timeout),
+            busy_blocks: BlockPool::new(),
+            head_cache: RefCell::new(HeadCache::new(config.server_name)),
+            live: Cell::new(0),
+            all_closed: Notify::new(),
+            global,
+            config,
+        }
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+}
+
+/// Set when the worker's main task has ended (normally or by a panic), waking `block_on`.
+#[derive(Default)]
+struct Finished {
+    done: Cell<bool>,
+    waker: RefCell<Option<std::task::Waker>>,
+}
+
+impl Finished {
+    fn poll(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.done.get() {
+            return std::task::Poll::Ready(());
+        }
+        let mut w = self.waker.borrow_mut();
+        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *w = Some(cx.waker().clone());
+        }
+        std::task::Poll::Pending
+    }
+}
+
+/// Marks [`Finished`] when dropped: at the end of the main task, or while unwinding from it.
+struct FinishedGuard(Rc<Finished>);
+
+impl Drop for FinishedGuard {
+    fn drop(&mut self) {
+        self.0.done.set(true);
+        if let Some(w) = self.0.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+/// A connection's hold on its worker: the worker's shared state, and the connection's place in
+/// the server-wide count (`max_connections`), in the worker's live count and in its idle
+/// registry, all given back on drop. Two words, because it is part of every idle connection's
+/// state (see `conn::serve`).
+pub(crate) struct ConnShared {
+    shared: Rc<WorkerShared>,
+    /// The connection's entry in [`WorkerShared::idle`], from its first idle wait on.
+    pub(crate) idle_key: Cell<u32>,
+}
+
+impl ConnShared {
+    fn new(shared: &Rc<WorkerShared>, slot: Slot<'_>) -> Self {
+        slot.keep();
+        shared.live.set(shared.live.get() + 1);
+        ConnShared {
+            shared: shared.clone(),
+            idle_key: Cell::new(NO_KEY),
+        }
+    }
+
+    /// A hold taken without `accept` (tests of the connection driver).
+    #[cfg(test)]
+    pub(crate) fn for_test(shared: &Rc<WorkerShared>) -> Self {
+        assert!(shared.global.try_acquire(), "the test's server is full");
+        shared.live.set(shared.live.get() + 1);
+        ConnShared {
+            shared: shared.clone(),
+            idle_key: Cell::new(NO_KEY),
+        }
+    }
+}
+
+impl std::ops::Deref for ConnShared {
+    type Target = Rc<WorkerShared>;
+    fn deref(&self) -> &Rc<WorkerShared> {
+        &self.shared
+    }
+}
+
+impl Drop for ConnShared {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        let key = self.idle_key.get();
+        if crate::idle::is_entry(key) {
+            shared.idle.remove(key as usize);
+        }
+        shared.global.release();
+        let n = shared.live.get() - 1;
+        shared.live.set(n);
+        if n == 0 {
+            shared.all_closed.notify_one();
+        }
+    }
+}
+
+/// The body of a worker thread: accept until shutdown, then drain, then return (dropping what
+/// is left, which force-closes it).
+pub(crate) fn run<S: Service, A: Acceptor>(
+    listener: Listener,
+    acceptor: A,
+    config: ServerConfig,
+    service: S,
+    global: Arc<Global>,
+    mut stop: watch::Receiver<bool>,
+    ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let listener = match listener.into_async() {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        drop(ready);
+        // The worker's own work runs in a task of its own, and `block_on` only waits for it to
+        // finish. `LocalSet::block_on` polls its main future again every time any local task
+        // is woken, that is, once per connection event: keeping accept/stop out of the main
+        // future saves polling the listener and the stop channel each time.
+        let finished = Rc::new(Finished::default());
+        let guard = FinishedGuard(finished.clone());
+        tokio::task::spawn_local(async move {
+            let _guard = guard;
+            let shared = Rc::new(WorkerShared::new(config, global));
+            let service = Rc::new(service);
+            let dates = shared.clone();
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(HEAD_CACHE_REFRESH);
+                loop {
+                    tick.tick().await;
+                    dates.head_cache.borrow_mut().refresh();
+                }
+            });
+            let sweeper = shared.clone();
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(sweeper.idle.tick_len());
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    sweeper.idle.sweep();
+                    // Another worker is full and had no idle connection to close (issue 17).
+                    let global = &sweeper.global;
+                    if global.evict_wanted.load(Ordering::Relaxed) && sweeper.idle.evict_oldest() {
+                        global.evict_wanted.store(false, Ordering::Relaxed);
+                    }
+                }
+            });
+            tokio::select! {
+                _ = accept::accept_loop(&listener, &acceptor, &shared, &service) => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            // Stop accepting: connections still in this listener's backlog are refused.
+            drop(listener);
+            shared.shutting_down.set(true);
+            // No shell enters the pool from now on (see `put_conn`): emptying it breaks the
+            // cycle between the pooled shells and this state.
+            shared.conn_pool.borrow_mut().clear();
+            shared.idle.wake_all();
+            let deadline = tokio::time::sleep(shared.config.shutdown_timeout);
+            tokio::pin!(deadline);
+            while shared.live.get() > 0 {
+                tokio::select! {
+                    _ = shared.all_closed.notified() => {}
+                    _ = &mut deadline => {
+                        tracing::warn!(
+                            open = shared.live.get(),
+                            "shutdown deadline passed; closing remaining connections"
+                        );
+                        break;
+                    }
+                }
+            }
+        });
+        std::future::poll_fn(|cx| finished.poll(cx)).await;
+    });
+    // Dropping the set drops the connections still open (force-close after the deadline).
+    let _guard = rt.enter();
+    drop(local);
+}

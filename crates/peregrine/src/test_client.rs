@@ -1,0 +1,325 @@
+//! An in-process test client: requests go through the whole application (routing, layers,
+//! handlers, error answers) without a socket.
+
+use crate::app::{App, AppService};
+use crate::header::IntoHeaderValue;
+use bytes::Bytes;
+use peregrine_server::{Response, ResponseBody, Service};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+/// Sends requests to an application in memory. Made by [`App::test`].
+///
+/// Each request is built as the HTTP/1.1 bytes a client would send and parsed by the engine's
+/// strict parser (so a malformed test request fails loudly), then answered by the compiled
+/// application on a [`LocalSet`](tokio::task::LocalSet) owned by the client, as a worker
+/// would: handlers may use `spawn_local`, per-worker state
+/// ([`App::on_worker_start`](crate::App::on_worker_start)) is built on first use, and a
+/// streamed body is read to its end before `send` returns. Use it from `#[tokio::test]`.
+///
+/// What it does not show: the headers the engine adds on the wire (`date`, `content-length`,
+/// `transfer-encoding`, `connection`), and the engine's own limits; test those with a socket.
+///
+/// ```
+/// use peregrine::{get, post, App, Error, Json, Request, StatusCode};
+/// use serde_json::{json, Value};
+///
+/// async fn create(mut req: Request) -> Result<(StatusCode, Json<Value>), Error> {
+///     let mut todo: Value = req.json().await?;
+///     todo["id"] = json!(1);
+///     Ok((StatusCode::CREATED, Json(todo)))
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let client = App::new()
+///     .route("/todos", post(create))
+///     .route("/spawn", get(|_req: Request| async {
+///         tokio::task::spawn_local(async { "from a local task" }).await.unwrap()
+///     }))
+///     .test();
+///
+/// let res = client.post("/todos").json(&json!({"title": "fly"})).send().await;
+/// assert_eq!(res.status(), StatusCode::CREATED);
+/// assert_eq!(res.json::<Value>()["id"], 1);
+///
+/// let res = client.post("/todos").header("content-type", "text/plain").body("x").send().await;
+/// assert_eq!(res.status(), 415);
+/// assert_eq!(res.header("content-type"), Some("application/problem+json"));
+///
+/// assert_eq!(client.get("/spawn").send().await.text(), "from a local task");
+/// # });
+/// ```
+pub struct TestClient {
+    service: AppService,
+    local: Rc<tokio::task::LocalSet>,
+    peer: SocketAddr,
+}
+
+impl App {
+    /// Compiles the application into a [`TestClient`] (no socket, no worker threads).
+    ///
+    /// # Panics
+    /// If the application does not build (route conflict, missing state): the message says
+    /// why, as [`App::try_into_service`] would.
+    pub fn test(self) -> TestClient {
+        TestClient {
+            service: self.into_service(),
+            local: Rc::new(tokio::task::LocalSet::new()),
+            peer: SocketAddr::from(([127, 0, 0, 1], 40000)),
+        }
+    }
+}
+
+macro_rules! method_builders {
+    ($($name:ident => $method:expr;)*) => {
+        $(
+            #[doc = concat!("A `", $method, "` request to `target` (path and query).")]
+            pub fn $name(&self, target: &str) -> TestRequest<'_> {
+                self.request($method, target)
+            }
+        )*
+    };
+}
+
+impl TestClient {
+    /// The peer address handlers see ([`Request::peer_addr`](crate::Request::peer_addr));
+    /// `127.0.0.1:40000` by default.
+    pub fn with_peer(mut self, peer: SocketAddr) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// A request with any method (`"PROPFIND"`, ...) to `target` (path and query).
+    pub fn request(&self, method: &str, target: &str) -> TestRequest<'_> {
+        TestRequest {
+            client: self,
+            method: method.to_owned(),
+            target: target.to_owned(),
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    method_builders! {
+        get => "GET";
+        head => "HEAD";
+        post => "POST";
+        put => "PUT";
+        patch => "PATCH";
+        delete => "DELETE";
+        options => "OPTIONS";
+    }
+}
+
+/// A request being built; [`TestRequest::send`] answers it.
+#[must_use = "a test request does nothing until `send().await`"]
+pub struct TestRequest<'a> {
+    client: &'a TestClient,
+    method: String,
+    target: String,
+    headers: Vec<(Cow<'static, str>, Cow<'static, [u8]>)>,
+    body: Option<Vec<u8>>,
+}
+
+impl TestRequest<'_> {
+    /// Adds a header (`Host: test` is sent unless one is given).
+    pub fn header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl IntoHeaderValue,
+    ) -> Self {
+        self.headers.push((name.into(), value.into_header_value()));
+        self
+    }
+
+    /// A JSON body (`content-type: application/json` unless set).
+    pub fn json<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
+        let body = serde_json::to_vec(value).expect("test body serialises to JSON");
+        self.set_default_type("application/json");
+        self.body = Some(body);
+        self
+    }
+
+    /// A form body (`content-type: application/x-www-form-urlencoded` unless set).
+    pub fn form<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
+        let body = serde_urlencoded::to_string(value).expect("test body serialises as a form");
+        self.set_default_type("application/x-www-form-urlencoded");
+        self.body = Some(body.into_bytes());
+        self
+    }
+
+    /// A raw body (no content type is added).
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = Some(body.into().to_vec());
+        self
+    }
+
+    fn set_default_type(&mut self, ct: &'static str) {
+        if !self.has_header("content-type") {
+            self.headers
+                .push((Cow::Borrowed("content-type"), Cow::Borrowed(ct.as_bytes())));
+        }
+    }
+
+    fn has_header(&self, name: &str) -> bool {
+        self.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    /// The request as a client would write it.
+    fn to_bytes(&self) -> Vec<u8> {
+        let body = self.body.as_deref().unwrap_or_default();
+        let mut raw = Vec::with_capacity(128 + body.len());
+        raw.extend_from_slice(self.method.as_bytes());
+        raw.push(b' ');
+        raw.extend_from_slice(self.target.as_bytes());
+        raw.extend_from_slice(b" HTTP/1.1\r\n");
+        if !self.has_header("host") {
+            raw.extend_from_slice(b"host: test\r\n");
+        }
+        for (n, v) in &self.headers {
+            raw.extend_from_slice(n.as_bytes());
+            raw.extend_from_slice(b": ");
+            raw.extend_from_slice(v);
+            raw.extend_from_slice(b"\r\n");
+        }
+        let framed = self.has_header("content-length") || self.has_header("transfer-encoding");
+        if !framed && (self.body.is_some() || matches!(&*self.method, "POST" | "PUT" | "PATCH")) {
+            raw.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+        }
+        raw.extend_from_slice(b"\r\n");
+        raw.extend_from_slice(body);
+        raw
+    }
+
+    /// Sends the request through the application and reads the whole answer.
+    ///
+    /// # Panics
+    /// If the request is not valid HTTP/1.1 (a bad header name or value, a target with
+    /// spaces): a test bug, reported with the parser's reason.
+    pub async fn send(self) -> TestResponse {
+        let raw = self.to_bytes();
+        let req =
+            peregrine_server::Request::from_bytes(&raw, self.client.peer).unwrap_or_else(|e| {
+                panic!(
+                    "test request {} {} is not valid HTTP/1.1: {e:?}",
+                    self.method, self.target
+                )
+            });
+        let head = self.method == "HEAD";
+        let service = self.client.service.clone();
+        self.client
+            .local
+            .run_until(async move {
+                let res = service.call(req).await;
+                TestResponse::read(res, head).await
+            })
+            .await
+    }
+}
+
+/// A whole answer: status, headers (those the application set) and body.
+#[derive(Debug, Clone)]
+pub struct TestResponse {
+    status: u16,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Bytes,
+    /// The body stream failed after these bytes (the engine would abort the connection).
+    aborted: Option<String>,
+}
+
+impl TestResponse {
+    async fn read(res: Response, head: bool) -> TestResponse {
+        let headers = res
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_vec()))
+            .collect();
+        let (body, aborted) = match res.body {
+            ResponseBody::Empty => (Bytes::new(), None),
+            ResponseBody::Full(b) => (b, None),
+            ResponseBody::Stream(mut s) => {
+                let mut acc = Vec::new();
+                let mut aborted = None;
+                while let Some(chunk) = std::future::poll_fn(|cx| s.as_mut().poll_next(cx)).await {
+                    match chunk {
+                        Ok(b) => acc.extend_from_slice(&b),
+                        Err(e) => {
+                            aborted = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                (Bytes::from(acc), aborted)
+            }
+        };
+        TestResponse {
+            status: res.status,
+            headers,
+            // The engine sends HEAD answers without their body.
+            body: if head { Bytes::new() } else { body },
+            aborted,
+        }
+    }
+
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+    /// First value of header `name` (case-insensitive) as text; `None` if absent or not UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.header_bytes(name)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+    /// First value of header `name` (case-insensitive), byte-exact.
+    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| &v[..])
+    }
+    /// Every value of header `name`, in order.
+    pub fn header_all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .collect()
+    }
+    /// All headers the application set, in order.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.headers.iter().map(|(n, v)| (n.as_str(), &v[..]))
+    }
+    /// The body.
+    pub fn bytes(&self) -> &Bytes {
+        &self.body
+    }
+    /// The body as text.
+    ///
+    /// # Panics
+    /// If it is not UTF-8.
+    pub fn text(&self) -> &str {
+        std::str::from_utf8(&self.body).expect("response body is UTF-8")
+    }
+    /// The body parsed as JSON.
+    ///
+    /// # Panics
+    /// If it is not JSON of that shape (the message shows the body).
+    pub fn json<T: DeserializeOwned>(&self) -> T {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "response body is not the expected JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+    /// The error of a streamed body that ended with one (the client would see a truncated
+    /// response), if any.
+    pub fn stream_error(&self) -> Option<&str> {
+        self.aborted.as_deref()
+    }
+}
