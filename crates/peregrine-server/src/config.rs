@@ -97,6 +97,9 @@ pub struct ServerConfig {
     pub server_name: Option<&'static str>,
     /// `listen(2)` backlog. Default 1024.
     pub backlog: u32,
+    /// HTTP/2 limits and protections (feature `http2`).
+    #[cfg(feature = "http2")]
+    pub http2: crate::h2::Http2Config,
 }
 
 impl Default for ServerConfig {
@@ -123,6 +126,8 @@ impl Default for ServerConfig {
             shutdown_timeout: Duration::from_secs(10),
             server_name: Some("peregrine"),
             backlog: 1024,
+            #[cfg(feature = "http2")]
+            http2: crate::h2::Http2Config::default(),
         }
     }
 }

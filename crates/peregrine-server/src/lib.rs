@@ -59,8 +59,8 @@ pub mod server;
 pub mod service;
 #[cfg(feature = "tls")]
 pub mod tls;
-pub mod upgrade;
 pub mod transport;
+pub mod upgrade;
 mod worker;
 
 pub use body::{Body, BodyError};

@@ -145,7 +145,10 @@ fn main() -> std::io::Result<()> {
         let handle = Server::new(tls_config)
             .with_acceptor(acceptor)
             .serve(service)?;
-        println!("https://{} (HTTP/2 and HTTP/1.1 by ALPN)", handle.local_addr());
+        println!(
+            "https://{} (HTTP/2 and HTTP/1.1 by ALPN)",
+            handle.local_addr()
+        );
         handles.push(handle);
     }
     wait_for_signal()?;

@@ -206,6 +206,26 @@ impl WebSocketUpgrade {
         self.config
     }
 
+    /// Accepts the handshake: the `101 Switching Protocols` response, after which the engine
+    /// runs `handler` with the open [`WebSocket`] on the connection's worker. The connection
+    /// closes when `handler` returns.
+    pub fn on_upgrade<F, Fut>(self, handler: F) -> Response
+    where
+        F: FnOnce(WebSocket) -> Fut + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        let config = self.config;
+        let protocol = self.protocol.clone();
+        let run: peregrine_server::upgrade::OnUpgrade = Box::new(move |io: Upgraded| {
+            Box::pin(async move {
+                let ws = WebSocket::from_upgraded(io, config, protocol).await;
+                handler(ws).await;
+            })
+        });
+        self.response()
+            .with_body(peregrine_server::ResponseBody::Upgrade(run))
+    }
+
     /// The `101 Switching Protocols` response accepting this handshake (without the callback
     /// that runs the connection; see [`WebSocketUpgrade::on_upgrade`]).
     pub fn response(&self) -> Response {

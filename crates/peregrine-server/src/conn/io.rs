@@ -131,6 +131,23 @@ impl Conn {
             .expect("a connection in use has its socket")
     }
 
+    /// Takes the socket and the bytes received but not consumed out of a connection that
+    /// leaves the HTTP/1.1 driver (an upgrade, or HTTP/2 with prior knowledge). The shell's
+    /// buffers go back to the worker's pools.
+    pub(super) fn hand_over(&mut self) -> (Stream, bytes::Bytes) {
+        let io = self.io.get_mut();
+        let read = bytes::Bytes::copy_from_slice(&io.rbuf);
+        io.rbuf.clear();
+        io.out.clear();
+        io.out_pos = 0;
+        (
+            self.stream
+                .take()
+                .expect("a connection in use has its socket"),
+            read,
+        )
+    }
+
     #[inline]
     pub(super) fn stream(&self) -> &Stream {
         match &self.stream {

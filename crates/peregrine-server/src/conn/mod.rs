@@ -18,7 +18,7 @@ use crate::idle::IdleWait;
 use crate::pooled::PooledFuture;
 use crate::transport::Stream;
 use crate::worker::{ConnShared, WorkerShared};
-use crate::{Body, Request, Service};
+use crate::{Body, Request, ResponseBody, Service};
 use body::BodyState;
 use bytes::Buf;
 use io::{deadline_after, Fill};
@@ -39,6 +39,11 @@ enum Close {
     Now,
     /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
     Linger,
+    /// Flush the 101, then run the handler's function on the raw connection.
+    Upgrade(crate::upgrade::OnUpgrade),
+    /// The client speaks HTTP/2 (its first bytes were the preface): hand over to that driver.
+    #[cfg(feature = "http2")]
+    Http2,
 }
 
 /// What the busy part of the driver asks for.
@@ -104,8 +109,33 @@ pub(crate) fn serve<S: Service>(
                 let _ = Box::pin(conn.flush()).await;
             }
             Close::Linger => Box::pin(conn.linger()).await,
+            Close::Upgrade(on_upgrade) => {
+                if Box::pin(conn.flush()).await.is_err() {
+                    return;
+                }
+                let Some((stream, read)) = hand_over(conn, &shared) else {
+                    return;
+                };
+                let io = crate::upgrade::TransportIo::new(stream);
+                // The connection keeps its place in the worker's count while upgraded.
+                on_upgrade(crate::upgrade::Upgraded::new(io, read)).await;
+            }
+            #[cfg(feature = "http2")]
+            Close::Http2 => {
+                if let Some((stream, read)) = hand_over(conn, &shared) {
+                    Box::pin(crate::h2::serve_stream(service, shared, stream, read, peer)).await;
+                }
+            }
         }
     }
+}
+
+/// The socket and unconsumed input of a connection leaving this driver; `None` if a request
+/// body (held by a handler) still shares the connection.
+fn hand_over(mut conn: Rc<Conn>, shared: &WorkerShared) -> Option<(Stream, bytes::Bytes)> {
+    let parts = Rc::get_mut(&mut conn)?.hand_over();
+    shared.put_conn(conn);
+    Some(parts)
 }
 
 /// Answers requests until everything received was answered (→ [`Next::Idle`]) or the connection
@@ -132,6 +162,8 @@ async fn busy<S: Service>(
                         break;
                     }
                     Taken::Refused => return Next::Close(Close::Linger),
+                    #[cfg(feature = "http2")]
+                    Taken::Http2 => return Next::Close(Close::Http2),
                 };
             head_deadline = None;
             // The service is called and polled in one `catch_unwind`, its future pinned here
@@ -181,6 +213,9 @@ async fn busy<S: Service>(
             let drop_panicked = catch_unwind(AssertUnwindSafe(|| slot.set(None))).is_err();
             match answered {
                 Some(Answered::Encoded) => {}
+                Some(Answered::Rest(ResponseBody::Upgrade(on_upgrade))) => {
+                    return Next::Close(Close::Upgrade(on_upgrade));
+                }
                 Some(Answered::Rest(rest)) => {
                     // Boxed: large and streamed bodies are the exception.
                     if Box::pin(conn.finish_response(rest, version)).await.is_err() {
@@ -251,6 +286,9 @@ enum Taken {
     NeedMore,
     /// An error response was queued; the connection closes.
     Refused,
+    /// The connection's first bytes are the HTTP/2 preface (h2c with prior knowledge).
+    #[cfg(feature = "http2")]
+    Http2,
 }
 
 /// Parses the head at the start of the read buffer and, for a complete one, builds the request
@@ -288,6 +326,16 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
         }
         Err(Some((status, reason))) => {
             pending.give_back();
+            // `PRI * HTTP/2.0` is refused as an HTTP version; as a connection's first bytes it
+            // is the HTTP/2 preface. Only on this error path, so HTTP/1.1 pays nothing.
+            #[cfg(feature = "http2")]
+            if status == 505
+                && *served == 0
+                && !matches!(conn.stream(), Stream::Other(_))
+                && crate::h2::detect_preface(&io.rbuf) != Some(false)
+            {
+                return Taken::Http2;
+            }
             drop((io, table));
             conn.push_error(status, reason, false);
             return Taken::Refused;

@@ -24,7 +24,9 @@ mod respond;
 pub(crate) use body::H2Body;
 
 use crate::request::PartsInfo;
+use crate::transport::Stream;
 use crate::upgrade::Rewind;
+use crate::worker::ConnShared;
 use crate::{Body, Request, Response, ServerConfig, Service, Version};
 use bytes::Bytes;
 use bytes::BytesMut;
@@ -309,6 +311,33 @@ async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut io: IO) {
         Ok::<(), std::io::Error>(())
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
+}
+
+/// Serves an HTTP/2 connection the worker accepted (TLS with ALPN `h2`, or a cleartext one that
+/// began with the preface, whose bytes read so far are in `read`), holding its place in the
+/// worker's connection count until it ends; shutdown of the worker starts the graceful GOAWAY.
+pub(crate) async fn serve_stream<S: Service>(
+    service: Rc<S>,
+    held: ConnShared,
+    stream: Stream,
+    read: Bytes,
+    peer: SocketAddr,
+) {
+    let shared = (*held).clone();
+    let io = crate::upgrade::TransportIo::new(stream);
+    let shutdown = shared.shutdown_started();
+    let how = serve_connection(
+        io,
+        read,
+        peer,
+        (*service).clone(),
+        &shared.config,
+        &shared.config.http2,
+        shutdown,
+    )
+    .await;
+    tracing::debug!(%peer, ?how, "HTTP/2 connection closed");
+    drop(held);
 }
 
 /// Counts client resets in a sliding 10 s window.

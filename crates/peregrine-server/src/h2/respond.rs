@@ -60,6 +60,10 @@ fn date_value() -> HeaderValue {
 /// The response head as HTTP/2 fields, or `None` if a field the handler set is not a valid
 /// field (the caller answers 500 instead, as the HTTP/1.1 driver does).
 fn head(res: &mut Response, server_name: Option<&'static str>) -> Option<http::Response<()>> {
+    // 1xx (a 101 upgrade included) does not exist as a final response in HTTP/2.
+    if res.status < 200 {
+        return None;
+    }
     let mut out = http::Response::new(());
     *out.status_mut() = http::StatusCode::from_u16(res.status).ok()?;
     let fields = out.headers_mut();

@@ -134,6 +134,14 @@ impl Transport for TlsTransport {
         }
     }
 
+    fn http2(&self) -> bool {
+        self.negotiated() == Negotiated::Http2
+    }
+
+    fn reset_on_close(&self) -> io::Result<()> {
+        Transport::reset_on_close(self.io.borrow().get_ref().0)
+    }
+
     fn clear_read_ready(&self) {
         // tokio-rustls clears the socket's readiness itself when a read would block.
     }
