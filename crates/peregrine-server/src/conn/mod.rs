@@ -39,8 +39,9 @@ enum Close {
     Now,
     /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
     Linger,
-    /// Flush the 101, then run the handler's function on the raw connection.
-    Upgrade(crate::upgrade::OnUpgrade),
+    /// Flush the 101, then run the handler's function on the raw connection. (Boxed again: a
+    /// thin pointer keeps this enum, and the connection's future, at their old size.)
+    Upgrade(Box<crate::upgrade::OnUpgrade>),
     /// The client speaks HTTP/2 (its first bytes were the preface): hand over to that driver.
     #[cfg(feature = "http2")]
     Http2,
@@ -109,24 +110,32 @@ pub(crate) fn serve<S: Service>(
                 let _ = Box::pin(conn.flush()).await;
             }
             Close::Linger => Box::pin(conn.linger()).await,
-            Close::Upgrade(on_upgrade) => {
-                if Box::pin(conn.flush()).await.is_err() {
-                    return;
-                }
-                let Some((stream, read)) = hand_over(conn, &shared) else {
-                    return;
-                };
-                let io = crate::upgrade::TransportIo::new(stream);
-                // The connection keeps its place in the worker's count while upgraded.
-                on_upgrade(crate::upgrade::Upgraded::new(io, read)).await;
-            }
+            // Boxed, like the other rare paths: the idle connection's task stays small.
+            Close::Upgrade(on_upgrade) => Box::pin(upgrade(conn, shared, on_upgrade)).await,
             #[cfg(feature = "http2")]
-            Close::Http2 => {
-                if let Some((stream, read)) = hand_over(conn, &shared) {
-                    Box::pin(crate::h2::serve_stream(service, shared, stream, read, peer)).await;
-                }
-            }
+            Close::Http2 => Box::pin(http2(conn, shared, service, peer)).await,
         }
+    }
+}
+
+/// Sends the 101, then runs the handler's function on the raw connection, which keeps its place
+/// in the worker's count meanwhile.
+async fn upgrade(conn: Rc<Conn>, shared: ConnShared, on_upgrade: Box<crate::upgrade::OnUpgrade>) {
+    if conn.flush().await.is_err() {
+        return;
+    }
+    if let Some((stream, read)) = hand_over(conn, &shared) {
+        let io = crate::upgrade::TransportIo::new(stream);
+        on_upgrade(crate::upgrade::Upgraded::new(io, read)).await;
+    }
+    drop(shared);
+}
+
+/// Serves the rest of the connection as HTTP/2, starting with the bytes already read.
+#[cfg(feature = "http2")]
+async fn http2<S: Service>(conn: Rc<Conn>, shared: ConnShared, service: Rc<S>, peer: SocketAddr) {
+    if let Some((stream, read)) = hand_over(conn, &shared) {
+        crate::h2::serve_stream(service, shared, stream, read, peer).await;
     }
 }
 
@@ -214,7 +223,7 @@ async fn busy<S: Service>(
             match answered {
                 Some(Answered::Encoded) => {}
                 Some(Answered::Rest(ResponseBody::Upgrade(on_upgrade))) => {
-                    return Next::Close(Close::Upgrade(on_upgrade));
+                    return Next::Close(Close::Upgrade(Box::new(on_upgrade)));
                 }
                 Some(Answered::Rest(rest)) => {
                     // Boxed: large and streamed bodies are the exception.
