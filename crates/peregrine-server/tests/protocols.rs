@@ -166,6 +166,8 @@ async fn plaintext_listener_serves_h2c_with_prior_knowledge_and_http11() {
     let mut head = [0u8; 9];
     tcp.read_exact(&mut head).await.unwrap();
     assert_eq!(head[3], 4, "the server's SETTINGS frame");
+    // (A client that stays silent would hold shutdown until its deadline: this one goes.)
+    drop(tcp);
     // A request line with HTTP/2.0 that is not the preface is still refused 505.
     let mut tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
     tcp.write_all(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n")
