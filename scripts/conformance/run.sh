@@ -98,10 +98,12 @@ for proto in ("SSLv2", "SSLv3", "TLS1", "TLS1_1"):
 for proto in ("TLS1_2", "TLS1_3"):
     if not by_id.get(proto, "").startswith("offered"):
         bad.append(f"{proto}: {by_id.get(proto)}")
+categories = [k for k in by_id if k.startswith("cipherlist_")]
 for cat in ("cipherlist_NULL", "cipherlist_aNULL", "cipherlist_EXPORT", "cipherlist_LOW",
-            "cipherlist_3DES_IDEA", "cipherlist_OBSOLETED"):
+            "cipherlist_3DES_IDEA"):
     if "not offered" not in by_id.get(cat, "missing"):
         bad.append(f"{cat}: {by_id.get(cat)}")
+print("  cipher categories:", {k: by_id[k] for k in categories})
 for line in bad:
     print("  ", line)
 print("  protocols:", {k: by_id.get(k) for k in ("SSLv2", "SSLv3", "TLS1", "TLS1_1", "TLS1_2", "TLS1_3")})
