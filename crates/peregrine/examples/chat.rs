@@ -9,8 +9,8 @@
 //! ```
 //!
 //! `ADDR` (default 127.0.0.1:8080) serves HTTP/1.1 and h2c; `TLS_ADDR` (default
-//! 127.0.0.1:8443) serves TLS when `TLS_CERT`/`TLS_KEY` are set. `/echo` is a plain WebSocket
-//! echo (for conformance clients).
+//! 127.0.0.1:8443) serves TLS when `TLS_CERT`/`TLS_KEY` are set; `H2C_ADDR`, if set, serves
+//! HTTP/2 only (cleartext). `/echo` is a plain WebSocket echo (for conformance clients).
 
 use peregrine::ws::{Message, WebSocket, WebSocketUpgrade};
 use peregrine::{get, post, App, Error, Html, Request, Response};
@@ -131,6 +131,20 @@ fn main() -> std::io::Result<()> {
     // Cleartext: HTTP/1.1, and HTTP/2 for clients that start with the h2 preface.
     let mut handles = vec![Server::new(config.clone()).serve(service.clone())?];
     println!("http://{} (HTTP/1.1 and h2c)", handles[0].local_addr());
+    // Optionally a cleartext port that speaks only HTTP/2 (h2c with prior knowledge).
+    if let Ok(addr) = std::env::var("H2C_ADDR") {
+        let h2c_config = peregrine::ServerConfig {
+            addr: addr
+                .parse()
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ..config.clone()
+        };
+        let handle = Server::new(h2c_config)
+            .with_acceptor(peregrine::server::h2::Http2OnlyAcceptor)
+            .serve(service.clone())?;
+        println!("http://{} (HTTP/2 only)", handle.local_addr());
+        handles.push(handle);
+    }
     // TLS: HTTP/2 or HTTP/1.1 by ALPN, certificates reloaded on SIGHUP.
     if let Some(tls) = TlsConfig::from_env()? {
         let acceptor = TlsAcceptor::new(&tls)?;

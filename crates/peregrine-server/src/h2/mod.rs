@@ -22,6 +22,7 @@ mod body;
 mod respond;
 
 pub(crate) use body::H2Body;
+use body::SharedRecv;
 
 use crate::request::PartsInfo;
 use crate::transport::Stream;
@@ -376,7 +377,9 @@ enum Outcome {
 
 /// What to do for one stream: call the service with this request, or answer at once.
 enum Start<F> {
-    Call(F, bool),
+    /// The handler's future, whether the request is HEAD, and the request body's stream to
+    /// drain after the response (when it did not end with the head).
+    Call(F, bool, Option<SharedRecv>),
     Answer(Response),
 }
 
@@ -413,15 +416,17 @@ impl<S: Service> CallH2 for S {
             // Length unknown, more DATA to come (the HTTP/1.1 equivalent is chunked).
             None => BodyFraming::Chunked,
         };
-        let body = if recv.is_end_stream() {
-            Body::empty()
+        let (body, shared_recv) = if recv.is_end_stream() {
+            (Body::empty(), None)
         } else {
-            Body::from_h2(H2Body::new(
-                recv,
+            let shared: SharedRecv = Rc::new(std::cell::RefCell::new(recv));
+            let body = H2Body::new(
+                shared.clone(),
                 declared,
                 ctx.max_body_size,
                 ctx.body_timeout,
-            ))
+            );
+            (Body::from_h2(body), Some(shared))
         };
         let target = match parts.uri.path_and_query() {
             Some(pq) => pq.as_str(),
@@ -467,7 +472,7 @@ impl<S: Service> CallH2 for S {
                 body,
             },
         );
-        Start::Call(self.call(request), head_request)
+        Start::Call(self.call(request), head_request, shared_recv)
     }
 }
 
@@ -478,9 +483,9 @@ async fn stream<F: Future<Output = Response>>(
     mut respond: SendResponse<Bytes>,
     ctx: Rc<Ctx>,
 ) -> Outcome {
-    let (response, head_request) = match start {
-        Start::Answer(r) => (r, false),
-        Start::Call(fut, head_request) => {
+    let (response, head_request, recv) = match start {
+        Start::Answer(r) => (r, false, None),
+        Start::Call(fut, head_request, recv) => {
             let mut fut = pin!(fut);
             let answer = poll_fn(|cx| {
                 if respond.poll_reset(cx).is_ready() {
@@ -497,15 +502,64 @@ async fn stream<F: Future<Output = Response>>(
             })
             .await;
             match answer {
-                Some(r) => (r, head_request),
+                Some(r) => (r, head_request, recv),
                 // The handler's future is dropped here: a cancelled request stops its work.
                 None => return Outcome::ResetByClient,
             }
         }
     };
     match respond::send(&mut respond, response, head_request, ctx.server_name).await {
-        Ok(()) => Outcome::Done,
+        Ok(()) => {
+            if let Some(recv) = recv {
+                body::drain(recv, ctx.body_timeout).await;
+            }
+            Outcome::Done
+        }
         Err(respond::SendError::Reset) => Outcome::ResetByClient,
         Err(respond::SendError::Body) => Outcome::Done,
+    }
+}
+
+/// An [`Acceptor`](crate::transport::Acceptor) for a cleartext listener that speaks only HTTP/2
+/// (h2c with prior knowledge, like h2o's or Go's h2c-only servers): every connection goes to the
+/// HTTP/2 driver, and one that does not start with the preface gets `GOAWAY(PROTOCOL_ERROR)`.
+/// (A listener with the default acceptor serves HTTP/1.1 and recognises the preface itself.)
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Http2OnlyAcceptor;
+
+impl crate::transport::Acceptor for Http2OnlyAcceptor {
+    fn accept(&self, conn: crate::transport::Accepted) -> crate::transport::Accept {
+        let stream = Stream::Other(Box::new(Http2Only(conn.stream)));
+        crate::transport::Accept::Handshake(Box::pin(async move { Ok(stream) }))
+    }
+}
+
+/// A stream marked as HTTP/2 (see [`Http2OnlyAcceptor`]); everything else is the stream's own.
+struct Http2Only(Stream);
+
+impl crate::transport::Transport for Http2Only {
+    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.0.poll_read_ready(cx)
+    }
+    fn poll_write_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.0.poll_write_ready(cx)
+    }
+    fn try_read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        self.0.try_read_buf(buf)
+    }
+    fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(data)
+    }
+    fn clear_read_ready(&self) {
+        self.0.clear_read_ready()
+    }
+    fn shutdown_write(&self) -> std::io::Result<()> {
+        self.0.shutdown_write()
+    }
+    fn reset_on_close(&self) -> std::io::Result<()> {
+        self.0.reset_on_close()
+    }
+    fn http2(&self) -> bool {
+        true
     }
 }
