@@ -281,3 +281,58 @@ async fn shutdown_sends_goaway_to_http2_connections_and_waits_for_them() {
         .expect("the server stops")
         .unwrap();
 }
+
+#[tokio::test]
+async fn an_http2_only_listener_refuses_http11_with_goaway() {
+    let handle = Server::new(config())
+        .with_acceptor(peregrine_server::h2::Http2OnlyAcceptor)
+        .serve(service())
+        .unwrap();
+    let tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
+    assert_eq!(h2_get(tcp, "/version").await, (200, Bytes::from("Http2")));
+    let mut tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
+    tcp.write_all(b"GET /version HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tcp.read_to_end(&mut got).await.unwrap();
+    // One GOAWAY frame (type 7) with PROTOCOL_ERROR, then end of stream.
+    assert_eq!(got.len(), 17, "{got:?}");
+    assert_eq!(got[3], 7);
+    assert_eq!(&got[13..17], &1u32.to_be_bytes());
+    drop(tcp);
+    tokio::task::spawn_blocking(move || handle.shutdown())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_unread_http2_request_body_is_drained_not_cancelled() {
+    let handle = Server::new(config()).serve(service()).unwrap();
+    let tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
+    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut send = send.ready().await.unwrap();
+    let req = http::Request::post("http://a/version").body(()).unwrap();
+    let (resp, mut body) = send.send_request(req, false).unwrap();
+    body.send_data(Bytes::from_static(b"first"), false).unwrap();
+    // The handler answers without reading the body.
+    assert_eq!(resp.await.unwrap().status(), 200);
+    // The rest of the request still goes through, and the stream is not reset (CANCEL).
+    body.send_data(Bytes::from_static(b"rest"), true).unwrap();
+    let reset = tokio::time::timeout(
+        Duration::from_millis(500),
+        std::future::poll_fn(|cx| body.poll_reset(cx)),
+    )
+    .await;
+    assert!(
+        !matches!(reset, Ok(Ok(r)) if r == h2::Reason::CANCEL),
+        "{reset:?}"
+    );
+    drop((body, send));
+    tokio::task::spawn_blocking(move || handle.shutdown())
+        .await
+        .unwrap();
+}

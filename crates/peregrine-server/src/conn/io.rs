@@ -53,6 +53,8 @@ pub(crate) struct Io {
     /// `ServerConfig::write_min_rate`).
     write_waited: Option<Duration>,
     write_sent: u64,
+    /// The handler's upgrade function, between its 101 and the hand-over.
+    pub(super) upgrade: Option<crate::upgrade::OnUpgrade>,
 }
 
 /// One connection, shared by the driver and the body of the request being answered.
@@ -92,6 +94,7 @@ impl Conn {
                 body_read: 0,
                 write_waited: None,
                 write_sent: 0,
+                upgrade: None,
             }),
         }
     }

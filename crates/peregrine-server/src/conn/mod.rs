@@ -39,9 +39,9 @@ enum Close {
     Now,
     /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
     Linger,
-    /// Flush the 101, then run the handler's function on the raw connection. (Boxed again: a
-    /// thin pointer keeps this enum, and the connection's future, at their old size.)
-    Upgrade(Box<crate::upgrade::OnUpgrade>),
+    /// Flush the 101, then run the handler's function (kept in the connection's `Io`, so this
+    /// enum and the connection's future keep their size) on the raw connection.
+    Upgrade,
     /// The client speaks HTTP/2 (its first bytes were the preface): hand over to that driver.
     #[cfg(feature = "http2")]
     Http2,
@@ -111,7 +111,7 @@ pub(crate) fn serve<S: Service>(
             }
             Close::Linger => Box::pin(conn.linger()).await,
             // Boxed, like the other rare paths: the idle connection's task stays small.
-            Close::Upgrade(on_upgrade) => Box::pin(upgrade(conn, shared, on_upgrade)).await,
+            Close::Upgrade => Box::pin(upgrade(conn, shared)).await,
             #[cfg(feature = "http2")]
             Close::Http2 => Box::pin(http2(conn, shared, service, peer)).await,
         }
@@ -120,7 +120,10 @@ pub(crate) fn serve<S: Service>(
 
 /// Sends the 101, then runs the handler's function on the raw connection, which keeps its place
 /// in the worker's count meanwhile.
-async fn upgrade(conn: Rc<Conn>, shared: ConnShared, on_upgrade: Box<crate::upgrade::OnUpgrade>) {
+async fn upgrade(conn: Rc<Conn>, shared: ConnShared) {
+    let Some(on_upgrade) = conn.io.borrow_mut().upgrade.take() else {
+        return;
+    };
     if conn.flush().await.is_err() {
         return;
     }
@@ -223,7 +226,8 @@ async fn busy<S: Service>(
             match answered {
                 Some(Answered::Encoded) => {}
                 Some(Answered::Rest(ResponseBody::Upgrade(on_upgrade))) => {
-                    return Next::Close(Close::Upgrade(Box::new(on_upgrade)));
+                    conn.io.borrow_mut().upgrade = Some(on_upgrade);
+                    return Next::Close(Close::Upgrade);
                 }
                 Some(Answered::Rest(rest)) => {
                     // Boxed: large and streamed bodies are the exception.
