@@ -153,7 +153,7 @@ pub fn connection_header(version: Version, keep_open: bool) -> Option<&'static [
     match (keep_open, version) {
         (false, _) => Some(CONNECTION_CLOSE),
         (true, Version::Http10) => Some(CONNECTION_KEEP_ALIVE),
-        (true, Version::Http11) => None,
+        (true, Version::Http11 | Version::Http2) => None,
     }
 }
 
@@ -552,7 +552,7 @@ impl KeepAlive {
         match (self.is_open(), version) {
             (false, _) => ConnectionLine::Close,
             (true, Version::Http10) => ConnectionLine::KeepAlive,
-            (true, Version::Http11) => ConnectionLine::Default,
+            (true, Version::Http11 | Version::Http2) => ConnectionLine::Default,
         }
     }
 }

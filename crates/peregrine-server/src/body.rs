@@ -55,6 +55,9 @@ enum Inner {
     Empty,
     Memory(Option<Bytes>),
     Conn(ConnBody),
+    /// An HTTP/2 stream's DATA frames (see `crate::h2::body`).
+    #[cfg(feature = "http2")]
+    H2(crate::h2::H2Body),
 }
 
 impl Body {
@@ -94,12 +97,21 @@ impl Body {
         }
     }
 
+    #[cfg(feature = "http2")]
+    pub(crate) fn from_h2(body: crate::h2::H2Body) -> Self {
+        Body {
+            inner: Inner::H2(body),
+        }
+    }
+
     /// Next piece of the body, `None` at the end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
         match &mut self.inner {
             Inner::Empty => Ok(None),
             Inner::Memory(b) => Ok(b.take()),
             Inner::Conn(c) => c.conn.body_chunk(c.gen).await,
+            #[cfg(feature = "http2")]
+            Inner::H2(h) => h.chunk().await,
         }
     }
 
@@ -110,6 +122,8 @@ impl Body {
             Inner::Empty => return Ok(Bytes::new()),
             Inner::Memory(b) => b.as_ref().map_or(0, |b| b.len() as u64),
             Inner::Conn(c) => c.content_length.unwrap_or(0),
+            #[cfg(feature = "http2")]
+            Inner::H2(h) => h.content_length().unwrap_or(0),
         };
         if declared > limit as u64 {
             if let Inner::Conn(c) = &self.inner {
@@ -166,6 +180,8 @@ impl std::fmt::Debug for Body {
             Inner::Empty => f.write_str("Body::Empty"),
             Inner::Memory(b) => write!(f, "Body::Memory({:?})", b.as_ref().map(|b| b.len())),
             Inner::Conn(c) => write!(f, "Body::Conn(content_length={:?})", c.content_length),
+            #[cfg(feature = "http2")]
+            Inner::H2(h) => write!(f, "Body::H2(content_length={:?})", h.content_length()),
         }
     }
 }

@@ -110,6 +110,9 @@ pub struct ServerConfig {
     /// Who hears about connections opening and closing and requests the engine refuses itself
     /// (see [`EngineEvents`]). Default `None`: the driver skips every event.
     pub events: Option<Arc<dyn EngineEvents>>,
+    /// HTTP/2 limits and protections (feature `http2`).
+    #[cfg(feature = "http2")]
+    pub http2: crate::h2::Http2Config,
 }
 
 impl Default for ServerConfig {
@@ -139,6 +142,8 @@ impl Default for ServerConfig {
             drain_signal: DrainSignal::default(),
             drain_delay: Duration::ZERO,
             events: None,
+            #[cfg(feature = "http2")]
+            http2: crate::h2::Http2Config::default(),
         }
     }
 }

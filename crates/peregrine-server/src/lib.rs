@@ -54,6 +54,8 @@ pub mod body;
 pub mod config;
 mod conn;
 pub mod events;
+#[cfg(feature = "http2")]
+pub mod h2;
 mod idle;
 pub mod listener;
 mod pooled;
@@ -62,7 +64,10 @@ pub mod request;
 pub mod response;
 pub mod server;
 pub mod service;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod transport;
+pub mod upgrade;
 mod worker;
 
 pub use body::{Body, BodyError};

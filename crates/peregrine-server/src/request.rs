@@ -130,6 +130,32 @@ impl Pending {
     }
 }
 
+/// What [`Request::from_parts`] needs besides the head's text.
+#[cfg_attr(not(feature = "http2"), allow(dead_code))]
+pub(crate) struct PartsInfo {
+    pub(crate) version: Version,
+    /// `Length(n)` with a declared length, `Chunked` for "unknown length, more to come".
+    pub(crate) framing: BodyFraming,
+    pub(crate) peer: SocketAddr,
+    pub(crate) body: Body,
+}
+
+#[cfg_attr(not(feature = "http2"), allow(dead_code))]
+fn method_kind(m: &[u8]) -> Method {
+    match m {
+        b"GET" => Method::Get,
+        b"HEAD" => Method::Head,
+        b"POST" => Method::Post,
+        b"PUT" => Method::Put,
+        b"DELETE" => Method::Delete,
+        b"OPTIONS" => Method::Options,
+        b"PATCH" => Method::Patch,
+        b"CONNECT" => Method::Connect,
+        b"TRACE" => Method::Trace,
+        _ => Method::Other,
+    }
+}
+
 /// A request as handed to a [`crate::Service`]. The head is parsed and validated already; the
 /// body is read on demand through [`Request::body_mut`].
 ///
@@ -215,6 +241,81 @@ impl Request {
         let mut pending = Pending::take();
         pending.0.parsed = Ok(Parsed::Complete(head));
         Ok(pending.finish(raw, &table[..head.field_count], peer, body))
+    }
+
+    /// A request from already-separated parts (HTTP/2: pseudo-header fields and a field list
+    /// validated by the h2 crate), stored in the same layout as a parsed HTTP/1.1 head, so
+    /// every accessor works unchanged. `target` is the path and query (`:path`).
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub(crate) fn from_parts<'a>(
+        method: &[u8],
+        target: &[u8],
+        authority: Option<&[u8]>,
+        fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+        parts: PartsInfo,
+    ) -> Request {
+        let mut pending = Pending::take();
+        let p = &mut *pending.0;
+        let push = |bytes: &mut Vec<u8>, data: &[u8]| -> Span {
+            let start = bytes.len() as u32;
+            bytes.extend_from_slice(data);
+            Span {
+                start,
+                len: data.len() as u32,
+            }
+        };
+        let method_span = push(&mut p.bytes, method);
+        p.bytes.push(b' ');
+        let target_span = push(&mut p.bytes, target);
+        let (path, query) = match target.iter().position(|&b| b == b'?') {
+            Some(q) => (
+                Span {
+                    start: target_span.start,
+                    len: q as u32,
+                },
+                Some(Span {
+                    start: target_span.start + q as u32 + 1,
+                    len: target_span.len - q as u32 - 1,
+                }),
+            ),
+            None => (target_span, None),
+        };
+        p.bytes.extend_from_slice(b"\r\n");
+        let mut authority_span = authority.map(|a| {
+            let s = push(&mut p.bytes, a);
+            p.bytes.extend_from_slice(b"\r\n");
+            s
+        });
+        for (name, value) in fields {
+            let name = push(&mut p.bytes, name);
+            p.bytes.extend_from_slice(b": ");
+            let value = push(&mut p.bytes, value);
+            p.bytes.extend_from_slice(b"\r\n");
+            if authority_span.is_none() && name.slice(&p.bytes).eq_ignore_ascii_case(b"host") {
+                authority_span = Some(value);
+            }
+            p.fields.push(FieldSpan { name, value });
+        }
+        let head = RequestHead {
+            head_len: p.bytes.len(),
+            method: method_span,
+            method_kind: method_kind(method),
+            target: target_span,
+            path,
+            query,
+            version: parts.version,
+            field_count: p.fields.len(),
+            authority: authority_span,
+            framing: parts.framing,
+            connection: Default::default(),
+            expect: peregrine_codec::Expectation::None,
+        };
+        p.parsed = Ok(Parsed::Complete(head));
+        p.peer = parts.peer;
+        p.body = parts.body;
+        Request {
+            parts: ManuallyDrop::new(pending.0),
+        }
     }
 
     #[inline]

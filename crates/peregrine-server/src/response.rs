@@ -114,6 +114,12 @@ pub enum ResponseBody {
         /// The body's length.
         len: u64,
     },
+    /// Switching protocols: with status 101 over HTTP/1.1, the engine writes the head
+    /// (`Connection: upgrade` added, the handler's `Upgrade` and other fields as given) and then
+    /// hands the connection to this function ([`crate::upgrade::Upgraded`]). With any other
+    /// status, or over HTTP/2, it is dropped and the response has no body; a 101 the engine
+    /// cannot honour (a request body still unread, HTTP/1.0) is answered 500.
+    Upgrade(crate::upgrade::OnUpgrade),
 }
 
 /// A response.
@@ -188,6 +194,7 @@ impl std::fmt::Debug for ResponseBody {
                 .field("offset", offset)
                 .field("len", len)
                 .finish(),
+            ResponseBody::Upgrade(_) => f.write_str("Upgrade"),
         }
     }
 }

@@ -54,6 +54,12 @@ pub trait Transport: 'static {
     fn reset_on_close(&self) -> io::Result<()> {
         Ok(())
     }
+
+    /// Whether the client chose HTTP/2 for this stream (TLS with ALPN `h2`); the worker then
+    /// serves it with the HTTP/2 driver instead of the HTTP/1.1 one.
+    fn http2(&self) -> bool {
+        false
+    }
 }
 
 impl Transport for TcpStream {
@@ -184,6 +190,9 @@ impl Transport for Stream {
     }
     fn reset_on_close(&self) -> io::Result<()> {
         on_stream!(self, s => Transport::reset_on_close(s))
+    }
+    fn http2(&self) -> bool {
+        matches!(self, Stream::Other(t) if t.http2())
     }
 }
 

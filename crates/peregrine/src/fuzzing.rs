@@ -34,7 +34,7 @@ fn call(svc: &AppService, raw: &[u8]) -> Option<(u16, Fields, Vec<u8>)> {
     let req = peregrine_server::Request::from_bytes(raw, "127.0.0.1:1".parse().unwrap()).ok()?;
     let res: Response = RT.with(|rt| rt.block_on(svc.call(req)));
     let body = match res.body {
-        ResponseBody::Empty => Vec::new(),
+        ResponseBody::Empty | ResponseBody::Upgrade(_) => Vec::new(),
         ResponseBody::Full(b) => b.to_vec(),
         ResponseBody::File { file, offset, len } => {
             use std::os::unix::fs::FileExt;

@@ -63,6 +63,8 @@ mod status;
 mod test_client;
 #[cfg(feature = "tower")]
 pub mod tower;
+#[cfg(feature = "ws")]
+pub mod ws;
 
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
 pub use error::Error;

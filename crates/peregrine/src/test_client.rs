@@ -260,7 +260,8 @@ impl TestResponse {
             .collect();
         let streamed = matches!(res.body, ResponseBody::Stream(_));
         let (body, aborted) = match res.body {
-            ResponseBody::Empty => (Bytes::new(), None),
+            // The test client has no connection to switch: the 101 is seen without a body.
+            ResponseBody::Empty | ResponseBody::Upgrade(_) => (Bytes::new(), None),
             ResponseBody::Full(b) => (b, None),
             ResponseBody::Stream(s) => read_stream(s).await,
             ResponseBody::SizedStream { len, stream } => {

@@ -622,6 +622,37 @@ impl HttpBody for LocalResBody {
                     Poll::Ready(Some(r)) => Poll::Ready(Some(r.map(Frame::data))),
                 }
             }
+            Some(ResponseBody::SizedStream { len, mut stream }) => {
+                let out = stream.as_mut().poll_next(cx);
+                self.0 = Some(ResponseBody::SizedStream { len, stream });
+                match out {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(None) => {
+                        self.0 = None;
+                        Poll::Ready(None)
+                    }
+                    Poll::Ready(Some(r)) => Poll::Ready(Some(r.map(Frame::data))),
+                }
+            }
+            // A file through a layer is read in pieces, as the engine does off plain TCP.
+            Some(ResponseBody::File { file, offset, len }) => {
+                if len == 0 {
+                    return Poll::Ready(None);
+                }
+                let mut buf = vec![0; len.min(64 * 1024) as usize];
+                match read_file_at(&file, &mut buf, offset) {
+                    Ok(0) => Poll::Ready(Some(Err(std::io::ErrorKind::UnexpectedEof.into()))),
+                    Ok(n) => {
+                        buf.truncate(n);
+                        let (offset, len) = (offset + n as u64, len - n as u64);
+                        self.0 = Some(ResponseBody::File { file, offset, len });
+                        Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
+                    }
+                    Err(e) => Poll::Ready(Some(Err(e))),
+                }
+            }
+            // A protocol switch cannot pass through a tower body: the response goes out bodiless.
+            Some(ResponseBody::Upgrade(_)) => Poll::Ready(None),
         }
     }
 
@@ -634,8 +665,22 @@ impl HttpBody for LocalResBody {
             None | Some(ResponseBody::Empty) => SizeHint::with_exact(0),
             Some(ResponseBody::Full(b)) => SizeHint::with_exact(b.len() as u64),
             Some(ResponseBody::Stream(_)) => SizeHint::default(),
+            Some(ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. }) => {
+                SizeHint::with_exact(*len)
+            }
+            Some(ResponseBody::Upgrade(_)) => SizeHint::with_exact(0),
         }
     }
+}
+
+#[cfg(unix)]
+fn read_file_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+#[cfg(not(unix))]
+fn read_file_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, offset)
 }
 
 /// The request body a mounted service sees: `Send` (axum requires it), fed from the engine's

@@ -54,6 +54,8 @@ pub(crate) struct Io {
     /// `ServerConfig::write_min_rate`).
     write_waited: Option<Duration>,
     write_sent: u64,
+    /// The handler's upgrade function, between its 101 and the hand-over.
+    pub(super) upgrade: Option<crate::upgrade::OnUpgrade>,
 }
 
 /// One connection, shared by the driver and the body of the request being answered.
@@ -96,6 +98,7 @@ impl Conn {
                 body_read: 0,
                 write_waited: None,
                 write_sent: 0,
+                upgrade: None,
             }),
         }
     }
@@ -133,6 +136,23 @@ impl Conn {
         self.stream
             .take()
             .expect("a connection in use has its socket")
+    }
+
+    /// Takes the socket and the bytes received but not consumed out of a connection that
+    /// leaves the HTTP/1.1 driver (an upgrade, or HTTP/2 with prior knowledge). The shell's
+    /// buffers go back to the worker's pools.
+    pub(super) fn hand_over(&mut self) -> (Stream, bytes::Bytes) {
+        let io = self.io.get_mut();
+        let read = bytes::Bytes::copy_from_slice(&io.rbuf);
+        io.rbuf.clear();
+        io.out.clear();
+        io.out_pos = 0;
+        (
+            self.stream
+                .take()
+                .expect("a connection in use has its socket"),
+            read,
+        )
     }
 
     #[inline]

@@ -18,7 +18,7 @@ use crate::idle::IdleWait;
 use crate::pooled::PooledFuture;
 use crate::transport::Stream;
 use crate::worker::{ConnShared, WorkerShared};
-use crate::{Body, Request, Service};
+use crate::{Body, Request, ResponseBody, Service};
 use body::BodyState;
 use bytes::Buf;
 use io::{deadline_after, Fill};
@@ -40,6 +40,12 @@ enum Close {
     Now,
     /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
     Linger,
+    /// Flush the 101, then run the handler's function (kept in the connection's `Io`, so this
+    /// enum and the connection's future keep their size) on the raw connection.
+    Upgrade,
+    /// The client speaks HTTP/2 (its first bytes were the preface): hand over to that driver.
+    #[cfg(feature = "http2")]
+    Http2,
 }
 
 /// What the busy part of the driver asks for.
@@ -108,8 +114,44 @@ pub(crate) fn serve<S: Service>(
                 let _ = Box::pin(conn.flush()).await;
             }
             Close::Linger => Box::pin(conn.linger()).await,
+            // Boxed, like the other rare paths: the idle connection's task stays small.
+            Close::Upgrade => Box::pin(upgrade(conn, shared)).await,
+            #[cfg(feature = "http2")]
+            Close::Http2 => Box::pin(http2(conn, shared, service, peer)).await,
         }
     }
+}
+
+/// Sends the 101, then runs the handler's function on the raw connection, which keeps its place
+/// in the worker's count meanwhile.
+async fn upgrade(conn: Rc<Conn>, shared: ConnShared) {
+    let Some(on_upgrade) = conn.io.borrow_mut().upgrade.take() else {
+        return;
+    };
+    if conn.flush().await.is_err() {
+        return;
+    }
+    if let Some((stream, read)) = hand_over(conn, &shared) {
+        let io = crate::upgrade::TransportIo::new(stream);
+        on_upgrade(crate::upgrade::Upgraded::new(io, read)).await;
+    }
+    drop(shared);
+}
+
+/// Serves the rest of the connection as HTTP/2, starting with the bytes already read.
+#[cfg(feature = "http2")]
+async fn http2<S: Service>(conn: Rc<Conn>, shared: ConnShared, service: Rc<S>, peer: SocketAddr) {
+    if let Some((stream, read)) = hand_over(conn, &shared) {
+        crate::h2::serve_stream(service, shared, stream, read, peer).await;
+    }
+}
+
+/// The socket and unconsumed input of a connection leaving this driver; `None` if a request
+/// body (held by a handler) still shares the connection.
+fn hand_over(mut conn: Rc<Conn>, shared: &WorkerShared) -> Option<(Stream, bytes::Bytes)> {
+    let parts = Rc::get_mut(&mut conn)?.hand_over();
+    shared.put_conn(conn);
+    Some(parts)
 }
 
 /// Answers requests until everything received was answered (→ [`Next::Idle`]) or the connection
@@ -136,6 +178,8 @@ async fn busy<S: Service>(
                         break;
                     }
                     Taken::Refused => return Next::Close(Close::Linger),
+                    #[cfg(feature = "http2")]
+                    Taken::Http2 => return Next::Close(Close::Http2),
                 };
             head_deadline = None;
             // The service is called and polled in one `catch_unwind`, its future pinned here
@@ -161,6 +205,10 @@ async fn busy<S: Service>(
             }
             match answered {
                 Some(Answered::Encoded) => {}
+                Some(Answered::Rest(ResponseBody::Upgrade(on_upgrade))) => {
+                    conn.io.borrow_mut().upgrade = Some(on_upgrade);
+                    return Next::Close(Close::Upgrade);
+                }
                 Some(Answered::Rest(rest)) => {
                     // Boxed: large and streamed bodies are the exception.
                     if Box::pin(conn.finish_response(rest, version)).await.is_err() {
@@ -288,6 +336,9 @@ enum Taken {
     NeedMore,
     /// An error response was queued; the connection closes.
     Refused,
+    /// The connection's first bytes are the HTTP/2 preface (h2c with prior knowledge).
+    #[cfg(feature = "http2")]
+    Http2,
 }
 
 /// Parses the head at the start of the read buffer and, for a complete one, builds the request
@@ -325,6 +376,16 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
         }
         Err(Some((status, reason))) => {
             pending.give_back();
+            // `PRI * HTTP/2.0` is refused as an HTTP version; as a connection's first bytes it
+            // is the HTTP/2 preface. Only on this error path, so HTTP/1.1 pays nothing.
+            #[cfg(feature = "http2")]
+            if status == 505
+                && *served == 0
+                && !matches!(conn.stream(), Stream::Other(_))
+                && crate::h2::detect_preface(&io.rbuf) != Some(false)
+            {
+                return Taken::Http2;
+            }
             drop((io, table));
             conn.push_error(status, reason, false);
             return Taken::Refused;

@@ -7,8 +7,8 @@ use super::body::{BodyState, DRAIN_MAX};
 use super::Conn;
 use crate::response::{Response, ResponseBody};
 use peregrine_codec::response::{
-    status_forbids_body, write_content_length, BodyKind, ChunkedEncoder, CloseReason, Framing,
-    KeepAlive, SizedBody, CONNECTION_CLOSE, CONTINUE_100,
+    is_engine_owned, status_forbids_body, write_content_length, write_field, BodyKind,
+    ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE, CONTINUE_100,
 };
 use peregrine_codec::Version;
 use std::future::poll_fn;
@@ -132,6 +132,7 @@ impl Conn {
             ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. } => {
                 BodyKind::Sized(*len)
             }
+            ResponseBody::Upgrade(_) => BodyKind::Empty,
         };
         if Framing::delimits_by_close(status, body, version) {
             keep_alive.disable(CloseReason::CloseDelimited);
@@ -150,6 +151,11 @@ impl Conn {
             );
             if !encoded {
                 drop(io);
+                // A 101 is not a status handlers may send, except to switch protocols: only
+                // this (already failing) path looks for it, so other responses pay nothing.
+                if let Some(upgrade) = self.start_upgrade(resp, version) {
+                    return Some(upgrade);
+                }
                 tracing::error!(status, "handler returned an invalid status or header field");
                 keep_alive.disable(CloseReason::Error);
                 self.push_error(500, "invalid response from handler", head_request);
@@ -171,6 +177,35 @@ impl Conn {
         Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
     }
 
+    /// For a 101 with an upgrade function over HTTP/1.1, once the request body is complete:
+    /// writes the head and returns the function (as the "rest" of the response, which the
+    /// driver recognises). `None` otherwise (the caller answers 500).
+    fn start_upgrade(&self, resp: &mut Response, version: Version) -> Option<ResponseBody> {
+        if resp.status != 101 || !matches!(resp.body, ResponseBody::Upgrade(_)) {
+            return None;
+        }
+        let mut io = self.io.borrow_mut();
+        if version != Version::Http11 || !matches!(io.body, BodyState::Done) {
+            return None;
+        }
+        let out = &mut io.out;
+        let mark = out.len();
+        out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
+        for (name, value) in &resp.headers {
+            // `Connection` is the engine's (written below); a length or coding has no meaning.
+            if is_engine_owned(name.as_bytes()) {
+                continue;
+            }
+            if write_field(out, name.as_bytes(), value).is_err() {
+                out.truncate(mark);
+                return None;
+            }
+        }
+        out.extend_from_slice(b"Connection: upgrade\r\n\r\n");
+        crate::response::recycle_fields(std::mem::take(&mut resp.headers));
+        Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
+    }
+
     /// Writes what [`Conn::start_response`] left: a large body from its own buffer, or a stream.
     pub(super) async fn finish_response(
         &self,
@@ -178,7 +213,8 @@ impl Conn {
         version: Version,
     ) -> io::Result<()> {
         match body {
-            ResponseBody::Empty => Ok(()),
+            // An upgrade is taken by the driver before this; nothing to write for it here.
+            ResponseBody::Empty | ResponseBody::Upgrade(_) => Ok(()),
             ResponseBody::Full(b) => self.write_direct(&b).await,
             ResponseBody::Stream(s) => {
                 self.finish_stream(s, version == Version::Http11, None)

@@ -104,6 +104,12 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 tokio::task::spawn_local(async move {
                     let _hold = hold;
                     if let Ok(stream) = handshake.await {
+                        #[cfg(feature = "http2")]
+                        if crate::transport::Transport::http2(&stream) {
+                            let read = bytes::Bytes::new();
+                            return crate::h2::serve_stream(service, held, stream, read, peer)
+                                .await;
+                        }
                         conn::serve(service, held, stream, peer).await
                     }
                 });

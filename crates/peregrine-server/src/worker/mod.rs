@@ -42,6 +42,8 @@ pub(crate) struct WorkerShared {
     pub(super) conn_pool: RefCell<Vec<Rc<Conn>>>,
     pub(super) out_pool: RefCell<Vec<Vec<u8>>>,
     shutting_down: Cell<bool>,
+    /// Notified when shutdown starts (connections that are not in the idle set: HTTP/2).
+    shutdown_started: Notify,
     /// Idle connections, woken when they time out or shutdown starts.
     pub(crate) idle: IdleSet,
     /// Memory for the per-batch futures of busy connections (see [`crate::pooled`]).
@@ -62,6 +64,7 @@ impl WorkerShared {
             conn_pool: RefCell::new(Vec::new()),
             out_pool: RefCell::new(Vec::new()),
             shutting_down: Cell::new(false),
+            shutdown_started: Notify::new(),
             idle: IdleSet::new(config.idle_timeout, config.header_timeout),
             busy_blocks: BlockPool::new(),
             head_cache: RefCell::new(HeadCache::new(config.server_name)),
@@ -74,6 +77,21 @@ impl WorkerShared {
 
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down.get()
+    }
+
+    /// Resolves once shutdown has started.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub(crate) async fn shutdown_started(&self) {
+        loop {
+            let notified = self.shutdown_started.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check, so a start in between is not missed.
+            notified.as_mut().enable();
+            if self.is_shutting_down() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -235,6 +253,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             // Stop accepting: connections still in this listener's backlog are refused.
             drop(listener);
             shared.shutting_down.set(true);
+            shared.shutdown_started.notify_waiters();
             // No shell enters the pool from now on (see `put_conn`): emptying it breaks the
             // cycle between the pooled shells and this state.
             shared.conn_pool.borrow_mut().clear();

@@ -57,6 +57,8 @@ pub(crate) fn on_complete(res: &mut Response, head: bool, done: impl FnOnce(u16,
         ResponseBody::Full(b) => done(status, b.len() as u64),
         // Sent by the engine from the file (sendfile); a short write closes the connection.
         ResponseBody::File { len, .. } => done(status, *len),
+        // The connection is handed over after the head: no body bytes.
+        ResponseBody::Upgrade(_) => done(status, 0),
         ResponseBody::Stream(s) | ResponseBody::SizedStream { stream: s, .. } => {
             let inner = std::mem::replace(s, Box::pin(EmptyStream));
             *s = Box::pin(Counted {

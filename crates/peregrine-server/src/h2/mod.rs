@@ -1,0 +1,565 @@
+//! HTTP/2 with the `h2` crate (framing, HPACK, flow control): each stream becomes an engine
+//! [`Request`] (with `version() == Version::Http2`) for the same [`Service`] as HTTP/1.1, and its
+//! [`crate::Response`] is sent back as HEADERS and DATA frames.
+//!
+//! Limits and protections (defaults in [`Http2Config`], in the spirit of nginx and h2o):
+//! * at most 128 concurrent streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`; more →
+//!   `RST_STREAM(REFUSED_STREAM)` from h2);
+//! * a header list over 16 KiB (the HTTP/1.1 limit) → 431, and CONTINUATION frames beyond what
+//!   that size needs → `GOAWAY(ENHANCE_YOUR_CALM)` (the 2024 CONTINUATION flood, handled in h2);
+//! * rapid reset (CVE-2023-44487): streams the client resets before their response is complete
+//!   are counted; more than [`Http2Config::max_client_resets`] in 10 s →
+//!   `GOAWAY(ENHANCE_YOUR_CALM)` and close. h2's own pending-accept and local-error reset limits
+//!   stay on;
+//! * PING and SETTINGS floods: h2 keeps at most one pending PONG and one pending SETTINGS ACK and
+//!   writes it before reading further, so a client that floods without reading stalls only
+//!   itself (no queue grows);
+//! * the preface must arrive within `header_timeout`; a connection without streams is closed
+//!   after `idle_timeout`; graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish
+//!   for up to `shutdown_timeout`, then closes.
+
+mod body;
+mod respond;
+
+pub(crate) use body::H2Body;
+use body::SharedRecv;
+
+use crate::request::PartsInfo;
+use crate::transport::Stream;
+use crate::upgrade::Rewind;
+use crate::worker::ConnShared;
+use crate::{Body, Request, Response, ServerConfig, Service, Version};
+use bytes::Bytes;
+use bytes::BytesMut;
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
+use h2::server::SendResponse;
+use peregrine_codec::BodyFraming;
+use std::future::{poll_fn, Future};
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::{sleep, Instant};
+
+/// The client connection preface (RFC 9113 §3.4): an HTTP/1.1 parser sees it as a request line
+/// `PRI * HTTP/2.0`; a cleartext connection starting with it speaks HTTP/2 (h2c, prior
+/// knowledge).
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether `buf` (the first bytes read from a connection) is, or may still become, the HTTP/2
+/// preface: `Some(true)` for the whole preface, `Some(false)` for anything else, `None` when
+/// `buf` is a strict prefix of it (read more).
+pub fn detect_preface(buf: &[u8]) -> Option<bool> {
+    let n = buf.len().min(PREFACE.len());
+    if buf[..n] != PREFACE[..n] {
+        Some(false)
+    } else if n == PREFACE.len() {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// HTTP/2 settings and limits.
+#[derive(Debug, Clone)]
+pub struct Http2Config {
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`. Default 128 (nginx `http2_max_concurrent_streams`).
+    pub max_concurrent_streams: u32,
+    /// `SETTINGS_MAX_HEADER_LIST_SIZE`: decoded header list bytes (names + values + 32 per
+    /// field); larger → 431. Default 16 KiB, the HTTP/1.1 header limit.
+    pub max_header_list_size: u32,
+    /// `SETTINGS_INITIAL_WINDOW_SIZE`: request body bytes a client may send per stream before
+    /// the handler reads. Default 256 KiB.
+    pub initial_stream_window: u32,
+    /// The connection's receive window. Default 1 MiB.
+    pub initial_connection_window: u32,
+    /// `SETTINGS_MAX_FRAME_SIZE`. Default 16 KiB (the protocol's minimum and default).
+    pub max_frame_size: u32,
+    /// Response bytes buffered per stream beyond what the client's window allows. Default 64 KiB.
+    pub max_send_buffer: usize,
+    /// Streams reset by the client before they were accepted that may wait in h2's queue;
+    /// more → `GOAWAY(ENHANCE_YOUR_CALM)`. Default 20 (h2's).
+    pub max_pending_accept_reset_streams: usize,
+    /// Streams h2 itself resets for protocol errors by the client; more →
+    /// `GOAWAY(ENHANCE_YOUR_CALM)`. Default 128.
+    pub max_local_error_reset_streams: usize,
+    /// Streams the client may reset before their response is complete within 10 s; more →
+    /// `GOAWAY(ENHANCE_YOUR_CALM)` (rapid reset, CVE-2023-44487). Default 200.
+    pub max_client_resets: u32,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Http2Config {
+            max_concurrent_streams: 128,
+            max_header_list_size: 16 * 1024,
+            initial_stream_window: 256 * 1024,
+            initial_connection_window: 1024 * 1024,
+            max_frame_size: 16 * 1024,
+            max_send_buffer: 64 * 1024,
+            max_pending_accept_reset_streams: 20,
+            max_local_error_reset_streams: 128,
+            max_client_resets: 200,
+        }
+    }
+}
+
+/// The window in which client resets are counted.
+const RESET_WINDOW: Duration = Duration::from_secs(10);
+
+/// Per-connection view of the settings (shared by its streams).
+struct Ctx {
+    max_body_size: u64,
+    body_timeout: Duration,
+    server_name: Option<&'static str>,
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// The client closed, or the connection was idle past `idle_timeout`, or a graceful
+    /// shutdown finished.
+    Normally,
+    /// The preface or settings did not arrive within `header_timeout`, or were invalid.
+    Handshake,
+    /// Too many streams reset by the client: `GOAWAY(ENHANCE_YOUR_CALM)` was sent.
+    RapidReset,
+    /// A connection error (h2 sent `GOAWAY` with its code, or the transport failed).
+    Error(Option<h2::Reason>),
+    /// Streams were still open at the shutdown deadline.
+    ForcedShutdown,
+}
+
+/// Serves one HTTP/2 connection on `io` (after the TLS handshake, or on a cleartext connection
+/// that starts with [`PREFACE`]) until the client goes, an error, or `shutdown` resolves (then
+/// graceful: `GOAWAY`, drain, close). `read` holds the bytes already read from `io` (the
+/// preface or part of it, when the engine sniffed it); they are read again first.
+///
+/// A connection that does not start with the preface gets `GOAWAY(PROTOCOL_ERROR)` and a clean
+/// close (RFC 9113 §3.4).
+///
+/// Handlers run inside this future (no task per stream), so they need not be `Send`.
+pub async fn serve_connection<IO, S>(
+    io: IO,
+    read: Bytes,
+    peer: SocketAddr,
+    service: S,
+    config: &ServerConfig,
+    h2config: &Http2Config,
+    shutdown: impl Future<Output = ()>,
+) -> Closed
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+    S: Service,
+{
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(h2config.max_concurrent_streams)
+        .max_header_list_size(h2config.max_header_list_size)
+        .initial_window_size(h2config.initial_stream_window)
+        .initial_connection_window_size(h2config.initial_connection_window)
+        .max_frame_size(h2config.max_frame_size)
+        .max_send_buffer_size(h2config.max_send_buffer)
+        .max_pending_accept_reset_streams(h2config.max_pending_accept_reset_streams)
+        .max_local_error_reset_streams(Some(h2config.max_local_error_reset_streams));
+    let mut io = io;
+    let read = match read_preface(&mut io, read, config.header_timeout).await {
+        Ok(read) => read,
+        Err(Refused::Timeout) => return Closed::Handshake,
+        Err(Refused::NotHttp2) => {
+            refuse(io).await;
+            return Closed::Handshake;
+        }
+    };
+    let io = Rewind::new(io, read);
+    let handshake = tokio::time::timeout(config.header_timeout, builder.handshake::<_, Bytes>(io));
+    let mut conn = match handshake.await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "HTTP/2 handshake failed");
+            return Closed::Handshake;
+        }
+        Err(_) => return Closed::Handshake,
+    };
+    let ctx = Rc::new(Ctx {
+        max_body_size: config.max_body_size,
+        body_timeout: config.body_timeout,
+        server_name: config.server_name,
+    });
+    let mut streams: FuturesUnordered<Pin<Box<dyn Future<Output = Outcome>>>> =
+        FuturesUnordered::new();
+    let mut shutdown = pin!(shutdown);
+    let mut draining: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let idle = sleep(config.idle_timeout);
+    let mut idle = pin!(idle);
+    let mut resets = ResetCounter::new(h2config.max_client_resets);
+    let mut closed = Closed::Normally;
+
+    poll_fn(|cx| {
+        if draining.is_none() && shutdown.as_mut().poll(cx).is_ready() {
+            conn.graceful_shutdown();
+            draining = Some(Box::pin(sleep(config.shutdown_timeout)));
+        }
+        if let Some(deadline) = draining.as_mut() {
+            // Past the deadline the connection is closed even if the client never answers the
+            // GOAWAY's PING (h2's two-step graceful shutdown).
+            if deadline.as_mut().poll(cx).is_ready() {
+                if !streams.is_empty() {
+                    closed = Closed::ForcedShutdown;
+                }
+                return Poll::Ready(());
+            }
+        }
+        loop {
+            // Run the streams first: what they send is written by the connection's poll below.
+            while let Poll::Ready(Some(outcome)) = streams.poll_next_unpin(cx) {
+                if outcome == Outcome::ResetByClient && resets.hit() {
+                    tracing::warn!(%peer, "HTTP/2 rapid reset: closing with ENHANCE_YOUR_CALM");
+                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    closed = Closed::RapidReset;
+                }
+            }
+            match conn.poll_accept(cx) {
+                Poll::Ready(Some(Ok((req, respond)))) => {
+                    streams.push(Box::pin(stream(
+                        service.call_h2(req, peer, &ctx),
+                        respond,
+                        ctx.clone(),
+                    )));
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    if closed == Closed::Normally {
+                        closed = Closed::Error(e.reason());
+                    }
+                    tracing::debug!(%peer, error = %e, "HTTP/2 connection error");
+                    return Poll::Ready(());
+                }
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => break,
+            }
+        }
+        if streams.is_empty() {
+            if idle.as_mut().poll(cx).is_ready() && draining.is_none() {
+                // No stream open: GOAWAY(NO_ERROR) naming the last stream processed, then close
+                // (a request crossing it is known unprocessed by the client, which retries).
+                conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+                draining = Some(Box::pin(sleep(config.shutdown_timeout)));
+                // Poll again so the GOAWAY is written and the connection ends.
+                cx.waker().wake_by_ref();
+            }
+        } else {
+            idle.as_mut().reset(Instant::now() + config.idle_timeout);
+        }
+        Poll::Pending
+    })
+    .await;
+    closed
+}
+
+enum Refused {
+    Timeout,
+    NotHttp2,
+}
+
+/// Reads until the whole preface is in `read` (or proven absent), within `timeout`.
+async fn read_preface<IO: AsyncRead + Unpin>(
+    io: &mut IO,
+    read: Bytes,
+    timeout: Duration,
+) -> Result<Bytes, Refused> {
+    let mut got = BytesMut::from(read);
+    let reading = async {
+        loop {
+            match detect_preface(&got) {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(Refused::NotHttp2),
+                None => {}
+            }
+            got.reserve(PREFACE.len());
+            match io.read_buf(&mut got).await {
+                Ok(0) | Err(_) => return Err(Refused::Timeout),
+                Ok(_) => {}
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, reading).await {
+        Ok(Ok(())) => Ok(got.freeze()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Refused::Timeout),
+    }
+}
+
+/// `GOAWAY(PROTOCOL_ERROR)`, then a lingering close: the write side is shut and what the client
+/// still sends is read and dropped for a moment, so the close is a FIN the client sees after
+/// the GOAWAY, not a reset that could destroy it.
+async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut io: IO) {
+    const GOAWAY_PROTOCOL_ERROR: [u8; 17] = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let linger = async {
+        io.write_all(&GOAWAY_PROTOCOL_ERROR).await?;
+        io.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut left = 64 * 1024;
+        while left > 0 {
+            match io.read(&mut sink).await? {
+                0 => break,
+                n => left -= n.min(left),
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
+}
+
+/// Serves an HTTP/2 connection the worker accepted (TLS with ALPN `h2`, or a cleartext one that
+/// began with the preface, whose bytes read so far are in `read`), holding its place in the
+/// worker's connection count until it ends; shutdown of the worker starts the graceful GOAWAY.
+pub(crate) async fn serve_stream<S: Service>(
+    service: Rc<S>,
+    held: ConnShared,
+    stream: Stream,
+    read: Bytes,
+    peer: SocketAddr,
+) {
+    let shared = (*held).clone();
+    let io = crate::upgrade::TransportIo::new(stream);
+    let shutdown = shared.shutdown_started();
+    let how = serve_connection(
+        io,
+        read,
+        peer,
+        (*service).clone(),
+        &shared.config,
+        &shared.config.http2,
+        shutdown,
+    )
+    .await;
+    tracing::debug!(%peer, ?how, "HTTP/2 connection closed");
+    drop(held);
+}
+
+/// Counts client resets in a sliding 10 s window.
+struct ResetCounter {
+    max: u32,
+    count: u32,
+    since: Instant,
+}
+
+impl ResetCounter {
+    fn new(max: u32) -> Self {
+        ResetCounter {
+            max,
+            count: 0,
+            since: Instant::now(),
+        }
+    }
+
+    /// Records one reset; `true` once the limit is passed.
+    fn hit(&mut self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.since) > RESET_WINDOW {
+            self.since = now;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.count > self.max
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Done,
+    ResetByClient,
+}
+
+/// What to do for one stream: call the service with this request, or answer at once.
+enum Start<F> {
+    /// The handler's future, whether the request is HEAD, and the request body's stream to
+    /// drain after the response (when it did not end with the head).
+    Call(F, bool, Option<SharedRecv>),
+    Answer(Response),
+}
+
+/// Turns an h2 request into an engine request and starts the service on it.
+trait CallH2: Service {
+    fn call_h2(
+        &self,
+        req: http::Request<h2::RecvStream>,
+        peer: SocketAddr,
+        ctx: &Ctx,
+    ) -> Start<Self::Future>;
+}
+
+impl<S: Service> CallH2 for S {
+    fn call_h2(
+        &self,
+        req: http::Request<h2::RecvStream>,
+        peer: SocketAddr,
+        ctx: &Ctx,
+    ) -> Start<Self::Future> {
+        let (parts, recv) = req.into_parts();
+        // h2 has checked that content-length is a number and will check it against the DATA.
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > ctx.max_body_size) {
+            return Start::Answer(Response::new(413));
+        }
+        let framing = match declared {
+            Some(n) => BodyFraming::Length(n),
+            None if recv.is_end_stream() => BodyFraming::None,
+            // Length unknown, more DATA to come (the HTTP/1.1 equivalent is chunked).
+            None => BodyFraming::Chunked,
+        };
+        let (body, shared_recv) = if recv.is_end_stream() {
+            (Body::empty(), None)
+        } else {
+            let shared: SharedRecv = Rc::new(std::cell::RefCell::new(recv));
+            let body = H2Body::new(
+                shared.clone(),
+                declared,
+                ctx.max_body_size,
+                ctx.body_timeout,
+            );
+            (Body::from_h2(body), Some(shared))
+        };
+        let target = match parts.uri.path_and_query() {
+            Some(pq) => pq.as_str(),
+            // CONNECT has only an authority (RFC 9113 §8.5).
+            None => parts.uri.authority().map_or("", |a| a.as_str()),
+        };
+        let head_request = parts.method == http::Method::HEAD;
+        // RFC 9113 §8.2.3: cookie fields split for compression are joined again for an
+        // HTTP/1.1-style consumer.
+        let mut cookies: Option<Vec<u8>> = None;
+        if parts.headers.get_all(http::header::COOKIE).iter().count() > 1 {
+            let joined = parts
+                .headers
+                .get_all(http::header::COOKIE)
+                .iter()
+                .map(|v| v.as_bytes())
+                .collect::<Vec<_>>()
+                .join(&b"; "[..]);
+            cookies = Some(joined);
+        }
+        let mut cookie_done = false;
+        let fields = parts.headers.iter().filter_map(|(n, v)| {
+            if n == http::header::COOKIE {
+                if let Some(c) = &cookies {
+                    if cookie_done {
+                        return None;
+                    }
+                    cookie_done = true;
+                    return Some((n.as_str().as_bytes(), c.as_slice()));
+                }
+            }
+            Some((n.as_str().as_bytes(), v.as_bytes()))
+        });
+        let request = Request::from_parts(
+            parts.method.as_str().as_bytes(),
+            target.as_bytes(),
+            parts.uri.authority().map(|a| a.as_str().as_bytes()),
+            fields,
+            PartsInfo {
+                version: Version::Http2,
+                framing,
+                peer,
+                body,
+            },
+        );
+        Start::Call(self.call(request), head_request, shared_recv)
+    }
+}
+
+/// One stream: the service's answer (or the client's reset, whichever comes first), then the
+/// response. A panicking handler is answered 500, as over HTTP/1.1.
+async fn stream<F: Future<Output = Response>>(
+    start: Start<F>,
+    mut respond: SendResponse<Bytes>,
+    ctx: Rc<Ctx>,
+) -> Outcome {
+    let (response, head_request, recv) = match start {
+        Start::Answer(r) => (r, false, None),
+        Start::Call(fut, head_request, recv) => {
+            let mut fut = pin!(fut);
+            let answer = poll_fn(|cx| {
+                if respond.poll_reset(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                    Ok(Poll::Ready(r)) => Poll::Ready(Some(r)),
+                    Ok(Poll::Pending) => Poll::Pending,
+                    Err(_) => {
+                        tracing::error!("handler panicked; answering 500");
+                        Poll::Ready(Some(Response::new(500)))
+                    }
+                }
+            })
+            .await;
+            match answer {
+                Some(r) => (r, head_request, recv),
+                // The handler's future is dropped here: a cancelled request stops its work.
+                None => return Outcome::ResetByClient,
+            }
+        }
+    };
+    match respond::send(&mut respond, response, head_request, ctx.server_name).await {
+        Ok(()) => {
+            if let Some(recv) = recv {
+                body::drain(recv, ctx.body_timeout).await;
+            }
+            Outcome::Done
+        }
+        Err(respond::SendError::Reset) => Outcome::ResetByClient,
+        Err(respond::SendError::Body) => Outcome::Done,
+    }
+}
+
+/// An [`Acceptor`](crate::transport::Acceptor) for a cleartext listener that speaks only HTTP/2
+/// (h2c with prior knowledge, like h2o's or Go's h2c-only servers): every connection goes to the
+/// HTTP/2 driver, and one that does not start with the preface gets `GOAWAY(PROTOCOL_ERROR)`.
+/// (A listener with the default acceptor serves HTTP/1.1 and recognises the preface itself.)
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Http2OnlyAcceptor;
+
+impl crate::transport::Acceptor for Http2OnlyAcceptor {
+    fn accept(&self, conn: crate::transport::Accepted) -> crate::transport::Accept {
+        let stream = Stream::Other(Box::new(Http2Only(conn.stream)));
+        crate::transport::Accept::Handshake(Box::pin(async move { Ok(stream) }))
+    }
+}
+
+/// A stream marked as HTTP/2 (see [`Http2OnlyAcceptor`]); everything else is the stream's own.
+struct Http2Only(Stream);
+
+impl crate::transport::Transport for Http2Only {
+    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.0.poll_read_ready(cx)
+    }
+    fn poll_write_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.0.poll_write_ready(cx)
+    }
+    fn try_read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        self.0.try_read_buf(buf)
+    }
+    fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(data)
+    }
+    fn clear_read_ready(&self) {
+        self.0.clear_read_ready()
+    }
+    fn shutdown_write(&self) -> std::io::Result<()> {
+        self.0.shutdown_write()
+    }
+    fn reset_on_close(&self) -> std::io::Result<()> {
+        self.0.reset_on_close()
+    }
+    fn http2(&self) -> bool {
+        true
+    }
+}

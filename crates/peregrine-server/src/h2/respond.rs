@@ -1,0 +1,196 @@
+//! Sending an engine [`Response`] on an HTTP/2 stream: HEADERS, then DATA within the flow-control
+//! windows the client grants.
+
+use crate::response::ResponseBody;
+use crate::Response;
+use bytes::Bytes;
+use futures_core::Stream;
+use h2::server::SendResponse;
+use h2::SendStream;
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, DATE, SERVER};
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Why a response could not be sent completely.
+pub(crate) enum SendError {
+    /// The client reset the stream (or the connection went away).
+    Reset,
+    /// The handler's streamed body failed: the stream was reset with `INTERNAL_ERROR`.
+    Body,
+}
+
+/// Connection-specific fields have no meaning in HTTP/2 and make a message malformed
+/// (RFC 9113 §8.2.2): a handler's `Connection: close` or `Transfer-Encoding` is dropped.
+fn is_connection_specific(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+    )
+}
+
+fn forbids_body(status: u16) -> bool {
+    (100..200).contains(&status) || status == 204 || status == 304
+}
+
+thread_local! {
+    /// The `Date` value, formatted at most once per second per thread.
+    static DATE_VALUE: RefCell<(u64, HeaderValue)> =
+        const { RefCell::new((0, HeaderValue::from_static(""))) };
+}
+
+fn date_value() -> HeaderValue {
+    let now = SystemTime::now();
+    let secs = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    DATE_VALUE.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.0 != secs {
+            let text = httpdate::fmt_http_date(now);
+            d.1 = HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""));
+            d.0 = secs;
+        }
+        d.1.clone()
+    })
+}
+
+/// The response head as HTTP/2 fields, or `None` if a field the handler set is not a valid
+/// field (the caller answers 500 instead, as the HTTP/1.1 driver does).
+fn head(res: &mut Response, server_name: Option<&'static str>) -> Option<http::Response<()>> {
+    // 1xx (a 101 upgrade included) does not exist as a final response in HTTP/2.
+    if res.status < 200 {
+        return None;
+    }
+    let mut out = http::Response::new(());
+    *out.status_mut() = http::StatusCode::from_u16(res.status).ok()?;
+    let fields = out.headers_mut();
+    for (name, value) in res.headers.drain(..) {
+        let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+        if is_connection_specific(&name) || name == CONTENT_LENGTH {
+            continue;
+        }
+        let value = match value {
+            std::borrow::Cow::Borrowed(v) => HeaderValue::from_bytes(v).ok()?,
+            std::borrow::Cow::Owned(v) => HeaderValue::from_maybe_shared(Bytes::from(v)).ok()?,
+        };
+        fields.append(name, value);
+    }
+    fields.insert(DATE, date_value());
+    if let Some(name) = server_name {
+        fields.insert(SERVER, HeaderValue::from_static(name));
+    }
+    if !forbids_body(res.status) {
+        let len = match &res.body {
+            ResponseBody::Empty => Some(0),
+            ResponseBody::Full(b) => Some(b.len()),
+            _ => None,
+        };
+        if let Some(len) = len {
+            fields.insert(CONTENT_LENGTH, HeaderValue::from(len));
+        }
+    }
+    Some(out)
+}
+
+/// Sends `res` (its body left out for HEAD requests and bodiless statuses).
+pub(crate) async fn send(
+    respond: &mut SendResponse<Bytes>,
+    mut res: Response,
+    head_request: bool,
+    server_name: Option<&'static str>,
+) -> Result<(), SendError> {
+    let Some(head) = head(&mut res, server_name) else {
+        tracing::error!(
+            status = res.status,
+            "invalid response header field; answering 500"
+        );
+        let mut fallback = Response::new(500);
+        let head = self::head(&mut fallback, server_name).expect("a valid head");
+        return respond
+            .send_response(head, true)
+            .map(|_| ())
+            .map_err(|_| SendError::Reset);
+    };
+    let body = std::mem::replace(&mut res.body, ResponseBody::Empty);
+    crate::response::recycle_fields(std::mem::take(&mut res.headers));
+    let no_body = head_request || forbids_body(res.status);
+    match body {
+        ResponseBody::Full(data) if !no_body && !data.is_empty() => {
+            let mut stream = respond
+                .send_response(head, false)
+                .map_err(|_| SendError::Reset)?;
+            send_data(&mut stream, data, true).await
+        }
+        ResponseBody::Stream(s) if !no_body => {
+            let mut stream = respond
+                .send_response(head, false)
+                .map_err(|_| SendError::Reset)?;
+            send_stream(&mut stream, s).await
+        }
+        _ => respond
+            .send_response(head, true)
+            .map(|_| ())
+            .map_err(|_| SendError::Reset),
+    }
+}
+
+/// Sends `data` as DATA frames, waiting for window capacity (bounded buffering per stream).
+async fn send_data(
+    stream: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    end: bool,
+) -> Result<(), SendError> {
+    while !data.is_empty() {
+        stream.reserve_capacity(data.len());
+        let granted = match poll_fn(|cx| stream.poll_capacity(cx)).await {
+            Some(Ok(n)) => n,
+            _ => return Err(SendError::Reset),
+        };
+        if granted == 0 {
+            continue;
+        }
+        let piece = data.split_to(granted.min(data.len()));
+        stream
+            .send_data(piece, end && data.is_empty())
+            .map_err(|_| SendError::Reset)?;
+    }
+    Ok(())
+}
+
+async fn send_stream(
+    stream: &mut SendStream<Bytes>,
+    mut body: crate::response::BodyStream,
+) -> Result<(), SendError> {
+    loop {
+        // A panicking stream is treated like a failing one (the HTTP/1.1 driver does the same).
+        let next = poll_fn(|cx| {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Pin::new(&mut body).poll_next(cx)
+            })) {
+                Ok(p) => p,
+                Err(_) => std::task::Poll::Ready(Some(Err(std::io::Error::other("panic")))),
+            }
+        });
+        // Waits for the next chunk, or for the client to reset the stream meanwhile.
+        let next = tokio::select! {
+            next = next => next,
+            _ = poll_fn(|cx| stream.poll_reset(cx)) => return Err(SendError::Reset),
+        };
+        match next {
+            None => {
+                return stream
+                    .send_data(Bytes::new(), true)
+                    .map_err(|_| SendError::Reset)
+            }
+            Some(Ok(chunk)) => send_data(stream, chunk, false).await?,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "response body stream failed; resetting the stream");
+                stream.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(SendError::Body);
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! A TLS connection as a [`Transport`] for the HTTP/1.1 driver, and [`TlsAcceptor`] as the
+//! seam's [`Acceptor`] (the handshake runs in the connection's own task).
+
+use super::{negotiated, Negotiated, TlsAcceptor, TlsStream};
+use crate::transport::{Accept, Accepted, Acceptor, Stream, Transport};
+use bytes::BytesMut;
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Plaintext read per call: one TLS record's worth at most.
+const READ_CHUNK: usize = 16 * 1024;
+
+struct Noop;
+impl Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A waker for the driver's non-blocking `try_*` calls: readiness is registered by its
+/// `poll_*_ready` calls, which pass the task's real waker.
+fn noop_waker() -> &'static Waker {
+    static NOOP: OnceLock<Waker> = OnceLock::new();
+    NOOP.get_or_init(|| Waker::from(Arc::new(Noop)))
+}
+
+/// A server-side TLS connection (tokio-rustls over TCP) in the driver's poll form.
+///
+/// Plaintext that [`Transport::poll_read_ready`] had to read to learn that the connection is
+/// readable is kept in `early` until the driver's next read (empty, unallocated, while idle).
+/// Encrypted bytes rustls could not write yet are flushed by both readiness polls, so a response
+/// whose last records did not fit the socket buffer still leaves once the socket drains.
+pub struct TlsTransport {
+    io: RefCell<TlsStream<TcpStream>>,
+    early: RefCell<BytesMut>,
+    eof: Cell<bool>,
+}
+
+impl TlsTransport {
+    /// Wraps a connection whose handshake is complete.
+    pub fn new(io: TlsStream<TcpStream>) -> Self {
+        TlsTransport {
+            io: RefCell::new(io),
+            early: RefCell::new(BytesMut::new()),
+            eof: Cell::new(false),
+        }
+    }
+
+    /// The protocol chosen by ALPN.
+    pub fn negotiated(&self) -> Negotiated {
+        negotiated(&self.io.borrow())
+    }
+
+    /// The TLS stream back (for HTTP/2, which wants `AsyncRead`/`AsyncWrite`). Only valid before
+    /// anything was read through the transport.
+    pub fn into_inner(self) -> TlsStream<TcpStream> {
+        debug_assert!(self.early.borrow().is_empty());
+        self.io.into_inner()
+    }
+
+    /// Reads plaintext into `dst` with `cx`'s waker registered if nothing is there.
+    fn poll_read_plain(&self, cx: &mut Context<'_>, dst: &mut BytesMut) -> Poll<io::Result<usize>> {
+        let mut chunk = [0u8; READ_CHUNK];
+        let want = (dst.capacity() - dst.len()).clamp(1, READ_CHUNK);
+        let mut rb = ReadBuf::new(&mut chunk[..want]);
+        let mut io = self.io.borrow_mut();
+        match Pin::new(&mut *io).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                if n == 0 {
+                    self.eof.set(true);
+                }
+                dst.extend_from_slice(rb.filled());
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Transport for TlsTransport {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.early.borrow().is_empty() || self.eof.get() {
+            return Poll::Ready(Ok(()));
+        }
+        // Bytes of an earlier response may still wait in rustls: send them while idle.
+        let _ = Pin::new(&mut *self.io.borrow_mut()).poll_flush(cx);
+        let mut early = BytesMut::new();
+        match self.poll_read_plain(cx, &mut early) {
+            Poll::Ready(Ok(_)) => {
+                *self.early.borrow_mut() = early;
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.io.borrow_mut()).poll_flush(cx)
+    }
+
+    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        {
+            let mut early = self.early.borrow_mut();
+            if !early.is_empty() {
+                let n = early.len();
+                buf.extend_from_slice(&early);
+                // Freed, not kept: an idle connection holds no plaintext buffer.
+                *early = BytesMut::new();
+                return Ok(n);
+            }
+        }
+        if self.eof.get() {
+            return Ok(0);
+        }
+        let mut cx = Context::from_waker(noop_waker());
+        match self.poll_read_plain(&mut cx, buf) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        let mut cx = Context::from_waker(noop_waker());
+        let mut io = self.io.borrow_mut();
+        match Pin::new(&mut *io).poll_write(&mut cx, data) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn http2(&self) -> bool {
+        self.negotiated() == Negotiated::Http2
+    }
+
+    fn reset_on_close(&self) -> io::Result<()> {
+        Transport::reset_on_close(self.io.borrow().get_ref().0)
+    }
+
+    fn clear_read_ready(&self) {
+        // tokio-rustls clears the socket's readiness itself when a read would block.
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        let mut cx = Context::from_waker(noop_waker());
+        match Pin::new(&mut *self.io.borrow_mut()).poll_shutdown(&mut cx) {
+            Poll::Ready(r) => r,
+            // close_notify queued; the socket is shut down when the connection is dropped.
+            Poll::Pending => Ok(()),
+        }
+    }
+}
+
+impl Acceptor for TlsAcceptor {
+    /// The handshake (with its timeout) runs in the connection's task; a failure closes the
+    /// connection. Only TCP connections are wrapped; other streams are refused.
+    fn accept(&self, conn: Accepted) -> Accept {
+        let acceptor = self.clone();
+        Accept::Handshake(Box::pin(async move {
+            let Stream::Tcp(tcp) = conn.stream else {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "TLS is served on TCP listeners only",
+                ));
+            };
+            let tls = acceptor.accept(tcp).await?;
+            Ok(Stream::Other(Box::new(TlsTransport::new(tls))))
+        }))
+    }
+}

@@ -1,0 +1,433 @@
+//! HTTP/2 over loopback: the h2 crate's client for normal traffic, raw frames for the limits
+//! and floods. Each flood test ends with the documented error and another client served.
+#![cfg(feature = "http2")]
+
+mod h2_support;
+
+use bytes::Bytes;
+use h2_support::*;
+use peregrine_server::h2::{detect_preface, Closed, Http2Config, PREFACE};
+use peregrine_server::ServerConfig;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+fn server() -> (TestServer, Arc<Counters>) {
+    let counters = Arc::new(Counters::default());
+    (
+        start(
+            app(counters.clone()),
+            ServerConfig::default(),
+            Http2Config::default(),
+        ),
+        counters,
+    )
+}
+
+/// A fresh client gets `/hello` answered: the server still serves others.
+async fn still_serving(srv: &TestServer) {
+    let mut c = client(srv.addr).await;
+    let (status, _, body) = fetch(&mut c, get("/hello"), None).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body, "hello Http2 GET localhost");
+}
+
+#[test]
+fn preface_detection() {
+    assert_eq!(detect_preface(PREFACE), Some(true));
+    assert_eq!(detect_preface(&PREFACE[..10]), None);
+    assert_eq!(detect_preface(b""), None);
+    assert_eq!(detect_preface(b"GET / HTTP/1.1\r\n"), Some(false));
+    assert_eq!(detect_preface(b"PRI * HTTP/1.1\r\n"), Some(false));
+    let mut more = PREFACE.to_vec();
+    more.extend_from_slice(&frame(SETTINGS, 0, 0, &[]));
+    assert_eq!(detect_preface(&more), Some(true));
+}
+
+#[tokio::test]
+async fn requests_reach_the_same_service_and_see_http2() {
+    let (srv, _) = server();
+    let mut c = client(srv.addr).await;
+    let (status, headers, body) = fetch(&mut c, get("/hello"), None).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body, "hello Http2 GET localhost");
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(headers["content-length"], "25");
+    assert_eq!(headers["server"], "peregrine");
+    assert!(headers.contains_key("date"));
+
+    // Fields, split cookies joined (RFC 9113 §8.2.3), query; connection-specific response
+    // fields dropped.
+    let req = http::Request::get("http://localhost/headers?a=1&b=2")
+        .header("x-test", "value")
+        .header("cookie", "a=1")
+        .header("cookie", "b=2")
+        .body(())
+        .unwrap();
+    let (status, headers, body) = fetch(&mut c, req, None).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body, "value|a=1; b=2|a=1&b=2");
+    assert_eq!(headers["x-reply"], "yes");
+    assert!(!headers.contains_key("connection"));
+
+    let (status, _, _) = fetch(&mut c, get("/nope"), None).await.unwrap();
+    assert_eq!(status, 404);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn bodies_both_ways_respect_flow_control() {
+    let config = ServerConfig {
+        max_body_size: 8 * 1024 * 1024,
+        ..ServerConfig::default()
+    };
+    let srv = start(
+        app(Arc::new(Counters::default())),
+        config,
+        Http2Config::default(),
+    );
+    let mut c = client(srv.addr).await;
+    // 3 MiB: many times the 256 KiB stream window and the 64 KiB client window.
+    let big: Bytes = (0..3 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let req = http::Request::post("http://localhost/echo")
+        .body(())
+        .unwrap();
+    let (status, headers, body) = fetch(&mut c, req, Some(big.clone())).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-length"], big.len().to_string());
+    assert_eq!(body, big);
+
+    let (status, headers, body) = fetch(&mut c, get("/stream"), None).await.unwrap();
+    assert_eq!(status, 200);
+    assert!(!headers.contains_key("content-length"));
+    assert_eq!(body, "one two three");
+
+    let head = http::Request::head("http://localhost/hello")
+        .body(())
+        .unwrap();
+    let (status, headers, body) = fetch(&mut c, head, None).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-length"], "26");
+    assert!(body.is_empty());
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn declared_body_over_the_limit_is_answered_413_without_the_handler() {
+    let counters = Arc::new(Counters::default());
+    let config = ServerConfig {
+        max_body_size: 1000,
+        ..ServerConfig::default()
+    };
+    let srv = start(app(counters), config, Http2Config::default());
+    let mut c = client(srv.addr).await;
+    let req = http::Request::post("http://localhost/echo")
+        .header("content-length", "5000")
+        .body(())
+        .unwrap();
+    let (status, _, _) = fetch(&mut c, req, Some(Bytes::from(vec![b'x'; 5000])))
+        .await
+        .unwrap();
+    assert_eq!(status, 413);
+    // Without a declared length, the body read fails once past the limit.
+    let req = http::Request::post("http://localhost/echo")
+        .body(())
+        .unwrap();
+    let (status, _, body) = fetch(&mut c, req, Some(Bytes::from(vec![b'x'; 5000])))
+        .await
+        .unwrap();
+    assert_eq!(status, 413);
+    assert_eq!(body, "request body too large");
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_panicking_handler_gets_500_and_the_connection_goes_on() {
+    let (srv, _) = server();
+    let mut c = client(srv.addr).await;
+    let (status, _, _) = fetch(&mut c, get("/panic"), None).await.unwrap();
+    assert_eq!(status, 500);
+    let (status, _, _) = fetch(&mut c, get("/hello"), None).await.unwrap();
+    assert_eq!(status, 200);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn too_many_concurrent_streams_are_refused() {
+    let (srv, _) = server();
+    let mut tcp = raw_connect(srv.addr).await;
+    // 129 slow streams: the 129th is over SETTINGS_MAX_CONCURRENT_STREAMS (128).
+    let mut out = Vec::new();
+    for i in 0..129u32 {
+        out.extend(frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            2 * i + 1,
+            &get_block("/slow"),
+        ));
+    }
+    tcp.write_all(&out).await.unwrap();
+    let f = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let f = read_frame(&mut tcp).await.expect("a frame");
+            if f.kind == RST_STREAM || f.kind == GOAWAY {
+                return f;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(f.kind, RST_STREAM);
+    assert_eq!(f.stream, 257);
+    assert_eq!(f.payload, 0x7u32.to_be_bytes()); // REFUSED_STREAM
+    still_serving(&srv).await;
+    drop(tcp);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn oversize_header_list_is_answered_431() {
+    let (srv, _) = server();
+    let mut c = client(srv.addr).await;
+    let req = http::Request::get("http://localhost/hello")
+        .header("x-big", "a".repeat(20 * 1024))
+        .body(())
+        .unwrap();
+    let (status, _, _) = fetch(&mut c, req, None).await.unwrap();
+    assert_eq!(status, 431);
+    // The same connection goes on.
+    let (status, _, _) = fetch(&mut c, get("/hello"), None).await.unwrap();
+    assert_eq!(status, 200);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn continuation_flood_gets_goaway_enhance_your_calm() {
+    let (srv, _) = server();
+    let mut tcp = raw_connect(srv.addr).await;
+    // A HEADERS frame that never ends, then CONTINUATION frames of small literal fields.
+    tcp.write_all(&frame(HEADERS, END_STREAM, 1, &get_block("/hello")))
+        .await
+        .unwrap();
+    let field = [0x00, 0x01, b'x', 0x01, b'y']; // literal without indexing, new name "x: y"
+    let mut out = Vec::new();
+    for _ in 0..1000 {
+        out.extend(frame(CONTINUATION, 0, 1, &field));
+    }
+    let _ = tcp.write_all(&out).await; // the server may close before reading it all
+    let mut resets = Vec::new();
+    assert_eq!(until_goaway(&mut tcp, &mut resets).await, Some(0xb)); // ENHANCE_YOUR_CALM
+    assert_eq!(
+        srv.next_closed(),
+        Closed::Error(Some(h2::Reason::ENHANCE_YOUR_CALM))
+    );
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn rapid_reset_of_started_requests_gets_goaway_enhance_your_calm_and_cancels_handlers() {
+    let (srv, counters) = server();
+    let mut tcp = raw_connect(srv.addr).await;
+    // Rounds of 100 requests whose handlers start (and would run 30 s), then are all reset:
+    // past 200 resets within 10 s the connection is closed.
+    let mut next_id = 1u32;
+    for _round in 0..3 {
+        let ids: Vec<u32> = (0..100).map(|i| next_id + 2 * i).collect();
+        next_id += 200;
+        let mut out = Vec::new();
+        for &id in &ids {
+            out.extend(frame(
+                HEADERS,
+                END_STREAM | END_HEADERS,
+                id,
+                &get_block("/slow"),
+            ));
+        }
+        if tcp.write_all(&out).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let mut out = Vec::new();
+        for &id in &ids {
+            out.extend(frame(RST_STREAM, 0, id, &0x8u32.to_be_bytes())); // CANCEL
+        }
+        if tcp.write_all(&out).await.is_err() {
+            break;
+        }
+    }
+    let mut resets = Vec::new();
+    assert_eq!(until_goaway(&mut tcp, &mut resets).await, Some(0xb)); // ENHANCE_YOUR_CALM
+    assert_eq!(srv.next_closed(), Closed::RapidReset);
+    // The handlers were dropped (cancelled), not left running for 30 s.
+    assert!(counters.cancelled.load(Ordering::SeqCst) >= 200);
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn rapid_reset_before_accept_gets_goaway_enhance_your_calm() {
+    let (srv, _) = server();
+    let mut tcp = raw_connect(srv.addr).await;
+    // HEADERS and RST_STREAM(CANCEL) together, stream after stream: the resets reach h2 before
+    // the streams are accepted, and h2's pending-accept reset limit (20) closes the connection.
+    let mut out = Vec::new();
+    for i in 0..1000u32 {
+        let id = 2 * i + 1;
+        out.extend(frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            id,
+            &get_block("/slow"),
+        ));
+        out.extend(frame(RST_STREAM, 0, id, &0x8u32.to_be_bytes()));
+    }
+    let _ = tcp.write_all(&out).await;
+    let mut resets = Vec::new();
+    assert_eq!(until_goaway(&mut tcp, &mut resets).await, Some(0xb));
+    let closed = srv.next_closed();
+    // Depending on how the bytes were split into reads, some streams may have been accepted
+    // first; then our own counter may fire instead. Either way: ENHANCE_YOUR_CALM.
+    assert!(
+        closed == Closed::Error(Some(h2::Reason::ENHANCE_YOUR_CALM))
+            || closed == Closed::RapidReset,
+        "{closed:?}"
+    );
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn ping_and_settings_floods_from_a_client_that_never_reads_stall_only_that_client() {
+    let (srv, _) = server();
+    let mut tcp = raw_connect(srv.addr).await;
+    let mut out = Vec::new();
+    for i in 0..20_000u64 {
+        out.extend(frame(PING, 0, 0, &i.to_be_bytes()));
+        out.extend(frame(SETTINGS, 0, 0, &[0x0, 0x3, 0, 0, 0, 100]));
+    }
+    // Written from a task, never read: the server stops reading once its PONG/ACK cannot be
+    // written, so the write stalls rather than a queue growing in the server.
+    let writer = tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(3), tcp.write_all(&out)).await;
+        tcp
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    still_serving(&srv).await;
+    drop(writer.await.unwrap());
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn graceful_shutdown_sends_goaway_and_lets_open_streams_finish() {
+    let counters = Arc::new(Counters::default());
+    let service = peregrine_server::service_fn(|_req: peregrine_server::Request| async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        peregrine_server::Response::text("finished")
+    });
+    let _ = counters;
+    let srv = start(service, ServerConfig::default(), Http2Config::default());
+    let mut c = client(srv.addr).await;
+    let mut c2 = c.clone();
+    let inflight = tokio::spawn(async move { fetch(&mut c2, get("/slow"), None).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stopping = tokio::spawn(srv.shutdown());
+    let (status, _, body) = inflight.await.unwrap().unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body, "finished");
+    stopping.await.unwrap();
+    // After the GOAWAY, the connection accepts no new stream.
+    assert!(fetch(&mut c, get("/hello"), None).await.is_err());
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_after_the_idle_timeout() {
+    let config = ServerConfig {
+        idle_timeout: Duration::from_millis(200),
+        ..ServerConfig::default()
+    };
+    let srv = start(
+        app(Arc::new(Counters::default())),
+        config,
+        Http2Config::default(),
+    );
+    let mut tcp = raw_connect(srv.addr).await;
+    let mut resets = Vec::new();
+    assert_eq!(until_goaway(&mut tcp, &mut resets).await, Some(0)); // NO_ERROR
+    assert_eq!(srv.next_closed(), Closed::Normally);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_that_sends_no_preface_is_dropped_after_the_header_timeout() {
+    let config = ServerConfig {
+        header_timeout: Duration::from_millis(200),
+        ..ServerConfig::default()
+    };
+    let srv = start(
+        app(Arc::new(Counters::default())),
+        config,
+        Http2Config::default(),
+    );
+    let _tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    assert_eq!(srv.next_closed(), Closed::Handshake);
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_connection_without_the_preface_gets_goaway_protocol_error_and_a_clean_close() {
+    let (srv, _) = server();
+    let mut tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let mut resets = Vec::new();
+    assert_eq!(until_goaway(&mut tcp, &mut resets).await, Some(0x1)); // PROTOCOL_ERROR
+                                                                      // Then end of stream (a FIN, not a reset).
+    let mut rest = Vec::new();
+    use tokio::io::AsyncReadExt;
+    assert_eq!(tcp.read_to_end(&mut rest).await.unwrap(), 0);
+    assert_eq!(srv.next_closed(), Closed::Handshake);
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
+/// The engine hands over a cleartext connection after reading some of its bytes (sniffing the
+/// preface): those bytes are given back to HTTP/2 and the connection works as if unread.
+#[tokio::test]
+async fn bytes_already_read_by_the_engine_are_replayed() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let local = tokio::task::LocalSet::new();
+    let server = local.spawn_local(async move {
+        let (mut tcp, peer) = listener.accept().await.unwrap();
+        // Read the first 30 bytes (the preface and part of the client's SETTINGS frame).
+        let mut first = vec![0u8; 30];
+        tcp.read_exact(&mut first).await.unwrap();
+        let counters = Arc::new(Counters::default());
+        peregrine_server::h2::serve_connection(
+            tcp,
+            Bytes::from(first),
+            peer,
+            app(counters),
+            &ServerConfig::default(),
+            &Http2Config::default(),
+            std::future::pending(),
+        )
+        .await
+    });
+    local
+        .run_until(async move {
+            let mut c = client(addr).await;
+            let (status, _, body) = fetch(&mut c, get("/hello"), None).await.unwrap();
+            assert_eq!(status, 200);
+            assert_eq!(body, "hello Http2 GET localhost");
+            drop(c);
+            assert_eq!(server.await.unwrap(), Closed::Normally);
+        })
+        .await;
+}

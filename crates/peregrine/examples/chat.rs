@@ -1,0 +1,190 @@
+//! A small chat: TLS (HTTP/1.1 and HTTP/2 by ALPN), cleartext HTTP/1.1 and h2c, WebSocket.
+//!
+//! ```sh
+//! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+//!   -subj /CN=localhost -addext subjectAltName=DNS:localhost -keyout key.pem -out cert.pem
+//! TLS_CERT=cert.pem TLS_KEY=key.pem cargo run --example chat --features tls,http2,ws
+//! # open https://localhost:8443/ in two tabs, or:
+//! curl -k --http2 https://localhost:8443/say -d 'hello from curl'
+//! ```
+//!
+//! `ADDR` (default 127.0.0.1:8080) serves HTTP/1.1 and h2c; `TLS_ADDR` (default
+//! 127.0.0.1:8443) serves TLS when `TLS_CERT`/`TLS_KEY` are set; `H2C_ADDR`, if set, serves
+//! HTTP/2 only (cleartext). `/echo` is a plain WebSocket echo (for conformance clients).
+
+use peregrine::ws::{Message, WebSocket, WebSocketUpgrade};
+use peregrine::{get, post, App, Error, Html, Request, Response};
+use tokio::sync::broadcast;
+
+/// Every connected client's messages go to every other client, across worker threads.
+struct Room(broadcast::Sender<String>);
+
+/// Longest chat line accepted, in bytes (larger → close 1009).
+const MAX_LINE: usize = 4096;
+
+async fn page(_req: Request) -> Html<&'static str> {
+    Html(PAGE)
+}
+
+async fn join(req: Request) -> Result<Response, Error> {
+    let upgrade = WebSocketUpgrade::from_request(&req)?.max_message_size(MAX_LINE);
+    let room = req.state::<Room>()?.0.clone();
+    Ok(upgrade.on_upgrade(move |ws| chat(ws, room)))
+}
+
+async fn chat(mut ws: WebSocket, room: broadcast::Sender<String>) {
+    let mut inbox = room.subscribe();
+    loop {
+        tokio::select! {
+            msg = ws.recv() => match msg {
+                Some(Ok(Message::Text(line))) => {
+                    let _ = room.send(line);
+                }
+                Some(Ok(_)) => {}
+                _ => break,
+            },
+            line = inbox.recv() => match line {
+                Ok(line) => {
+                    if ws.send(Message::Text(line)).await.is_err() {
+                        break;
+                    }
+                }
+                // A slow client missed lines: tell it, and go on.
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    let _ = ws.send(Message::Text(format!("({n} messages missed)"))).await;
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+        }
+    }
+}
+
+/// `POST /say` with a text body: for clients without WebSocket (`curl --http2`).
+async fn say(mut req: Request) -> Result<&'static str, Error> {
+    let line = req.text().await?;
+    let version = req.version();
+    req.state::<Room>()?
+        .0
+        .send(format!("{line} (via {version:?})"))
+        .map_err(|_| Error::new(503).with_detail("nobody is listening"))?;
+    Ok("sent\n")
+}
+
+async fn echo(req: Request) -> Result<Response, Error> {
+    let upgrade = WebSocketUpgrade::from_request(&req)?.max_message_size(64 * 1024);
+    Ok(upgrade.on_upgrade(|mut ws| async move {
+        while let Some(Ok(msg)) = ws.recv().await {
+            if matches!(msg, Message::Text(_) | Message::Binary(_)) && ws.send(msg).await.is_err() {
+                break;
+            }
+        }
+    }))
+}
+
+fn app() -> App {
+    let (room, _) = broadcast::channel(256);
+    App::new()
+        .with_state(Room(room))
+        .route("/", get(page))
+        .route("/ws", get(join))
+        .route("/say", post(say))
+        .route("/echo", get(echo))
+}
+
+const PAGE: &str = r#"<!doctype html>
+<meta charset="utf-8"><title>Peregrine chat</title>
+<style>body{font:16px system-ui;max-width:40em;margin:2em auto}#log{height:20em;overflow:auto;border:1px solid #ccc;padding:.5em}</style>
+<h1>Peregrine chat</h1>
+<div id="log"></div>
+<form id="f"><input id="m" autocomplete="off" size="50" autofocus> <button>Send</button></form>
+<script>
+const log = document.getElementById("log");
+const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+const add = (t) => { const p = document.createElement("div"); p.textContent = t; log.append(p); log.scrollTop = log.scrollHeight; };
+ws.onmessage = (e) => add(e.data);
+ws.onclose = (e) => add("(closed " + e.code + ")");
+document.getElementById("f").onsubmit = (e) => {
+  e.preventDefault();
+  const m = document.getElementById("m");
+  if (m.value) { ws.send(m.value); m.value = ""; }
+};
+</script>
+"#;
+
+fn main() -> std::io::Result<()> {
+    use peregrine::server::tls::{TlsAcceptor, TlsConfig};
+    use peregrine::server::Server;
+    let plain: std::net::SocketAddr = std::env::var("ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:8080".into())
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let workers = std::env::var("WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(1);
+    let config = peregrine::ServerConfig {
+        addr: plain,
+        workers,
+        ..peregrine::ServerConfig::default()
+    };
+    let service = app().into_service();
+    // Cleartext: HTTP/1.1, and HTTP/2 for clients that start with the h2 preface.
+    let mut handles = vec![Server::new(config.clone()).serve(service.clone())?];
+    println!("http://{} (HTTP/1.1 and h2c)", handles[0].local_addr());
+    // Optionally a cleartext port that speaks only HTTP/2 (h2c with prior knowledge).
+    if let Ok(addr) = std::env::var("H2C_ADDR") {
+        let h2c_config = peregrine::ServerConfig {
+            addr: addr
+                .parse()
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ..config.clone()
+        };
+        let handle = Server::new(h2c_config)
+            .with_acceptor(peregrine::server::h2::Http2OnlyAcceptor)
+            .serve(service.clone())?;
+        println!("http://{} (HTTP/2 only)", handle.local_addr());
+        handles.push(handle);
+    }
+    // TLS: HTTP/2 or HTTP/1.1 by ALPN, certificates reloaded on SIGHUP.
+    if let Some(tls) = TlsConfig::from_env()? {
+        let acceptor = TlsAcceptor::new(&tls)?;
+        peregrine::server::tls::reload_on_sighup(acceptor.certificates().clone())?;
+        let addr = std::env::var("TLS_ADDR").unwrap_or_else(|_| "127.0.0.1:8443".into());
+        let tls_config = peregrine::ServerConfig {
+            addr: addr
+                .parse()
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ..config
+        };
+        let handle = Server::new(tls_config)
+            .with_acceptor(acceptor)
+            .serve(service)?;
+        println!(
+            "https://{} (HTTP/2 and HTTP/1.1 by ALPN)",
+            handle.local_addr()
+        );
+        handles.push(handle);
+    }
+    wait_for_signal()?;
+    for h in handles {
+        h.shutdown();
+    }
+    Ok(())
+}
+
+/// Blocks until SIGTERM or SIGINT.
+fn wait_for_signal() -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok(())
+    })
+}

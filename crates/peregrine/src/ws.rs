@@ -1,0 +1,499 @@
+//! WebSocket (RFC 6455) over an HTTP/1.1 `Upgrade`.
+//!
+//! ```no_run
+//! use peregrine::ws::{Message, WebSocketUpgrade};
+//! use peregrine::{get, App, Error, Request, Response};
+//!
+//! async fn echo(req: Request) -> Result<Response, Error> {
+//!     let upgrade = WebSocketUpgrade::from_request(&req)?; // 400/426 if not a valid handshake
+//!     Ok(upgrade.on_upgrade(|mut ws| async move {
+//!         while let Some(Ok(msg)) = ws.recv().await {
+//!             if let Message::Text(text) = msg {
+//!                 if ws.send(Message::Text(text)).await.is_err() {
+//!                     break;
+//!                 }
+//!             }
+//!         }
+//!     }))
+//! }
+//! # let _ = App::new().route("/ws", get(echo));
+//! ```
+//!
+//! Framing, masking, UTF-8 validation (also across fragments), control frames and the close
+//! handshake are tokio-tungstenite's: it passes the Autobahn suite and validates text messages
+//! incrementally, while fastwebsockets leaves fragment reassembly and UTF-8 checks of
+//! fragmented messages to a separate wrapper and is tied to hyper's upgrade types. Errors are
+//! answered with the close codes of RFC 6455 §7.4.1: 1007 for invalid UTF-8, 1009 for a message
+//! or frame over the limit, 1002 for protocol violations.
+
+use crate::{Error, Request};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use peregrine_server::upgrade::Upgraded;
+use peregrine_server::{Method, Response, Version};
+use std::borrow::Cow;
+use tokio_tungstenite::tungstenite::{
+    self,
+    protocol::{frame::coding::CloseCode, CloseFrame as TCloseFrame, Role, WebSocketConfig},
+};
+use tokio_tungstenite::WebSocketStream;
+
+/// The WebSocket protocol version this server speaks (RFC 6455).
+const VERSION: &str = "13";
+
+/// Limits of a WebSocket connection.
+#[derive(Debug, Clone, Copy)]
+pub struct WsConfig {
+    /// Largest message (all fragments together); larger → close 1009. Default 1 MiB.
+    pub max_message_size: usize,
+    /// Largest single frame; larger → close 1009. Default 1 MiB.
+    pub max_frame_size: usize,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        WsConfig {
+            max_message_size: 1024 * 1024,
+            max_frame_size: 1024 * 1024,
+        }
+    }
+}
+
+impl WsConfig {
+    fn tungstenite(&self) -> WebSocketConfig {
+        WebSocketConfig::default()
+            // Buffers sized for chat-like traffic, not tungstenite's 128 KiB default per
+            // connection; they grow for larger messages.
+            .read_buffer_size(4 * 1024)
+            .write_buffer_size(0)
+            .max_message_size(Some(self.max_message_size))
+            .max_frame_size(Some(self.max_frame_size))
+    }
+}
+
+/// A validated WebSocket opening handshake (RFC 6455 §4.2.1), ready to be accepted.
+#[derive(Debug, Clone)]
+pub struct WebSocketUpgrade {
+    accept: String,
+    offered_protocols: Vec<String>,
+    protocol: Option<String>,
+    config: WsConfig,
+}
+
+/// Whether the comma-separated list in `value` contains `token` (ASCII case-insensitive).
+fn has_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// A `Sec-WebSocket-Key` must be the base64 encoding of 16 bytes: 22 characters of the base64
+/// alphabet (the last one carrying only 2 bits, so one of `AQgw`) and `==`.
+fn valid_key(key: &[u8]) -> bool {
+    let b64 = |c: &u8| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/';
+    key.len() == 24
+        && key[..22].iter().all(b64)
+        && matches!(key[21], b'A' | b'Q' | b'g' | b'w')
+        && &key[22..] == b"=="
+}
+
+impl WebSocketUpgrade {
+    /// Validates the client's opening handshake: `GET` over HTTP/1.1, `Upgrade: websocket`,
+    /// `Connection: upgrade`, a well-formed `Sec-WebSocket-Key`, and
+    /// `Sec-WebSocket-Version: 13` (otherwise 426 with the version this server speaks).
+    /// Over HTTP/2 (RFC 8441 extended CONNECT) the answer is 400: not supported here.
+    pub fn from_request(req: &Request) -> Result<WebSocketUpgrade, Error> {
+        Self::from_server_request(req.as_server_request())
+    }
+
+    /// [`WebSocketUpgrade::from_request`] on the engine's request type.
+    pub fn from_server_request(req: &peregrine_server::Request) -> Result<WebSocketUpgrade, Error> {
+        let bad = |detail: &'static str| Error::bad_request().with_detail(detail);
+        if req.version() == Version::Http2 {
+            return Err(bad("WebSocket over HTTP/2 is not supported; use HTTP/1.1"));
+        }
+        if req.method_kind() != Method::Get {
+            return Err(Error::new(405)
+                .with_header("Allow", b"GET".as_slice())
+                .with_detail("a WebSocket handshake is a GET request"));
+        }
+        if req.version() != Version::Http11 {
+            return Err(bad("a WebSocket handshake needs HTTP/1.1"));
+        }
+        if !req
+            .header("upgrade")
+            .is_some_and(|v| has_token(v, "websocket"))
+        {
+            return Err(Error::new(426)
+                .with_header("Upgrade", b"websocket".as_slice())
+                .with_detail("this resource needs a WebSocket upgrade"));
+        }
+        if !req
+            .header("connection")
+            .is_some_and(|v| has_token(v, "upgrade"))
+        {
+            return Err(bad("Connection must contain the upgrade token"));
+        }
+        if req.header("sec-websocket-version") != Some(VERSION.as_bytes()) {
+            return Err(Error::new(426)
+                .with_header("Sec-WebSocket-Version", VERSION.as_bytes())
+                .with_detail("unsupported WebSocket version; this server speaks 13"));
+        }
+        let key = req
+            .header("sec-websocket-key")
+            .filter(|k| valid_key(k))
+            .ok_or_else(|| bad("Sec-WebSocket-Key must be 16 bytes in base64"))?;
+        // Only the first Sec-WebSocket-Key may be present (RFC 6455 §4.2.1 point 5).
+        if req
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("sec-websocket-key"))
+            .count()
+            > 1
+        {
+            return Err(bad("more than one Sec-WebSocket-Key"));
+        }
+        let offered_protocols = req
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("sec-websocket-protocol"))
+            .flat_map(|(_, v)| v.split(|&b| b == b','))
+            .filter_map(|p| std::str::from_utf8(p.trim_ascii()).ok())
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok(WebSocketUpgrade {
+            accept: tungstenite::handshake::derive_accept_key(key),
+            offered_protocols,
+            protocol: None,
+            config: WsConfig::default(),
+        })
+    }
+
+    /// Picks the first of the client's subprotocols (`Sec-WebSocket-Protocol`) that is in
+    /// `supported`; none picked (and none sent back) if there is no match.
+    pub fn protocols<I, P>(mut self, supported: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: AsRef<str>,
+    {
+        let supported: Vec<P> = supported.into_iter().collect();
+        self.protocol = self
+            .offered_protocols
+            .iter()
+            .find(|o| supported.iter().any(|s| s.as_ref() == o.as_str()))
+            .cloned();
+        self
+    }
+
+    /// The subprotocol chosen by [`WebSocketUpgrade::protocols`].
+    pub fn protocol(&self) -> Option<&str> {
+        self.protocol.as_deref()
+    }
+
+    /// Largest message accepted (default 1 MiB); larger → close 1009.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.config.max_message_size = bytes;
+        self
+    }
+
+    /// Largest frame accepted (default 1 MiB); larger → close 1009.
+    pub fn max_frame_size(mut self, bytes: usize) -> Self {
+        self.config.max_frame_size = bytes;
+        self
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> WsConfig {
+        self.config
+    }
+
+    /// Accepts the handshake: the `101 Switching Protocols` response, after which the engine
+    /// runs `handler` with the open [`WebSocket`] on the connection's worker. The connection
+    /// closes when `handler` returns.
+    pub fn on_upgrade<F, Fut>(self, handler: F) -> Response
+    where
+        F: FnOnce(WebSocket) -> Fut + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        let config = self.config;
+        let protocol = self.protocol.clone();
+        let run: peregrine_server::upgrade::OnUpgrade = Box::new(move |io: Upgraded| {
+            Box::pin(async move {
+                let ws = WebSocket::from_upgraded(io, config, protocol).await;
+                handler(ws).await;
+            })
+        });
+        self.response()
+            .with_body(peregrine_server::ResponseBody::Upgrade(run))
+    }
+
+    /// The `101 Switching Protocols` response accepting this handshake (without the callback
+    /// that runs the connection; see [`WebSocketUpgrade::on_upgrade`]).
+    pub fn response(&self) -> Response {
+        let mut res = Response::new(101)
+            .with_header("Upgrade", b"websocket".as_slice())
+            .with_header("Connection", b"Upgrade".as_slice())
+            .with_header(
+                "Sec-WebSocket-Accept",
+                Cow::Owned(self.accept.clone().into_bytes()),
+            );
+        if let Some(p) = &self.protocol {
+            res = res.with_header("Sec-WebSocket-Protocol", Cow::Owned(p.clone().into_bytes()));
+        }
+        res
+    }
+}
+
+/// A close frame: code (RFC 6455 §7.4) and reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloseFrame {
+    /// Status code, e.g. 1000 (normal), 1001 (going away), 1008 (policy).
+    pub code: u16,
+    /// Reason, at most 123 bytes of UTF-8.
+    pub reason: String,
+}
+
+/// A WebSocket message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// A text message (valid UTF-8).
+    Text(String),
+    /// A binary message.
+    Binary(Bytes),
+    /// A ping; the pong is sent automatically.
+    Ping(Bytes),
+    /// A pong.
+    Pong(Bytes),
+    /// The peer's close frame; the reply is sent automatically.
+    Close(Option<CloseFrame>),
+}
+
+/// Why a WebSocket operation failed.
+#[derive(Debug)]
+pub enum WsError {
+    /// The connection is closed (after the close handshake, or the peer went away).
+    Closed,
+    /// A message or frame over the limit: closed with 1009.
+    TooLarge,
+    /// A text message or close reason that is not UTF-8: closed with 1007.
+    InvalidUtf8,
+    /// The peer broke the protocol: closed with 1002.
+    Protocol(String),
+    /// The transport failed.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for WsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WsError::Closed => f.write_str("WebSocket closed"),
+            WsError::TooLarge => f.write_str("WebSocket message too large"),
+            WsError::InvalidUtf8 => f.write_str("WebSocket text is not UTF-8"),
+            WsError::Protocol(p) => write!(f, "WebSocket protocol error: {p}"),
+            WsError::Io(e) => write!(f, "WebSocket I/O error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WsError {}
+
+/// An open WebSocket connection.
+pub struct WebSocket {
+    inner: WebSocketStream<Upgraded>,
+    protocol: Option<String>,
+}
+
+impl WebSocket {
+    /// Runs the server side of the WebSocket protocol on an upgraded connection (after the 101).
+    pub async fn from_upgraded(io: Upgraded, config: WsConfig, protocol: Option<String>) -> Self {
+        WebSocket {
+            inner: WebSocketStream::from_raw_socket(io, Role::Server, Some(config.tungstenite()))
+                .await,
+            protocol,
+        }
+    }
+
+    /// The subprotocol agreed in the handshake, if any.
+    pub fn protocol(&self) -> Option<&str> {
+        self.protocol.as_deref()
+    }
+
+    /// The next message; `None` once the connection is closed. Pings are answered and close
+    /// frames replied to automatically (both are still returned). A broken rule closes the
+    /// connection with its close code and returns the error once.
+    pub async fn recv(&mut self) -> Option<Result<Message, WsError>> {
+        let next = self.inner.next().await?;
+        match next {
+            Ok(msg) => Some(Ok(from_tungstenite(msg)?)),
+            Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => None,
+            Err(e) => {
+                let (code, err) = match e {
+                    tungstenite::Error::Capacity(_) => (1009, WsError::TooLarge),
+                    tungstenite::Error::Utf8(_) => (1007, WsError::InvalidUtf8),
+                    tungstenite::Error::Protocol(p) => (1002, WsError::Protocol(p.to_string())),
+                    tungstenite::Error::Io(io) => return Some(Err(WsError::Io(io))),
+                    other => (1011, WsError::Protocol(other.to_string())),
+                };
+                let _ = self
+                    .inner
+                    .close(Some(TCloseFrame {
+                        code: CloseCode::from(code),
+                        reason: "".into(),
+                    }))
+                    .await;
+                Some(Err(err))
+            }
+        }
+    }
+
+    /// Sends a message (and flushes it).
+    pub async fn send(&mut self, msg: Message) -> Result<(), WsError> {
+        let msg = match msg {
+            Message::Text(t) => tungstenite::Message::Text(t.into()),
+            Message::Binary(b) => tungstenite::Message::Binary(b),
+            Message::Ping(b) => tungstenite::Message::Ping(b),
+            Message::Pong(b) => tungstenite::Message::Pong(b),
+            Message::Close(c) => tungstenite::Message::Close(c.map(|c| TCloseFrame {
+                code: CloseCode::from(c.code),
+                reason: c.reason.into(),
+            })),
+        };
+        self.inner.send(msg).await.map_err(map_send_error)
+    }
+
+    /// Starts the close handshake with `code` and `reason`, then waits (reading and dropping
+    /// messages) for the peer's close frame.
+    pub async fn close(mut self, code: u16, reason: &str) -> Result<(), WsError> {
+        self.inner
+            .close(Some(TCloseFrame {
+                code: CloseCode::from(code),
+                reason: reason.to_string().into(),
+            }))
+            .await
+            .map_err(map_send_error)?;
+        while let Some(Ok(_)) = self.inner.next().await {}
+        Ok(())
+    }
+}
+
+fn map_send_error(e: tungstenite::Error) -> WsError {
+    match e {
+        tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => WsError::Closed,
+        tungstenite::Error::Io(io) => WsError::Io(io),
+        tungstenite::Error::Capacity(_) => WsError::TooLarge,
+        other => WsError::Protocol(other.to_string()),
+    }
+}
+
+fn from_tungstenite(msg: tungstenite::Message) -> Option<Message> {
+    Some(match msg {
+        tungstenite::Message::Text(t) => Message::Text(t.as_str().to_string()),
+        tungstenite::Message::Binary(b) => Message::Binary(b),
+        tungstenite::Message::Ping(b) => Message::Ping(b),
+        tungstenite::Message::Pong(b) => Message::Pong(b),
+        tungstenite::Message::Close(c) => Message::Close(c.map(|c| CloseFrame {
+            code: u16::from(c.code),
+            reason: c.reason.as_str().to_string(),
+        })),
+        // Raw frames are never produced while reading.
+        tungstenite::Message::Frame(_) => return None,
+    })
+}
+
+impl std::fmt::Debug for WebSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebSocket")
+            .field("protocol", &self.protocol)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(extra: &str) -> peregrine_server::Request {
+        let raw = format!("GET /ws HTTP/1.1\r\nHost: a\r\n{extra}\r\n");
+        peregrine_server::Request::from_bytes(raw.as_bytes(), "127.0.0.1:1".parse().unwrap())
+            .unwrap()
+    }
+
+    const GOOD: &str = "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+
+    #[test]
+    fn the_rfc_example_key_gives_the_rfc_accept_value() {
+        let up = WebSocketUpgrade::from_server_request(&req(GOOD)).unwrap();
+        let res = up.response();
+        assert_eq!(res.status, 101);
+        let accept = res
+            .headers
+            .iter()
+            .find(|(n, _)| n == "Sec-WebSocket-Accept")
+            .unwrap();
+        // RFC 6455 §1.3.
+        assert_eq!(&*accept.1, b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    }
+
+    #[test]
+    fn invalid_handshakes_get_the_rfc_answers() {
+        let status = |extra: &str| {
+            WebSocketUpgrade::from_server_request(&req(extra))
+                .unwrap_err()
+                .status()
+        };
+        assert_eq!(status("Connection: Upgrade\r\n"), 426); // no Upgrade header
+        assert_eq!(status(&GOOD.replace("websocket", "h2c")), 426);
+        assert_eq!(
+            status(&GOOD.replace("keep-alive, Upgrade", "keep-alive")),
+            400
+        );
+        let v8 = GOOD.replace("Version: 13", "Version: 8");
+        let err = WebSocketUpgrade::from_server_request(&req(&v8)).unwrap_err();
+        assert_eq!(err.status(), 426);
+        for bad_key in [
+            "short==",
+            "dGhlIHNhbXBsZSBub25jZR==",
+            "dGhlIHNhbXBsZSBub25jZQ=A",
+        ] {
+            let r = GOOD.replace("dGhlIHNhbXBsZSBub25jZQ==", bad_key);
+            assert_eq!(status(&r), 400, "{bad_key}");
+        }
+        let twice = format!("{GOOD}Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n");
+        assert_eq!(status(&twice), 400);
+        let post = peregrine_server::Request::from_bytes(
+            format!("POST /ws HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n{GOOD}\r\n").as_bytes(),
+            "127.0.0.1:1".parse().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            WebSocketUpgrade::from_server_request(&post)
+                .unwrap_err()
+                .status(),
+            405
+        );
+    }
+
+    #[test]
+    fn subprotocols_pick_the_clients_first_supported_one() {
+        let r = req(&format!(
+            "{GOOD}Sec-WebSocket-Protocol: chat.v2, chat.v1\r\nSec-WebSocket-Protocol: json\r\n"
+        ));
+        let up = WebSocketUpgrade::from_server_request(&r)
+            .unwrap()
+            .protocols(["json", "chat.v1"]);
+        assert_eq!(up.protocol(), Some("chat.v1"));
+        let res = up.response();
+        assert!(res
+            .headers
+            .iter()
+            .any(|(n, v)| n == "Sec-WebSocket-Protocol" && &**v == b"chat.v1"));
+        let none = WebSocketUpgrade::from_server_request(&r)
+            .unwrap()
+            .protocols(["mqtt"]);
+        assert_eq!(none.protocol(), None);
+        assert!(!none
+            .response()
+            .headers
+            .iter()
+            .any(|(n, _)| n == "Sec-WebSocket-Protocol"));
+    }
+}
