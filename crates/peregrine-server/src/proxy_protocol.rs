@@ -1,3 +1,4 @@
+// Over 600 lines: both PROXY versions, their reader and acceptor in one place; the last 40% is the malformed-header tests.
 //! The PROXY protocol (HAProxy's, versions 1 and 2): the header a load balancer sends first on
 //! a connection to tell the server who the real client is. Pure functions over bytes, no I/O,
 //! so the listener that reads it and the tests that fuzz it share one parser.

@@ -1,3 +1,4 @@
+// Over 600 lines: the App builder and the service it compiles into (routing, worker state, serve/run forms) share private types; splitting them is a known follow-up.
 //! The application: routes, state, layers; compiled once into an engine [`Service`].
 
 use crate::error::Error;

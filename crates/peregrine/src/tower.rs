@@ -1,3 +1,4 @@
+// Over 600 lines: both directions of the tower bridge (layers in, services mounted) need the same body and request adapters, kept private here.
 //! tower interoperability, both directions (cargo feature `tower`):
 //!
 //! - [`TowerLayer`] applies any `tower::Layer` (tower-http's `TraceLayer`, `CompressionLayer`,

@@ -1,3 +1,4 @@
+// Over 600 lines: ServeDir's options and its request flow (open, validators, ranges, encodings, index, fallback) read top to bottom; helpers live in open/range/conditional.
 //! Static files for real assets: content types, validators and conditional requests, `Range`
 //! (single and `multipart/byteranges`, `If-Range`, 416), precompressed `.br`/`.gz` siblings,
 //! `Cache-Control` (immutable for hashed names), directory index, SPA fallback.
