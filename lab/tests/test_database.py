@@ -367,7 +367,7 @@ def test_db_profile_stops_postgres_when_the_run_fails(tmp_path, monkeypatch):
         seen["pids"] = active().pids()
         raise RuntimeError("simulated failure while measuring")
 
-    monkeypatch.setattr(runner, "_measure_server", boom)
+    monkeypatch.setattr(runner, "_check_server", boom)
     with pytest.raises(RuntimeError, match="simulated"):
         runner.run(_opts(tmp_path))
     assert len(seen["pids"]) >= 3
