@@ -210,7 +210,9 @@ def check_statuses(result: LoadResult, expected_status: int) -> list[str]:
     bad = result.errors.get("status", 0)
     if expected_status < 400 and bad:
         problems.append(f"{bad} answer(s) with status >= 400 (expected {expected_status})")
-    if expected_status >= 400 and bad != result.requests:
+    # `>` is allowed: ab counts the non-2xx answer of a request cut by its time limit, which
+    # "Complete requests" leaves out.
+    if expected_status >= 400 and bad < result.requests:
         problems.append(
             f"{result.requests - bad} answer(s) with status < 400 (expected {expected_status})"
         )
