@@ -62,67 +62,44 @@ pub trait Transport: 'static {
     }
 }
 
-impl Transport for TcpStream {
-    #[inline]
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TcpStream::poll_read_ready(self, cx)
-    }
-    #[inline]
-    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TcpStream::poll_write_ready(self, cx)
-    }
-    #[inline]
-    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        TcpStream::try_read_buf(self, buf)
-    }
-    #[inline]
-    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
-        TcpStream::try_write(self, data)
-    }
-    #[inline]
-    fn clear_read_ready(&self) {
-        let _ = self.try_io(Interest::READABLE, || {
-            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-        });
-    }
-    fn shutdown_write(&self) -> io::Result<()> {
-        socket2::SockRef::from(self).shutdown(std::net::Shutdown::Write)
-    }
-    fn reset_on_close(&self) -> io::Result<()> {
-        socket2::SockRef::from(self).set_linger(Some(std::time::Duration::ZERO))
-    }
+/// TCP and Unix streams have the same readiness API in tokio: one implementation serves both.
+macro_rules! socket_transport {
+    ($stream:ty) => {
+        impl Transport for $stream {
+            #[inline]
+            fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                <$stream>::poll_read_ready(self, cx)
+            }
+            #[inline]
+            fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                <$stream>::poll_write_ready(self, cx)
+            }
+            #[inline]
+            fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
+                <$stream>::try_read_buf(self, buf)
+            }
+            #[inline]
+            fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+                <$stream>::try_write(self, data)
+            }
+            #[inline]
+            fn clear_read_ready(&self) {
+                let _ = self.try_io(Interest::READABLE, || {
+                    Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                });
+            }
+            fn shutdown_write(&self) -> io::Result<()> {
+                socket2::SockRef::from(self).shutdown(std::net::Shutdown::Write)
+            }
+            fn reset_on_close(&self) -> io::Result<()> {
+                socket2::SockRef::from(self).set_linger(Some(std::time::Duration::ZERO))
+            }
+        }
+    };
 }
 
-impl Transport for UnixStream {
-    #[inline]
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        UnixStream::poll_read_ready(self, cx)
-    }
-    #[inline]
-    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        UnixStream::poll_write_ready(self, cx)
-    }
-    #[inline]
-    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        UnixStream::try_read_buf(self, buf)
-    }
-    #[inline]
-    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
-        UnixStream::try_write(self, data)
-    }
-    #[inline]
-    fn clear_read_ready(&self) {
-        let _ = self.try_io(Interest::READABLE, || {
-            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-        });
-    }
-    fn shutdown_write(&self) -> io::Result<()> {
-        socket2::SockRef::from(self).shutdown(std::net::Shutdown::Write)
-    }
-    fn reset_on_close(&self) -> io::Result<()> {
-        socket2::SockRef::from(self).set_linger(Some(std::time::Duration::ZERO))
-    }
-}
+socket_transport!(TcpStream);
+socket_transport!(UnixStream);
 
 /// The stream of one connection: a TCP or Unix socket served directly, or any other
 /// [`Transport`].
