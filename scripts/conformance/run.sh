@@ -45,26 +45,32 @@ done
 
 # On the HTTP/2-only cleartext port: on the shared HTTP/1.1 + h2c port, h2spec's "invalid
 # connection preface" case (3.5/2) is an invalid HTTP/1.1 request and gets its 400.
-# h2spec's 6.9.1/3 races a response that fits the initial window: the stream can end before its
-# WINDOW_UPDATE frames arrive, and then DATA is the right answer. Over TLS that happened in about
-# half the runs on a loaded machine, always this case alone. A failed run is repeated (three runs
-# at most); every earlier run's failures are printed.
+# h2spec requests /big (128 KiB, twice the 65,535-byte initial window): its flow-control cases
+# (6.9.1/3: WINDOW_UPDATE past 2^31-1 on a stream) need the stream still open when their
+# WINDOW_UPDATE frames arrive; with a page that fits the window the stream could end first and
+# the case was decided by timing. One run each; a failure fails.
+# H2SPEC_RUNS=N repeats each run N times (to show the runs are stable).
 run_h2spec() { # name args...
   local name=$1; shift
-  local out="$work/h2spec-$name.txt" try
-  for try in 1 2 3; do
-    if timeout 300 "$H2SPEC" "$@" -o 5 >"$out.$try" 2>&1; then
-      ok "h2spec $name (run $try): $(tail -1 "$out.$try")"
-      return
+  local out="$work/h2spec-$name.txt" run
+  for run in $(seq 1 "${H2SPEC_RUNS:-1}"); do
+    if timeout 300 "$H2SPEC" --path /big "$@" -o 5 >"$out" 2>&1; then
+      ok "h2spec $name (run $run): $(tail -1 "$out")"
+    else
+      ko "h2spec $name (run $run): $(tail -1 "$out")"
+      grep -B2 -A4 '×' "$out" | head -40
     fi
-    echo "  run $try: $(tail -1 "$out.$try")"; grep -A3 '×' "$out.$try" | head -20
   done
-  ko "h2spec $name: three runs failed"
 }
 echo "== h2spec, cleartext (prior knowledge, HTTP/2-only port)"
 run_h2spec h2c -h 127.0.0.1 -p "$h2c"
 echo "== h2spec, TLS (ALPN h2)"
 run_h2spec tls -t -k -h 127.0.0.1 -p "$tls"
+
+if [ -n "${H2SPEC_ONLY:-}" ]; then
+  echo "conformance (h2spec only): $passed passed, $failed failed"
+  [ "$failed" = 0 ]; exit
+fi
 
 echo "== curl"
 check_curl() { # name expected-version curl-args...

@@ -10,7 +10,9 @@
 //!
 //! `ADDR` (default 127.0.0.1:8080) serves HTTP/1.1 and h2c; `TLS_ADDR` (default
 //! 127.0.0.1:8443) serves TLS when `TLS_CERT`/`TLS_KEY` are set; `H2C_ADDR`, if set, serves
-//! HTTP/2 only (cleartext). `/echo` is a plain WebSocket echo (for conformance clients).
+//! HTTP/2 only (cleartext). `/echo` is a plain WebSocket echo (for conformance clients);
+//! `/big` answers 128 KiB, more than HTTP/2's 65,535-byte initial window (h2spec's path, so its
+//! flow-control cases are decided by the window, not by how fast the stream ends).
 
 use peregrine::ws::{Message, WebSocket, WebSocketUpgrade};
 use peregrine::{get, post, App, Error, Html, Request, Response};
@@ -81,6 +83,13 @@ async fn echo(req: Request) -> Result<Response, Error> {
     }))
 }
 
+/// 128 KiB of text: twice HTTP/2's initial flow-control window.
+async fn big(_req: Request) -> &'static str {
+    static BIG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIG.get_or_init(|| "0123456789abcdef".repeat(8 * 1024))
+        .as_str()
+}
+
 fn app() -> App {
     let (room, _) = broadcast::channel(256);
     App::new()
@@ -89,6 +98,7 @@ fn app() -> App {
         .route("/ws", get(join))
         .route("/say", post(say))
         .route("/echo", get(echo))
+        .route("/big", get(big))
 }
 
 const PAGE: &str = r#"<!doctype html>

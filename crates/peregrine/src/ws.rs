@@ -74,7 +74,8 @@ impl WsConfig {
 /// A validated WebSocket opening handshake (RFC 6455 §4.2.1), ready to be accepted.
 #[derive(Debug, Clone)]
 pub struct WebSocketUpgrade {
-    accept: String,
+    /// `Sec-WebSocket-Accept` (HTTP/1.1 only: RFC 8441 has no key exchange).
+    accept: Option<String>,
     offered_protocols: Vec<String>,
     protocol: Option<String>,
     config: WsConfig,
@@ -101,7 +102,11 @@ impl WebSocketUpgrade {
     /// Validates the client's opening handshake: `GET` over HTTP/1.1, `Upgrade: websocket`,
     /// `Connection: upgrade`, a well-formed `Sec-WebSocket-Key`, and
     /// `Sec-WebSocket-Version: 13` (otherwise 426 with the version this server speaks).
-    /// Over HTTP/2 (RFC 8441 extended CONNECT) the answer is 400: not supported here.
+    ///
+    /// Over HTTP/2 the handshake is RFC 8441's extended CONNECT with `:protocol = websocket`,
+    /// which the engine hands over as a `GET` with `Upgrade: websocket`: the same route and
+    /// handler serve both; there is no key (nor `Connection`), `Sec-WebSocket-Version: 13` is
+    /// still required, and the engine answers `200` and runs the WebSocket on the stream.
     pub fn from_request(req: &Request) -> Result<WebSocketUpgrade, Error> {
         Self::from_server_request(req.as_server_request())
     }
@@ -109,16 +114,14 @@ impl WebSocketUpgrade {
     /// [`WebSocketUpgrade::from_request`] on the engine's request type.
     pub fn from_server_request(req: &peregrine_server::Request) -> Result<WebSocketUpgrade, Error> {
         let bad = |detail: &'static str| Error::bad_request().with_detail(detail);
-        if req.version() == Version::Http2 {
-            return Err(bad("WebSocket over HTTP/2 is not supported; use HTTP/1.1"));
-        }
         if req.method_kind() != Method::Get {
             return Err(Error::new(405)
                 .with_header("Allow", b"GET".as_slice())
                 .with_detail("a WebSocket handshake is a GET request"));
         }
-        if req.version() != Version::Http11 {
-            return Err(bad("a WebSocket handshake needs HTTP/1.1"));
+        let http2 = req.version() == Version::Http2;
+        if req.version() != Version::Http11 && !http2 {
+            return Err(bad("a WebSocket handshake needs HTTP/1.1 or HTTP/2"));
         }
         if !req
             .header("upgrade")
@@ -128,9 +131,10 @@ impl WebSocketUpgrade {
                 .with_header("Upgrade", b"websocket".as_slice())
                 .with_detail("this resource needs a WebSocket upgrade"));
         }
-        if !req
-            .header("connection")
-            .is_some_and(|v| has_token(v, "upgrade"))
+        if !http2
+            && !req
+                .header("connection")
+                .is_some_and(|v| has_token(v, "upgrade"))
         {
             return Err(bad("Connection must contain the upgrade token"));
         }
@@ -139,19 +143,24 @@ impl WebSocketUpgrade {
                 .with_header("Sec-WebSocket-Version", VERSION.as_bytes())
                 .with_detail("unsupported WebSocket version; this server speaks 13"));
         }
-        let key = req
-            .header("sec-websocket-key")
-            .filter(|k| valid_key(k))
-            .ok_or_else(|| bad("Sec-WebSocket-Key must be 16 bytes in base64"))?;
-        // Only the first Sec-WebSocket-Key may be present (RFC 6455 §4.2.1 point 5).
-        if req
-            .headers()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("sec-websocket-key"))
-            .count()
-            > 1
-        {
-            return Err(bad("more than one Sec-WebSocket-Key"));
-        }
+        let accept = if http2 {
+            None
+        } else {
+            let key = req
+                .header("sec-websocket-key")
+                .filter(|k| valid_key(k))
+                .ok_or_else(|| bad("Sec-WebSocket-Key must be 16 bytes in base64"))?;
+            // Only the first Sec-WebSocket-Key may be present (RFC 6455 §4.2.1 point 5).
+            if req
+                .headers()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("sec-websocket-key"))
+                .count()
+                > 1
+            {
+                return Err(bad("more than one Sec-WebSocket-Key"));
+            }
+            Some(tungstenite::handshake::derive_accept_key(key))
+        };
         let offered_protocols = req
             .headers()
             .filter(|(n, _)| n.eq_ignore_ascii_case("sec-websocket-protocol"))
@@ -161,7 +170,7 @@ impl WebSocketUpgrade {
             .map(str::to_string)
             .collect();
         Ok(WebSocketUpgrade {
-            accept: tungstenite::handshake::derive_accept_key(key),
+            accept,
             offered_protocols,
             protocol: None,
             config: WsConfig::default(),
@@ -229,13 +238,16 @@ impl WebSocketUpgrade {
     /// The `101 Switching Protocols` response accepting this handshake (without the callback
     /// that runs the connection; see [`WebSocketUpgrade::on_upgrade`]).
     pub fn response(&self) -> Response {
+        // Over HTTP/2 the engine sends this as `200` without the connection-specific fields.
         let mut res = Response::new(101)
             .with_header("Upgrade", b"websocket".as_slice())
-            .with_header("Connection", b"Upgrade".as_slice())
-            .with_header(
+            .with_header("Connection", b"Upgrade".as_slice());
+        if let Some(accept) = &self.accept {
+            res = res.with_header(
                 "Sec-WebSocket-Accept",
-                Cow::Owned(self.accept.clone().into_bytes()),
+                Cow::Owned(accept.clone().into_bytes()),
             );
+        }
         if let Some(p) = &self.protocol {
             res = res.with_header("Sec-WebSocket-Protocol", Cow::Owned(p.clone().into_bytes()));
         }

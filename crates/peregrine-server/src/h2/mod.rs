@@ -14,12 +14,19 @@
 //! * PING and SETTINGS floods: h2 keeps at most one pending PONG and one pending SETTINGS ACK and
 //!   writes it before reading further, so a client that floods without reading stalls only
 //!   itself (no queue grows);
+//! * RFC 8441 extended CONNECT (`SETTINGS_ENABLE_CONNECT_PROTOCOL`): a `CONNECT` with a
+//!   `:protocol` is handed to the service as a `GET` carrying `Upgrade: <protocol>` (the
+//!   translation proxies make to HTTP/1.1; h2 refuses a real `upgrade` field in HTTP/2, so the
+//!   field cannot come from the client). A handler answering with an upgrade
+//!   ([`crate::ResponseBody::Upgrade`], status 101 or 2xx) gets `200` sent and the stream as
+//!   its connection (see `tunnel`); any other 2xx answer is replaced by 501;
 //! * the preface must arrive within `header_timeout`; a connection without streams is closed
 //!   after `idle_timeout`; graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish
 //!   for up to `shutdown_timeout`, then closes.
 
 mod body;
 mod respond;
+mod tunnel;
 
 pub(crate) use body::H2Body;
 use body::SharedRecv;
@@ -90,6 +97,8 @@ pub struct Http2Config {
     /// Streams the client may reset before their response is complete within 10 s; more →
     /// `GOAWAY(ENHANCE_YOUR_CALM)` (rapid reset, CVE-2023-44487). Default 200.
     pub max_client_resets: u32,
+    /// Announce RFC 8441 extended CONNECT (WebSocket over HTTP/2). Default on.
+    pub enable_connect_protocol: bool,
 }
 
 impl Default for Http2Config {
@@ -104,6 +113,7 @@ impl Default for Http2Config {
             max_pending_accept_reset_streams: 20,
             max_local_error_reset_streams: 128,
             max_client_resets: 200,
+            enable_connect_protocol: true,
         }
     }
 }
@@ -166,6 +176,9 @@ where
         .max_send_buffer_size(h2config.max_send_buffer)
         .max_pending_accept_reset_streams(h2config.max_pending_accept_reset_streams)
         .max_local_error_reset_streams(Some(h2config.max_local_error_reset_streams));
+    if h2config.enable_connect_protocol {
+        builder.enable_connect_protocol();
+    }
     let mut io = io;
     let read = match read_preface(&mut io, read, config.header_timeout).await {
         Ok(read) => read,
@@ -378,8 +391,9 @@ enum Outcome {
 /// What to do for one stream: call the service with this request, or answer at once.
 enum Start<F> {
     /// The handler's future, whether the request is HEAD, and the request body's stream to
-    /// drain after the response (when it did not end with the head).
-    Call(F, bool, Option<SharedRecv>),
+    /// drain after the response (when it did not end with the head); or, for an extended
+    /// CONNECT, the stream's receiving half for the tunnel.
+    Call(F, bool, Option<SharedRecv>, Option<h2::RecvStream>),
     Answer(Response),
 }
 
@@ -401,6 +415,11 @@ impl<S: Service> CallH2 for S {
         ctx: &Ctx,
     ) -> Start<Self::Future> {
         let (parts, recv) = req.into_parts();
+        // RFC 8441: h2 accepts `:protocol` only on CONNECT, and only as we announced it.
+        let protocol = parts.extensions.get::<h2::ext::Protocol>().cloned();
+        if let Some(protocol) = protocol {
+            return extended_connect(self, parts, recv, protocol, peer);
+        }
         // h2 has checked that content-length is a number and will check it against the DATA.
         let declared = parts
             .headers
@@ -472,8 +491,41 @@ impl<S: Service> CallH2 for S {
                 body,
             },
         );
-        Start::Call(self.call(request), head_request, shared_recv)
+        Start::Call(self.call(request), head_request, shared_recv, None)
     }
+}
+
+/// An extended CONNECT as the service sees it: `GET` with `Upgrade: <protocol>` and no
+/// body; the stream's DATA is the tunnel's, kept for the upgrade.
+fn extended_connect<S: Service>(
+    service: &S,
+    parts: http::request::Parts,
+    recv: h2::RecvStream,
+    protocol: h2::ext::Protocol,
+    peer: SocketAddr,
+) -> Start<S::Future> {
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let fields = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+        .chain(std::iter::once((
+            &b"upgrade"[..],
+            protocol.as_str().as_bytes(),
+        )));
+    let request = Request::from_parts(
+        b"GET",
+        target.as_bytes(),
+        parts.uri.authority().map(|a| a.as_str().as_bytes()),
+        fields,
+        PartsInfo {
+            version: Version::Http2,
+            framing: BodyFraming::None,
+            peer,
+            body: Body::empty(),
+        },
+    );
+    Start::Call(service.call(request), false, None, Some(recv))
 }
 
 /// One stream: the service's answer (or the client's reset, whichever comes first), then the
@@ -483,9 +535,9 @@ async fn stream<F: Future<Output = Response>>(
     mut respond: SendResponse<Bytes>,
     ctx: Rc<Ctx>,
 ) -> Outcome {
-    let (response, head_request, recv) = match start {
-        Start::Answer(r) => (r, false, None),
-        Start::Call(fut, head_request, recv) => {
+    let (response, head_request, recv, tunnel) = match start {
+        Start::Answer(r) => (r, false, None, None),
+        Start::Call(fut, head_request, recv, tunnel) => {
             let mut fut = pin!(fut);
             let answer = poll_fn(|cx| {
                 if respond.poll_reset(cx).is_ready() {
@@ -502,12 +554,18 @@ async fn stream<F: Future<Output = Response>>(
             })
             .await;
             match answer {
-                Some(r) => (r, head_request, recv),
+                Some(r) => (r, head_request, recv, tunnel),
                 // The handler's future is dropped here: a cancelled request stops its work.
                 None => return Outcome::ResetByClient,
             }
         }
     };
+    if let Some(tunnel) = tunnel {
+        return match respond::open_tunnel(&mut respond, response, tunnel, ctx.server_name).await {
+            Ok(()) => Outcome::Done,
+            Err(_) => Outcome::ResetByClient,
+        };
+    }
     match respond::send(&mut respond, response, head_request, ctx.server_name).await {
         Ok(()) => {
             if let Some(recv) = recv {

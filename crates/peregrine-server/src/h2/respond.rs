@@ -1,6 +1,7 @@
 //! Sending an engine [`Response`] on an HTTP/2 stream: HEADERS, then DATA within the flow-control
 //! windows the client grants.
 
+use super::tunnel::Tunnel;
 use crate::response::ResponseBody;
 use crate::Response;
 use bytes::Bytes;
@@ -93,6 +94,58 @@ fn head(res: &mut Response, server_name: Option<&'static str>) -> Option<http::R
         }
     }
     Some(out)
+}
+
+/// Answers an extended CONNECT (RFC 8441). A handler's upgrade (status 101, as over HTTP/1.1,
+/// or 2xx) opens the tunnel: `200` is sent without `END_STREAM`, then the upgrade function runs
+/// on the stream ([`Tunnel`]) until it returns. Any other answer is sent as it is, except a 2xx
+/// without an upgrade: the client would take it for an open tunnel, so it becomes 501.
+pub(crate) async fn open_tunnel(
+    respond: &mut SendResponse<Bytes>,
+    mut res: Response,
+    recv: h2::RecvStream,
+    server_name: Option<&'static str>,
+) -> Result<(), SendError> {
+    let accepts = res.status == 101 || (200..300).contains(&res.status);
+    let upgrade = match std::mem::replace(&mut res.body, ResponseBody::Empty) {
+        ResponseBody::Upgrade(f) if accepts => f,
+        body => {
+            res.body = body;
+            if (200..300).contains(&res.status) {
+                tracing::warn!(
+                    status = res.status,
+                    "extended CONNECT answered without an upgrade; answering 501"
+                );
+                res = Response::new(501);
+            }
+            return send(respond, res, false, server_name).await;
+        }
+    };
+    res.status = 200;
+    let Some(mut head) = head(&mut res, server_name) else {
+        tracing::error!("invalid response header field; answering 500");
+        return send(respond, Response::new(500), false, server_name).await;
+    };
+    // The tunnel's DATA is not a body of known length (RFC 8441 §5: a 2xx opens the tunnel).
+    head.headers_mut().remove(CONTENT_LENGTH);
+    crate::response::recycle_fields(std::mem::take(&mut res.headers));
+    let stream = respond
+        .send_response(head, false)
+        .map_err(|_| SendError::Reset)?;
+    let io = crate::upgrade::Upgraded::new(Tunnel::new(recv, stream), Bytes::new());
+    let mut run = upgrade(io);
+    // A panicking upgrade ends its stream only, as a panicking handler does.
+    let finished = poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(_) => {
+                tracing::error!("upgraded stream's function panicked");
+                std::task::Poll::Ready(())
+            }
+        }
+    });
+    finished.await;
+    Ok(())
 }
 
 /// Sends `res` (its body left out for HEAD requests and bodiless statuses).

@@ -1,0 +1,310 @@
+//! WebSocket over HTTP/2 (RFC 8441 extended CONNECT), against clients we did not write: the h2
+//! crate's client sends the extended CONNECT, tokio-tungstenite's client runs the WebSocket on
+//! the stream. The server is the same `peregrine::ws` handler that serves HTTP/1.1.
+
+mod ws_support;
+
+use bytes::{Buf, Bytes};
+use futures_util::{SinkExt, StreamExt};
+use peregrine::ws::WebSocketUpgrade;
+use peregrine::{get, App, Error, Request, Response};
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+/// `/ws`: the echo (messages up to 1000 bytes); `/version`: which HTTP version the handler
+/// saw, sent as a text message; `/plain`: not a WebSocket resource.
+fn start() -> std::net::SocketAddr {
+    let app = App::new()
+        .route(
+            "/ws",
+            get(|req: Request| async move {
+                let up = WebSocketUpgrade::from_request(&req)?.max_message_size(1000);
+                Ok::<Response, Error>(up.on_upgrade(ws_support::echo))
+            }),
+        )
+        .route(
+            "/version",
+            get(|req: Request| async move {
+                let version = format!("{:?}", req.version());
+                let up = WebSocketUpgrade::from_request(&req)?;
+                Ok::<Response, Error>(up.on_upgrade(move |mut ws| async move {
+                    let _ = ws.send(peregrine::ws::Message::Text(version)).await;
+                }))
+            }),
+        )
+        .route("/plain", get(|_req: Request| async { "not a websocket\n" }));
+    let config = peregrine::ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        ..peregrine::ServerConfig::default()
+    };
+    let handle = app.serve(config).unwrap();
+    let addr = handle.local_addr();
+    // The server lives for the rest of the test process.
+    std::mem::forget(handle);
+    addr
+}
+
+/// The client's side of an HTTP/2 stream as a byte stream (what tungstenite runs on).
+struct ClientStream {
+    recv: h2::RecvStream,
+    send: h2::SendStream<Bytes>,
+    pending: Bytes,
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if !self.pending.is_empty() {
+                let n = self.pending.len().min(out.remaining());
+                out.put_slice(&self.pending[..n]);
+                self.pending.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            match ready!(self.recv.poll_data(cx)) {
+                None => return Poll::Ready(Ok(())),
+                Some(Ok(data)) => {
+                    let _ = self.recv.flow_control().release_capacity(data.len());
+                    self.pending = data;
+                }
+                Some(Err(e)) => return Poll::Ready(Err(io::Error::other(e))),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.send.reserve_capacity(buf.len());
+        match ready!(self.send.poll_capacity(cx)) {
+            Some(Ok(n)) => {
+                let n = n.min(buf.len());
+                self.send
+                    .send_data(Bytes::copy_from_slice(&buf[..n]), false)
+                    .map_err(io::Error::other)?;
+                Poll::Ready(Ok(n))
+            }
+            Some(Err(e)) => Poll::Ready(Err(io::Error::other(e))),
+            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let _ = self.send.send_data(Bytes::new(), true);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// An HTTP/2 connection (h2c, prior knowledge) whose SETTINGS announced extended CONNECT.
+async fn connect(addr: std::net::SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut send = send.ready().await.unwrap();
+    // The server's SETTINGS are applied by the connection task, shortly after the handshake.
+    for _ in 0..100 {
+        if send.is_extended_connect_protocol_enabled() {
+            return send;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        send = send.ready().await.unwrap();
+    }
+    panic!("the server did not announce SETTINGS_ENABLE_CONNECT_PROTOCOL");
+}
+
+/// Sends `CONNECT` with `:protocol` (and `Sec-WebSocket-Version: 13`) to `path`: the
+/// response's status, and the stream if it was accepted.
+async fn extended_connect(
+    send: &mut h2::client::SendRequest<Bytes>,
+    addr: std::net::SocketAddr,
+    path: &str,
+    protocol: &'static str,
+) -> (u16, Option<ClientStream>) {
+    let mut req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(format!("http://{addr}{path}"))
+        .header("sec-websocket-version", "13")
+        .body(())
+        .unwrap();
+    req.extensions_mut()
+        .insert(h2::ext::Protocol::from_static(protocol));
+    let (resp, stream) = send.send_request(req, false).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .unwrap()
+        .unwrap();
+    let status = resp.status().as_u16();
+    assert!(
+        !resp.headers().contains_key("sec-websocket-accept"),
+        "no key exchange over HTTP/2"
+    );
+    if status != 200 {
+        return (status, None);
+    }
+    let recv = resp.into_body();
+    (
+        status,
+        Some(ClientStream {
+            recv,
+            send: stream,
+            pending: Bytes::new(),
+        }),
+    )
+}
+
+async fn open_ws(
+    send: &mut h2::client::SendRequest<Bytes>,
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> WebSocketStream<ClientStream> {
+    let (status, stream) = extended_connect(send, addr, path, "websocket").await;
+    assert_eq!(status, 200);
+    WebSocketStream::from_raw_socket(stream.unwrap(), Role::Client, None).await
+}
+
+async fn next(ws: &mut WebSocketStream<ClientStream>) -> Message {
+    tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .expect("a message within 10 s")
+        .expect("a message")
+        .expect("no error")
+}
+
+/// A plain HTTP/2 GET on a fresh connection is answered: the worker serves others.
+async fn still_serving(addr: std::net::SocketAddr) {
+    let mut send = connect(addr).await;
+    let req = http::Request::get(format!("http://{addr}/plain"))
+        .body(())
+        .unwrap();
+    let (resp, _) = send.send_request(req, true).unwrap();
+    assert_eq!(resp.await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn echo_ping_and_close_over_an_http2_stream() {
+    let addr = start();
+    let mut send = connect(addr).await;
+    let mut ws = open_ws(&mut send, addr, "/ws").await;
+    ws.send(Message::text("hello over h2")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("hello over h2"));
+    ws.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::binary(vec![1u8, 2, 3]));
+    ws.send(Message::Ping(Bytes::from_static(b"are you there")))
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut ws).await,
+        Message::Pong(Bytes::from_static(b"are you there"))
+    );
+    // Two WebSockets share the connection (two streams), independently.
+    let mut other = open_ws(&mut send, addr, "/ws").await;
+    other.send(Message::text("second")).await.unwrap();
+    assert_eq!(next(&mut other).await, Message::text("second"));
+    ws.send(Message::text("first again")).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::text("first again"));
+    // Close handshake: the server replies with the same code.
+    ws.send(Message::Close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "bye".into(),
+    })))
+    .await
+    .unwrap();
+    match next(&mut ws).await {
+        Message::Close(Some(f)) => assert_eq!(f.code, CloseCode::Normal),
+        m => panic!("expected a close frame, got {m:?}"),
+    }
+    // The other stream is untouched.
+    other.send(Message::text("still here")).await.unwrap();
+    assert_eq!(next(&mut other).await, Message::text("still here"));
+}
+
+#[tokio::test]
+async fn the_handler_sees_http2_and_nothing_else_differs() {
+    let addr = start();
+    let mut send = connect(addr).await;
+    let mut ws = open_ws(&mut send, addr, "/version").await;
+    assert_eq!(next(&mut ws).await, Message::text("Http2"));
+}
+
+#[tokio::test]
+async fn oversize_message_is_closed_with_1009_and_the_worker_goes_on() {
+    let addr = start();
+    let mut send = connect(addr).await;
+    let mut ws = open_ws(&mut send, addr, "/ws").await;
+    ws.send(Message::binary(vec![7u8; 999])).await.unwrap();
+    assert_eq!(next(&mut ws).await, Message::binary(vec![7u8; 999]));
+    ws.send(Message::binary(vec![7u8; 1001])).await.unwrap();
+    match next(&mut ws).await {
+        Message::Close(Some(f)) => assert_eq!(u16::from(f.code), 1009),
+        m => panic!("expected close 1009, got {m:?}"),
+    }
+    // The same HTTP/2 connection and the worker still serve.
+    let mut again = open_ws(&mut send, addr, "/ws").await;
+    again.send(Message::text("small")).await.unwrap();
+    assert_eq!(next(&mut again).await, Message::text("small"));
+    still_serving(addr).await;
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_closed_with_1007() {
+    let addr = start();
+    let mut send = connect(addr).await;
+    let (_, stream) = extended_connect(&mut send, addr, "/ws", "websocket").await;
+    let mut raw = stream.unwrap();
+    // A masked text frame whose payload is not UTF-8, written as raw bytes on the stream.
+    let payload = [0xffu8, 0xfe];
+    let mask = [1u8, 2, 3, 4];
+    let mut frame = vec![0x81, 0x80 | payload.len() as u8];
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    raw.write_all(&frame).await.unwrap();
+    let mut head = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(10), raw.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head[0], 0x88, "a close frame");
+    assert_eq!(u16::from_be_bytes([head[2], head[3]]), 1007);
+    still_serving(addr).await;
+}
+
+#[tokio::test]
+async fn extended_connect_answers_like_http11_when_not_a_websocket() {
+    let addr = start();
+    let mut send = connect(addr).await;
+    // A resource that is not a WebSocket must not look like an open tunnel.
+    let (status, _) = extended_connect(&mut send, addr, "/plain", "websocket").await;
+    assert_eq!(status, 501);
+    // A protocol other than websocket: the WebSocket handler's 426, as over HTTP/1.1.
+    let (status, _) = extended_connect(&mut send, addr, "/ws", "not-websocket").await;
+    assert_eq!(status, 426);
+    // No route: 404.
+    let (status, _) = extended_connect(&mut send, addr, "/nowhere", "websocket").await;
+    assert_eq!(status, 404);
+    // A plain HTTP/2 GET of the WebSocket route: 426, nothing opened.
+    let req = http::Request::get(format!("http://{addr}/ws"))
+        .body(())
+        .unwrap();
+    let (resp, _) = send.send_request(req, true).unwrap();
+    assert_eq!(resp.await.unwrap().status(), 426);
+}
