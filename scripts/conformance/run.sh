@@ -3,7 +3,8 @@
 # (HTTP/1.1 + h2c on one port, TLS with ALPN h2/http1.1 on another):
 #   h2spec (cleartext prior knowledge, and TLS), curl --http2, openssl s_client (versions, ALPN),
 #   testssl.sh (no protocol below TLS 1.2, no weak cipher), Python websockets (fragmentation,
-#   control frames, close handshake, 1007, 1009; over ws:// and wss://).
+#   control frames, close handshake, 1007, 1009; over ws:// and wss://), and the same with
+#   Node's ws package (scripts/conformance/node).
 # Bounded: every tool runs under `timeout`. Prints "conformance: N passed, M failed" and exits
 # non-zero on any failure. Tools are installed by scripts/setup.
 set -uo pipefail
@@ -139,6 +140,17 @@ else ko "websockets over ws://"; fi
 if timeout 120 python3 scripts/conformance/ws_clients.py "wss://127.0.0.1:$tls/echo" 65536; then
   ok "websockets over wss://"
 else ko "websockets over wss://"; fi
+
+echo "== WebSocket, Node ws client"
+if [ -d scripts/conformance/node/node_modules/ws ]; then
+  for url in "ws://127.0.0.1:$plain/echo" "wss://127.0.0.1:$tls/echo"; do
+    if timeout 120 node scripts/conformance/node/ws_client.js "$url" 65536; then
+      ok "node ws over ${url%%:*}://"
+    else ko "node ws over ${url%%:*}://"; fi
+  done
+else
+  ko "node ws not installed (scripts/setup runs npm ci in scripts/conformance/node)"
+fi
 
 echo
 echo "conformance: $passed passed, $failed failed"
