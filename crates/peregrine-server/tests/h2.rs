@@ -320,6 +320,55 @@ async fn ping_and_settings_floods_from_a_client_that_never_reads_stall_only_that
     srv.shutdown().await;
 }
 
+/// h2 sets no rate limit on PING or SETTINGS: a client that reads gets every PONG and ACK, at
+/// the cost of its own traffic (like requests), while others are served meanwhile.
+#[tokio::test]
+async fn ping_and_settings_floods_from_a_client_that_reads_are_answered_and_others_served() {
+    let (srv, _) = server();
+    let tcp = raw_connect(srv.addr).await;
+    let (mut rd, mut wr) = tcp.into_split();
+    const N: u64 = 5_000;
+    let writer = tokio::spawn(async move {
+        let mut out = Vec::new();
+        for i in 0..N {
+            out.extend(frame(PING, 0, 0, &i.to_be_bytes()));
+            out.extend(frame(SETTINGS, 0, 0, &[0x0, 0x3, 0, 0, 0, 100]));
+        }
+        wr.write_all(&out).await.unwrap();
+        wr
+    });
+    let reader = tokio::spawn(async move {
+        let (mut pongs, mut acks, mut next_ping) = (0u64, 0u64, 0u64);
+        while pongs < N || acks < N {
+            let f = read_frame(&mut rd)
+                .await
+                .expect("the connection stays open");
+            match (f.kind, f.flags & ACK) {
+                (PING, ACK) => {
+                    // PONGs come back in order, with the PING's payload.
+                    assert_eq!(f.payload, next_ping.to_be_bytes());
+                    next_ping += 1;
+                    pongs += 1;
+                }
+                (SETTINGS, ACK) => acks += 1,
+                _ => {}
+            }
+        }
+        (pongs, acks)
+    });
+    still_serving(&srv).await;
+    let (pongs, acks) = tokio::time::timeout(Duration::from_secs(30), reader)
+        .await
+        .expect("every PONG and ACK within 30 s")
+        .unwrap();
+    // The initial SETTINGS is acknowledged too.
+    assert_eq!(pongs, N);
+    assert!(acks >= N);
+    drop(writer.await.unwrap());
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
 #[tokio::test]
 async fn graceful_shutdown_sends_goaway_and_lets_open_streams_finish() {
     let counters = Arc::new(Counters::default());

@@ -2,6 +2,8 @@
 //! crate's client sends the extended CONNECT, tokio-tungstenite's client runs the WebSocket on
 //! the stream. The server is the same `peregrine::ws` handler that serves HTTP/1.1.
 
+// Only its echo handler is used here (the server is built below).
+#[allow(dead_code)]
 mod ws_support;
 
 use bytes::{Buf, Bytes};
