@@ -39,18 +39,25 @@ pub(crate) fn worker_cpus(allowed: &[usize], workers: usize) -> Vec<Option<usize
 }
 
 /// Binds the calling thread to `cpu` alone.
-#[cfg(target_os = "linux")]
 pub(crate) fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    set_current_thread_cpus(&[cpu])
+}
+
+/// Binds the calling thread to `cpus`.
+#[cfg(target_os = "linux")]
+fn set_current_thread_cpus(cpus: &[usize]) -> io::Result<()> {
     // SAFETY: `cpu_set_t` is a plain bit array, valid when zeroed.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if cpu >= 8 * std::mem::size_of_val(&set) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is beyond the affinity mask's size"),
-        ));
+    for &cpu in cpus {
+        if cpu >= 8 * std::mem::size_of_val(&set) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond the affinity mask's size"),
+            ));
+        }
+        // SAFETY: `cpu` is inside the set (checked above).
+        unsafe { libc::CPU_SET(cpu, &mut set) };
     }
-    // SAFETY: `cpu` is inside the set (checked above).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: pid 0 is the calling thread; `set` is initialised and its size is passed.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
     if rc != 0 {
@@ -61,7 +68,7 @@ pub(crate) fn pin_current_thread(cpu: usize) -> io::Result<()> {
 
 /// Not Linux: pinning is not supported.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn pin_current_thread(_cpu: usize) -> io::Result<()> {
+fn set_current_thread_cpus(_cpus: &[usize]) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "pinning is supported on Linux only",
@@ -75,7 +82,11 @@ pub(crate) fn pin_plan(pin: bool, workers: usize) -> Vec<Option<usize>> {
         return vec![None; workers];
     }
     let allowed = match allowed_cpus() {
-        Ok(cpus) => cpus,
+        Ok(cpus) => {
+            // Read before any worker is pinned: what the threads workers start get back.
+            let _ = PROCESS_CPUS.set(cpus.clone());
+            cpus
+        }
         Err(e) => {
             tracing::warn!(error = %e, "PIN: cannot read the CPUs this process may use; workers not pinned");
             return vec![None; workers];
@@ -92,6 +103,20 @@ pub(crate) fn pin_plan(pin: bool, workers: usize) -> Vec<Option<usize>> {
         );
     }
     plan
+}
+
+/// The process's CPUs as [`pin_plan`] read them, before pinning.
+static PROCESS_CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+
+/// For the threads a pinned worker's runtime starts (tokio's blocking pool): a thread inherits
+/// its creator's CPU, so blocking work (compression, file reads) would otherwise compete with
+/// the worker on its one CPU. Gives them back the process's CPUs.
+pub(crate) fn unpin_helper_thread() {
+    if let Some(cpus) = PROCESS_CPUS.get() {
+        if let Err(e) = set_current_thread_cpus(cpus) {
+            tracing::warn!(error = %e, "PIN: a worker's helper thread stays on the worker's CPU");
+        }
+    }
 }
 
 /// Pins the calling worker thread (`worker`) to `cpu`, logging the outcome: a worker that

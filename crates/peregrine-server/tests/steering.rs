@@ -1,6 +1,7 @@
 //! Multi-worker steering and pinning through a real server (`ServerConfig::steer`,
 //! `ServerConfig::pin`) with two workers: every connection is served, by the worker of the CPU
-//! the client connected from when steering is on, and pinned workers run on their CPU alone.
+//! the client connected from when steering is on, and pinned workers run on their CPU alone
+//! (the threads of their blocking pool on the process's CPUs).
 //!
 //! On loopback the SYN is processed on the sending CPU, so a client thread pinned to CPU c
 //! makes c the receiving CPU the kernel steers by.
@@ -62,7 +63,8 @@ fn run(steer: bool, pin: bool) {
     };
     let service = service_fn(|_req: Request| async {
         let name = std::thread::current().name().unwrap_or("?").to_owned();
-        Response::text(format!("{name} {:?}", affinity()))
+        let helper = tokio::task::spawn_blocking(affinity).await.unwrap();
+        Response::text(format!("{name} {:?} {helper:?}", affinity()))
     });
     let handle = Server::new(config).serve(service).unwrap();
     let addr = handle.local_addr();
@@ -70,7 +72,9 @@ fn run(steer: bool, pin: bool) {
     for round in 0..4 {
         for (i, &cpu) in cpus.iter().enumerate() {
             let body = served_by(addr, cpu);
-            let (worker, cpus_of_worker) = body.split_once(' ').unwrap();
+            let (worker, rest) = body.split_once(' ').unwrap();
+            let (cpus_of_worker, cpus_of_helper) = rest.split_once("] ").unwrap();
+            let cpus_of_worker = format!("{cpus_of_worker}]");
             // Every connection is served by one of the two workers.
             let w: usize = worker.strip_prefix("peregrine-w").unwrap().parse().unwrap();
             assert!(w < 2, "{body}");
@@ -84,6 +88,8 @@ fn run(steer: bool, pin: bool) {
                 format!("{allowed:?}")
             };
             assert_eq!(cpus_of_worker, expected, "steer={steer} pin={pin}: {body}");
+            // A thread the worker's runtime starts (blocking pool) has the process's CPUs.
+            assert_eq!(cpus_of_helper, format!("{allowed:?}"), "{body}");
         }
     }
     handle.shutdown();
