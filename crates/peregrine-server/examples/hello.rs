@@ -2,8 +2,9 @@
 //!
 //! `GET /plaintext` (or `HEAD`) → `Hello, World!` as `text/plain`, anything else → 404.
 //! Configured by [`ServerConfig::from_env_and_args`]: listens on `ADDR` (default
-//! `127.0.0.1:8080`) with `WORKERS` workers (default: available cores), or the same as flags;
-//! stops gracefully on SIGTERM or SIGINT.
+//! `127.0.0.1:8080`) with `WORKERS` workers (default: available cores), `STEER=1` / `PIN=1` for
+//! connection steering and worker pinning (`bench/steering.sh`), or the same as flags; stops
+//! gracefully on SIGTERM or SIGINT.
 //!
 //! ```sh
 //! ADDR=127.0.0.1:8080 WORKERS=1 cargo run --release --example hello

@@ -36,6 +36,18 @@ pub struct ServerConfig {
     pub unix: Option<PathBuf>,
     /// Worker threads (each with its own runtime and listener). Default: available cores.
     pub workers: usize,
+    /// Connection steering: each new TCP connection goes to the worker of the CPU that received
+    /// it (worker i belongs to the i-th CPU the process may run on), by a reuseport CPU program
+    /// and `SO_INCOMING_CPU` (see `docs/architecture.md`), instead of the kernel's hash spread
+    /// over the workers' `SO_REUSEPORT` sockets. Applies to the TCP listeners the engine binds
+    /// (not to injected listeners or Unix sockets); what the kernel refuses falls back to the
+    /// spread with a log line. Best with [`ServerConfig::pin`]. Default `false` (measured in
+    /// `docs/performance.md`).
+    pub steer: bool,
+    /// Pin worker i to the i-th CPU the process may run on (its affinity mask, so `taskset`
+    /// and cpusets are honoured); workers past the number of allowed CPUs, or a CPU the kernel
+    /// refuses, run unpinned with a log line. Default `false`.
+    pub pin: bool,
     /// Parser limits.
     pub limits: Limits,
     /// Largest request body accepted; a larger Content-Length is answered 413 before reading, a
@@ -121,6 +133,8 @@ impl Default for ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             unix: None,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            steer: false,
+            pin: false,
             limits: Limits::default(),
             max_body_size: 1024 * 1024,
             header_timeout: Duration::from_secs(10),
@@ -177,9 +191,11 @@ impl From<ConfigError> for std::io::Error {
 }
 
 /// The settings read by [`ServerConfig::from_env_and_args`]: (environment variable, flag).
-const SETTINGS: [(&str, &str); 10] = [
+const SETTINGS: [(&str, &str); 12] = [
     ("ADDR", "addr"),
     ("WORKERS", "workers"),
+    ("STEER", "steer"),
+    ("PIN", "pin"),
     ("MAX_BODY", "max-body"),
     ("IDLE_TIMEOUT", "idle-timeout"),
     ("HEADER_TIMEOUT", "header-timeout"),
@@ -198,6 +214,8 @@ impl ServerConfig {
     /// |---|---|---|
     /// | `ADDR` | `--addr HOST:PORT` or `unix:/path` | `addr` (or `unix`) |
     /// | `WORKERS` | `--workers N` | `workers` |
+    /// | `STEER` | `--steer BOOL` | `steer` |
+    /// | `PIN` | `--pin BOOL` | `pin` |
     /// | `MAX_BODY` | `--max-body BYTES` | `max_body_size` |
     /// | `IDLE_TIMEOUT` | `--idle-timeout SECS` | `idle_timeout` |
     /// | `HEADER_TIMEOUT` | `--header-timeout SECS` | `header_timeout` |
@@ -209,7 +227,8 @@ impl ServerConfig {
     ///
     /// An address is an IP address with a port (`127.0.0.1:8080`, `[::1]:80`), a host name with
     /// a port (`localhost:3000`, resolved now; the first address is used), or `unix:` and a
-    /// path. Flags take their value as the next argument or after `=`.
+    /// path. A BOOL is `1`, `true`, `on`, `yes` or `0`, `false`, `off`, `no`. Flags take their
+    /// value as the next argument or after `=`.
     ///
     /// `args` are the arguments after the program name. Those that are not engine flags are
     /// returned, in order, for the application to interpret (`--port 80` of an application's
@@ -328,6 +347,8 @@ impl ServerConfig {
                 }
                 self.workers = usize::try_from(n).map_err(|e| e.to_string())?;
             }
+            "steer" => self.steer = parse_bool(v)?,
+            "pin" => self.pin = parse_bool(v)?,
             "max-body" => self.max_body_size = num(v)?,
             "idle-timeout" => self.idle_timeout = secs(v)?,
             "header-timeout" => self.header_timeout = secs(v)?,
@@ -353,6 +374,15 @@ impl ServerConfig {
             _ => return Err(format!("unknown setting {name}")),
         }
         Ok(())
+    }
+}
+
+/// A yes/no setting: `1`, `true`, `on`, `yes` or `0`, `false`, `off`, `no` (any case).
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(format!("{v:?}: expected 1/0, true/false, on/off or yes/no")),
     }
 }
 
@@ -494,6 +524,31 @@ mod tests {
         let (c, _) = parse(&[("DRAIN_DELAY_MS", "2500")], &[]).unwrap();
         assert_eq!(c.drain_delay, Duration::from_millis(2500));
         assert!(parse(&[], &["--drain-delay-ms", "x"]).is_err());
+    }
+
+    #[test]
+    fn steering_and_pinning_are_switches() {
+        let (c, _) = parse(&[], &[]).unwrap();
+        assert_eq!((c.steer, c.pin), (false, false));
+        let (c, _) = parse(&[("STEER", "1"), ("PIN", "on")], &[]).unwrap();
+        assert_eq!((c.steer, c.pin), (true, true));
+        // Flags win over the environment.
+        let (c, rest) = parse(
+            &[("STEER", "yes"), ("PIN", "TRUE")],
+            &["--steer=0", "--pin", "off", "--x"],
+        )
+        .unwrap();
+        assert_eq!(
+            (c.steer, c.pin, rest),
+            (false, false, vec!["--x".to_owned()])
+        );
+        for bad in ["2", "", "maybe"] {
+            let e = parse(&[("PIN", bad)], &[]).unwrap_err();
+            assert!(e.to_string().starts_with("PIN: "), "{bad:?}: {e}");
+        }
+        let e = parse(&[], &["--steer", "x"]).unwrap_err();
+        assert!(e.to_string().starts_with("--steer: "), "{e}");
+        assert!(parse(&[], &["--pin"]).is_err());
     }
 
     #[test]

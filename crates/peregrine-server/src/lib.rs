@@ -53,6 +53,7 @@
 pub mod body;
 pub mod config;
 mod conn;
+mod cpus;
 pub mod events;
 #[cfg(feature = "http2")]
 pub mod h2;
@@ -64,6 +65,7 @@ pub mod request;
 pub mod response;
 pub mod server;
 pub mod service;
+mod steering;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod transport;

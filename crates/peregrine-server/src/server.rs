@@ -4,6 +4,7 @@ use crate::config::ListenAddr;
 use crate::listener::Listener;
 use crate::transport::{Acceptor, PlainAcceptor};
 use crate::worker::{self, Global};
+use crate::{cpus, steering};
 use crate::{ServerConfig, Service};
 use std::io;
 use std::net::SocketAddr;
@@ -124,6 +125,12 @@ impl<A: Acceptor> Server<A> {
     /// others bind the same port). Also whether the server created a Unix socket file.
     fn listeners(&mut self, n: usize) -> io::Result<(Vec<Listener>, Option<PathBuf>)> {
         let config = &self.config;
+        let own_tcp = self.listeners.is_empty() && config.unix.is_none();
+        if config.steer && !own_tcp {
+            tracing::info!("connection steering applies to the engine's own TCP listeners; off for injected listeners and Unix sockets");
+        }
+        // Before binding: whether the group will hold these sockets alone (see `steering`).
+        let group_fresh = config.steer && own_tcp && steering::group_is_fresh(config.addr);
         let (first, bound_path) = if !self.listeners.is_empty() {
             let injected = std::mem::take(&mut self.listeners);
             let mut out = Vec::with_capacity(n.max(injected.len()));
@@ -145,6 +152,9 @@ impl<A: Acceptor> Server<A> {
                 out.push(first);
                 for _ in 1..n {
                     out.push(Listener::bind_tcp(addr, config.backlog)?);
+                }
+                if config.steer {
+                    steering::steer_listeners(&out, group_fresh);
                 }
             }
             _ => {
@@ -176,7 +186,8 @@ impl<A: Acceptor> Server<A> {
         let (stop, stop_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let mut workers = Vec::with_capacity(listeners.len());
-        for (i, listener) in listeners.into_iter().enumerate() {
+        let pins = cpus::pin_plan(config.pin, listeners.len());
+        for ((i, listener), pin) in listeners.into_iter().enumerate().zip(pins) {
             let (config, service, acceptor, global, stop_rx, ready_tx) = (
                 config.clone(),
                 service.clone(),
@@ -188,6 +199,9 @@ impl<A: Acceptor> Server<A> {
             let spawned = std::thread::Builder::new()
                 .name(format!("peregrine-w{i}"))
                 .spawn(move || {
+                    if let Some(cpu) = pin {
+                        cpus::pin_worker(i, cpu);
+                    }
                     worker::run(
                         listener, acceptor, config, service, global, stop_rx, ready_tx,
                     )

@@ -193,10 +193,12 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     mut stop: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<std::io::Result<()>>,
 ) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    if config.pin {
+        // Blocking-pool threads would inherit the worker's one CPU (see `cpus`).
+        builder.on_thread_start(crate::cpus::unpin_helper_thread);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             let _ = ready.send(Err(e));
