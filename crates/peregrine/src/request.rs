@@ -62,10 +62,32 @@ pub struct Request {
     /// Method and headers as rewritten by middleware; `None` (the usual case) reads the
     /// engine's parsed request.
     rewrites: Option<Box<Rewrites>>,
-    /// This request's body limit: the app's, or its route's ([`Request::set_body_limit`]).
-    body_limit: u64,
-    /// Body bytes read through [`Request::body_mut`] so far.
-    body_read: u64,
+}
+
+/// A request's own body limit ([`Request::set_body_limit`]) and what its raw stream has read,
+/// kept among the extensions: most requests never touch either, and the request (moved into
+/// every future) stays as small as before.
+#[derive(Default)]
+struct BodyBudget {
+    limit: Option<u64>,
+    read: u64,
+}
+
+/// The request's [`BodyBudget`], created on first use.
+fn budget_mut(extensions: &mut Option<Box<Extensions>>) -> &mut BodyBudget {
+    let ext = extensions.get_or_insert_with(Default::default);
+    let id = TypeId::of::<BodyBudget>();
+    let i = match ext.iter().position(|(t, _)| *t == id) {
+        Some(i) => i,
+        None => {
+            ext.push((id, Box::new(BodyBudget::default())));
+            ext.len() - 1
+        }
+    };
+    match ext[i].1.downcast_mut::<BodyBudget>() {
+        Some(b) => b,
+        None => unreachable!("stored under its own type id"),
+    }
 }
 
 /// What middleware changed in a request. Headers are copied out of the engine's request on
@@ -86,7 +108,6 @@ impl Request {
         route: u32,
         params: SmallVec<[(u32, u32); 4]>,
     ) -> Self {
-        let body_limit = shared.body_limit as u64;
         Request {
             inner,
             shared,
@@ -96,8 +117,6 @@ impl Request {
             normalized_path: None,
             locals: None,
             rewrites: None,
-            body_limit,
-            body_read: 0,
         }
     }
 
@@ -545,7 +564,8 @@ impl Request {
     /// [`App::decode_request_bodies`](crate::App::decode_request_bodies)).
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
         // What the raw stream already handed out counts against the same limit.
-        let left = self.body_limit.saturating_sub(self.body_read);
+        let read = self.extension::<BodyBudget>().map_or(0, |b| b.read);
+        let left = self.body_limit().saturating_sub(read);
         self.bytes_limited(usize::try_from(left).unwrap_or(usize::MAX))
             .await
     }
@@ -555,7 +575,9 @@ impl Request {
     /// ([`MethodRouter::body_limit`](crate::MethodRouter::body_limit)) if it has one, else the
     /// application's ([`App::body_limit`](crate::App::body_limit)).
     pub fn body_limit(&self) -> u64 {
-        self.body_limit
+        self.extension::<BodyBudget>()
+            .and_then(|b| b.limit)
+            .unwrap_or(self.shared.body_limit as u64)
     }
 
     /// Sets this request's body limit (for middleware that decides it per request, such as a
@@ -576,7 +598,7 @@ impl Request {
     /// }
     /// ```
     pub fn set_body_limit(&mut self, bytes: u64) {
-        self.body_limit = bytes;
+        budget_mut(&mut self.extensions).limit = Some(bytes);
     }
 
     /// The whole body, failing with 413 past `limit` bytes.
@@ -672,10 +694,11 @@ impl Request {
     /// [`MethodRouter::no_body_limit`](crate::MethodRouter::no_body_limit).
     pub fn body_mut(&mut self) -> crate::body::BodyStream<'_> {
         let declared = self.inner.content_length();
+        let limit = self.body_limit();
         crate::body::BodyStream {
             body: self.inner.body_mut(),
-            limit: self.body_limit,
-            read: &mut self.body_read,
+            limit,
+            read: &mut budget_mut(&mut self.extensions).read,
             declared,
         }
     }
