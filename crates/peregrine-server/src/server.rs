@@ -6,9 +6,11 @@ use crate::transport::{Acceptor, PlainAcceptor};
 use crate::worker::{self, Global};
 use crate::{cpus, steering};
 use crate::{ServerConfig, Service};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -62,7 +64,12 @@ pub struct Server<A = PlainAcceptor> {
     config: ServerConfig,
     listeners: Vec<Listener>,
     acceptor: A,
+    on_worker_start: Vec<WorkerStartHook>,
 }
+
+/// A hook run on each worker thread before it accepts (see [`Server::on_worker_start`]).
+pub(crate) type WorkerStartHook =
+    Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = io::Result<()>>>> + Send + Sync>;
 
 /// A running server: its address, and the way to stop it.
 ///
@@ -86,6 +93,7 @@ impl Server {
             config,
             listeners: Vec::new(),
             acceptor: PlainAcceptor,
+            on_worker_start: Vec::new(),
         }
     }
 }
@@ -117,7 +125,47 @@ impl<A: Acceptor> Server<A> {
             config: self.config,
             listeners: self.listeners,
             acceptor,
+            on_worker_start: self.on_worker_start,
         }
+    }
+
+    /// Runs `hook(worker_index)` on each worker thread, on that worker's runtime and
+    /// `LocalSet` (so it may `await` and `spawn_local`), before the worker accepts its first
+    /// connection: per-worker state (a database pool, a cache) is in place before any request.
+    /// [`Server::serve`] returns only once every worker's hooks succeeded; if one fails (or
+    /// panics), the server stops and `serve` returns that error, naming the worker. Hooks
+    /// registered several times run in order. Nothing of this is on the per-request path.
+    ///
+    /// ```
+    /// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let counter = started.clone();
+    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 2, ..Default::default() };
+    /// let handle = Server::new(config)
+    ///     .on_worker_start(move |_worker| {
+    ///         let counter = counter.clone();
+    ///         async move {
+    ///             // e.g. `POOL.set(Pool::connect(url).await?)` in a thread-local
+    ///             counter.fetch_add(1, Ordering::SeqCst);
+    ///             Ok(())
+    ///         }
+    ///     })
+    ///     .serve(service_fn(|_req: Request| async { Response::text("hi") }))
+    ///     .unwrap();
+    /// assert_eq!(started.load(Ordering::SeqCst), 2); // before any connection
+    /// handle.shutdown();
+    /// ```
+    pub fn on_worker_start<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(usize) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = io::Result<()>> + 'static,
+    {
+        self.on_worker_start
+            .push(Arc::new(move |worker| Box::pin(hook(worker))));
+        self
     }
 
     /// The listeners the workers accept from, one per worker: the injected ones (shared by
@@ -196,15 +244,18 @@ impl<A: Acceptor> Server<A> {
                 stop_rx.clone(),
                 ready_tx.clone(),
             );
+            let start = worker::Start {
+                index: i,
+                hooks: self.on_worker_start.clone(),
+                ready: ready_tx,
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("peregrine-w{i}"))
                 .spawn(move || {
                     if let Some(cpu) = pin {
                         cpus::pin_worker(i, cpu);
                     }
-                    worker::run(
-                        listener, acceptor, config, service, global, stop_rx, ready_tx,
-                    )
+                    worker::run(listener, acceptor, config, service, global, stop_rx, start)
                 });
             match spawned {
                 Ok(h) => workers.push(h),

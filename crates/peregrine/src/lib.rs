@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 mod app;
+mod body;
 pub mod config;
 pub mod cookie;
 mod decode;
@@ -67,6 +68,7 @@ pub mod tower;
 pub mod ws;
 
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
+pub use body::BodyStream;
 pub use error::Error;
 pub use handler::{BoxFuture, Handler, IntoHandler, IsHandler};
 pub use header::{Headers, IntoHeaderValue, IntoHeaders};

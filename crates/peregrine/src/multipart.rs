@@ -108,7 +108,7 @@ impl Request {
     /// # });
     /// ```
     pub fn multipart(&mut self) -> Result<Multipart, Error> {
-        let limit = self.shared.body_limit as u64;
+        let limit = self.body_limit();
         self.multipart_with(MultipartLimits {
             total: limit,
             per_part: limit,
@@ -128,7 +128,7 @@ impl Request {
             }
         }
         let (tx, rx) = tokio::sync::mpsc::channel(1);
-        let mut body: Body = std::mem::replace(self.body_mut(), Body::empty());
+        let mut body: Body = std::mem::replace(self.inner.body_mut(), Body::empty());
         let pump = Pump(Rc::new(RefCell::new(Some(Box::pin(async move {
             loop {
                 let chunk = body.chunk().await;

@@ -4,7 +4,7 @@
 use crate::app::Shared;
 use crate::error::Error;
 use bytes::Bytes;
-use peregrine_server::{Body, BodyError, Method, Version};
+use peregrine_server::{BodyError, Method, Version};
 use serde::de::{Deserialize, DeserializeOwned};
 use smallvec::SmallVec;
 use std::any::{Any, TypeId};
@@ -62,6 +62,32 @@ pub struct Request {
     /// Method and headers as rewritten by middleware; `None` (the usual case) reads the
     /// engine's parsed request.
     rewrites: Option<Box<Rewrites>>,
+}
+
+/// A request's own body limit ([`Request::set_body_limit`]) and what its raw stream has read,
+/// kept among the extensions: most requests never touch either, and the request (moved into
+/// every future) stays as small as before.
+#[derive(Default)]
+struct BodyBudget {
+    limit: Option<u64>,
+    read: u64,
+}
+
+/// The request's [`BodyBudget`], created on first use.
+fn budget_mut(extensions: &mut Option<Box<Extensions>>) -> &mut BodyBudget {
+    let ext = extensions.get_or_insert_with(Default::default);
+    let id = TypeId::of::<BodyBudget>();
+    let i = match ext.iter().position(|(t, _)| *t == id) {
+        Some(i) => i,
+        None => {
+            ext.push((id, Box::new(BodyBudget::default())));
+            ext.len() - 1
+        }
+    };
+    match ext[i].1.downcast_mut::<BodyBudget>() {
+        Some(b) => b,
+        None => unreachable!("stored under its own type id"),
+    }
 }
 
 /// What middleware changed in a request. Headers are copied out of the engine's request on
@@ -531,14 +557,48 @@ impl Request {
             .and_then(|(_, v)| v.downcast_ref::<T>())
     }
 
-    /// The whole body, up to the application's body limit
-    /// ([`App::body_limit`](crate::App::body_limit), default 1 MiB). 413 past the limit, 400
+    /// The whole body, up to the request's body limit ([`Request::body_limit`]: the route's
+    /// or the application's, default 1 MiB). 413 past the limit, 400
     /// for broken framing, 408 if the client stalls. A body sent with `Content-Encoding: gzip`,
     /// `deflate` or `br` is decoded, the decoded size held to the same limit (see
     /// [`App::decode_request_bodies`](crate::App::decode_request_bodies)).
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
-        let limit = self.shared.body_limit;
-        self.bytes_limited(limit).await
+        // What the raw stream already handed out counts against the same limit.
+        let read = self.extension::<BodyBudget>().map_or(0, |b| b.read);
+        let left = self.body_limit().saturating_sub(read);
+        self.bytes_limited(usize::try_from(left).unwrap_or(usize::MAX))
+            .await
+    }
+
+    /// The body limit for this request, in bytes: the one [`Request::bytes`], `json`, `form`,
+    /// `multipart` and the raw [`Request::body_mut`] stream are held to. It is the route's
+    /// ([`MethodRouter::body_limit`](crate::MethodRouter::body_limit)) if it has one, else the
+    /// application's ([`App::body_limit`](crate::App::body_limit)).
+    pub fn body_limit(&self) -> u64 {
+        self.extension::<BodyBudget>()
+            .and_then(|b| b.limit)
+            .unwrap_or(self.shared.body_limit as u64)
+    }
+
+    /// Sets this request's body limit (for middleware that decides it per request, such as a
+    /// larger limit for authenticated uploaders); `u64::MAX` lifts it. Set it before the body
+    /// is read.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{Request, Response};
+    /// struct TrustedUploads;
+    /// impl Hook for TrustedUploads {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         if req.header("x-uploader-token").is_some() {
+    ///             req.set_body_limit(1 << 30);
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn set_body_limit(&mut self, bytes: u64) {
+        budget_mut(&mut self.extensions).limit = Some(bytes);
     }
 
     /// The whole body, failing with 413 past `limit` bytes.
@@ -626,13 +686,21 @@ impl Request {
             .map_err(|e| Error::bad_request().with_detail(format!("invalid form body: {e}")))
     }
 
-    /// The raw body, to read piece by piece (streaming uploads): as sent (not decoded). When
-    /// the app is served with `serve`/`run`, the engine leaves the body limit to the framework
-    /// (see [`App::body_limit`](crate::App::body_limit)), so nothing limits this raw stream:
-    /// count what you read, or use [`Request::bytes_limited`] / `multipart`, which apply
-    /// limits.
-    pub fn body_mut(&mut self) -> &mut Body {
-        self.inner.body_mut()
+    /// The raw body, to read piece by piece (streaming uploads): as sent (not decoded), held
+    /// to the request's [body limit](Request::body_limit) like every other way of reading the
+    /// body (413 problem document past it; see [`BodyStream`](crate::BodyStream)). A route
+    /// taking larger uploads raises its own limit with
+    /// [`MethodRouter::body_limit`](crate::MethodRouter::body_limit) or
+    /// [`MethodRouter::no_body_limit`](crate::MethodRouter::no_body_limit).
+    pub fn body_mut(&mut self) -> crate::body::BodyStream<'_> {
+        let declared = self.inner.content_length();
+        let limit = self.body_limit();
+        crate::body::BodyStream {
+            body: self.inner.body_mut(),
+            limit,
+            read: &mut budget_mut(&mut self.extensions).read,
+            declared,
+        }
     }
 
     /// The engine's request underneath.

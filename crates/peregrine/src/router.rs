@@ -1,8 +1,10 @@
 //! Route tables: per-method handlers, groups with a prefix, layers per group.
 
-use crate::handler::{Handler, IntoHandler};
+use crate::handler::{BoxFuture, Handler, IntoHandler};
 use crate::middleware::{self, Hook, Layer, Middleware};
+use crate::request::Request;
 use peregrine_server::Method;
+use peregrine_server::Response;
 use std::sync::Arc;
 
 /// Slots for the methods the codec recognises; `Method::Other` goes to a list by name.
@@ -57,6 +59,8 @@ pub struct MethodRouter {
 pub(crate) struct Endpoint {
     pub(crate) handler: Arc<dyn Handler>,
     layers: Vec<Layer>,
+    /// This route's own body limit ([`MethodRouter::body_limit`]), if it has one.
+    body_limit: Option<u64>,
 }
 
 impl Endpoint {
@@ -64,14 +68,41 @@ impl Endpoint {
         Endpoint {
             handler,
             layers: Vec::new(),
+            body_limit: None,
         }
     }
-    /// The handler with its layers composed around it.
+    /// The handler with its layers composed around it, and the route's body limit set
+    /// outside them (so the route's own middleware sees it too).
     pub(crate) fn build(self) -> Endpoint {
-        Endpoint {
-            handler: middleware::wrap(self.handler, &self.layers),
-            layers: Vec::new(),
+        let mut handler = middleware::wrap(self.handler, &self.layers);
+        if let Some(limit) = self.body_limit {
+            handler = Arc::new(WithBodyLimit {
+                limit,
+                inner: handler,
+            });
         }
+        Endpoint {
+            handler,
+            layers: Vec::new(),
+            body_limit: None,
+        }
+    }
+}
+
+/// Sets a route's body limit on the request, then runs the route (no allocation of its own:
+/// the inner handler's future is returned as is).
+struct WithBodyLimit {
+    limit: u64,
+    inner: Arc<dyn Handler>,
+}
+
+impl Handler for WithBodyLimit {
+    fn call(&self, mut req: Request) -> BoxFuture<Response> {
+        req.set_body_limit(self.limit);
+        self.inner.call(req)
+    }
+    fn needs(&self, needs: &mut Vec<crate::state::Need>) {
+        self.inner.needs(needs);
     }
 }
 
@@ -202,6 +233,41 @@ impl MethodRouter {
     /// cost one allocation per request together, not one each).
     pub fn hook<H: Hook>(self, hook: H) -> Self {
         self.push_layer(Layer::Hook(Arc::new(hook)))
+    }
+
+    /// This route's body limit, in bytes, instead of the application's
+    /// ([`App::body_limit`](crate::App::body_limit)): for an upload route that takes more (or
+    /// an endpoint that should take less). It holds for every way of reading the body
+    /// ([`Request::bytes`], `json`, `form`, `multipart`, the raw
+    /// [`Request::body_mut`] stream) and is set before the route's own middleware runs;
+    /// application-wide middleware runs before routing's choice is applied and sees the
+    /// application's limit. Applies to the methods registered so far on this `MethodRouter`.
+    ///
+    /// ```
+    /// use peregrine::{post, put, App, Error, Request};
+    /// async fn upload(mut req: Request) -> Result<String, Error> {
+    ///     let mut n = 0;
+    ///     while let Some(piece) = req.body_mut().chunk().await? {
+    ///         n += piece.len(); // write it somewhere
+    ///     }
+    ///     Ok(n.to_string())
+    /// }
+    /// let app = App::new()
+    ///     .body_limit(16 * 1024) // JSON endpoints
+    ///     .route("/videos", post(upload).put(upload).body_limit(2 << 30)); // 2 GiB here
+    /// # let _ = app;
+    /// ```
+    pub fn body_limit(mut self, bytes: u64) -> Self {
+        for e in self.endpoints_mut() {
+            e.body_limit = Some(bytes);
+        }
+        self
+    }
+
+    /// No body limit for this route (see [`MethodRouter::body_limit`]): the handler decides
+    /// how much it reads. The engine's timeouts and minimum rates still apply.
+    pub fn no_body_limit(self) -> Self {
+        self.body_limit(u64::MAX)
     }
 
     pub(crate) fn push_layer(mut self, layer: Layer) -> Self {

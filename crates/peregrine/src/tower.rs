@@ -112,6 +112,9 @@ thread_local! {
     /// Requests whose `http` form is inside a tower layer, by key (the layer only sees the key,
     /// in the request's extensions: `http` extensions must be `Send`, a request is not).
     static STASH: RefCell<Vec<(u64, Request)>> = const { RefCell::new(Vec::new()) };
+    /// Streamed response bodies set aside by [`ResponseBodyAs`] (not `Send`), by the key of the
+    /// request they answer.
+    static BODY_STASH: RefCell<Vec<(u64, ResponseBody)>> = const { RefCell::new(Vec::new()) };
     static NEXT_KEY: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
@@ -135,6 +138,11 @@ impl Drop for StashGuard {
     fn drop(&mut self) {
         // During thread teardown the table may be gone already.
         let _ = STASH.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                s.retain(|(k, _)| *k != self.0);
+            }
+        });
+        let _ = BODY_STASH.try_with(|s| {
             if let Ok(mut s) = s.try_borrow_mut() {
                 s.retain(|(k, _)| *k != self.0);
             }
@@ -275,7 +283,7 @@ where
             let Ok(other) = other.downcast::<B>() else {
                 unreachable!("the body is a B")
             };
-            let limit = req.shared.body_limit;
+            let limit = usize::try_from(req.body_limit()).unwrap_or(usize::MAX);
             let bytes = collect(*other, limit).await?;
             *req.inner.body_mut() = Body::from_bytes(bytes);
         }
@@ -371,6 +379,21 @@ where
             Cow::Owned(n.as_str().to_owned()),
             Cow::Owned(v.as_bytes().to_vec()),
         ));
+    }
+    // A streamed body that `ResponseBodyAs` set aside: the one to send.
+    if let Some(StashedBody(key)) = parts.extensions.get::<StashedBody>() {
+        let stashed = BODY_STASH.with(|s| {
+            let mut s = s.borrow_mut();
+            let i = s.iter().position(|(k, _)| k == key)?;
+            Some(s.swap_remove(i).1)
+        });
+        if let Some(body) = stashed {
+            return Response {
+                status: parts.status.as_u16(),
+                headers,
+                body,
+            };
+        }
     }
     let boxed: Box<dyn Any> = Box::new(body);
     let body = match boxed.downcast::<LocalResBody>() {
@@ -594,6 +617,154 @@ impl HttpBody for LocalBody {
     }
 }
 
+/// A `tower::Layer` that makes the rest of the stack answer with a response body of type `B`
+/// instead of [`LocalResBody`], for layers that only work with a given body type.
+///
+/// The case it exists for is tower_governor's `GovernorLayer`: its service requires
+/// `http::Response<B>: From<GovernorError>` of the inner service's body type `B`, and that
+/// conversion exists only for `axum::body::Body` (and tonic's); no other crate may add one for
+/// its own body type (Rust's orphan rule: both `From` and `http::Response` are foreign, and a
+/// local type as `Response`'s parameter does not make the impl local). Put `ResponseBodyAs`
+/// directly under the governor layer, with `B = axum::body::Body`:
+///
+/// ```
+/// use peregrine::tower::{ResponseBodyAs, TowerLayer};
+/// use peregrine::{get, App, Request};
+/// use std::net::{IpAddr, SocketAddr};
+/// use std::sync::Arc;
+/// use tower::ServiceBuilder;
+/// use tower_governor::{governor::GovernorConfigBuilder, key_extractor::KeyExtractor};
+/// use tower_governor::{GovernorError, GovernorLayer};
+///
+/// /// The key: the peer IP the bridge puts in the request's extensions (tower_governor's
+/// /// `PeerIpKeyExtractor` reads axum's `ConnectInfo` only).
+/// #[derive(Clone)]
+/// struct PeerIp;
+/// impl KeyExtractor for PeerIp {
+///     type Key = IpAddr;
+///     fn extract<T>(&self, req: &http::Request<T>) -> Result<IpAddr, GovernorError> {
+///         let peer = req.extensions().get::<SocketAddr>();
+///         peer.map(|a| a.ip()).ok_or(GovernorError::UnableToExtractKey)
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // Per client IP: a burst of 2, then one more request every 10 seconds.
+/// let config = GovernorConfigBuilder::default()
+///     .key_extractor(PeerIp)
+///     .per_second(10)
+///     .burst_size(2)
+///     .finish()
+///     .unwrap();
+/// let client = App::new()
+///     .route("/", get(|_req: Request| async { "ok" }))
+///     .layer(TowerLayer::new(
+///         ServiceBuilder::new()
+///             .layer(GovernorLayer::new(Arc::new(config)))
+///             .layer(ResponseBodyAs::<axum::body::Body>::new()),
+///     ))
+///     .test();
+/// assert_eq!(client.get("/").send().await.status(), 200);
+/// assert_eq!(client.get("/").send().await.status(), 200);
+/// assert_eq!(client.get("/").send().await.status(), 429);
+/// # });
+/// ```
+///
+/// Bodies: an empty or in-memory body becomes a `B` (zero-copy from `Bytes`); a streamed or
+/// file body, which is not `Send` and cannot go into `B`, is set aside on the worker and sent
+/// as is (the layers above see an empty `B` for it), so layers between this one and the
+/// [`TowerLayer`] must not rewrite streamed bodies (put a `CompressionLayer` in a
+/// `TowerLayer` of its own).
+pub struct ResponseBodyAs<B>(std::marker::PhantomData<fn() -> B>);
+
+impl<B> ResponseBodyAs<B> {
+    /// The layer.
+    pub fn new() -> Self {
+        ResponseBodyAs(std::marker::PhantomData)
+    }
+}
+
+impl<B> Default for ResponseBodyAs<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<B> Clone for ResponseBodyAs<B> {
+    fn clone(&self) -> Self {
+        Self::new()
+    }
+}
+
+impl<B, S> Layer<S> for ResponseBodyAs<B> {
+    type Service = ResponseBodyAsService<S, B>;
+    fn layer(&self, inner: S) -> Self::Service {
+        ResponseBodyAsService {
+            inner,
+            body: std::marker::PhantomData,
+        }
+    }
+}
+
+/// The service of [`ResponseBodyAs`].
+pub struct ResponseBodyAsService<S, B> {
+    inner: S,
+    body: std::marker::PhantomData<fn() -> B>,
+}
+
+impl<S: Clone, B> Clone for ResponseBodyAsService<S, B> {
+    fn clone(&self) -> Self {
+        ResponseBodyAsService {
+            inner: self.inner.clone(),
+            body: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Marks a response whose real body waits in the worker's stash (see [`ResponseBodyAs`]).
+#[derive(Clone, Copy)]
+struct StashedBody(u64);
+
+impl<S, B, ReqBody> Service<http::Request<ReqBody>> for ResponseBodyAsService<S, B>
+where
+    S: Service<http::Request<ReqBody>, Response = http::Response<LocalResBody>>,
+    S::Future: 'static,
+    B: From<Bytes> + Default + 'static,
+{
+    type Response = http::Response<B>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<http::Response<B>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<ReqBody>) -> Self::Future {
+        let key = req.extensions().get::<StashKey>().map(|k| k.0);
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let (mut parts, body) = fut.await?.into_parts();
+            let body = match (body.0, key) {
+                (None | Some(ResponseBody::Empty), _) => B::default(),
+                (Some(ResponseBody::Full(bytes)), _) => B::from(bytes),
+                (Some(streamed), Some(key)) => {
+                    BODY_STASH.with(|s| s.borrow_mut().push((key, streamed)));
+                    parts.extensions.insert(StashedBody(key));
+                    B::default()
+                }
+                (Some(_), None) => {
+                    // Only reachable outside a `TowerLayer` (no request key to file it under).
+                    tracing::error!(
+                        "ResponseBodyAs used outside a TowerLayer: streamed body dropped"
+                    );
+                    B::default()
+                }
+            };
+            Ok(http::Response::from_parts(parts, body))
+        })
+    }
+}
+
 /// The response body as tower layers see it: the peregrine body, passed through untouched
 /// unless a layer wraps it (compression). `Default` is the empty body (layers that answer
 /// themselves, like tower-http's `TimeoutLayer`, build one).
@@ -751,6 +922,13 @@ where
                 }
             }
         }
+        // The application's body limit holds here too: a declared length past it is answered
+        // 413 before the service runs, a longer stream is cut (the service sees a body error).
+        let limit = req.body_limit();
+        if req.content_length().is_some_and(|n| n > limit) {
+            let res = crate::request::body_error(peregrine_server::BodyError::TooLarge);
+            return Box::pin(std::future::ready(res.into_response()));
+        }
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         let body = SendBody {
             rx,
@@ -773,14 +951,22 @@ where
             // Feeds the service's Send body from ours, as it reads; runs beside the call (no
             // task spawned: the handler's future drives both).
             let pump = async move {
+                let mut read = 0u64;
                 loop {
                     let chunk = engine_body.chunk().await;
-                    let done = !matches!(chunk, Ok(Some(_)));
                     let item = match chunk {
-                        Ok(Some(b)) => Ok(b),
+                        Ok(Some(b)) => {
+                            read = read.saturating_add(b.len() as u64);
+                            if read > limit {
+                                Err(peregrine_server::BodyError::TooLarge)
+                            } else {
+                                Ok(b)
+                            }
+                        }
                         Ok(None) => break,
                         Err(e) => Err(e),
                     };
+                    let done = item.is_err();
                     if tx.send(item).await.is_err() || done {
                         break;
                     }

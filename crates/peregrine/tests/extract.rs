@@ -24,6 +24,17 @@ struct NewUser {
 struct Counter(AtomicU64);
 struct Greeting(&'static str);
 
+/// Streaming read: chunk sizes as they come, never the whole body in memory; `?` turns the
+/// limit into the 413 problem document.
+async fn stream_upload(mut req: Request) -> Result<String, Error> {
+    let (mut total, mut pieces) = (0usize, 0usize);
+    while let Some(chunk) = req.body_mut().chunk().await? {
+        total += chunk.len();
+        pieces += 1;
+    }
+    Ok(format!("{total} {pieces}"))
+}
+
 fn app() -> App {
     App::new()
         .with_state(Counter(AtomicU64::new(0)))
@@ -93,22 +104,17 @@ fn app() -> App {
                 Ok::<_, Error>((201, Json(u)))
             }),
         )
+        // Streaming reads: held to the app's limit (64), or to the route's own.
+        .route("/upload", post(stream_upload))
+        .route("/upload/big", post(stream_upload).body_limit(300_000))
+        .route("/upload/any", post(stream_upload).no_body_limit())
+        .route("/upload/small", post(stream_upload).body_limit(4))
         .route(
-            "/upload",
+            "/bytes/big",
             post(|mut req: Request| async move {
-                // Streaming read: chunk sizes as they come, never the whole body in memory.
-                let (mut total, mut pieces) = (0usize, 0usize);
-                while let Some(chunk) = req
-                    .body_mut()
-                    .chunk()
-                    .await
-                    .map_err(|e| Error::new(e.status()).with_detail(e.to_string()))?
-                {
-                    total += chunk.len();
-                    pieces += 1;
-                }
-                Ok::<_, Error>(format!("{total} {pieces}"))
-            }),
+                Ok::<_, Error>(format!("{} bytes", req.bytes().await?.len()))
+            })
+            .body_limit(1000),
         )
         .route(
             "/form",
@@ -327,19 +333,73 @@ fn form_bodies() {
 }
 
 #[test]
-fn streaming_upload_reads_every_byte() {
+fn streaming_upload_reads_every_byte_up_to_the_limit() {
     let s = TestServer::start(app());
     // Split "total pieces": how the bytes were cut into pieces depends on the network.
     let read = |r: common::Resp| -> (usize, usize) {
         let (a, b) = r.text().split_once(' ').unwrap();
         (a.parse().unwrap(), b.parse().unwrap())
     };
-    // Far above the app body limit: a streaming reader is not bound by it.
-    let body = "y".repeat(200_000);
-    let (total, pieces) = read(s.send(&request("POST", "/upload", &[], &body)));
-    assert_eq!(total, 200_000);
+    // Under the app's limit (64): every byte.
+    let (total, pieces) = read(s.send(&request("POST", "/upload", &[], &"y".repeat(64))));
+    assert_eq!(total, 64);
     assert!(pieces >= 1);
     let chunked = "POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
     assert_eq!(read(s.send(chunked)).0, 11);
     assert_eq!(read(s.send(&request("POST", "/upload", &[], ""))), (0, 0));
+    // A route with its own larger limit, and one without a limit, read far past the app's.
+    let body = "y".repeat(200_000);
+    assert_eq!(
+        read(s.send(&request("POST", "/upload/big", &[], &body))).0,
+        200_000
+    );
+    assert_eq!(
+        read(s.send(&request("POST", "/upload/any", &[], &body))).0,
+        200_000
+    );
+    // bytes() on a route with its own limit: that limit, not the app's.
+    let r = s.send(&request("POST", "/bytes/big", &[], &"x".repeat(1000)));
+    assert_eq!(r.text(), "1000 bytes");
+    s.send(&request("POST", "/bytes/big", &[], &"x".repeat(1001)))
+        .assert_problem(413, "Content Too Large");
+}
+
+#[test]
+fn streaming_upload_stops_at_the_limit_with_a_problem_413() {
+    let s = TestServer::start(app());
+    // A declared length past the limit: refused before a byte is read.
+    let j = s
+        .send(&request("POST", "/upload", &[], &"y".repeat(65)))
+        .assert_problem(413, "Content Too Large");
+    assert_eq!(j["detail"], "request body exceeds the size limit");
+    s.send(&request("POST", "/upload/big", &[], &"y".repeat(300_001)))
+        .assert_problem(413, "Content Too Large");
+    // A route may also lower it.
+    s.send(&request("POST", "/upload/small", &[], "12345"))
+        .assert_problem(413, "Content Too Large");
+    assert_eq!(
+        s.send(&request("POST", "/upload/small", &[], "1234"))
+            .text(),
+        "4 1"
+    );
+    // Chunked, no length: the piece that crosses the limit fails the stream.
+    let mut chunked =
+        String::from("POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for _ in 0..5 {
+        chunked.push_str("14\r\n"); // 20 bytes each, 100 in all
+        chunked.push_str(&"z".repeat(20));
+        chunked.push_str("\r\n");
+    }
+    chunked.push_str("0\r\n\r\n");
+    s.send(&chunked).assert_problem(413, "Content Too Large");
+}
+
+#[tokio::test]
+async fn the_raw_stream_limit_holds_in_the_test_client_too() {
+    let c = app().test();
+    let r = c.post("/upload").body("y".repeat(65)).send().await;
+    assert_eq!(r.status(), 413);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let r = c.post("/upload/big").body("y".repeat(65)).send().await;
+    assert_eq!(r.text(), "65 1");
 }

@@ -234,3 +234,65 @@ async fn an_axum_router_is_mounted_under_a_prefix() {
     );
     assert_eq!(c.get("/legacyx").send().await.status(), 404);
 }
+
+/// A `!Send` streamed body (as a worker-local stream would be), to show it survives the
+/// governor layer through `ResponseBodyAs`.
+fn local_stream() -> StreamBody {
+    let not_send = std::rc::Rc::new(());
+    StreamBody::new(futures_util::stream::iter((0..3).map(move |i| {
+        let _keep = &not_send;
+        Ok::<_, std::io::Error>(bytes::Bytes::from(format!("part {i};")))
+    })))
+}
+
+/// Rate-limit key: the connection's peer IP, from the `SocketAddr` extension the bridge sets
+/// (tower_governor's `PeerIpKeyExtractor` reads axum's `ConnectInfo` only).
+#[derive(Clone)]
+struct PeerIp;
+
+impl tower_governor::key_extractor::KeyExtractor for PeerIp {
+    type Key = std::net::IpAddr;
+    fn extract<T>(
+        &self,
+        req: &http::Request<T>,
+    ) -> Result<Self::Key, tower_governor::GovernorError> {
+        req.extensions()
+            .get::<std::net::SocketAddr>()
+            .map(|a| a.ip())
+            .ok_or(tower_governor::GovernorError::UnableToExtractKey)
+    }
+}
+
+#[tokio::test]
+async fn tower_governor_limits_through_response_body_as() {
+    use peregrine::tower::ResponseBodyAs;
+    use tower_governor::{governor::GovernorConfigBuilder, GovernorLayer};
+    // Per client IP: a burst of 3, then one request per 60 s (nothing refills during the test).
+    let config = GovernorConfigBuilder::default()
+        .key_extractor(PeerIp)
+        .per_second(60)
+        .burst_size(3)
+        .finish()
+        .unwrap();
+    let client = App::new()
+        .route("/", get(|_req: Request| async { "ok" }))
+        .route("/stream", get(|_req: Request| async { local_stream() }))
+        .layer(TowerLayer::new(
+            tower::ServiceBuilder::new()
+                .layer(GovernorLayer::new(Arc::new(config)))
+                .layer(ResponseBodyAs::<axum::body::Body>::new()),
+        ))
+        .test()
+        .with_peer("203.0.113.9:5000".parse().unwrap());
+    let r = client.get("/").send().await;
+    assert_eq!((r.status(), r.text()), (200, "ok"));
+    // A streamed body is sent as is (set aside past the layer, not lost or buffered).
+    let r = client.get("/stream").send().await;
+    assert_eq!((r.status(), r.text()), (200, "part 0;part 1;part 2;"));
+    assert!(r.is_streamed());
+    assert_eq!(client.get("/").send().await.status(), 200);
+    // The fourth request within the window: governor's own 429.
+    let r = client.get("/").send().await;
+    assert_eq!(r.status(), 429);
+    assert!(r.text().starts_with("Too Many Requests"), "{}", r.text());
+}

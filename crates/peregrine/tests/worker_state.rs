@@ -73,22 +73,97 @@ fn worker_state_is_built_once_per_worker_and_reaches_handlers() {
 }
 
 #[test]
-fn two_workers_each_build_their_own() {
-    let inits = Arc::new(AtomicUsize::new(0));
-    let server = TestServer::start_with(pool_app(inits.clone()), |c| c.workers = 2);
-    // New connections spread over both SO_REUSEPORT sockets; enough of them reach both.
-    let mut workers_seen = std::collections::HashSet::new();
-    for _ in 0..64 {
-        let r = server.get("/q", &[]);
-        assert_eq!(r.status, 200);
-        workers_seen.insert(r.text().split(' ').nth(1).unwrap().to_owned());
-        if workers_seen.len() == 2 {
-            break;
-        }
-    }
-    let n = inits.load(Ordering::SeqCst);
-    assert_eq!(n, workers_seen.len(), "one build per worker that answered");
-    assert!(n <= 2);
+fn every_worker_builds_its_state_before_it_accepts() {
+    // Each init records its worker thread; `serve` returns only once every worker is ready,
+    // so all WORKERS inits have happened before the test opens its first connection.
+    const WORKERS: usize = 3;
+    let threads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = threads.clone();
+    let app = App::new()
+        .on_worker_start(move |w: WorkerContext| {
+            let seen = seen.clone();
+            async move {
+                // Slow, as a database connect is: startup waits for it.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                seen.lock().unwrap().push(w.thread_name().unwrap());
+                Ok::<_, std::io::Error>(Pool {
+                    worker: w.index(),
+                    queries: Cell::new(0),
+                    _not_send: Rc::new(()),
+                })
+            }
+        })
+        .route(
+            "/q",
+            get(|_r: Request, Local(p): Local<Pool>| async move { p.worker.to_string() }),
+        );
+    let server = TestServer::start_with(app, |c| c.workers = WORKERS);
+    let mut names = threads.lock().unwrap().clone();
+    names.sort();
+    assert_eq!(names, ["peregrine-w0", "peregrine-w1", "peregrine-w2"]);
+    // The first request finds the state already built: no further init.
+    assert_eq!(server.get("/q", &[]).status, 200);
+    assert_eq!(threads.lock().unwrap().len(), WORKERS);
+}
+
+#[test]
+fn a_failing_worker_init_fails_startup() {
+    let app = App::new()
+        .on_worker_start(|w: WorkerContext| async move {
+            if w.thread_name().as_deref() == Some("peregrine-w1") {
+                return Err(std::io::Error::other("db at 10.0.0.7 refused"));
+            }
+            Ok(Pool {
+                worker: w.index(),
+                queries: Cell::new(0),
+                _not_send: Rc::new(()),
+            })
+        })
+        .route("/q", get(query))
+        .with_state(DbUrl("db://x"));
+    let port = free_port();
+    let config = peregrine::ServerConfig {
+        addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        workers: 2,
+        ..Default::default()
+    };
+    let e = app.serve(config).expect_err("startup must fail");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("worker 1") && msg.contains("on_worker_start") && msg.contains("refused"),
+        "{msg}"
+    );
+    // Nothing is left listening on the port.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_until_returns_a_failing_worker_init() {
+    let app = App::new()
+        .on_worker_start(|_w| async { Err::<Pool, _>(std::io::Error::other("no database")) })
+        .route(
+            "/q",
+            get(|_r: Request, Local(p): Local<Pool>| async move { p.worker.to_string() }),
+        );
+    let config = peregrine::ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        ..Default::default()
+    };
+    // The shutdown future never completes: only the startup error ends run_until.
+    let e = app
+        .run_until(config, std::future::pending())
+        .await
+        .expect_err("startup must fail");
+    assert!(e.to_string().contains("no database"), "{e}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[test]
@@ -117,11 +192,13 @@ fn concurrent_first_requests_share_one_init() {
     assert_eq!(counts, ["1", "2", "3"]);
 }
 
-#[test]
-fn failed_init_answers_503_and_is_retried() {
+#[tokio::test]
+async fn failed_init_of_a_bare_service_answers_503_and_is_retried() {
+    // Outside App::serve (here the test client) state is built on first use: a failed init
+    // is a 503 for that request and is retried by the next.
     let attempts = Arc::new(AtomicUsize::new(0));
     let a = attempts.clone();
-    let app =
+    let client =
         App::new()
             .on_worker_start(move |_w| {
                 let n = a.fetch_add(1, Ordering::SeqCst);
@@ -142,13 +219,14 @@ fn failed_init_answers_503_and_is_retried() {
                 get(|req: Request| async move {
                     Ok::<_, Error>(req.local::<Pool>()?.worker.to_string())
                 }),
-            );
-    let server = TestServer::start(app);
-    let r = server.get("/", &[]);
-    let j = r.assert_problem(503, "Service Unavailable");
-    assert!(!r.text().contains("10.0.0.7"), "no internals: {j}");
-    let r = server.get("/", &[]);
-    assert_eq!((r.status, r.text()), (200, "9"));
+            )
+            .test();
+    let r = client.get("/").send().await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert!(!r.text().contains("10.0.0.7"), "no internals: {}", r.text());
+    let r = client.get("/").send().await;
+    assert_eq!((r.status(), r.text()), (200, "9"));
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
 }
 

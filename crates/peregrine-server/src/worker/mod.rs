@@ -182,8 +182,17 @@ impl Drop for ConnShared {
     }
 }
 
-/// The body of a worker thread: accept until shutdown, then drain, then return (dropping what
-/// is left, which force-closes it).
+/// How a worker starts: its number, the hooks to run before it accepts
+/// ([`Server::on_worker_start`](crate::Server::on_worker_start)), and where to report that it
+/// is ready (or why it is not).
+pub(crate) struct Start {
+    pub(crate) index: usize,
+    pub(crate) hooks: Vec<crate::server::WorkerStartHook>,
+    pub(crate) ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+}
+
+/// The body of a worker thread: run the start hooks, accept until shutdown, then drain, then
+/// return (dropping what is left, which force-closes it).
 pub(crate) fn run<S: Service, A: Acceptor>(
     listener: Listener,
     acceptor: A,
@@ -191,8 +200,13 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     service: S,
     global: Arc<Global>,
     mut stop: watch::Receiver<bool>,
-    ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+    start: Start,
 ) {
+    let Start {
+        index,
+        hooks,
+        ready,
+    } = start;
     let mut builder = tokio::runtime::Builder::new_current_thread();
     if config.pin {
         // Blocking-pool threads would inherit the worker's one CPU (see `cpus`).
@@ -207,6 +221,19 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
+        // Before accepting: a failed hook fails `serve`; a stop during a slow hook ends it.
+        for hook in &hooks {
+            let started = tokio::select! {
+                r = hook(index) => r,
+                _ = stop.wait_for(|s| *s) => Err(std::io::Error::other("stopped while starting")),
+            };
+            if let Err(e) = started {
+                let msg = format!("worker {index}: on_worker_start hook failed: {e}");
+                let _ = ready.send(Err(std::io::Error::new(e.kind(), msg)));
+                return;
+            }
+        }
+        drop(hooks);
         let listener = match listener.into_async() {
             Ok(l) => l,
             Err(e) => {

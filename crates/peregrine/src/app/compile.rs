@@ -1,0 +1,145 @@
+//! Compiling an [`App`] into its [`AppService`]: the route table, the layer stacks, and the
+//! check that every handler's state needs are met.
+
+use super::service::{Dispatch, Route, RouteThenStart, Shared};
+use super::{App, AppService, DEFAULT_BODY_LIMIT};
+use crate::middleware;
+use crate::router::{self, MethodRouter};
+use crate::state::{Need, StateMapHolder, WorkerInit, WorkerInits};
+use std::any::{Any, TypeId};
+use std::sync::Arc;
+
+impl App {
+    /// Compiles the route table into an engine [`Service`].
+    ///
+    /// # Panics
+    /// If two route patterns conflict (for example `/users/{id}` and `/users/{name}`).
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// use peregrine::server::{Server, ServerConfig};
+    /// let service = App::new().route("/", get(|_r: Request| async { "hi" })).into_service();
+    /// // Hand it to the engine yourself, e.g. Server::new(ServerConfig::default()).serve(service)
+    /// # let _ = (service, Server::new(ServerConfig::default()));
+    /// ```
+    pub fn into_service(self) -> AppService {
+        match self.try_into_service() {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Compiles the route table, reporting a conflict between patterns, or a handler needing
+    /// state that was never provided, as an error.
+    ///
+    /// State needs are known for handlers taking [`State<T>`](crate::State),
+    /// [`Local<T>`](crate::Local) or other [`Extract`](crate::Extract) arguments; a handler
+    /// calling [`Request::state`] in its body is only checked when it runs (a logged 500).
+    ///
+    /// ```
+    /// use peregrine::{App, Request, get};
+    /// let err = App::new()
+    ///     .route("/users/{id}", get(|_r: Request| async { "a" }))
+    ///     .route("/users/{name}", get(|_r: Request| async { "b" }))
+    ///     .try_into_service()
+    ///     .err()
+    ///     .unwrap();
+    /// assert!(err.contains("/users/{name}"));
+    /// ```
+    pub fn try_into_service(self) -> Result<AppService, String> {
+        let mut matcher = matchit::Router::new();
+        let mut routes = Vec::new();
+        let mut all_methods: Vec<String> = Vec::new();
+        let mut needs = Vec::new();
+        for (path, methods) in self.router.flatten("") {
+            check_needs(
+                &path,
+                &methods,
+                &self.states,
+                &self.worker_inits,
+                &mut needs,
+            )?;
+            matcher
+                .insert(path.as_str(), routes.len() as u32)
+                .map_err(|e| format!("route {path}: {e}"))?;
+            let methods = methods.build();
+            let allow = methods.allow();
+            for m in String::from_utf8_lossy(&allow).split(", ") {
+                if !all_methods.iter().any(|x| x == m) {
+                    all_methods.push(m.to_owned());
+                }
+            }
+            routes.push(Route {
+                param_names: router::param_names(&path).into_boxed_slice(),
+                pattern: path.into_boxed_str(),
+                allow,
+                methods,
+            });
+        }
+        if let Some(f) = &self.fallback {
+            needs.clear();
+            f.needs(&mut needs);
+            if let Some(n) = needs
+                .iter()
+                .find(|n| !n.met(&self.states, &self.worker_inits))
+            {
+                return Err(format!("fallback handler needs {n}"));
+            }
+        }
+        let states = Arc::new(StateMapHolder(self.states));
+        let pre_routing = if self.pre_routing.is_empty() {
+            None
+        } else {
+            Some(middleware::wrap(
+                Arc::new(RouteThenStart),
+                &self.pre_routing,
+            ))
+        };
+        let chain = if self.layers.is_empty() {
+            None
+        } else {
+            Some(middleware::wrap(Arc::new(Dispatch), &self.layers))
+        };
+        Ok(AppService {
+            shared: Arc::new(Shared {
+                matcher,
+                routes,
+                has_worker_inits: !self.worker_inits.is_empty(),
+                worker: Arc::new(WorkerInits::new(self.worker_inits, states.clone())),
+                states,
+                body_limit: self.body_limit.unwrap_or(DEFAULT_BODY_LIMIT),
+                decode_bodies: self.decode_bodies,
+                chain,
+                fallback: self.fallback,
+                encoded_slashes: self.encoded_slashes,
+                pre_routing,
+                all_allow: all_methods.join(", ").into_bytes(),
+            }),
+        })
+    }
+}
+
+/// Fails if a handler of the route at `path` needs state the application does not provide.
+fn check_needs(
+    path: &str,
+    methods: &MethodRouter,
+    states: &[(TypeId, Arc<dyn Any + Send + Sync>)],
+    locals: &[WorkerInit],
+    needs: &mut Vec<Need>,
+) -> Result<(), String> {
+    let named = methods
+        .slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| e.as_ref().map(|e| (router::slot_name(i), e)))
+        .chain(methods.other.iter().map(|(n, e)| (&**n, e)))
+        .chain(methods.any.iter().map(|e| ("any method", e)));
+    for (method, endpoint) in named {
+        needs.clear();
+        endpoint.handler.needs(needs);
+        if let Some(n) = needs.iter().find(|n| !n.met(states, locals)) {
+            return Err(format!("route {method} {path}: handler needs {n}"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,349 @@
+//! The compiled application ([`AppService`]): routing a request, running its layers and
+//! handler, and turning a panic into a 500.
+
+use crate::error::Error;
+use crate::handler::{BoxFuture, Handler};
+use crate::path::{self, EncodedSlashes};
+use crate::request::{Request, BAD_PATH, NO_ROUTE, PRE_ROUTING};
+use crate::response::IntoResponse;
+use crate::router::{self, MethodRouter};
+use crate::state::{StateMapHolder, WorkerInits};
+use peregrine_server::{Method, Response, Service};
+use smallvec::SmallVec;
+use std::any::{Any, TypeId};
+use std::borrow::Cow;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// What routing found: the route, its parameters as byte ranges into the normalised path, and
+/// that path when it differs from the one given.
+type Routed = (u32, SmallVec<[(u32, u32); 4]>, Option<Box<str>>);
+
+pub(crate) struct Route {
+    pub(crate) pattern: Box<str>,
+    pub(crate) param_names: Box<[Box<str>]>,
+    pub(super) allow: Vec<u8>,
+    pub(super) methods: MethodRouter,
+}
+
+/// Everything compiled at startup, shared (read-only) by every worker.
+pub(crate) struct Shared {
+    pub(super) matcher: matchit::Router<u32>,
+    pub(crate) routes: Vec<Route>,
+    pub(super) states: Arc<StateMapHolder>,
+    /// Per-worker initialisers and where each thread keeps their values.
+    pub(super) worker: Arc<WorkerInits>,
+    /// `!worker.is_empty()`, kept inline: checked on every request.
+    pub(super) has_worker_inits: bool,
+    pub(crate) body_limit: usize,
+    pub(crate) decode_bodies: bool,
+    /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
+    /// case calls the handler directly.
+    pub(super) chain: Option<Arc<dyn Handler>>,
+    pub(super) fallback: Option<Arc<dyn Handler>>,
+    pub(super) encoded_slashes: EncodedSlashes,
+    /// Layers before routing around [`RouteThenStart`]; `None` when there are none, so the
+    /// common case routes right away.
+    pub(super) pre_routing: Option<Arc<dyn Handler>>,
+    pub(super) all_allow: Vec<u8>,
+}
+
+impl Shared {
+    pub(crate) fn states_map(&self) -> &crate::state::StateMap {
+        &self.states.0
+    }
+
+    pub(crate) fn state<T: 'static>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        self.states
+            .0
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref::<T>())
+    }
+
+    /// Normalises `path` and finds its route: the route, its parameters as byte ranges into the
+    /// normalised path, and that path when it differs from `path`.
+    #[inline]
+    fn route_of(&self, path: &str) -> Routed {
+        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
+        match path::normalize_with(path, self.encoded_slashes) {
+            Ok(path) => {
+                let (route, params) = self.find_route(&path);
+                let owned = match path {
+                    Cow::Owned(p) => Some(p.into_boxed_str()),
+                    Cow::Borrowed(_) => None,
+                };
+                (route, params, owned)
+            }
+            Err(_) => (BAD_PATH, SmallVec::new(), None),
+        }
+    }
+
+    /// The route matching the (normalised) `path` and its parameters as byte ranges into it.
+    #[inline]
+    fn find_route(&self, path: &str) -> (u32, SmallVec<[(u32, u32); 4]>) {
+        match self.matcher.at(path) {
+            Ok(m) => {
+                let base = path.as_ptr() as usize;
+                // matchit hands out slices of the path we gave it, in pattern order; keep their
+                // offsets so the request owns no strings.
+                let params = m
+                    .params
+                    .iter()
+                    .map(|(_, v)| {
+                        let s = v.as_ptr() as usize - base;
+                        (s as u32, (s + v.len()) as u32)
+                    })
+                    .collect();
+                (*m.value, params)
+            }
+            Err(_) => (NO_ROUTE, SmallVec::new()),
+        }
+    }
+
+    /// What answers `req`: a handler, or a ready response (400 for a refused path, 404, 405,
+    /// automatic OPTIONS).
+    fn select(&self, req: &Request) -> Selected<'_> {
+        if req.route == BAD_PATH {
+            return Selected::Ready(
+                Error::bad_request()
+                    .with_detail(
+                        "'.' and '..' segments and encoded '/', '\\' or NUL are refused in paths",
+                    )
+                    .into_response(),
+            );
+        }
+        let Some(route) = self.routes.get(req.route as usize) else {
+            if let Some(f) = &self.fallback {
+                return Selected::Handler(f);
+            }
+            if req.method_kind() == Method::Options && req.path() == "*" {
+                return Selected::Ready(allow_response(&self.all_allow));
+            }
+            return Selected::Ready(Error::not_found().into_response());
+        };
+        let m = &route.methods;
+        let kind = req.method_kind();
+        let found = match router::slot(kind) {
+            Some(i) => m.slots[i].as_ref().or_else(|| {
+                // HEAD falls back to GET; the engine sends GET's headers without the body.
+                if kind == Method::Head {
+                    m.slots[0].as_ref()
+                } else {
+                    None
+                }
+            }),
+            None => {
+                let name = req.method();
+                m.other.iter().find(|(n, _)| &**n == name).map(|(_, h)| h)
+            }
+        };
+        match found.or(m.any.as_ref()) {
+            Some(e) => Selected::Handler(&e.handler),
+            None if kind == Method::Options => Selected::Ready(allow_response(&route.allow)),
+            None => Selected::Ready(
+                Error::new(405)
+                    .with_header("allow", Cow::Owned(route.allow.clone()))
+                    .into_response(),
+            ),
+        }
+    }
+}
+
+enum Selected<'a> {
+    Handler(&'a Arc<dyn Handler>),
+    Ready(Response),
+}
+
+fn allow_response(allow: &[u8]) -> Response {
+    Response::new(204).with_header("allow", Cow::Owned(allow.to_vec()))
+}
+
+/// Innermost handler of the application-wide stack: runs what routing selected.
+pub(super) struct Dispatch;
+
+impl Handler for Dispatch {
+    fn call(&self, req: Request) -> BoxFuture<Response> {
+        let shared = req.shared.clone();
+        match shared.select(&req) {
+            Selected::Handler(h) => h.call(req),
+            Selected::Ready(r) => Box::pin(std::future::ready(r)),
+        }
+    }
+}
+
+/// The compiled application as an engine [`Service`]. Cloning it (once per worker) shares
+/// the compiled tables.
+///
+/// It can also be called directly, which makes handler tests cheap (no socket):
+///
+/// ```
+/// use peregrine::server::{Request, Service};
+/// use peregrine::{get, App, Json, ResponseBody};
+///
+/// let svc = App::new()
+///     .route("/users/{id}", get(|req: peregrine::Request| async move {
+///         let id: u32 = req.param("id")?;
+///         Ok::<_, peregrine::Error>(Json(serde_json::json!({ "id": id })))
+///     }))
+///     .into_service();
+/// let req = Request::from_bytes(b"GET /users/7 HTTP/1.1\r\nHost: t\r\n\r\n", "127.0.0.1:1".parse().unwrap())
+///     .unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let res = rt.block_on(svc.call(req));
+/// assert_eq!(res.status, 200);
+/// let ResponseBody::Full(body) = res.body else { panic!() };
+/// assert_eq!(&body[..], br#"{"id":7}"#);
+/// ```
+#[derive(Clone)]
+pub struct AppService {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl Service for AppService {
+    type Future = AppFuture;
+
+    #[inline]
+    fn call(&self, inner: peregrine_server::Request) -> AppFuture {
+        let shared = &self.shared;
+        let mut req = if shared.pre_routing.is_some() {
+            // Routed inside the chain, after the layers that may rewrite it (RouteThenStart).
+            Request::new(inner, shared.clone(), PRE_ROUTING, SmallVec::new())
+        } else {
+            let (route, params, normalized) = shared.route_of(inner.path());
+            let mut req = Request::new(inner, shared.clone(), route, params);
+            if let Some(p) = normalized {
+                req.set_normalized_path(p);
+            }
+            req
+        };
+        if shared.has_worker_inits {
+            match shared.worker.ready() {
+                Some(locals) => req.locals = Some(locals),
+                // First request on this worker: build its state first.
+                None => {
+                    return AppFuture {
+                        fut: Some(Box::pin(init_then_start(req))),
+                        ready: None,
+                    }
+                }
+            }
+        }
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| start(shared, req)));
+        match started {
+            Ok(Ok(fut)) => AppFuture {
+                fut: Some(fut),
+                ready: None,
+            },
+            Ok(Err(res)) => AppFuture {
+                fut: None,
+                ready: Some(res),
+            },
+            Err(p) => AppFuture {
+                fut: None,
+                ready: Some(panic_response(p)),
+            },
+        }
+    }
+}
+
+/// Runs the application-wide layers, or routing's choice directly when there are none:
+/// `Err` is a ready answer (404/405/OPTIONS without layers: nothing boxed).
+/// `shared` is the request's own (passed in so the hot path clones no `Arc`).
+#[inline]
+fn start(shared: &Shared, req: Request) -> Result<BoxFuture<Response>, Response> {
+    if req.route == PRE_ROUTING {
+        if let Some(pre) = &shared.pre_routing {
+            return Ok(pre.call(req));
+        }
+    }
+    if let Some(chain) = &shared.chain {
+        return Ok(chain.call(req));
+    }
+    match shared.select(&req) {
+        Selected::Handler(h) => Ok(h.call(req)),
+        Selected::Ready(r) => Err(r),
+    }
+}
+
+/// Innermost handler of the layers before routing: routes the (possibly rewritten) request,
+/// then runs the application-wide layers and the handler.
+pub(super) struct RouteThenStart;
+
+impl Handler for RouteThenStart {
+    fn call(&self, mut req: Request) -> BoxFuture<Response> {
+        let shared = req.shared.clone();
+        let (route, params, normalized) = shared.route_of(req.path());
+        req.set_route(route, params, normalized);
+        match start(&shared, req) {
+            Ok(fut) => fut,
+            Err(res) => Box::pin(std::future::ready(res)),
+        }
+    }
+}
+
+/// Builds this worker's state ([`App::on_worker_start`]), then answers `req`.
+async fn init_then_start(mut req: Request) -> Response {
+    let worker = req.shared.worker.clone();
+    match worker.init().await {
+        Ok(locals) => {
+            req.locals = Some(locals);
+            let shared = req.shared.clone();
+            match start(&shared, req) {
+                Ok(fut) => fut.await,
+                Err(res) => res,
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "on_worker_start failed; will retry on the next request");
+            Error::new(503).into_response()
+        }
+    }
+}
+
+/// The future answering one request; a panic while polling it is turned into a 500 problem
+/// document and the connection carries on.
+pub struct AppFuture {
+    fut: Option<BoxFuture<Response>>,
+    ready: Option<Response>,
+}
+
+impl Future for AppFuture {
+    type Output = Response;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        if let Some(r) = self.ready.take() {
+            return Poll::Ready(r);
+        }
+        let Some(fut) = self.fut.as_mut() else {
+            panic!("AppFuture polled after completion");
+        };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(r)) => {
+                self.fut = None;
+                Poll::Ready(r)
+            }
+            Err(p) => {
+                // Drop the poisoned future now; its destructors run here, not in the engine.
+                self.fut = None;
+                Poll::Ready(panic_response(p))
+            }
+        }
+    }
+}
+
+fn panic_response(payload: Box<dyn Any + Send>) -> Response {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(|s| s.as_str()))
+        .unwrap_or("(non-string panic payload)");
+    tracing::error!(panic = msg, "handler panicked");
+    Error::internal().into_response()
+}

@@ -1,0 +1,70 @@
+//! The raw request body as a stream, held to the request's body limit (the same limit as
+//! [`Request::bytes`](crate::Request::bytes), `json`, `form` and `multipart`).
+
+use crate::error::Error;
+use crate::request::body_error;
+use bytes::Bytes;
+use peregrine_server::{Body, BodyError};
+
+/// The request body piece by piece, as sent (not decoded), made by
+/// [`Request::body_mut`](crate::Request::body_mut). It stops at the request's body limit
+/// ([`App::body_limit`](crate::App::body_limit), or a route's
+/// [`MethodRouter::body_limit`](crate::MethodRouter::body_limit)): a declared
+/// `Content-Length` over the limit fails before anything is read, and a body that grows past it
+/// (chunked) fails on the piece that crosses it. The failure is the same 413 problem document
+/// as [`Request::bytes`](crate::Request::bytes) gives, so a handler's `?` answers it.
+///
+/// ```
+/// use peregrine::{post, App, Error, Request};
+///
+/// async fn upload(mut req: Request) -> Result<String, Error> {
+///     let mut total = 0;
+///     while let Some(piece) = req.body_mut().chunk().await? { // 413 past the limit
+///         total += piece.len();
+///     }
+///     Ok(format!("{total} bytes"))
+/// }
+/// let app = App::new()
+///     .body_limit(64 * 1024)
+///     .route("/upload", post(upload).body_limit(512 * 1024 * 1024)); // this route: 512 MiB
+/// # let _ = app;
+/// ```
+pub struct BodyStream<'a> {
+    pub(crate) body: &'a mut Body,
+    pub(crate) limit: u64,
+    /// Bytes handed out so far (kept in the request, across `body_mut()` calls).
+    pub(crate) read: &'a mut u64,
+    pub(crate) declared: Option<u64>,
+}
+
+impl BodyStream<'_> {
+    /// The next piece of the body, `None` at the end. 413 past the body limit, 400 for broken
+    /// framing, 408 if the client stalls.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
+        if self.declared.is_some_and(|n| n > self.limit) {
+            return Err(body_error(BodyError::TooLarge));
+        }
+        match self.body.chunk().await {
+            Ok(Some(piece)) => {
+                let total = self.read.saturating_add(piece.len() as u64);
+                *self.read = total;
+                if total > self.limit {
+                    return Err(body_error(BodyError::TooLarge));
+                }
+                Ok(Some(piece))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(body_error(e)),
+        }
+    }
+
+    /// The limit this stream is held to, in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// How many body bytes have been read so far.
+    pub fn bytes_read(&self) -> u64 {
+        *self.read
+    }
+}
