@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import build, compliance, config, loadgen, metrics, parity, procs, results, stats
+from . import build, compliance, config, loadgen, metrics, parity, procs, results, scaling, stats
 from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
 from .peers import Peer, Scenario, load_contract, load_peers, select_peers
 
@@ -314,7 +314,9 @@ def run(opts: Options) -> dict:
     peers = database.db_peers(peers) if prof.database else peers  # db
     peers = [p for p in peers if p.name not in prof.skip_servers]
     scenarios = contract.select(prof.scenarios)
-    max_conns = max([c for c, _ in prof.cells] + [c for ln in prof.lanes for c, _ in ln.cells])
+    max_conns = max(
+        [c for c, _ in prof.cells] + [c for ln in prof.lanes for c, _ in ln.cells], default=50
+    )
     nofile = procs.raise_nofile_limit(max(4096, prof.idle_connections * 2 + 1024, max_conns * 3))
     planned, unserved = plan(prof, scenarios, peers)
     seed = int(time.time())
@@ -397,6 +399,8 @@ def run(opts: Options) -> dict:
     estimate = len(measured) * server_estimate(prof) + sum(
         _planned_estimate(prof, pl) for pl in planned if built[pl.peer.name].ok
     )
+    estimate += scaling.planned_seconds(prof, len(scaling.lane_servers(prof, measured)))
+    res["planned_measuring_seconds"] = round(estimate)
     progress = Progress(estimate)
     body_dir = Path(tempfile.mkdtemp(prefix="peregrine-lab-"))
 
@@ -506,6 +510,8 @@ def run(opts: Options) -> dict:
             body_file,
             seed,
         )
+        if prof.scaling:  # the scaling lane (scaling.py): 1 and 2 workers on fresh processes
+            scaling.measure(opts, peers, entries, contract, res, progress, body_file, seed)
         for pl in planned:
             if pl.record is not None:
                 res["cells"].append(pl.record)
@@ -524,11 +530,13 @@ def run(opts: Options) -> dict:
             if pl.record is not None and id(pl.record) not in done and pl.record.get("runs"):
                 res["cells"].append(pl.record)
         res["wall_seconds"] = round(time.monotonic() - started, 1)
+        res["measuring_seconds"] = round(res["wall_seconds"] - res["build_seconds"], 1)
         results.save(res, out)
         for f in body_dir.glob("*"):
             f.unlink()
         body_dir.rmdir()
     res["wall_seconds"] = round(time.monotonic() - started, 1)
+    res["measuring_seconds"] = round(res["wall_seconds"] - res["build_seconds"], 1)
     res["complete"] = True
     results.save(res, out)
     return res
