@@ -393,7 +393,13 @@ def render(res: dict) -> str:
         f"wall time {_dur(res.get('wall_seconds'))}"
         + (
             f" (building: {_dur(res['build_seconds'])}; measuring: "
-            f"{_dur(res['wall_seconds'] - res['build_seconds'])})."
+            f"{_dur(res['wall_seconds'] - res['build_seconds'])}"
+            + (
+                f", planned {_dur(res['planned_measuring_seconds'])}"
+                if res.get("planned_measuring_seconds") is not None
+                else ""
+            )
+            + ")."
             if res.get("build_seconds") is not None and res.get("wall_seconds") is not None
             else "."
         ),

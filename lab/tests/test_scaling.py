@@ -294,3 +294,5 @@ def test_lane_end_to_end_on_stand_in_servers(tmp_path):
             assert not procs.port_in_use("127.0.0.1", c["port"])
     text = report.render(res)
     assert "## Scaling: 1 and 2 workers" in text
+    assert "measuring: " in text and ", planned " in text  # the measuring time, and its plan
+    assert "## Charts" not in text  # no ordinary cells, so no charts to link
