@@ -398,10 +398,7 @@ def run(opts: Options) -> dict:
 
     res["build_seconds"] = round(time.monotonic() - build_start, 1)
     measured = [p for p in peers if built[p.name].ok]
-    estimate = len(measured) * server_estimate(prof) + sum(
-        _planned_estimate(prof, pl) for pl in planned if built[pl.peer.name].ok
-    )
-    estimate += scaling.planned_seconds(prof, len(scaling.lane_servers(prof, measured)))
+    estimate = measuring_estimate(prof, measured, [pl for pl in planned if built[pl.peer.name].ok])
     res["planned_measuring_seconds"] = round(estimate)
     progress = Progress(estimate)
     body_dir = Path(tempfile.mkdtemp(prefix="peregrine-lab-"))
@@ -542,6 +539,16 @@ def run(opts: Options) -> dict:
     res["complete"] = True
     results.save(res, out)
     return res
+
+
+def measuring_estimate(prof: config.Profile, peers: list[Peer], planned: list[Planned]) -> float:
+    """Planned measuring time (seconds, builds excluded) of these peers' checks and cells and the
+    scaling lane: what the progress lines count down from and the 10-minute budget of quick."""
+    return (
+        len(peers) * server_estimate(prof)
+        + sum(_planned_estimate(prof, pl) for pl in planned)
+        + scaling.planned_seconds(prof, len(scaling.lane_servers(prof, peers)))
+    )
 
 
 def _planned_estimate(prof: config.Profile, pl: Planned) -> float:
