@@ -7,7 +7,8 @@ On a 2-CPU machine, 2 workers cannot have CPUs of their own: the server and the 
 share both CPUs, so the lane is labelled "load generator sharing the machine" everywhere. The
 model (`predicted_ratio`) says what sharing allows: the two CPUs do the server's and the load
 generator's work per request, so 2 workers reach at most 2 / (server + load-generator CPU per
-request), not twice the 1-worker rate.
+request), against 1 / max(server, load generator) with one CPU each: 2 max(s, g) / (s + g),
+not twice the 1-worker rate.
 """
 
 from __future__ import annotations
@@ -68,29 +69,33 @@ def split_for(workers: int, split: config.CpuSplit) -> config.CpuSplit | None:
     )
 
 
-def predicted_ratio(
-    rps1: float | None,
-    server_us1: float | None,
-    client_us1: float | None,
-    workers: int,
-    server_cpus,
-    client_cpus,
-) -> float | None:
-    """What the 1-worker figures predict for throughput(workers) / throughput(1).
-
-    The workers do at most `workers` times their 1-worker rate. When they share their CPUs with
-    the load generator, those CPUs do both sides' work for every request, so at most
-    CPUs / (server + load-generator CPU seconds per request); when the load generator has CPUs of
-    its own, it sends at most its CPUs / its CPU seconds per request. Assumes CPU per request
-    stays what it was at 1 worker (nothing shared between workers) and no other work."""
-    if not rps1 or not server_us1 or not client_us1:
-        return None
+def capacity(server_us: float, client_us: float, workers: int, server_cpus, client_cpus) -> float:
+    """Requests/s the CPUs allow when a request costs the server `server_us` and the load
+    generator `client_us` CPU µs: the workers do at most workers / server_us; sharing their CPUs
+    with the load generator, those CPUs do both sides' work (CPUs / (server + load generator));
+    on CPUs of its own the load generator sends at most its CPUs / client_us."""
     srv, cli = set(server_cpus), set(client_cpus)
+    own = workers * 1e6 / server_us
     if srv & cli:
-        cap = len(srv | cli) * 1e6 / (server_us1 + client_us1)
-    else:
-        cap = len(cli) * 1e6 / client_us1
-    return min(cap, workers * rps1) / rps1
+        return min(own, len(srv | cli) * 1e6 / (server_us + client_us))
+    return min(own, len(cli) * 1e6 / client_us)
+
+
+def predicted_ratio(server_us1, client_us1, base: dict, other: dict) -> float | None:
+    """What the base (1-worker) cell's CPU per request predicts for throughput(other) /
+    throughput(base): the ratio of the two capacities. Assumes a request costs what it cost at
+    1 worker (nothing shared between workers) and that other work on the machine takes the same
+    share in both (the measured rates on a busy machine sit below both capacities; the ratio
+    holds). `base`/`other` are cells with `workers`, `server_cpus` and `client_cpus`."""
+    if not server_us1 or not client_us1:
+        return None
+    one = capacity(
+        server_us1, client_us1, base["workers"], base["server_cpus"], base["client_cpus"]
+    )
+    w = capacity(
+        server_us1, client_us1, other["workers"], other["server_cpus"], other["client_cpus"]
+    )
+    return w / one
 
 
 def client_us_per_req(run: dict) -> float | None:
@@ -130,12 +135,10 @@ def ratios(cells: list[dict], base: int = 1, seed: int = 1) -> list[dict]:
                 rec[f"{name}_ci"] = list(ci) if ci else None
             rec["predicted_ratio"] = (
                 predicted_ratio(
-                    one["median"].get("rps"),
                     one["median"].get("cpu_us_per_req"),
                     one["median"].get("client_us_per_req"),
-                    w,
-                    cell["server_cpus"],
-                    cell["client_cpus"],
+                    one,
+                    cell,
                 )
                 if ok
                 else None
@@ -230,6 +233,7 @@ def measure(opts, peers, entries, contract, res, progress, body_file, seed) -> N
                 port += 1
                 if not pr.ok:
                     _fail(cells, peer.name, w, "parity: " + "; ".join(pr.problems))
+        progress.done(2.0 * len(live))
         progress.line("scaling", f"{len(live)} server process(es) up ({out['label']})")
         _rounds(opts, lane, scen, cells, live, progress, body_file, seed)
     finally:
@@ -239,7 +243,8 @@ def measure(opts, peers, entries, contract, res, progress, body_file, seed) -> N
         med, cv = stats.summarize(cell["runs"], ("rps", "cpu_us_per_req", "client_us_per_req"))
         cell["median"], cell["cv"] = med, cv
     out["cells"] = cells
-    out["ratios"] = ratios(cells, base=min(lane.workers), seed=seed % 1000 + 1)
+    out["ratio_seed"] = seed % 1000 + 1
+    out["ratios"] = ratios(cells, base=min(lane.workers), seed=out["ratio_seed"])
 
 
 def _fail(cells, server, workers, message):
@@ -263,6 +268,7 @@ def _rounds(opts, lane, scen, cells, live, progress, body_file, seed):
                 cell["status"], cell["message"] = "failed", f"server exited before run {r + 1}"
                 continue
             split = cell_opts.split
+            progress.done(lane.duration + 0.4 + (opts.profile.warmup if r == 0 else 0.0))
             try:
                 if r == 0 and opts.profile.warmup > 0:
                     loadgen.run(

@@ -3,6 +3,8 @@ worker count, the ratio to 1 worker with its interval, the model's prediction be
 
 from __future__ import annotations
 
+from . import scaling, stats
+
 NA = "n/a"
 
 
@@ -39,18 +41,23 @@ def section(res: dict, labels: dict | None = None) -> list[str]:
         f"`{lane.get('scenario')}`, {lane.get('runs')} interleaved runs of "
         f"{lane.get('duration'):g} s per worker count on fresh processes; {where}. "
         "**With 2 workers on this 2-CPU machine the load generator shares both CPUs with the "
-        "server**, so the 2-worker figures measure the server and the load generator together: "
-        "the model column is what the 1-worker figures allow under that sharing — "
-        "min(2 × the 1-worker rate, 2 CPUs ÷ (server + load-generator CPU per request)) ÷ the "
-        "1-worker rate — assuming a request costs the same CPU at 2 workers as at 1. A measured "
-        "ratio near the model means the server added no cost of its own by scaling; the CPU "
-        "ratio says that directly (1.0: a request costs the same CPU with 2 workers). Ratios "
-        "are medians with bootstrap 95% intervals.",
+        "server**, so the 2-worker figures measure the server and the load generator together. "
+        "The model column is what the 1-worker CPU figures predict for the ratio: with one CPU "
+        "each the slower side limits, 10⁶ ÷ max(s, g) requests/s (s: server, g: load "
+        "generator, CPU µs per request); two shared CPUs do both sides' work, 2 × 10⁶ ÷ (s + g); "
+        "the ratio 2 max(s, g) ÷ (s + g) is about 1 when the server costs what the load "
+        "generator does and nears 2 for a server much costlier than it. It assumes a request "
+        "costs the same CPU at 2 workers as at 1 and other work on the machine takes the same "
+        "share in both. The CPU ratio is the part that carries over to a machine with cores to "
+        "spare: 1.0 means a second worker added no cost per request. Ratios are medians with "
+        "bootstrap 95% intervals." + _other_work(sc),
         "",
     ]
+    # Recomputed from the runs, so a regenerated report uses the current model.
+    base_w = min((c["workers"] for c in sc.get("cells", [])), default=1)
     ratios = {
         (r["server"], r["concurrency"], r["pipeline"], r["workers"]): r
-        for r in sc.get("ratios", [])
+        for r in scaling.ratios(sc.get("cells", []), base=base_w, seed=sc.get("ratio_seed", 1))
     }
     cells = {
         (c["server"], c["concurrency"], c["pipeline"], c["workers"]): c for c in sc.get("cells", [])
@@ -111,6 +118,30 @@ def section(res: dict, labels: dict | None = None) -> list[str]:
     if fails:
         L.append("")
     return L
+
+
+def _other_work(sc: dict) -> str:
+    """The 1-worker runs' share of the server CPU taken by other work (at 2 workers the load
+    generator shares the CPUs, so that share is not separable there)."""
+    shares = [
+        r.get("server_cpus_other_share")
+        for c in sc.get("cells", [])
+        if c["workers"] == 1
+        for r in c.get("runs", [])
+    ]
+    med = stats.median(shares)
+    if med is None:
+        return ""
+    text = (
+        f" During the 1-worker runs other work took a median {med * 100:.0f}% of the server "
+        "CPU's time"
+    )
+    if med > 0.2:
+        text += (
+            ": on a machine that busy the measured rates sit far below the capacities the "
+            "model compares, and the intervals are wide"
+        )
+    return text + "."
 
 
 def _order(sc: dict, server: str) -> int:

@@ -91,26 +91,44 @@ def test_two_workers_keep_their_own_cpus_on_four():
 # ---------------------------------------------------------------- the model
 
 
-def test_model_sharing_two_cpus_is_bounded_by_both_sides_work():
-    # Server and load generator cost the same: 2 CPUs do 2 / 20 µs = 100k/s, the 1-worker rate.
-    assert scaling.predicted_ratio(100_000, 10.0, 10.0, 2, (0, 1), (0, 1)) == pytest.approx(1.0)
-    # A server 3x as costly as the load generator: 2e6 / 40 = 50k/s against 33.3k/s.
-    assert scaling.predicted_ratio(1e6 / 30, 30.0, 10.0, 2, (0, 1), (0, 1)) == pytest.approx(1.5)
-    # A 1-worker rate far below what the CPUs allow: the workers' own bound (2x) wins.
-    assert scaling.predicted_ratio(20_000, 30.0, 0.1, 2, (0, 1), (0, 1)) == pytest.approx(2.0)
+ONE = {"workers": 1, "server_cpus": [1], "client_cpus": [0]}
+TWO_SHARED = {"workers": 2, "server_cpus": [0, 1], "client_cpus": [0, 1]}
+
+
+def test_model_sharing_two_cpus_gives_twice_the_costlier_side_over_both():
+    # Server as costly as the load generator: one CPU each does 10^6/10 = 100k/s; two shared
+    # CPUs do 2 * 10^6 / 20 = 100k/s: no gain.
+    assert scaling.predicted_ratio(10.0, 10.0, ONE, TWO_SHARED) == pytest.approx(1.0)
+    # A server 3x as costly: 33.3k/s against 2e6 / 40 = 50k/s.
+    assert scaling.predicted_ratio(30.0, 10.0, ONE, TWO_SHARED) == pytest.approx(1.5)
+    # A load generator 3x as costly as the server: the same 1.5 (it was the 1-worker limit).
+    assert scaling.predicted_ratio(10.0, 30.0, ONE, TWO_SHARED) == pytest.approx(1.5)
+    # A nearly free load generator: close to 2x, never above.
+    assert scaling.predicted_ratio(30.0, 0.01, ONE, TWO_SHARED) == pytest.approx(2.0, rel=1e-3)
+    assert scaling.predicted_ratio(30.0, 0.01, ONE, TWO_SHARED) < 2.0
 
 
 def test_model_with_the_load_generator_on_cpus_of_its_own():
-    # Two client CPUs at 10 µs per request send 200k/s: 2 workers at 50k/s each are not capped.
-    assert scaling.predicted_ratio(50_000, 20.0, 10.0, 2, (2, 3), (0, 1)) == pytest.approx(2.0)
-    # One client CPU at 10 µs caps at 100k/s: ratio 100k / 60k.
-    assert scaling.predicted_ratio(60_000, 10.0, 10.0, 2, (2, 3), (0,)) == pytest.approx(100 / 60)
+    one = {"workers": 1, "server_cpus": [2], "client_cpus": [0, 1]}
+    two = {"workers": 2, "server_cpus": [2, 3], "client_cpus": [0, 1]}
+    # Two client CPUs at 10 µs per request send 200k/s: 2 workers at 20 µs are not capped.
+    assert scaling.predicted_ratio(20.0, 10.0, one, two) == pytest.approx(2.0)
+    # One client CPU at 10 µs caps at 100k/s: 1 worker at 15 µs does 66.7k/s, 2 workers 100k/s.
+    one_c = {**one, "client_cpus": [0]}
+    two_c = {**two, "client_cpus": [0]}
+    assert scaling.predicted_ratio(15.0, 10.0, one_c, two_c) == pytest.approx(1.5)
+
+
+def test_capacity_of_each_arrangement():
+    assert scaling.capacity(10.0, 10.0, 1, [1], [0]) == pytest.approx(100_000)
+    assert scaling.capacity(10.0, 10.0, 2, [0, 1], [0, 1]) == pytest.approx(100_000)
+    assert scaling.capacity(10.0, 5.0, 4, [4, 5, 6, 7], [0, 1]) == pytest.approx(400_000)
 
 
 def test_model_needs_every_figure():
-    assert scaling.predicted_ratio(None, 10.0, 10.0, 2, (0, 1), (0, 1)) is None
-    assert scaling.predicted_ratio(1000, None, 10.0, 2, (0, 1), (0, 1)) is None
-    assert scaling.predicted_ratio(1000, 10.0, None, 2, (0, 1), (0, 1)) is None
+    assert scaling.predicted_ratio(None, 10.0, ONE, TWO_SHARED) is None
+    assert scaling.predicted_ratio(10.0, None, ONE, TWO_SHARED) is None
+    assert scaling.predicted_ratio(10.0, 0.0, ONE, TWO_SHARED) is None
 
 
 def test_client_cost_per_request():
@@ -124,7 +142,7 @@ def test_client_cost_per_request():
 
 def _cell(server, workers, rps, cpu, status="ok", client=10.0):
     runs = [
-        {"rps": r, "cpu_us_per_req": c, "client_us_per_req": client}
+        {"rps": r, "cpu_us_per_req": c, "client_us_per_req": client, "server_cpus_other_share": 0.8}
         for r, c in zip(rps, cpu, strict=True)
     ]
     median = {
@@ -159,8 +177,8 @@ def test_ratio_is_the_median_ratio_with_an_interval_around_it():
     assert lo <= r["rps_ratio"] <= hi and hi - lo < 0.1
     assert r["cpu_ratio"] == pytest.approx(10.5 / 10.0)
     assert r["cpu_ci"][0] <= r["cpu_ratio"] <= r["cpu_ci"][1]
-    # Model: 2 CPUs / (10 + 10 µs) = 100k/s against the 1-worker median of 100 req/s: capped at 2x.
-    assert r["predicted_ratio"] == pytest.approx(2.0)
+    # Model: s = 10 µs and g = 10 µs: 2 * 10^6 / 20 against 10^6 / 10, no gain from sharing.
+    assert r["predicted_ratio"] == pytest.approx(1.0)
 
 
 def test_a_wider_spread_gives_a_wider_interval():
@@ -215,8 +233,9 @@ def test_report_section_is_labelled_and_shows_ratio_interval_and_model():
     assert "shares both CPUs" in text
     row = next(line for line in text.splitlines() if line.startswith("| Peregrine"))
     assert "1.100 [" in row  # median 110 / median 100, then its interval
-    assert "| 2.00 |" in row  # the model: 2 CPUs / (10 + 10 µs) is far above 2x 100 req/s
+    assert "| 1.00 |" in row  # the model: 2 max(s, g) / (s + g) with s = g = 10 µs
     assert "SO_REUSEPORT" in text and "koa" in text
+    assert "other work took a median 80%" in text and "intervals are wide" in text
 
 
 def test_report_section_is_empty_without_the_lane():
