@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     rc = _write_outputs(res, out)
     print(
-        f"done in {res['wall_seconds']:.0f} s: {out / 'results.json'}, "
+        f"done in {res['wall_seconds']:.0f} s ({res['measuring_seconds']:.0f} s measuring, "
+        f"{res['planned_measuring_seconds']} s planned): {out / 'results.json'}, "
         f"{out / 'report.md'}, {out / 'charts'}/"
     )
     return rc

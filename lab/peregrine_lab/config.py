@@ -47,6 +47,21 @@ class Lane:
 
 
 @dataclass(frozen=True)
+class ScalingLane:
+    """The scaling lane (scaling.py): each server measured at every worker count of `workers`
+    on fresh processes, in interleaved rounds, so the throughput ratio between worker counts
+    has a bootstrap interval. A worker count above the run's server CPUs shares the load
+    generator's CPUs (on 2 CPUs, WORKERS=2 runs on CPUs 0-1 with the load generator)."""
+
+    servers: tuple[str, ...]
+    scenario: str = "plaintext"
+    cells: tuple[tuple[int, int], ...] = ((50, 0),)
+    workers: tuple[int, ...] = (1, 2)
+    runs: int = 5
+    duration: float = 3.0
+
+
+@dataclass(frozen=True)
 class Profile:
     """What one run measures.
 
@@ -79,6 +94,8 @@ class Profile:
     round_warmup: float = 0.0
     """Warm-up before a cell's run in the rounds after the first (the servers stay up between
     rounds, so their JIT and pools are warm; this only refills caches)."""
+    scaling: ScalingLane | None = None
+    """The scaling lane (scaling.py): 1 and 2 workers, measured after the other cells."""
 
     def to_json(self) -> dict:
         # Through JSON so tuples become lists, as they are when read back from results.json.
@@ -113,6 +130,22 @@ PIPELINED_SERVERS = (
 SWEEP_SERVERS = ("peregrine-hello", "peregrine", "floor", "hyper-percore", "nginx")
 """The breadth lanes' set: the engine, the framework, the floor, the fastest Rust peer (in its
 benchmark shape) and the fastest C server."""
+SCALING_SERVERS = (
+    "peregrine-hello",
+    "peregrine",
+    "floor",
+    "hyper-percore",
+    "axum-percore",
+    "actix",
+    "go-fasthttp",
+    "go-nethttp",
+    "nginx",
+    "h2o",
+    "node-http",
+)
+"""The scaling lane's set: every kind of worker model (thread per core with SO_REUSEPORT, one
+acceptor handing off, Go's scheduler, processes) among the servers with a worker setting."""
+SCALING_LANE = ScalingLane(servers=SCALING_SERVERS)
 OPEN_RATES = (5_000, 10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 125_000, 150_000)
 """Offered loads of the open-loop sweep (requests per second); a server's sweep stops after the
 first rate it does not sustain (its knee)."""
@@ -128,18 +161,18 @@ PROFILES: dict[str, Profile] = {
         Profile(
             name="quick",
             description=(
-                "every server (but the standard profile's hyper-flush, axum-percore and "
-                "bun-fastify variants) on the main scenarios at 50 connections without pipelining, "
-                "plus "
-                "plaintext with 16 pipelined requests per connection; 3 short runs per cell; idle "
-                "memory with 1000 connections; the probe's quick corpus and sweep without its "
-                "robustness "
-                "scenarios"
+                "every server but the standard profile's variants (hyper-flush, axum-percore, "
+                "bun-fastify) and the Node frameworks Express, Hono and Koa (Fastify stands for "
+                "them; standard measures all) on the main scenarios at 50 connections without "
+                "pipelining, plus plaintext with 16 pipelined requests per connection; 2 short "
+                "runs per cell; idle memory with 1000 connections; the probe's quick corpus and "
+                "sweep without its robustness scenarios (under 10 minutes of measuring on 2 "
+                "busy CPUs: 3 runs and those 3 servers took about 11)"
             ),
             scenarios=MAIN_SCENARIOS,
             cells=((50, 0), (50, 16)),
             sweep_scenarios=("plaintext",),
-            runs=3,
+            runs=2,
             duration=1.0,
             warmup=1.0,
             idle_connections=1000,
@@ -148,7 +181,9 @@ PROFILES: dict[str, Profile] = {
             probe=("--quick", "--no-robustness"),
             # The variants of hyper/axum/Fastify are the standard profile's fairness checks;
             # leaving them out keeps quick inside its 10 minutes with the added peers.
-            skip_servers=("hyper-flush", "axum-percore", "bun-fastify"),
+            # and the Node frameworks on node:http but Fastify, with 2 runs instead of 3: measured
+            # at 10.5 min with 3 runs and them on a busy 2-CPU machine, over the 10-minute budget.
+            skip_servers=("hyper-flush", "axum-percore", "bun-fastify", "express", "hono", "koa"),
         ),
         Profile(
             name="standard",
@@ -160,8 +195,11 @@ PROFILES: dict[str, Profile] = {
                 "pipelined and Kourier's 512 x 256 (3 runs of 3 s); a concurrency sweep to 10,000 "
                 "connections, a connection per request, and an open-loop rate sweep to each "
                 "server's knee (oha), for the fastest servers; idle memory with 1000 connections; "
-                "the probe's quick set without robustness (about 50 minutes on 2 CPUs)"
+                "the probe's quick set without robustness; the scaling lane (plaintext at 50 "
+                "connections with WORKERS=1 and WORKERS=2, the load generator sharing both CPUs "
+                "at 2 workers; 5 interleaved runs of 3 s) (about 58 minutes on 2 CPUs)"
             ),
+            scaling=SCALING_LANE,
             scenarios=None,
             cells=((50, 0),),
             runs=10,
@@ -234,6 +272,25 @@ PROFILES: dict[str, Profile] = {
                     rates=OPEN_RATES,
                 ),
             ),
+        ),
+        Profile(
+            name="scaling",
+            description=(
+                "the scaling lane alone: plaintext at 50 connections with WORKERS=1 (server on "
+                "one CPU, the load generator on the other) and WORKERS=2 (server and load "
+                "generator SHARING both CPUs), for every worker model; 5 interleaved runs of 3 s "
+                "per worker count, the 2-worker/1-worker ratio with its bootstrap 95% interval "
+                "and what the 1-worker figures predict for it (about 8 minutes on 2 CPUs)"
+            ),
+            servers=SCALING_SERVERS,
+            scenarios=("plaintext",),
+            cells=(),
+            runs=5,
+            duration=3.0,
+            warmup=1.0,
+            idle_connections=0,
+            probe=None,
+            scaling=SCALING_LANE,
         ),
         Profile(
             name="full",
@@ -324,8 +381,10 @@ def with_overrides(
         p = replace(p, cells=_product(conc, pipe), sweep_scenarios=None, lanes=())
     if runs is not None:
         p = replace(p, runs=runs, lanes=tuple(replace(ln, runs=None) for ln in p.lanes))
+        p = replace(p, scaling=p.scaling and replace(p.scaling, runs=runs))
     if duration is not None:
         p = replace(p, duration=duration, lanes=tuple(replace(ln, duration=None) for ln in p.lanes))
+        p = replace(p, scaling=p.scaling and replace(p.scaling, duration=duration))
     if servers:
         p = replace(p, servers=tuple(servers), skip_servers=())
     if scenarios:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from . import db_report, stats
+from . import db_report, scaling_report, stats
 
 NA = "n/a"
 
@@ -393,7 +393,13 @@ def render(res: dict) -> str:
         f"wall time {_dur(res.get('wall_seconds'))}"
         + (
             f" (building: {_dur(res['build_seconds'])}; measuring: "
-            f"{_dur(res['wall_seconds'] - res['build_seconds'])})."
+            f"{_dur(res['wall_seconds'] - res['build_seconds'])}"
+            + (
+                f", planned {_dur(res['planned_measuring_seconds'])}"
+                if res.get("planned_measuring_seconds") is not None
+                else ""
+            )
+            + ")."
             if res.get("build_seconds") is not None and res.get("wall_seconds") is not None
             else "."
         ),
@@ -483,6 +489,7 @@ def render(res: dict) -> str:
         L += _group_tables(res, scen, pipe, cells, servers, labels, ref)
     L += _open_loop_lines(res, labels, ref)
     L += _scaling_lines(res, grouped, labels)
+    L += scaling_report.section(res, labels)  # the scaling lane ([] without one)
 
     L += ["## Servers, memory and compliance", ""]
     rows = []
@@ -615,7 +622,8 @@ def render(res: dict) -> str:
             )
         L.append("")
     L += db_report.section(res)  # issue 15: the db profile's section ([] otherwise)
-    L += ["## Charts", ""]
+    # A run with only the scaling lane has no cells to chart.
+    L += ["## Charts", ""] if res.get("cells") else []
     for name, title in (
         ("throughput", "Requests per second"),
         ("cpu", "Server CPU per request"),
@@ -623,7 +631,7 @@ def render(res: dict) -> str:
         ("memory", "Memory"),
         ("open_loop", "Open loop: latency against throughput"),
     ):
-        if name != "open_loop" or res.get("open_loop"):
+        if res.get("cells") and (name != "open_loop" or res.get("open_loop")):
             L.append(f"![{title}](charts/{name}.svg)")
     L += [
         "",
@@ -727,10 +735,9 @@ def _scaling_lines(res: dict, grouped, labels: dict) -> list[str]:
         "generator, the loopback stack and the memory bandwidth keep up; a server with one "
         "accept loop or a shared runtime (hyper/axum multi-thread, actix's acceptor thread, "
         "Go, Node cluster) adds cross-core hand-offs, so its per-core figure is an upper "
-        "bound. A run with WORKERS=2 "
-        "on this 2-CPU machine shares both CPUs with the load generator "
-        "(`./scripts/lab standard --server-cpus 0-1 --client-cpus 0-1`): it measures "
-        "contention, not scaling, and is labelled so in its report.",
+        "bound. On this 2-CPU machine WORKERS=2 shares both CPUs with the load generator: "
+        "the scaling lane (`./scripts/lab scaling`, and in `standard`) measures it, labelled "
+        "so, with what these figures predict for it.",
         "",
     ]
     table = [

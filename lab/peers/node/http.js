@@ -134,22 +134,31 @@ function route(req, res) {
     case 'empty':
       if (get && parts.length === 2) return send(res, 204, null, undefined);
       break;
-    // issue 15: database scenarios (thrown driver errors become the 500 in handle())
+    // issue 15: database scenarios, the only asynchronous routes (see answerLater)
     case 'db':
-      if (DB && get && parts.length === 2) return json(res, 200, await DB.single());
+      if (DB && get && parts.length === 2) return answerLater(res, DB.single(), (row) => json(res, 200, row));
       break;
     case 'queries':
     case 'updates':
       if (DB && get && parts.length === 2) {
         const n = db.queryCount(new URLSearchParams(q < 0 ? '' : target.slice(q + 1)).get('q'));
-        return json(res, 200, await (parts[1] === 'queries' ? DB.queries(n) : DB.updates(n)));
+        const rows = parts[1] === 'queries' ? DB.queries(n) : DB.updates(n);
+        return answerLater(res, rows, (value) => json(res, 200, value));
       }
       break;
     case 'fortunes':
-      if (DB && get && parts.length === 2) return send(res, 200, 'text/html; charset=utf-8', await DB.fortunes());
+      if (DB && get && parts.length === 2) {
+        return answerLater(res, DB.fortunes(), (html) => send(res, 200, 'text/html; charset=utf-8', html));
+      }
       break;
   }
   return notFound(res);
+}
+
+// The database answers arrive later: route() stays synchronous (no promise per request on the other
+// routes), so a driver error, which handle()'s try/catch cannot see, becomes the 500 here.
+function answerLater(res, promise, respond) {
+  promise.then(respond).catch(() => serverError(res));
 }
 
 function serverError(res) {

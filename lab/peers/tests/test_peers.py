@@ -133,6 +133,15 @@ def test_sources_behind_run_commands_exist():
             assert os.access(d / run[0], os.X_OK)
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="node not installed")
+def test_node_peer_sources_parse():
+    # Without npm ci the peers' own tests skip, so a syntax error (an `await` left in the
+    # synchronous node:http router by a merge) would only show when the lab starts the peer.
+    for src in sorted((PEERS / "node").glob("*.js")):
+        done = subprocess.run(["node", "--check", str(src)], capture_output=True, text=True)
+        assert done.returncode == 0, f"{src.name}: {done.stderr}"
+
+
 # ------------------------------------------------------------------------------ the floor
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
