@@ -19,10 +19,18 @@ def command(
     threads: int = 1,
     warm_up: float = 0.0,
     headers: dict[str, str] | None = None,
+    tls13_ciphers: str | None = None,
+    groups: str | None = None,
 ) -> list[str]:
     """h2load in timing mode: `connections` connections (`-c`), `streams` concurrent streams on
-    each (`-m`), for `duration` seconds (`-D`); an https URL negotiates h2 by ALPN."""
+    each (`-m`), for `duration` seconds (`-D`); an https URL negotiates h2 by ALPN. h2load sets
+    its own TLS 1.3 suites and groups (OpenSSL's configuration file does not reach them), so the
+    lab's single offer is given with `tls13_ciphers` and `groups`."""
     cmd = ["h2load", "-c", str(connections), "-m", str(streams), "-t", str(max(1, threads))]
+    if tls13_ciphers:
+        cmd.append(f"--tls13-ciphers={tls13_ciphers}")
+    if groups:
+        cmd.append(f"--groups={groups}")
     cmd += ["-D", f"{max(1, round(duration))}"]
     if warm_up > 0:
         cmd += ["--warm-up-time", f"{max(1, round(warm_up))}"]

@@ -24,10 +24,10 @@ CURVE = "prime256v1"
 TLS13_SUITE = "TLS_AES_128_GCM_SHA256"
 GROUP = "X25519"
 
-CLIENT_OPENSSL_CONF = f"""# The OpenSSL setting of every client of the protocols lanes (wrk, ab, h2load, openssl s_client,
-# curl), written by the lab. The servers choose differently from the same offer (Go prefers
-# AES-128-GCM, OpenSSL and rustls follow the client's order, which starts with AES-256-GCM), so the
-# clients offer exactly one of each: TLS 1.3, {TLS13_SUITE}, {GROUP}.
+CLIENT_OPENSSL_CONF = f"""# The OpenSSL setting of every client of the protocols lanes (wrk, ab,
+# h2load, openssl s_client, curl), written by the lab. Servers choose differently from one offer
+# (Go prefers AES-128-GCM; OpenSSL and rustls follow the client's order, which starts with
+# AES-256-GCM), so the clients offer one of each: TLS 1.3, {TLS13_SUITE}, {GROUP}.
 openssl_conf = lab_conf
 [lab_conf]
 ssl_conf = lab_ssl
@@ -185,7 +185,19 @@ def check_https(
     try:
         responses = tls_exchange(host, port, scenario, count=2, timeout=timeout)
     except (parity.ProtocolError, OSError, ssl.SSLError) as e:
-        return parity.ParityResult(scenario.name, False, [f"no valid response over TLS: {e}"])
+        # One request alone, to tell "wrong" from "does not keep the connection alive".
+        try:
+            single = tls_exchange(host, port, scenario, count=1, timeout=timeout)[0]
+        except (parity.ProtocolError, OSError, ssl.SSLError) as e2:
+            return parity.ParityResult(scenario.name, False, [f"no valid response over TLS: {e2}"])
+        problems = parity.check_response(scenario, single, required_headers)
+        problems.append(
+            f"second request on the same TLS connection failed ({e}): the load generator "
+            "needs keep-alive (Connection: close?)"
+        )
+        return parity.ParityResult(
+            scenario.name, False, problems, single.status, single.headers, len(single.body)
+        )
     problems = []
     for i, r in enumerate(responses):
         for p in parity.check_response(scenario, r, required_headers):
