@@ -21,9 +21,12 @@ def command(
     headers: dict[str, str] | None = None,
     tls13_ciphers: str | None = None,
     groups: str | None = None,
+    requests: int | None = None,
 ) -> list[str]:
-    """h2load in timing mode: `connections` connections (`-c`), `streams` concurrent streams on
-    each (`-m`), for `duration` seconds (`-D`); an https URL negotiates h2 by ALPN. h2load sets
+    """h2load with `connections` connections (`-c`), `streams` concurrent streams on each
+    (`-m`), for `duration` seconds (`-D`), or for `requests` requests (`-n`) when given: the lab
+    uses `-n`, since h2load 1.52 in timing mode was seen here never to exit after its run
+    against some servers (node:http2, Peregrine). An https URL negotiates h2 by ALPN. h2load sets
     its own TLS 1.3 suites and groups (OpenSSL's configuration file does not reach them), so the
     lab's single offer is given with `tls13_ciphers` and `groups`."""
     cmd = ["h2load", "-c", str(connections), "-m", str(streams), "-t", str(max(1, threads))]
@@ -31,8 +34,11 @@ def command(
         cmd.append(f"--tls13-ciphers={tls13_ciphers}")
     if groups:
         cmd.append(f"--groups={groups}")
-    cmd += ["-D", f"{max(1, round(duration))}"]
-    if warm_up > 0:
+    if requests:
+        cmd += ["-n", str(max(requests, connections))]
+    else:
+        cmd += ["-D", f"{max(1, round(duration))}"]
+    if warm_up > 0 and not requests:
         cmd += ["--warm-up-time", f"{max(1, round(warm_up))}"]
     for k, v in (headers or {}).items():
         cmd += ["-H", f"{k}: {v}"]

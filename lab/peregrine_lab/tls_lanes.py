@@ -42,7 +42,7 @@ KEYS = ("rps", "cpu_us_per_req", "p50_us", "p99_us", "mean_latency_us", "peak_rs
 MODES = {
     "https": "HTTP/1.1 over TLS, keep-alive: wrk -c 50 (ALPN not offered)",
     "handshake": "a full TLS handshake per request: ab -c 50 without -k (HTTP/1.0, no resumption)",
-    "h2": "HTTP/2 over TLS (ALPN h2): h2load -c 50 -m 10",
+    "h2": "HTTP/2 over TLS (ALPN h2): h2load -c 50 -m 10 -n N (N: the warm-up's rate x duration)",
 }
 MODE_PROTOCOL = {"https": "https", "handshake": "https", "h2": "h2"}
 CONNECTIONS = 50
@@ -79,6 +79,15 @@ REFERENCE = "peregrine-tls"
 
 class ProtocolsError(Exception):
     """A condition that stops the run (a missing tool, no free port)."""
+
+
+H2_WARMUP_REQUESTS = 5000
+"""Requests of an HTTP/2 cell's warm-up; its rate sets the request count of the cell's runs
+(rate x duration), so an HTTP/2 run lasts about `duration` seconds."""
+
+
+class H2loadHang(loadgen.LoadgenError):
+    """h2load did not exit (stopped): the pass is retried once and the retry recorded."""
 
 
 @dataclass
@@ -138,8 +147,11 @@ def _client_env(cert) -> dict:
     return tls_checks.client_env(cert, dict(os.environ))
 
 
-def _load(opts, mode: str, url: str, scen: Scenario, duration: float, cert) -> tuple:
-    """One load-generator pass of `mode`: (LoadResult, negotiated TLS of h2load or None)."""
+def _load(
+    opts, mode: str, url: str, scen: Scenario, duration: float, cert, requests: int | None = None
+) -> tuple:
+    """One load-generator pass of `mode`: (LoadResult, negotiated TLS of h2load or None). HTTP/2
+    passes run `requests` requests (h2load -n; see h2load.command)."""
     if mode in ("https", "handshake"):
         scen_mode = (
             replace(scen, headers={**scen.headers, "Connection": "close"})
@@ -168,16 +180,24 @@ def _load(opts, mode: str, url: str, scen: Scenario, duration: float, cert) -> t
         threads=len(opts.split.client),
         tls13_ciphers=tls_checks.TLS13_SUITE,
         groups=tls_checks.GROUP,
+        requests=requests or H2_WARMUP_REQUESTS,
     )
     cmd = ["taskset", "-c", opts.split.client_list] + cmd
     limit = duration + 25
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
+        # stdin closed: with the lab's stdin open, h2load 1.52 was seen here never to exit after
+        # a timed run (-D).
         p = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=limit, env=_client_env(cert)
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            env=_client_env(cert),
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as e:
-        raise loadgen.LoadgenError(f"h2load still running {limit:.0f} s after its start") from e
+        raise H2loadHang(f"h2load still running {limit:.0f} s after its start") from e
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise loadgen.LoadgenError(f"h2load exited with {p.returncode}: {p.stderr.strip()[-300:]}")
@@ -186,7 +206,7 @@ def _load(opts, mode: str, url: str, scen: Scenario, duration: float, cert) -> t
     return res, h2load.parse_tls(p.stdout)
 
 
-def one_run(opts, server, port, mode, scen, duration, cert, wire_bytes=None) -> dict:
+def one_run(opts, server, port, mode, scen, duration, cert, wire_bytes=None, requests=None) -> dict:
     """One timed pass with the server tree's CPU time (schedstat), peak RSS, and the busy share
     of the server CPUs that was not the server and of the client CPUs that was not the client."""
     url = f"https://{HOST}:{port}{scen.path}"
@@ -195,7 +215,7 @@ def one_run(opts, server, port, mode, scen, duration, cert, wire_bytes=None) -> 
     srv0, cli0 = metrics.cpu_times(opts.split.server), metrics.cpu_times(opts.split.client)
     t0 = time.monotonic()
     before = metrics.Sample.take(server.pid)
-    res, negotiated = _load(opts, mode, url, scen, duration, cert)
+    res, negotiated = _load(opts, mode, url, scen, duration, cert, requests)
     after = metrics.Sample.take(server.pid)
     wall = time.monotonic() - t0
     srv = metrics.cpu_times(opts.split.server).since(srv0)
@@ -446,6 +466,8 @@ def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
     records: dict[tuple[str, str], dict] = {}
     runs_of: dict[tuple[str, str], list] = {}
     failed: dict[tuple[str, str], str] = {}
+    hangs: dict[tuple[str, str], list[str]] = {}
+    count: dict[tuple[str, str], int] = {}  # requests per HTTP/2 run
     todo = []
     for peer, mode in cells:
         key = (peer.name, mode)
@@ -471,8 +493,19 @@ def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
                 if not server.alive():
                     raise loadgen.LoadgenError("server exited")
                 if r == 0:
-                    _load(opts, mode, f"https://{HOST}:{port}{scen.path}", scen, 1.0, cert)
-                run = one_run(opts, server, port, mode, scen, opts.duration, cert, wire)
+                    url = f"https://{HOST}:{port}{scen.path}"
+                    try:
+                        warm, _ = _load(opts, mode, url, scen, 1.0, cert)
+                    except H2loadHang as e:
+                        hangs.setdefault(key, []).append(f"warm-up: {e}")
+                        warm, _ = _load(opts, mode, url, scen, 1.0, cert)
+                    count[key] = max(H2_WARMUP_REQUESTS, round(warm.rps * opts.duration))
+                n = count.get(key) if mode == "h2" else None
+                try:
+                    run = one_run(opts, server, port, mode, scen, opts.duration, cert, wire, n)
+                except H2loadHang as e:
+                    hangs.setdefault(key, []).append(f"run {r + 1}: {e}")
+                    run = one_run(opts, server, port, mode, scen, opts.duration, cert, wire, n)
                 run["round"] = r + 1
                 runs_of[key].append(run)
                 if run["problems"]:
@@ -491,6 +524,7 @@ def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
         if key in runs_of:
             status = "failed" if key in failed else "ok"
             records[key] = cell_record(peer, mode, status, failed.get(key, ""), runs_of[key])
+            records[key]["h2load_hangs_retried"] = hangs.get(key, [])
         res["cells"].append(records[key])
 
 

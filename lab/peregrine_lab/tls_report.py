@@ -195,6 +195,15 @@ def render(res: dict) -> str:
             ],
             _lane_rows(res, mode, labels),
         )
+    hung = [
+        f"{labels.get(c['server'], c['server'])} {c['mode']}: "
+        + "; ".join(c["h2load_hangs_retried"])
+        for c in res.get("cells", [])
+        if c.get("h2load_hangs_retried")
+    ]
+    if hung:
+        lines += ["h2load passes that did not exit and were stopped and run again:", ""]
+        lines += [f"- {h}" for h in hung] + [""]
     lines += ["## Negotiated handshake and parity", ""]
     rows = []
     for s in res.get("servers", []):
