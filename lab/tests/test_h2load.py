@@ -72,3 +72,16 @@ def test_microsecond_and_second_durations():
     res = h2load.parse_output(text)
     assert abs(res.duration_s - 0.9005) < 1e-9
     assert res.latency_us["mean"] == 300.0
+
+
+def test_a_request_count_replaces_the_timed_mode():
+    """The lab runs h2load with -n (its timed mode was seen never to exit here)."""
+    cmd = h2load.command(
+        "https://127.0.0.1:1/plaintext", connections=50, streams=10, duration=3, requests=30
+    )
+    assert "-D" not in cmd
+    assert cmd[cmd.index("-n") + 1] == "50"  # at least one request per connection
+    cmd = h2load.command(
+        "https://127.0.0.1:1/plaintext", connections=50, streams=10, duration=3, requests=9000
+    )
+    assert cmd[cmd.index("-n") + 1] == "9000"
