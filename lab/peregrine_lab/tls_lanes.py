@@ -183,7 +183,9 @@ def _load(
         requests=requests or H2_WARMUP_REQUESTS,
     )
     cmd = ["taskset", "-c", opts.split.client_list] + cmd
-    limit = duration + 25
+    # A request count at the warm-up's rate: on a busy machine a run can take several times its
+    # planned duration, which is not a hang.
+    limit = duration * 6 + 30
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         # stdin closed: with the lab's stdin open, h2load 1.52 was seen here never to exit after
