@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import config, loadgen, procs, report, results, runner
+from . import config, loadgen, procs, report, results, runner, tls_lanes
 from .peers import RegistryError
 
 
@@ -32,11 +32,12 @@ def parser() -> argparse.ArgumentParser:
         prog="./scripts/lab",
         description="Measure Peregrine and its peers side by side, or regenerate a report.",
         epilog="profiles: "
-        + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items()),
+        + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items())
+        + f"; protocols: {tls_lanes.PROFILE.description}",
     )
     p.add_argument(
         "what",
-        choices=list(config.PROFILES) + ["report", "list"],
+        choices=list(config.PROFILES) + ["protocols", "report", "list"],
         help="a profile to run, `report DIR` to regenerate a report, or `list`",
     )
     p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
@@ -66,8 +67,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--peers",
         type=Path,
-        default=config.PEERS_TOML,
-        help="peers registry to use (default lab/peers/peers.toml)",
+        default=None,
+        help="peers registry to use (default lab/peers/peers.toml; protocols: "
+        "lab/peers/protocols.toml)",
     )
     p.add_argument("--skip-build", action="store_true", help="use what is already built")
     return p
@@ -90,11 +92,14 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return _write_outputs(res, Path(args.dir))
 
+    if args.what == "protocols":
+        return _protocols(args, command)
+
     if args.what == "list":
         from .peers import load_contract, load_peers
 
         try:
-            for p in load_peers(args.peers):
+            for p in load_peers(args.peers or config.PEERS_TOML):
                 print(f"{p.name:18} {p.kind:7} {p.label}  [{', '.join(p.scenarios)}]")
             print()
             for s in load_contract().scenarios:
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         skip_build=args.skip_build,
         reference=args.reference,
         command=command,
-        peers_file=args.peers,
+        peers_file=args.peers or config.PEERS_TOML,
     )
     try:
         res = runner.run(opts)
@@ -155,9 +160,48 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
+def _protocols(args, command: str) -> int:
+    """`./scripts/lab protocols`: the HTTPS and HTTP/2 lanes (tls_lanes.py)."""
+    try:
+        split = config.cpu_split(args.server_cpus, args.client_cpus)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or (config.LAB_DIR / "results" / "protocols")
+    opts = tls_lanes.Options(
+        out_dir=out,
+        split=split,
+        runs=args.runs or tls_lanes.PROFILE.runs,
+        duration=args.duration or tls_lanes.PROFILE.duration,
+        servers=args.servers,
+        skip_build=args.skip_build,
+        port=args.port,
+        command=command,
+        peers_file=args.peers or tls_lanes.PROTOCOLS_TOML,
+    )
+    try:
+        res = tls_lanes.run(opts)
+    except (tls_lanes.ProtocolsError, RegistryError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        procs.kill_all()
+        print("\ninterrupted: every server stopped", file=sys.stderr)
+        return 130
+    rc = _write_outputs(res, out)
+    print(f"done in {res['wall_seconds']:.0f} s: {out / 'results.json'}, {out / 'report.md'}")
+    return rc
+
+
 def _write_outputs(res: dict, out: Path) -> int:
     from . import charts
 
+    if res.get("profile") == "protocols":
+        from . import tls_report
+
+        path, made = tls_report.write(res, out)
+        print(f"wrote {path} and {len(made)} chart(s) in {out / 'charts'}")
+        return 0
     path = report.write(res, out)
     made = charts.write_all(res, out)
     print(f"wrote {path} and {len(made)} chart(s) in {out / 'charts'}")

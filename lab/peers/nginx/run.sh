@@ -27,7 +27,10 @@ done
 
 prefix=$(mktemp -d "$tmp/peregrine-nginx.XXXXXX")
 chmod 755 "$prefix"   # nginx workers run as an unprivileged user when started as root
+# NGINX_CONF picks the template (nginx-tls.conf.in for the protocols lanes, with TLS_CERT/TLS_KEY).
+template=${NGINX_CONF:-nginx.conf.in}
 sed -e "s|@WORKERS@|$workers|g" -e "s|@ADDR@|$addr|g" -e "s|@PREFIX@|$prefix|g" \
-    -e "s|@CONTRACT@|$contract|g" "$here/nginx.conf.in" >"$prefix/nginx.conf"
+    -e "s|@CONTRACT@|$contract|g" -e "s|@TLS_CERT@|${TLS_CERT:-}|g" -e "s|@TLS_KEY@|${TLS_KEY:-}|g" \
+    "$here/$template" >"$prefix/nginx.conf"
 
 exec nginx -p "$prefix" -c "$prefix/nginx.conf" -e stderr -g 'daemon off;'

@@ -219,3 +219,27 @@ impl std::error::Error for Failure {}
 pub fn fail() -> Result<(), Failure> {
     Err(Failure("the error scenario always fails"))
 }
+
+/// TLS settings shared by the Rust TLS peers (`axum-tls-peer`, `actix-tls-peer`): the lab's
+/// certificate from `TLS_CERT` / `TLS_KEY` (PEM), rustls with the ring provider (the engine's
+/// choice), TLS 1.3 and 1.2, and ALPN `h2` then `http/1.1`.
+pub fn rustls_config() -> rustls::ServerConfig {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_path = std::env::var("TLS_CERT").expect("TLS_CERT (PEM certificate) must be set");
+    let key_path = std::env::var("TLS_KEY").expect("TLS_KEY (PEM private key) must be set");
+    let certs = CertificateDer::pem_file_iter(&cert_path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .unwrap_or_else(|e| panic!("TLS_CERT={cert_path}: {e}"));
+    let key = PrivateKeyDer::from_pem_file(&key_path)
+        .unwrap_or_else(|e| panic!("TLS_KEY={key_path}: {e}"));
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("certificate and key");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config
+}
