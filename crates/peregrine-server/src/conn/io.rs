@@ -195,6 +195,9 @@ impl Conn {
             io.rbuf.reserve(READ_BUF_INITIAL);
         }
         let read = on_stream!(self.stream(), s => read_into(s, &mut io.rbuf));
+        if let Ok(Some(n)) = read {
+            self.shared.count_in(n);
+        }
         match read? {
             None => Ok(None),
             Some(0) => {
@@ -212,7 +215,10 @@ impl Conn {
             {
                 let mut io = self.io.borrow_mut();
                 let io = &mut *io;
-                on_stream!(self.stream(), s => write_out(s, io))?;
+                let start = io.out_pos;
+                let written = on_stream!(self.stream(), s => write_out(s, io));
+                self.shared.count_out(io.out_pos - start);
+                written?;
                 if io.out_pos >= io.out.len() {
                     io.out.clear();
                     io.out_pos = 0;
@@ -240,6 +246,11 @@ impl Conn {
                 // dropped at once instead of staying in the kernel for a client that does not
                 // read (nginx `reset_timedout_connection`).
                 let _ = self.stream().reset_on_close();
+                if let Some(events) = &self.shared.config.events {
+                    let (reason, peer) =
+                        (crate::events::RejectReason::WriteTimeout, self.peer.get());
+                    crate::events::emit_close(&**events, reason, "write_timeout", peer);
+                }
                 Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout"))
             }
         }
@@ -280,6 +291,7 @@ impl Conn {
             match self.stream().try_write(&data[pos..]) {
                 Ok(n) => {
                     pos += n;
+                    self.shared.count_out(n);
                     let mut io = self.io.borrow_mut();
                     io.write_sent = io.write_sent.saturating_add(n as u64);
                 }
@@ -345,6 +357,7 @@ impl Conn {
                 Ok(0) => return Err(file_too_short()),
                 Ok(n) => {
                     off += n as u64;
+                    self.shared.count_out(n);
                     let mut io = self.io.borrow_mut();
                     io.write_sent = io.write_sent.saturating_add(n as u64);
                 }
@@ -385,7 +398,10 @@ impl Conn {
     /// else, so earlier pipelined responses are not held back by a slow handler.
     pub(super) fn poll_write_progress(&self, cx: &mut Context<'_>) {
         let mut io = self.io.borrow_mut();
-        on_stream!(self.stream(), s => write_progress(s, &mut io, cx))
+        let start = io.out_pos;
+        on_stream!(self.stream(), s => write_progress(s, &mut io, cx));
+        // (`out_pos` only grows here: the buffer is reset by `flush` alone.)
+        self.shared.count_out(io.out_pos - start);
     }
 
     pub(super) fn pending_output(&self) -> usize {
