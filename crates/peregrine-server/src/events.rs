@@ -226,7 +226,9 @@ pub(crate) fn current_worker() -> usize {
 pub(crate) fn classify(status: u16, reason: &str) -> RejectReason {
     match status {
         408 if reason.contains("body") => RejectReason::BodyTimeout,
-        500 if reason.contains("invalid response") => RejectReason::InvalidResponse,
+        500 if reason == peregrine_codec::response::INVALID_RESPONSE_REASON => {
+            RejectReason::InvalidResponse
+        }
         500 => RejectReason::HandlerPanic,
         _ if reason.contains("request body") && status != 413 => RejectReason::BodyFailed,
         _ => RejectReason::from_status(status),

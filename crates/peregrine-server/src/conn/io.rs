@@ -195,16 +195,16 @@ impl Conn {
             io.rbuf.reserve(READ_BUF_INITIAL);
         }
         let read = on_stream!(self.stream(), s => read_into(s, &mut io.rbuf));
-        if let Ok(Some(n)) = read {
-            self.shared.count_in(n);
-        }
         match read? {
             None => Ok(None),
             Some(0) => {
                 io.eof = true;
                 Ok(Some(Fill::Eof))
             }
-            Some(_) => Ok(Some(Fill::Data)),
+            Some(n) => {
+                self.shared.count_in(n);
+                Ok(Some(Fill::Data))
+            }
         }
     }
 
@@ -215,11 +215,13 @@ impl Conn {
             {
                 let mut io = self.io.borrow_mut();
                 let io = &mut *io;
-                let start = io.out_pos;
-                let written = on_stream!(self.stream(), s => write_out(s, io));
-                self.shared.count_out(io.out_pos - start);
-                written?;
+                if let Err(e) = on_stream!(self.stream(), s => write_out(s, io)) {
+                    self.shared.count_out(io.out_pos);
+                    return Err(e);
+                }
                 if io.out_pos >= io.out.len() {
+                    // Counted once the buffer is written (`poll_write_progress` included).
+                    self.shared.count_out(io.out.len());
                     io.out.clear();
                     io.out_pos = 0;
                     // Everything is written: a slow-write episode (if any) ends here.
@@ -398,10 +400,8 @@ impl Conn {
     /// else, so earlier pipelined responses are not held back by a slow handler.
     pub(super) fn poll_write_progress(&self, cx: &mut Context<'_>) {
         let mut io = self.io.borrow_mut();
-        let start = io.out_pos;
-        on_stream!(self.stream(), s => write_progress(s, &mut io, cx));
-        // (`out_pos` only grows here: the buffer is reset by `flush` alone.)
-        self.shared.count_out(io.out_pos - start);
+        // (Its bytes are counted by the `flush` that empties the buffer.)
+        on_stream!(self.stream(), s => write_progress(s, &mut io, cx))
     }
 
     pub(super) fn pending_output(&self) -> usize {
