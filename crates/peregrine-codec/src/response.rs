@@ -157,6 +157,55 @@ pub fn connection_header(version: Version, keep_open: bool) -> Option<&'static [
     }
 }
 
+/// Whether a handler may answer with `status` as a final response: 200 to 999. The 1xx are the
+/// engine's (it sends `100 Continue` itself, and `101` only with a protocol switch, see
+/// [`wire_status`]); anything else is not a status code.
+#[inline]
+pub const fn is_final_status(status: u16) -> bool {
+    status >= 200 && status <= 999
+}
+
+/// The reason (and, with a newline, the body) of the 500 the engine sends in place of a
+/// response it refuses to encode (see [`wire_status`]).
+pub const INVALID_RESPONSE_REASON: &str = "invalid response from handler";
+
+/// The status that reaches the wire for a handler's response: its own, or 500 when the engine
+/// refuses to encode it, with [`INVALID_RESPONSE_REASON`] as body. This is the rule the engine
+/// applies (`is_final_status`, then each field: [`is_engine_owned`] ones are dropped, others
+/// must pass [`check_field`]); observers (access logs, metrics) call it to report what was
+/// sent rather than what the handler returned.
+///
+/// `upgrade`: the response switches protocols (a 101 with an upgrade function, on an
+/// HTTP/1.1 request whose body is complete); a 101 is sent then, and only then.
+///
+/// ```
+/// use peregrine_codec::response::wire_status;
+/// let ok: [(&[u8], &[u8]); 1] = [(b"Content-Type", b"text/plain")];
+/// assert_eq!(wire_status(200, ok, false), 200);
+/// assert_eq!(wire_status(101, ok, false), 500);
+/// assert_eq!(wire_status(101, ok, true), 101);
+/// let split: [(&[u8], &[u8]); 1] = [(b"X-A", b"1\r\nX-B: 2")];
+/// assert_eq!(wire_status(200, split, false), 500);
+/// // Fields the engine owns are dropped, not refused.
+/// let owned: [(&[u8], &[u8]); 1] = [(b"Content-Length", b"\r\n")];
+/// assert_eq!(wire_status(200, owned, false), 200);
+/// ```
+pub fn wire_status<'a>(
+    status: u16,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    upgrade: bool,
+) -> u16 {
+    let status_ok = is_final_status(status) || (status == 101 && upgrade);
+    let fields_ok = fields
+        .into_iter()
+        .all(|(name, value)| is_engine_owned(name) || check_field(name, value).is_ok());
+    if status_ok && fields_ok {
+        status
+    } else {
+        500
+    }
+}
+
 /// Whether a response with this status must not carry a body (1xx, 204, 304).
 pub fn status_forbids_body(code: u16) -> bool {
     (100..200).contains(&code) || code == 204 || code == 304
@@ -1139,5 +1188,38 @@ mod tests {
             }
         }
         assert_eq!((got, at), (data, wire.len()));
+    }
+
+    #[test]
+    fn the_wire_status_is_the_engines_rule() {
+        let none: [(&[u8], &[u8]); 0] = [];
+        for (status, upgrade, wire) in [
+            (200, false, 200),
+            (204, false, 204),
+            (999, false, 999),
+            (100, false, 500),
+            (101, false, 500),
+            (199, false, 500),
+            (101, true, 101),
+            (102, true, 500),
+            (0, false, 500),
+            (1000, false, 500),
+        ] {
+            assert_eq!(
+                wire_status(status, none, upgrade),
+                wire,
+                "{status} {upgrade}"
+            );
+        }
+        let fields = |n: &'static [u8], v: &'static [u8]| [(n, v)];
+        assert_eq!(wire_status(200, fields(b"x a", b"1"), false), 500);
+        assert_eq!(wire_status(200, fields(b"", b"1"), false), 500);
+        assert_eq!(wire_status(200, fields(b"x-a", b"1\0"), false), 500);
+        assert_eq!(wire_status(101, fields(b"x-a", b"1\n"), true), 500);
+        assert_eq!(
+            wire_status(200, fields(b"Transfer-Encoding", b"\n"), false),
+            200
+        );
+        assert_eq!(wire_status(200, fields(b"x-a", b"caf\xc3\xa9"), false), 200);
     }
 }

@@ -32,10 +32,10 @@ use std::time::Duration;
 
 /// Why the engine refused or dropped a request (or a connection) without the service.
 ///
-/// Emitted today: every error response the driver writes itself (the status-carrying reasons,
-/// `HeaderTimeout`, `BodyTimeout`, `InvalidResponse`, `BodyFailed`, `HandlerPanic`).
-/// `IdleClose`, `WriteTimeout`, `LimitReached` and `ProxyProtocol` close a connection without a
-/// response and are not reported yet (their emit points are in the driver's close paths).
+/// Every reason is emitted: the error responses the driver writes itself (the status-carrying
+/// reasons, `HeaderTimeout`, `BodyTimeout`, `InvalidResponse`, `BodyFailed`, `HandlerPanic`),
+/// and the closes without a response (status 0): `IdleClose`, `HeaderTimeout` for a new
+/// connection that sent nothing, `WriteTimeout`, `LimitReached` and `ProxyProtocol`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectReason {
@@ -59,9 +59,12 @@ pub enum RejectReason {
     BodyTimeout,
     /// A keep-alive connection stayed idle for `idle_timeout` and was closed (no response).
     IdleClose,
-    /// A write made no progress for `write_timeout`; the connection was closed.
+    /// A write made no progress for `write_timeout` (or the client read slower than
+    /// `write_min_rate`); the connection was closed.
     WriteTimeout,
-    /// `max_requests_per_connection` reached: the last response closed the connection.
+    /// A connection limit (no response; [`Rejection::detail`] says which):
+    /// `max_connections_per_addr` refused a new connection, `max_connections` made one wait for
+    /// a slot, or an idle connection was closed to make room at `max_connections`.
     LimitReached,
     /// The handler returned a response the engine could not send (invalid status or header
     /// field); 500 was sent instead.
@@ -134,6 +137,9 @@ pub struct Rejection<'a> {
     pub method: Option<&'a str>,
     /// See `method`.
     pub target: Option<&'a str>,
+    /// The engine's own words: the error text of a response it wrote, the limit behind
+    /// `LimitReached`, what was wrong with a PROXY header.
+    pub detail: &'a str,
     /// Bytes of the error response written (head and body).
     pub bytes_out: u64,
     /// The worker (0-based) that owns the connection.
@@ -160,6 +166,25 @@ pub struct ConnectionClosed {
     pub duration: Duration,
 }
 
+/// A worker's connections and traffic, reported at each tick of its idle sweeper (a few times
+/// per idle timeout, at most once per 10 ms and at least once a second), never per request.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerStats {
+    /// The worker (0-based).
+    pub worker: usize,
+    /// Connections the worker holds open (busy, idle, or in a handshake).
+    pub open: usize,
+    /// Of those, HTTP/1 keep-alive connections waiting idle for their next request.
+    pub idle: usize,
+    /// Bytes read from its connections' transports since the worker started (for TLS, the
+    /// decrypted bytes), request heads and bodies alike. HTTP/1 connections only: after an
+    /// upgrade or a switch to HTTP/2 the connection's bytes are not counted.
+    pub bytes_in: u64,
+    /// Bytes written to its connections' transports since the worker started (heads, bodies,
+    /// chunk framing, `sendfile`), same scope as `bytes_in`.
+    pub bytes_out: u64,
+}
+
 /// Receives the engine's own events. Called on the worker thread, inline in the connection
 /// driver: implementations must be quick and must not block (count, log, hand off).
 ///
@@ -175,6 +200,10 @@ pub trait EngineEvents: Send + Sync + 'static {
     }
     /// The engine refused, replaced or dropped a request without the service's answer.
     fn rejected(&self, ev: &Rejection<'_>) {
+        let _ = ev;
+    }
+    /// A worker's periodic counts (see [`WorkerStats`]).
+    fn worker_stats(&self, ev: &WorkerStats) {
         let _ = ev;
     }
 }
@@ -197,7 +226,9 @@ pub(crate) fn current_worker() -> usize {
 pub(crate) fn classify(status: u16, reason: &str) -> RejectReason {
     match status {
         408 if reason.contains("body") => RejectReason::BodyTimeout,
-        500 if reason.contains("invalid response") => RejectReason::InvalidResponse,
+        500 if reason == peregrine_codec::response::INVALID_RESPONSE_REASON => {
+            RejectReason::InvalidResponse
+        }
         500 => RejectReason::HandlerPanic,
         _ if reason.contains("request body") && status != 413 => RejectReason::BodyFailed,
         _ => RejectReason::from_status(status),
@@ -219,7 +250,29 @@ pub(crate) fn emit_rejection(
         peer,
         method: None,
         target: None,
+        detail: reason,
         bytes_out,
+        worker: current_worker(),
+    });
+}
+
+/// Tells `events` about a connection the engine closed (or refused) without a response.
+/// Cold path.
+#[cold]
+pub(crate) fn emit_close(
+    events: &dyn EngineEvents,
+    reason: RejectReason,
+    detail: &str,
+    peer: SocketAddr,
+) {
+    events.rejected(&Rejection {
+        reason,
+        status: 0,
+        peer,
+        method: None,
+        target: None,
+        detail,
+        bytes_out: 0,
         worker: current_worker(),
     });
 }

@@ -30,8 +30,19 @@ enum Entry {
     },
     /// Answering requests: never expires (the driver's own timeouts apply).
     Busy(Waker),
-    /// Timed out while idle, and woken to close.
-    Expired,
+    /// Timed out while idle (or evicted), and woken to close.
+    Expired(Ended),
+}
+
+/// Why an idle connection was woken to close (for engine events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Idle for the idle timeout.
+    Idle,
+    /// A new connection that sent nothing within the header timeout.
+    Silent,
+    /// Closed to make room at `max_connections`.
+    Evicted,
 }
 
 /// The idle connections of one worker.
@@ -134,7 +145,7 @@ impl IdleSet {
         let e = &mut self.entries.borrow_mut()[k];
         match std::mem::replace(e, Entry::Vacant) {
             Entry::Waiting { waker: w, .. } | Entry::Busy(w) => *e = Entry::Busy(w),
-            Entry::Expired | Entry::Vacant => *e = Entry::Busy(waker.clone()),
+            Entry::Expired(_) | Entry::Vacant => *e = Entry::Busy(waker.clone()),
         }
     }
 
@@ -145,18 +156,37 @@ impl IdleSet {
     }
 
     /// Advances the clock one tick and wakes the entries that have waited long enough.
-    pub(crate) fn sweep(&self) {
+    /// Returns how many connections are left waiting (the worker's idle count).
+    pub(crate) fn sweep(&self) -> usize {
         let now = self.tick.get().wrapping_add(1);
         self.tick.set(now);
+        let mut waiting = 0;
         for e in self.entries.borrow_mut().iter_mut() {
-            if let Entry::Waiting { registered, .. } = e {
+            if let Entry::Waiting {
+                registered, fresh, ..
+            } = e
+            {
                 // `> ticks`: registration may have happened just before a tick.
                 if now.wrapping_sub(*registered) > self.ticks_to_expire {
-                    if let Entry::Waiting { waker, .. } = std::mem::replace(e, Entry::Expired) {
+                    let why = if *fresh { Ended::Silent } else { Ended::Idle };
+                    if let Entry::Waiting { waker, .. } = std::mem::replace(e, Entry::Expired(why))
+                    {
                         waker.wake();
                     }
+                } else {
+                    waiting += 1;
                 }
             }
+        }
+        waiting
+    }
+
+    /// Why entry `k` was woken to close, if it expired or was evicted (and not, say, by
+    /// shutdown or a socket error).
+    pub(crate) fn ended(&self, k: usize) -> Option<Ended> {
+        match self.entries.borrow().get(k) {
+            Some(Entry::Expired(why)) => Some(*why),
+            _ => None,
         }
     }
 
@@ -177,7 +207,8 @@ impl IdleSet {
         let Some((_, k)) = oldest else {
             return false;
         };
-        if let Entry::Waiting { waker, .. } = std::mem::replace(&mut entries[k], Entry::Expired) {
+        let evicted = Entry::Expired(Ended::Evicted);
+        if let Entry::Waiting { waker, .. } = std::mem::replace(&mut entries[k], evicted) {
             drop(entries);
             waker.wake();
         }
@@ -284,7 +315,7 @@ mod tests {
             Entry::Vacant => "vacant",
             Entry::Waiting { .. } => "waiting",
             Entry::Busy(_) => "busy",
-            Entry::Expired => "expired",
+            Entry::Expired(_) => "expired",
         }
     }
 
@@ -296,6 +327,36 @@ mod tests {
             (Duration::from_millis(10), 8)
         );
         set
+    }
+
+    #[test]
+    fn sweeps_count_the_waiting_and_remember_why_an_entry_ended() {
+        let set = IdleSet::new(Duration::from_millis(80), Duration::from_millis(40));
+        let served = set.insert(Waker::noop().clone(), false);
+        let silent = set.insert(Waker::noop().clone(), true);
+        let evicted = set.insert(Waker::noop().clone(), false);
+        let busy = set.insert(Waker::noop().clone(), false);
+        set.set_busy(busy, Waker::noop());
+        assert_eq!(set.sweep(), 3, "busy entries are not idle");
+        assert!(set.evict_oldest());
+        // (The oldest is the fresh one, backdated to expire after the shorter timeout.)
+        assert_eq!(set.ended(silent), Some(Ended::Evicted));
+        let remaining = [served, evicted];
+        let mut left = 2;
+        for _ in 0..20 {
+            left = set.sweep();
+        }
+        assert_eq!(left, 0);
+        for k in remaining {
+            assert_eq!(set.ended(k), Some(Ended::Idle));
+        }
+        assert_eq!(set.ended(busy), None);
+        let fresh = IdleSet::new(Duration::from_millis(80), Duration::from_millis(40));
+        let k = fresh.insert(Waker::noop().clone(), true);
+        for _ in 0..5 {
+            fresh.sweep();
+        }
+        assert_eq!(fresh.ended(k), Some(Ended::Silent));
     }
 
     #[test]

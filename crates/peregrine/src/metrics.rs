@@ -31,7 +31,15 @@
 //! | `peregrine_http_response_body_bytes_total` | counter | `route` (as written to the wire) |
 //! | `peregrine_rejections_total` | counter | `reason` (engine refusals, `rate_limited`) |
 //! | `peregrine_connections_open` | gauge | `worker` |
+//! | `peregrine_connections_idle` | gauge | `worker` (keep-alive connections waiting) |
 //! | `peregrine_connections_total` | counter | `worker` |
+//! | `peregrine_transport_received_bytes_total` | counter | `worker` (read from the socket) |
+//! | `peregrine_transport_sent_bytes_total` | counter | `worker` (written to the socket) |
+//!
+//! The idle gauge and the byte counters are the engine's own counts, reported by each worker a
+//! few times per idle timeout (at least once a second), not per request; the byte counters
+//! count every byte read and written on HTTP/1 connections (heads, bodies, chunk framing; for
+//! TLS the plaintext), unlike the `_body_bytes_` counters of the requests.
 
 use crate::handler::BoxFuture;
 use crate::middleware::observe::{on_complete, status_class};
@@ -40,7 +48,9 @@ use crate::request::Request;
 use crate::router::{get, MethodRouter};
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use peregrine_server::events::{ConnectionClosed, ConnectionOpened, EngineEvents, Rejection};
+use peregrine_server::events::{
+    ConnectionClosed, ConnectionOpened, EngineEvents, Rejection, WorkerStats,
+};
 use peregrine_server::{Method, Response};
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -266,7 +276,10 @@ impl EngineObserver {
 
 struct WorkerGauges {
     open: metrics::Gauge,
+    idle: metrics::Gauge,
     opened: Counter,
+    bytes_in: Counter,
+    bytes_out: Counter,
 }
 
 thread_local! {
@@ -281,7 +294,13 @@ fn with_worker(worker: usize, f: impl FnOnce(&WorkerGauges)) {
             let w = worker.to_string();
             WorkerGauges {
                 open: metrics::gauge!("peregrine_connections_open", "worker" => w.clone()),
-                opened: metrics::counter!("peregrine_connections_total", "worker" => w),
+                idle: metrics::gauge!("peregrine_connections_idle", "worker" => w.clone()),
+                opened: metrics::counter!("peregrine_connections_total", "worker" => w.clone()),
+                bytes_in: metrics::counter!(
+                    "peregrine_transport_received_bytes_total",
+                    "worker" => w.clone()
+                ),
+                bytes_out: metrics::counter!("peregrine_transport_sent_bytes_total", "worker" => w),
             }
         });
         f(g)
@@ -308,6 +327,15 @@ impl EngineEvents for EngineObserver {
         );
     }
 
+    fn worker_stats(&self, ev: &WorkerStats) {
+        with_worker(ev.worker, |g| {
+            g.open.set(ev.open as f64);
+            g.idle.set(ev.idle as f64);
+            g.bytes_in.absolute(ev.bytes_in);
+            g.bytes_out.absolute(ev.bytes_out);
+        });
+    }
+
     fn rejected(&self, ev: &Rejection<'_>) {
         metrics::counter!("peregrine_rejections_total", "reason" => ev.reason.as_str())
             .increment(1);
@@ -318,6 +346,7 @@ impl EngineEvents for EngineObserver {
             bytes = ev.bytes_out,
             method = ev.method.unwrap_or("-"),
             path = ev.target.unwrap_or("-"),
+            detail = ev.detail,
             peer = %ev.peer,
             worker = ev.worker,
             "rejected"

@@ -201,7 +201,10 @@ impl Conn {
                 io.eof = true;
                 Ok(Some(Fill::Eof))
             }
-            Some(_) => Ok(Some(Fill::Data)),
+            Some(n) => {
+                self.shared.count_in(n);
+                Ok(Some(Fill::Data))
+            }
         }
     }
 
@@ -212,8 +215,13 @@ impl Conn {
             {
                 let mut io = self.io.borrow_mut();
                 let io = &mut *io;
-                on_stream!(self.stream(), s => write_out(s, io))?;
+                if let Err(e) = on_stream!(self.stream(), s => write_out(s, io)) {
+                    self.shared.count_out(io.out_pos);
+                    return Err(e);
+                }
                 if io.out_pos >= io.out.len() {
+                    // Counted once the buffer is written (`poll_write_progress` included).
+                    self.shared.count_out(io.out.len());
                     io.out.clear();
                     io.out_pos = 0;
                     // Everything is written: a slow-write episode (if any) ends here.
@@ -240,6 +248,11 @@ impl Conn {
                 // dropped at once instead of staying in the kernel for a client that does not
                 // read (nginx `reset_timedout_connection`).
                 let _ = self.stream().reset_on_close();
+                if let Some(events) = &self.shared.config.events {
+                    let (reason, peer) =
+                        (crate::events::RejectReason::WriteTimeout, self.peer.get());
+                    crate::events::emit_close(&**events, reason, "write_timeout", peer);
+                }
                 Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout"))
             }
         }
@@ -280,6 +293,7 @@ impl Conn {
             match self.stream().try_write(&data[pos..]) {
                 Ok(n) => {
                     pos += n;
+                    self.shared.count_out(n);
                     let mut io = self.io.borrow_mut();
                     io.write_sent = io.write_sent.saturating_add(n as u64);
                 }
@@ -345,6 +359,7 @@ impl Conn {
                 Ok(0) => return Err(file_too_short()),
                 Ok(n) => {
                     off += n as u64;
+                    self.shared.count_out(n);
                     let mut io = self.io.borrow_mut();
                     io.write_sent = io.write_sent.saturating_add(n as u64);
                 }
@@ -385,6 +400,7 @@ impl Conn {
     /// else, so earlier pipelined responses are not held back by a slow handler.
     pub(super) fn poll_write_progress(&self, cx: &mut Context<'_>) {
         let mut io = self.io.borrow_mut();
+        // (Its bytes are counted by the `flush` that empties the buffer.)
         on_stream!(self.stream(), s => write_progress(s, &mut io, cx))
     }
 

@@ -78,6 +78,9 @@ pub(crate) fn serve<S: Service>(
             // (Shutdown is decided in the wait: input already sent is still answered.)
             // (A block, so that nothing of the wait stays in the task's state while busy.)
             if !IdleWait::new(home.stream(), &shared, &shared.idle_key).await {
+                if shared.config.events.is_some() {
+                    report_idle_close(&shared, peer);
+                }
                 return;
             }
             let conn = home.into_conn(&shared);
@@ -120,6 +123,34 @@ pub(crate) fn serve<S: Service>(
             Close::Http2 => Box::pin(http2(conn, shared, service, peer)).await,
         }
     }
+}
+
+/// Tells the engine's listener why an idle connection closes, when it timed out or was evicted
+/// (shutdown and socket errors are no rejection). Cold: once per connection at most.
+#[cold]
+#[inline(never)]
+fn report_idle_close(shared: &ConnShared, peer: SocketAddr) {
+    use crate::events::RejectReason;
+    use crate::idle::Ended;
+    let (Some(events), key) = (&shared.config.events, shared.idle_key.get()) else {
+        return;
+    };
+    if !crate::idle::is_entry(key) {
+        return;
+    }
+    let (reason, detail) = match shared.idle.ended(key as usize) {
+        Some(Ended::Idle) => (RejectReason::IdleClose, "idle_timeout"),
+        Some(Ended::Silent) => (
+            RejectReason::HeaderTimeout,
+            "no request before header_timeout",
+        ),
+        Some(Ended::Evicted) => (
+            RejectReason::LimitReached,
+            "idle connection closed at max_connections",
+        ),
+        None => return,
+    };
+    crate::events::emit_close(&**events, reason, detail, peer);
 }
 
 /// Sends the 101, then runs the handler's function on the raw connection, which keeps its place

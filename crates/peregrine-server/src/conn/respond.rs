@@ -7,8 +7,9 @@ use super::body::{BodyState, DRAIN_MAX};
 use super::Conn;
 use crate::response::{Response, ResponseBody};
 use peregrine_codec::response::{
-    is_engine_owned, status_forbids_body, write_content_length, write_field, BodyKind,
-    ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE, CONTINUE_100,
+    is_engine_owned, is_final_status, status_forbids_body, write_content_length, write_field,
+    BodyKind, ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE,
+    CONTINUE_100, INVALID_RESPONSE_REASON,
 };
 use peregrine_codec::Version;
 use std::future::poll_fn;
@@ -119,8 +120,9 @@ impl Conn {
         version: Version,
         head_request: bool,
     ) -> Option<ResponseBody> {
-        // A handler may not send 1xx (the engine sends `100 Continue` itself) or non-codes.
-        let status = if (200..=999).contains(&resp.status) {
+        // A handler may not send 1xx (the engine sends `100 Continue` itself) or non-codes: the
+        // codec's `wire_status` states the whole rule, for observers.
+        let status = if is_final_status(resp.status) {
             resp.status
         } else {
             0
@@ -158,7 +160,7 @@ impl Conn {
                 }
                 tracing::error!(status, "handler returned an invalid status or header field");
                 keep_alive.disable(CloseReason::Error);
-                self.push_error(500, "invalid response from handler", head_request);
+                self.push_error(500, INVALID_RESPONSE_REASON, head_request);
                 return None;
             }
             crate::response::recycle_fields(std::mem::take(&mut resp.headers));

@@ -4,7 +4,7 @@
 
 use super::{ConnShared, Slot, WorkerShared};
 use crate::conn;
-use crate::events::{ConnectionClosed, ConnectionOpened};
+use crate::events::{emit_close, ConnectionClosed, ConnectionOpened, EngineEvents, RejectReason};
 use crate::listener::AsyncListener;
 use crate::transport::{Accept, Acceptor, Stream};
 use crate::Service;
@@ -36,12 +36,23 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         } else {
             let Ok(hold) = shared.global.hold_addr(peer.ip()) else {
                 tracing::debug!(%peer, "per-address connection cap reached; closing");
+                if let Some(events) = &shared.config.events {
+                    let reason = RejectReason::LimitReached;
+                    emit_close(&**events, reason, "max_connections_per_addr", peer);
+                }
                 continue;
             };
             hold
         };
         // Then a slot: at the limit, this closes an idle connection or waits (the next clients
         // wait in the backlog meanwhile).
+        if let Some(events) = &shared.config.events {
+            // Told before the wait (which may close an idle connection, reported by it).
+            if shared.global.is_full() {
+                let (reason, detail) = (RejectReason::LimitReached, "max_connections: waiting");
+                emit_close(&**events, reason, detail, peer);
+            }
+        }
         let slot = Slot::acquire(&shared.global, &shared.idle).await;
         let held = ConnShared::new(shared, slot);
         if let Some(events) = &shared.config.events {
@@ -57,10 +68,13 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 let stream = match accept {
                     Accept::Ready(stream) => Some((stream, peer)),
                     Accept::Handshake(handshake) => handshake.await.ok().map(|s| (s, peer)),
-                    Accept::Proxied(proxied) => proxied
-                        .await
-                        .ok()
-                        .map(|(s, real)| (s, real.unwrap_or(peer))),
+                    Accept::Proxied(proxied) => match proxied.await {
+                        Ok((s, real)) => Some((s, real.unwrap_or(peer))),
+                        Err(e) => {
+                            report_proxy_refusal(&*events, &e, peer);
+                            None
+                        }
+                    },
                 };
                 match stream {
                     Some((stream, peer)) => conn::serve(service, held, stream, peer).await,
@@ -115,5 +129,18 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 });
             }
         }
+    }
+}
+
+/// Reports a connection closed because its PROXY header was malformed, too large or late (a
+/// client that closed, or a failed handshake behind the header, is no refusal).
+#[cold]
+fn report_proxy_refusal(events: &dyn EngineEvents, e: &std::io::Error, peer: std::net::SocketAddr) {
+    use crate::proxy_protocol::ReadError;
+    let refused = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<ReadError>());
+    if let Some(err) = refused.filter(|r| !matches!(r, ReadError::Io(_))) {
+        emit_close(events, RejectReason::ProxyProtocol, &err.to_string(), peer);
     }
 }

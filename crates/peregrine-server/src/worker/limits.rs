@@ -53,6 +53,11 @@ impl Global {
         }))
     }
 
+    /// Whether every slot is taken (a new connection would wait).
+    pub(super) fn is_full(&self) -> bool {
+        self.open.load(Ordering::Acquire) >= self.max
+    }
+
     pub(super) fn try_acquire(&self) -> bool {
         self.open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {

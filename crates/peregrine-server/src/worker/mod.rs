@@ -53,6 +53,10 @@ pub(crate) struct WorkerShared {
     all_closed: Notify,
     /// The server-wide connection count.
     pub(super) global: Arc<Global>,
+    /// Bytes read from and written to the worker's HTTP/1 transports (for `WorkerStats`): a
+    /// plain add per read or write call, never a branch or an atomic.
+    pub(crate) bytes_in: Cell<u64>,
+    pub(crate) bytes_out: Cell<u64>,
 }
 
 impl WorkerShared {
@@ -72,7 +76,23 @@ impl WorkerShared {
             all_closed: Notify::new(),
             global,
             config,
+            bytes_in: Cell::new(0),
+            bytes_out: Cell::new(0),
         }
+    }
+
+    /// Counts `n` bytes read from a transport.
+    #[inline(always)]
+    pub(crate) fn count_in(&self, n: usize) {
+        self.bytes_in
+            .set(self.bytes_in.get().wrapping_add(n as u64));
+    }
+
+    /// Counts `n` bytes written to a transport.
+    #[inline(always)]
+    pub(crate) fn count_out(&self, n: usize) {
+        self.bytes_out
+            .set(self.bytes_out.get().wrapping_add(n as u64));
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -267,7 +287,16 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tick.tick().await;
-                    sweeper.idle.sweep();
+                    let idle = sweeper.idle.sweep();
+                    if let Some(events) = &sweeper.config.events {
+                        events.worker_stats(&crate::events::WorkerStats {
+                            worker: crate::events::current_worker(),
+                            open: sweeper.live.get(),
+                            idle,
+                            bytes_in: sweeper.bytes_in.get(),
+                            bytes_out: sweeper.bytes_out.get(),
+                        });
+                    }
                     // Another worker is full and had no idle connection to close (issue 17).
                     let global = &sweeper.global;
                     if global.evict_wanted.load(Ordering::Relaxed) && sweeper.idle.evict_oldest() {

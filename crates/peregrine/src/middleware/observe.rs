@@ -5,41 +5,23 @@
 
 use bytes::Bytes;
 use futures_core::Stream;
+use peregrine_server::codec::response::{self, INVALID_RESPONSE_REASON};
 use peregrine_server::{Response, ResponseBody};
-use std::borrow::Cow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The body the engine sends in place of a response it cannot encode (`conn.rs`,
-/// `start_response`): its status and length must be what we log.
-const ENGINE_INVALID_BODY_LEN: u64 = "invalid response from handler\n".len() as u64;
+/// The body the engine sends in place of a response it cannot encode: its length must be what
+/// we log.
+const ENGINE_INVALID_BODY_LEN: u64 = INVALID_RESPONSE_REASON.len() as u64 + 1;
 
-/// The status the engine will put on the wire for `res`: the handler's, or 500 when the engine
-/// would refuse to encode it. Mirrors the engine's checks in `conn.rs` (`start_response` and
-/// `encode_head`): a status outside 200..=999, an empty or non-token field name, a field value
-/// with CR, LF or NUL. (1xx finals included: the engine answers them 500.)
+/// The status the engine will put on the wire for `res`: the codec's rule
+/// ([`wire_status`](peregrine_server::codec::response::wire_status)), the one the engine
+/// applies. (A 101 with an upgrade counts as sent; the engine also requires an HTTP/1.1
+/// request whose body is complete, which only the engine knows.)
 pub(crate) fn wire_status(res: &Response) -> u16 {
-    if !(200..=999).contains(&res.status) || res.headers.iter().any(invalid_field) {
-        500
-    } else {
-        res.status
-    }
-}
-
-fn invalid_field((name, value): &(Cow<'static, str>, Cow<'static, [u8]>)) -> bool {
-    let n = name.as_bytes();
-    // Framing, Date and Connection fields are dropped by the engine, not refused.
-    let engine_owned = ["date", "connection", "content-length", "transfer-encoding"]
-        .iter()
-        .any(|o| n.eq_ignore_ascii_case(o.as_bytes()));
-    !engine_owned
-        && (n.is_empty()
-            || !n.iter().all(|&b| is_tchar(b))
-            || value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0))
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    let fields = res.headers.iter().map(|(n, v)| (n.as_bytes(), &**v));
+    let upgrade = matches!(res.body, ResponseBody::Upgrade(_));
+    response::wire_status(res.status, fields, upgrade)
 }
 
 /// Calls `done(status, body_bytes)` with what the wire carries for `res` once its body has been
