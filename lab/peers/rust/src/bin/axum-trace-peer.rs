@@ -34,7 +34,9 @@ fn main() {
         .build()
         .expect("tokio runtime")
         .block_on(async move {
-            let listener = tokio::net::TcpListener::bind(addr).await.expect("bind ADDR");
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .expect("bind ADDR");
             axum::serve(listener, app).await.expect("serve");
         });
 }

@@ -221,9 +221,9 @@ fn main() {
     }
     let http = Arc::new(builder);
     match peers::runtime_mode() {
-        peers::RuntimeMode::PerCore => {
-            peers::run_per_core(addr, move |listener| accept_loop(listener, Arc::clone(&http)))
-        }
+        peers::RuntimeMode::PerCore => peers::run_per_core(addr, move |listener| {
+            accept_loop(listener, Arc::clone(&http))
+        }),
         peers::RuntimeMode::Multi => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(peers::workers())
             .enable_all()
