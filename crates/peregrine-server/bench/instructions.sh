@@ -6,8 +6,10 @@
 # Kernel time is not counted: this is the server's own code plus libc.
 #
 # usage: bench/instructions.sh [BINARY...]   (default: release hello example, then the floor)
-# env: N1 (default 20000), N2 (default 60000), DEPTH (pipelined requests per write, default 1),
-#      CONNS (client connections, default 10), PORT (default 18180)
+# env: DEPTHS (pipelined requests per write, one run per depth, default "1 16 256"; DEPTH=N is
+#      the same as DEPTHS=N), N1 (default 20000), N2 (default 60000), CONNS (client connections,
+#      default 10), PORT (default 18180). At depth D each connection sends its share of requests
+#      in writes of D requests, so N1 and N2 are rounded up to a multiple of CONNS x D.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -17,7 +19,7 @@ if [ $# -eq 0 ]; then
 fi
 n1=${N1:-20000}
 n2=${N2:-60000}
-depth=${DEPTH:-1}
+depths=${DEPTHS:-${DEPTH:-1 16 256}}
 conns=${CONNS:-10}
 port=${PORT:-18180}
 
@@ -59,10 +61,18 @@ PY
   rm -f "$out"
 }
 
-for bin in "$@"; do
-  bin=$(realpath "$bin")
-  i1=$(total_for "$bin" "$n1")
-  i2=$(total_for "$bin" "$n2")
-  awk -v b="$(basename "$bin")" -v a="$i1" -v c="$i2" -v n1="$n1" -v n2="$n2" -v d="$depth" \
-    'BEGIN { printf "%-12s depth %-3d %8.0f instructions/request (user space; %d vs %d requests)\n", b, d, (c - a) / (n2 - n1), n1, n2 }'
+round_up() { # n, unit -> n rounded up to a multiple of unit
+  echo $((($1 + $2 - 1) / $2 * $2))
+}
+
+for depth in $depths; do
+  m1=$(round_up "$n1" $((conns * depth)))
+  m2=$(round_up "$n2" $((conns * depth)))
+  for bin in "$@"; do
+    bin=$(realpath "$bin")
+    i1=$(total_for "$bin" "$m1")
+    i2=$(total_for "$bin" "$m2")
+    awk -v b="$(basename "$bin")" -v a="$i1" -v c="$i2" -v n1="$m1" -v n2="$m2" -v d="$depth" \
+      'BEGIN { printf "%-12s depth %-3d %8.0f instructions/request (user space; %d vs %d requests)\n", b, d, (c - a) / (n2 - n1), n1, n2 }'
+  done
 done

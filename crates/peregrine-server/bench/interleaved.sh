@@ -5,13 +5,21 @@
 # and the last minute of `measure.sh`, so the per-round ratios A/B are steadier than ratios of
 # separate runs; the median of the rounds is reported with its spread.
 #
-# Cells: c=50 without pipelining, and c=64 with 16 pipelined requests per write (issue 3's).
+# Lanes (LANES, default "c1 c50 p16 p256"):
+#   c1    one connection, no pipelining (issue 18, target <= 1.05x the floor)
+#   c50   50 connections, no pipelining (issue 16, target <= 1.03x)
+#   p16   64 connections x 16 pipelined requests per write (issue 16, target <= 1.10x)
+#   p256  64 connections x 256 pipelined requests per write (issue 18, target <= 1.6x)
+# Per lane: each round's ratio A/B, then the median ratio with its 95% interval (percentile
+# bootstrap of the median over the rounds' ratios, lab/peregrine_lab/stats.py) and the range;
+# the load average is printed at the start and at the end (a busy machine widens the interval).
 #
 # usage: bench/interleaved.sh [BINARY_A [BINARY_B]]
 #   default: the release hello example against the lab's floor program
 #   (gcc -O2 -pthread -o lab/peers/floor/floor lab/peers/floor/floor.c).
 #   Each binary must listen on $ADDR, honour WORKERS and answer GET /plaintext.
-# env: ROUNDS (default 7), DURATION (per measurement, default 3s), PORT (default 18300; B uses +1)
+# env: ROUNDS (default 7), DURATION (per measurement, default 3s), PORT (default 18300; B uses +1),
+#      LANES (default "c1 c50 p16 p256")
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -21,7 +29,11 @@ rounds=${ROUNDS:-7}
 dur=${DURATION:-3s}
 port_a=${PORT:-18300}
 port_b=$((port_a + 1))
+lanes=${LANES:-c1 c50 p16 p256}
 tck=$(getconf CLK_TCK)
+for lane in $lanes; do
+  case $lane in c1 | c50 | p16 | p256) ;; *) echo "unknown lane $lane (c1 c50 p16 p256)" >&2; exit 2 ;; esac
+done
 
 (cd "$(dirname "$a")" && ADDR=127.0.0.1:$port_a WORKERS=1 exec taskset -c 1 "$a") &
 pid_a=$!
@@ -42,7 +54,7 @@ measure() { # pid port wrk-args... -> CPU µs per response
   shift 2
   local c0 c1 out n non2xx
   c0=$(cpu "$pid")
-  out=$(taskset -c 0 wrk -t1 "$@" -d"$dur" "http://127.0.0.1:$port/plaintext")
+  out=$(taskset -c 0 wrk -t1 -d"$dur" "$@" "http://127.0.0.1:$port/plaintext" "${script_args[@]}")
   c1=$(cpu "$pid")
   non2xx=$(echo "$out" | awk '/Non-2xx/ { print $NF }')
   [ -z "$non2xx" ] || { echo "port $port: $non2xx non-2xx responses" >&2; exit 1; }
@@ -52,18 +64,42 @@ measure() { # pid port wrk-args... -> CPU µs per response
 
 echo "A = $a"
 echo "B = $b"
-for cell in "c=50" "c=64, 16 pipelined"; do
-  if [ "$cell" = "c=50" ]; then args=(-c50); else args=(-c64 -s "$here/pipeline.lua"); fi
-  taskset -c 0 wrk -t1 "${args[@]}" -d1s "http://127.0.0.1:$port_a/plaintext" >/dev/null # warm-up
-  taskset -c 0 wrk -t1 "${args[@]}" -d1s "http://127.0.0.1:$port_b/plaintext" >/dev/null
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+summary=()
+for lane in $lanes; do
+  case $lane in
+    c1) cell="c=1"; target=1.05; args=(-c1); script_args=() ;;
+    c50) cell="c=50"; target=1.03; args=(-c50); script_args=() ;;
+    p16) cell="c=64 x 16 pipelined"; target=1.10; args=(-c64 -s "$here/pipeline.lua"); script_args=(-- 16) ;;
+    p256) cell="c=64 x 256 pipelined"; target=1.6; args=(-c64 -s "$here/pipeline.lua"); script_args=(-- 256) ;;
+  esac
+  # Warm-up.
+  taskset -c 0 wrk -t1 -d1s "${args[@]}" "http://127.0.0.1:$port_a/plaintext" "${script_args[@]}" >/dev/null
+  taskset -c 0 wrk -t1 -d1s "${args[@]}" "http://127.0.0.1:$port_b/plaintext" "${script_args[@]}" >/dev/null
   ratios=()
   for i in $(seq "$rounds"); do
     x=$(measure $pid_a $port_a "${args[@]}")
     y=$(measure $pid_b $port_b "${args[@]}")
-    r=$(awk -v x="$x" -v y="$y" 'BEGIN { printf "%.3f", x / y }')
+    r=$(awk -v x="$x" -v y="$y" 'BEGIN { printf "%.4f", x / y }')
     ratios+=("$r")
-    printf '%-20s round %d: A %s us/request, B %s us/request, A/B %s\n' "$cell" "$i" "$x" "$y" "$r"
+    printf '%-22s round %d: A %s us/request, B %s us/request, A/B %s\n' "$cell" "$i" "$x" "$y" "$r"
   done
-  printf '%s\n' "${ratios[@]}" | sort -n | awk -v cell="$cell" \
-    '{ v[NR] = $1 } END { printf "== %-20s A/B median %.3f (min %.3f, max %.3f, %d rounds)\n", cell, v[int((NR + 1) / 2)], v[1], v[NR], NR }'
+  # The targets are against the floor: another B gets no verdict.
+  [ "$(basename "$b")" = floor ] || target=0
+  line=$(PYTHONPATH="$root/lab" python3 - "$cell" "$target" "${ratios[@]}" <<'PY'
+import statistics, sys
+from peregrine_lab.stats import bootstrap_median_ci
+cell, target, ratios = sys.argv[1], float(sys.argv[2]), [float(r) for r in sys.argv[3:]]
+ci = bootstrap_median_ci(ratios)
+lo, hi = ci if ci else (float("nan"), float("nan"))
+verdict = "met" if ci and hi <= target else "not met"
+line = (f"== {cell:<22} A/B median {statistics.median(ratios):.3f}  95% CI [{lo:.3f}, {hi:.3f}]"
+        f"  range {min(ratios):.3f}-{max(ratios):.3f}  {len(ratios)} rounds")
+print(line + (f"  (target <= {target:g}: {verdict})" if target else ""))
+PY
+)
+  echo "$line"
+  summary+=("$line")
 done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%s\n' "${summary[@]}"

@@ -10,6 +10,7 @@ mod accept;
 mod heads;
 mod limits;
 mod pools;
+mod ticker;
 
 pub(crate) use heads::HeadCache;
 use heads::HEAD_CACHE_REFRESH;
@@ -273,20 +274,26 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             let _guard = guard;
             let shared = Rc::new(WorkerShared::new(config, global));
             let service = Rc::new(service);
+            // Periodic work ticks from `Ticker`s (a timerfd on Linux), not tokio intervals:
+            // timers in tokio's wheel cost work at every park, once per request at c=1.
+            let (Ok(mut refresh_tick), Ok(mut sweep_tick)) = (
+                ticker::Ticker::new(HEAD_CACHE_REFRESH),
+                ticker::Ticker::new(shared.idle.tick_len()),
+            ) else {
+                tracing::error!("worker timers could not be created; worker stops");
+                return;
+            };
             let dates = shared.clone();
             tokio::task::spawn_local(async move {
-                let mut tick = tokio::time::interval(HEAD_CACHE_REFRESH);
                 loop {
-                    tick.tick().await;
+                    refresh_tick.tick().await;
                     dates.head_cache.borrow_mut().refresh();
                 }
             });
             let sweeper = shared.clone();
             tokio::task::spawn_local(async move {
-                let mut tick = tokio::time::interval(sweeper.idle.tick_len());
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
-                    tick.tick().await;
+                    sweep_tick.tick().await;
                     let idle = sweeper.idle.sweep();
                     if let Some(events) = &sweeper.config.events {
                         events.worker_stats(&crate::events::WorkerStats {
