@@ -27,10 +27,7 @@ use tokio::net::{TcpStream, UnixStream};
 /// All methods take `&self`: the driver shares the stream between the connection's task and the
 /// request body it hands to the handler, on one thread. An implementation with state of its own
 /// (TLS) keeps it in a `RefCell`.
-///
-/// `Any` is a supertrait so that the HTTP/2 driver can recognise a TLS stream in a
-/// `Box<dyn Transport>` and serve it through tokio-rustls directly.
-pub trait Transport: std::any::Any {
+pub trait Transport: 'static {
     /// Ready to read (or closed, or failed). Like tokio's `poll_read_ready`: the readiness is
     /// remembered until a read returns `WouldBlock` or [`Transport::clear_read_ready`] is called.
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;

@@ -338,47 +338,22 @@ pub(crate) async fn serve_stream<S: Service>(
     peer: SocketAddr,
 ) {
     let shared = (*held).clone();
+    let io = crate::upgrade::TransportIo::new(stream);
     let shutdown = shared.shutdown_started();
-    let (config, h2config) = (&shared.config, &shared.config.http2);
-    let service = (*service).clone();
-    #[cfg_attr(not(feature = "tls"), allow(unused_labels))]
-    let how = 'served: {
-        // TLS (ALPN h2): h2 reads and writes through tokio-rustls itself, one copy less each way
-        // than through the driver's poll form.
-        #[cfg(feature = "tls")]
-        let stream = match tls_stream(stream) {
-            Ok(tls) => {
-                break 'served serve_connection(
-                    tls, read, peer, service, config, h2config, shutdown,
-                )
-                .await
-            }
-            Err(stream) => stream,
-        };
-        let io = crate::upgrade::TransportIo::new(stream);
-        serve_connection(io, read, peer, service, config, h2config, shutdown).await
-    };
+    // Boxed: inline, the HTTP/2 connection's state would size every connection task of the
+    // worker, HTTP/1.1 ones included (5 KiB more per idle TLS connection, measured).
+    let how = Box::pin(serve_connection(
+        io,
+        read,
+        peer,
+        (*service).clone(),
+        &shared.config,
+        &shared.config.http2,
+        shutdown,
+    ))
+    .await;
     tracing::debug!(%peer, ?how, "HTTP/2 connection closed");
     drop(held);
-}
-
-/// The tokio-rustls stream of a TLS connection, or the stream as it came.
-#[cfg(feature = "tls")]
-fn tls_stream(stream: Stream) -> Result<crate::tls::TlsStream<tokio::net::TcpStream>, Stream> {
-    use crate::tls::TlsTransport;
-    use std::any::{Any, TypeId};
-    match stream {
-        // `Any::type_id` through the `dyn Transport` vtable: the boxed value's own type.
-        Stream::Other(t) if Any::type_id(&*t) == TypeId::of::<TlsTransport>() => {
-            // SAFETY: the box holds a `TlsTransport` (its type id was just compared), allocated
-            // by `Box` with that type's layout, so its data pointer is a valid owned
-            // `Box<TlsTransport>`: what `Box<dyn Any>::downcast` does (the upcast to `dyn Any`
-            // needs Rust 1.86; the workspace's rust-version is 1.80).
-            let tls = unsafe { Box::from_raw(Box::into_raw(t).cast::<TlsTransport>()) };
-            Ok(tls.into_inner())
-        }
-        other => Err(other),
-    }
 }
 
 /// Counts client resets in a sliding 10 s window.
