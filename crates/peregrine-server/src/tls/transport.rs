@@ -9,7 +9,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 /// Plaintext read per call: one TLS record's worth at most.
@@ -29,13 +29,13 @@ fn noop_waker() -> &'static Waker {
 
 /// A server-side TLS connection (tokio-rustls over TCP) in the driver's poll form.
 ///
-/// Plaintext that [`Transport::poll_read_ready`] had to read to learn that the connection is
-/// readable is kept in `early` until the driver's next read (empty, unallocated, while idle).
-/// Encrypted bytes rustls could not write yet are flushed by both readiness polls, so a response
-/// whose last records did not fit the socket buffer still leaves once the socket drains.
+/// Readiness is learnt with `poll_fill_buf`, which leaves the decrypted record in rustls's own
+/// plaintext buffer: the driver's next read copies it once, straight into its buffer, and an idle
+/// connection holds no plaintext buffer of its own. Encrypted bytes rustls could not write yet are
+/// flushed by both readiness polls, so a response whose last records did not fit the socket buffer
+/// still leaves once the socket drains.
 pub struct TlsTransport {
     io: RefCell<TlsStream<TcpStream>>,
-    early: RefCell<BytesMut>,
     eof: Cell<bool>,
 }
 
@@ -44,7 +44,6 @@ impl TlsTransport {
     pub fn new(io: TlsStream<TcpStream>) -> Self {
         TlsTransport {
             io: RefCell::new(io),
-            early: RefCell::new(BytesMut::new()),
             eof: Cell::new(false),
         }
     }
@@ -54,27 +53,21 @@ impl TlsTransport {
         negotiated(&self.io.borrow())
     }
 
-    /// The TLS stream back (for HTTP/2, which wants `AsyncRead`/`AsyncWrite`). Only valid before
-    /// anything was read through the transport.
+    /// The TLS stream back (for HTTP/2, which wants `AsyncRead`/`AsyncWrite`). Plaintext already
+    /// decrypted but not yet read stays in the stream.
     pub fn into_inner(self) -> TlsStream<TcpStream> {
-        debug_assert!(self.early.borrow().is_empty());
         self.io.into_inner()
     }
 
-    /// Reads plaintext into `dst` with `cx`'s waker registered if nothing is there.
-    fn poll_read_plain(&self, cx: &mut Context<'_>, dst: &mut BytesMut) -> Poll<io::Result<usize>> {
-        let mut chunk = [0u8; READ_CHUNK];
-        let want = (dst.capacity() - dst.len()).clamp(1, READ_CHUNK);
-        let mut rb = ReadBuf::new(&mut chunk[..want]);
+    /// Decrypts until plaintext (or the end) is there, with `cx`'s waker registered if not;
+    /// `Ready(Ok(true))` means plaintext waits in rustls, `Ready(Ok(false))` the end of the stream.
+    fn poll_plain(&self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
         let mut io = self.io.borrow_mut();
-        match Pin::new(&mut *io).poll_read(cx, &mut rb) {
-            Poll::Ready(Ok(())) => {
-                let n = rb.filled().len();
-                if n == 0 {
-                    self.eof.set(true);
-                }
-                dst.extend_from_slice(rb.filled());
-                Poll::Ready(Ok(n))
+        match Pin::new(&mut *io).poll_fill_buf(cx) {
+            Poll::Ready(Ok(plain)) => {
+                let some = !plain.is_empty();
+                self.eof.set(!some);
+                Poll::Ready(Ok(some))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => Poll::Pending,
@@ -84,20 +77,14 @@ impl TlsTransport {
 
 impl Transport for TlsTransport {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if !self.early.borrow().is_empty() || self.eof.get() {
+        if self.eof.get() {
             return Poll::Ready(Ok(()));
         }
         // Bytes of an earlier response may still wait in rustls: send them while idle.
-        let _ = Pin::new(&mut *self.io.borrow_mut()).poll_flush(cx);
-        let mut early = BytesMut::new();
-        match self.poll_read_plain(cx, &mut early) {
-            Poll::Ready(Ok(_)) => {
-                *self.early.borrow_mut() = early;
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
+        if self.io.borrow().get_ref().1.wants_write() {
+            let _ = Pin::new(&mut *self.io.borrow_mut()).poll_flush(cx);
         }
+        self.poll_plain(cx).map_ok(|_| ())
     }
 
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -105,24 +92,27 @@ impl Transport for TlsTransport {
     }
 
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        {
-            let mut early = self.early.borrow_mut();
-            if !early.is_empty() {
-                let n = early.len();
-                buf.extend_from_slice(&early);
-                // Freed, not kept: an idle connection holds no plaintext buffer.
-                *early = BytesMut::new();
-                return Ok(n);
-            }
-        }
         if self.eof.get() {
             return Ok(0);
         }
         let mut cx = Context::from_waker(noop_waker());
-        match self.poll_read_plain(&mut cx, buf) {
-            Poll::Ready(r) => r,
-            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        let mut io = self.io.borrow_mut();
+        let want = (buf.capacity() - buf.len()).clamp(1, READ_CHUNK);
+        // One copy, rustls's plaintext straight into the driver's buffer (no zeroed scratch).
+        let n = match Pin::new(&mut *io).poll_fill_buf(&mut cx) {
+            Poll::Ready(Ok(plain)) => {
+                let n = plain.len().min(want);
+                buf.extend_from_slice(&plain[..n]);
+                n
+            }
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
+        };
+        if n == 0 {
+            self.eof.set(true);
         }
+        Pin::new(&mut *io).consume(n);
+        Ok(n)
     }
 
     fn try_write(&self, data: &[u8]) -> io::Result<usize> {

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Server CPU time per request over TLS of two Peregrine binaries (A, B) and nginx, measured in
+# alternation (A, B, nginx, A, B, nginx, ...) with all three running side by side on CPU 1 and
+# the load generators on CPU 0: the quick before/after check of the lab's `protocols` lanes
+# (./scripts/lab protocols builds every peer; this needs only the two binaries and Debian nginx).
+#
+# Lanes, as the lab runs them (lab/peregrine_lab/tls_lanes.py): `https` is keep-alive HTTP/1.1
+# over TLS, wrk -c 50 (ALPN not offered); `h2` is HTTP/2 over TLS (ALPN h2), h2load -c 50 -m 10.
+# Every client reads the lab's OpenSSL setting (TLS 1.3, TLS_AES_128_GCM_SHA256, X25519) and every
+# server gets one self-signed ECDSA P-256 certificate. CPU time: the sum of
+# /proc/PID/task/*/schedstat over each server's process tree (nginx: master and worker).
+# Prints each round, then per lane the medians and the A/nginx, B/nginx, A/B ratios' medians with
+# bootstrap 95% intervals (2000 resamples of the rounds), and the load average.
+#
+# usage: bench/tls_interleaved.sh BINARY_A BINARY_B
+#   each binary: the hello_tls example (ADDR, WORKERS, TLS_CERT, TLS_KEY; GET /plaintext), e.g.
+#   cargo build --release -p peregrine-server --example hello_tls --features tls,http2
+# env: ROUNDS (default 7), DURATION (wrk, default 3s), H2_REQUESTS (h2load -n, default 60000),
+#   PORT (default 18400; B uses +1, nginx +2)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+a=$(realpath "$1")
+b=$(realpath "$2")
+rounds=${ROUNDS:-7}
+dur=${DURATION:-3s}
+h2n=${H2_REQUESTS:-60000}
+port_a=${PORT:-18400}
+port_b=$((port_a + 1))
+port_n=$((port_a + 2))
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+  -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+# The lab's client setting (lab/peregrine_lab/tls_checks.py CLIENT_OPENSSL_CONF).
+cat >"$work/client.cnf" <<'EOF'
+openssl_conf = lab_conf
+[lab_conf]
+ssl_conf = lab_ssl
+[lab_ssl]
+system_default = lab_tls
+[lab_tls]
+MinProtocol = TLSv1.3
+MaxProtocol = TLSv1.3
+Ciphersuites = TLS_AES_128_GCM_SHA256
+Groups = X25519
+EOF
+
+start() { # port command... (server on CPU 1, without the clients' OpenSSL setting)
+  local port=$1
+  shift
+  ADDR=127.0.0.1:$port WORKERS=1 TLS_CERT=$work/cert.pem TLS_KEY=$work/key.pem \
+    TMPDIR=$work taskset -c 1 "$@" >"$work/server-$port.log" 2>&1 &
+  pids+=($!)
+}
+start "$port_a" "$a"
+pid_a=${pids[-1]}
+start "$port_b" "$b"
+pid_b=${pids[-1]}
+NGINX_CONF=nginx-tls.conf.in start "$port_n" "$root/lab/peers/nginx/run.sh"
+pid_n=${pids[-1]}
+
+export OPENSSL_CONF=$work/client.cnf
+for port in $port_a $port_b $port_n; do
+  for _ in $(seq 100); do curl -fsk "https://127.0.0.1:$port/plaintext" >/dev/null 2>&1 && break; sleep 0.1; done
+  body=$(curl -fsSk "https://127.0.0.1:$port/plaintext")
+  [ "$body" = "Hello, World!" ] || { echo "port $port: unexpected body: $body" >&2; exit 1; }
+  proto=$(curl -sk --http2 -o /dev/null -w '%{http_version}' "https://127.0.0.1:$port/plaintext")
+  [ "$proto" = "2" ] || { echo "port $port: ALPN gave HTTP/$proto, not h2" >&2; exit 1; }
+done
+
+tree() { # pid and its descendants
+  local p
+  echo "$1"
+  for p in $(pgrep -P "$1" || true); do tree "$p"; done
+}
+cpu_ns() { # ns on CPU of every thread of the process tree of $1
+  local p
+  for p in $(tree "$1"); do cat /proc/"$p"/task/*/schedstat 2>/dev/null || true; done |
+    awk '{ s += $1 } END { printf "%.0f", s }'
+}
+measure() { # lane pid port -> CPU µs per request
+  local lane=$1 pid=$2 port=$3 c0 c1 out n
+  c0=$(cpu_ns "$pid")
+  if [ "$lane" = https ]; then
+    out=$(taskset -c 0 wrk -t1 -c50 -d"$dur" "https://127.0.0.1:$port/plaintext")
+    c1=$(cpu_ns "$pid")
+    ! echo "$out" | grep -q Non-2xx || { echo "port $port: non-2xx: $out" >&2; exit 1; }
+    n=$(echo "$out" | awk '/requests in/ { print $1 }')
+  else
+    out=$(taskset -c 0 h2load -t1 -c50 -m10 -n"$h2n" "https://127.0.0.1:$port/plaintext" </dev/null)
+    c1=$(cpu_ns "$pid")
+    echo "$out" | grep -q "status codes: $h2n 2xx" || { echo "port $port: $out" >&2; exit 1; }
+    echo "$out" | grep -q "ALPN: h2" || echo "$out" | grep -q "Application protocol: h2" ||
+      { echo "port $port: h2load did not negotiate h2" >&2; exit 1; }
+    n=$h2n
+  fi
+  awk -v c="$c1" -v c0="$c0" -v n="$n" 'BEGIN { printf "%.3f", (c - c0) / 1e3 / n }'
+}
+
+echo "A = $a"
+echo "B = $b"
+echo "N = nginx ($(nginx -v 2>&1)), $root/lab/peers/nginx/nginx-tls.conf.in"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$work/rounds"
+for lane in https h2; do
+  for spec in "$pid_a $port_a" "$pid_b $port_b" "$pid_n $port_n"; do # warm-up
+    # shellcheck disable=SC2086
+    measure "$lane" $spec >/dev/null
+  done
+  for i in $(seq "$rounds"); do
+    x=$(measure "$lane" "$pid_a" "$port_a")
+    y=$(measure "$lane" "$pid_b" "$port_b")
+    z=$(measure "$lane" "$pid_n" "$port_n")
+    echo "$lane $x $y $z" >>"$work/rounds"
+    printf '%-5s round %d: A %s, B %s, nginx %s us/request (load %s)\n' "$lane" "$i" "$x" "$y" "$z" \
+      "$(cut -d' ' -f1 /proc/loadavg)"
+  done
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$work/rounds" <<'EOF'
+import random, statistics, sys
+
+rows = [line.split() for line in open(sys.argv[1])]
+rng = random.Random(1)
+
+
+def interval(values):
+    meds = sorted(
+        statistics.median(rng.choice(values) for _ in values) for _ in range(2000)
+    )
+    return meds[50], meds[1949]
+
+
+for lane in ("https", "h2"):
+    r = [tuple(map(float, x[1:])) for x in rows if x[0] == lane]
+    for name, vals in (
+        ("A us/req", [x[0] for x in r]),
+        ("B us/req", [x[1] for x in r]),
+        ("nginx us/req", [x[2] for x in r]),
+        ("A/nginx", [x[0] / x[2] for x in r]),
+        ("B/nginx", [x[1] / x[2] for x in r]),
+        ("A/B", [x[0] / x[1] for x in r]),
+    ):
+        lo, hi = interval(vals)
+        print(f"== {lane:5} {name:13} median {statistics.median(vals):.3f} [95% {lo:.3f}, {hi:.3f}] ({len(vals)} rounds)")
+EOF
