@@ -68,7 +68,7 @@ impl Parts {
     }
 
     /// Empties `self` and keeps it as this thread's spare, unless its buffers grew large.
-    #[inline]
+    #[inline(always)]
     fn recycle(mut self: Box<Self>) {
         if self.bytes.capacity() > SPARE_BYTES_MAX || self.fields.capacity() > SPARE_FIELDS_MAX {
             return;
