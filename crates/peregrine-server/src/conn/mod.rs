@@ -261,13 +261,23 @@ async fn busy<S: Service>(
             if !keep_alive.is_open() {
                 return Next::Close(Close::Linger);
             }
+            // One borrow for both checks of the common case (no body left, output below the
+            // bound).
+            let (body_left, mut pending) = {
+                let io = conn.io.borrow();
+                (
+                    !matches!(io.body, BodyState::Done),
+                    io.out.len() - io.out_pos,
+                )
+            };
             // Skip what the handler left of the body (a streamed response may have read it).
-            if !matches!(conn.io.borrow().body, BodyState::Done)
-                && !Box::pin(conn.drain_body()).await
-            {
-                return Next::Close(Close::Linger);
+            if body_left {
+                if !Box::pin(conn.drain_body()).await {
+                    return Next::Close(Close::Linger);
+                }
+                pending = conn.pending_output();
             }
-            if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
+            if pending > cfg.max_pending_output && conn.flush().await.is_err() {
                 return Next::Close(Close::Now);
             }
             // What follows the request in the buffer is new input for the parser.
