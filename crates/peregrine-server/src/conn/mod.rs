@@ -450,6 +450,8 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     let body = match framing {
         BodyFraming::None | BodyFraming::Length(0) => {
             io.body = BodyState::Done;
+            // No body to wait for: no `100 Continue` either.
+            io.continue_pending = false;
             Body::empty()
         }
         BodyFraming::Length(n) => {
@@ -457,18 +459,17 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             // The body's slow-client account starts empty (issue 17).
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
+            io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
             Body::from_conn(conn.clone(), gen, Some(n))
         }
         BodyFraming::Chunked => {
             io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
+            io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
             Body::from_conn(conn.clone(), gen, None)
         }
     };
-    io.continue_pending = expect == Expectation::Continue
-        && version == Version::Http11
-        && !matches!(io.body, BodyState::Done);
     // The request copies the head's bytes and fields; the read buffer moves on.
     let req = pending.finish(&io.rbuf, &table[..field_count], peer, body);
     io.rbuf.advance(head_len);
