@@ -39,7 +39,12 @@ thread_local! {
     /// requests one after the other and the handler's future (holding the request) is dropped
     /// before the next one is built, so one spare serves the common case; requests kept alive
     /// longer simply allocate. A `Cell` (take/set) costs less than a pool behind a `RefCell`.
-    static SPARE_PARTS: Cell<Option<Box<Parts>>> = const { Cell::new(None) };
+    ///
+    /// In `ManuallyDrop` (as the spare field lists of `response.rs`): a thread-local without
+    /// drop glue needs no destructor registration, so each of its two accesses per request is
+    /// an address computation, not a check of the registration state. The price: a thread that
+    /// exits leaves its spare allocated (workers exit with the server).
+    static SPARE_PARTS: Cell<Option<ManuallyDrop<Box<Parts>>>> = const { Cell::new(None) };
 }
 
 impl Parts {
@@ -63,6 +68,7 @@ impl Parts {
     }
 
     /// Empties `self` and keeps it as this thread's spare, unless its buffers grew large.
+    #[inline(always)]
     fn recycle(mut self: Box<Self>) {
         if self.bytes.capacity() > SPARE_BYTES_MAX || self.fields.capacity() > SPARE_FIELDS_MAX {
             return;
@@ -71,8 +77,10 @@ impl Parts {
         self.fields.clear();
         // The body may hold the connection: it goes now, not when the spare is reused.
         self.body = Body::empty();
-        // During thread teardown the slot may be gone: then the box is just freed.
-        let _ = SPARE_PARTS.try_with(|s| s.set(Some(self)));
+        // Normally the slot is empty (taken by `Pending::take`); a spare already there goes.
+        if let Some(old) = SPARE_PARTS.with(|s| s.replace(Some(ManuallyDrop::new(self)))) {
+            drop(ManuallyDrop::into_inner(old));
+        }
     }
 }
 
@@ -84,9 +92,8 @@ impl Pending {
     pub(crate) fn take() -> Self {
         Pending(
             SPARE_PARTS
-                .try_with(Cell::take)
-                .ok()
-                .flatten()
+                .with(Cell::take)
+                .map(ManuallyDrop::into_inner)
                 .unwrap_or_else(Parts::empty),
         )
     }

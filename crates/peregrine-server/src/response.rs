@@ -26,6 +26,7 @@ fn content_type_text() -> Field {
     )
 }
 
+#[inline(always)]
 fn is_content_type_text(f: &Field) -> bool {
     matches!(f, (Cow::Borrowed(n), Cow::Borrowed(v))
         if std::ptr::eq(*n, CONTENT_TYPE_NAME) && std::ptr::eq(*v, CONTENT_TYPE_TEXT_VALUE))
@@ -55,18 +56,30 @@ thread_local! {
 }
 
 /// Takes the list out of `cell`, leaving an empty one (no allocation).
+#[inline(always)]
 fn take_list(cell: &'static std::thread::LocalKey<Cell<ManuallyDrop<Vec<Field>>>>) -> Vec<Field> {
     ManuallyDrop::into_inner(cell.with(Cell::take))
 }
 
-/// Puts `fields` in `cell`, dropping what was there (normally the empty list `take_list` left).
+/// Puts `fields` in `cell`, dropping what was there (normally the empty list `take_list` left,
+/// which owns nothing: it is not dropped at all, which saved an out-of-line drop call per
+/// response).
+#[inline(always)]
 fn put_list(
     cell: &'static std::thread::LocalKey<Cell<ManuallyDrop<Vec<Field>>>>,
     fields: Vec<Field>,
 ) {
-    drop(ManuallyDrop::into_inner(
-        cell.with(|s| s.replace(ManuallyDrop::new(fields))),
-    ));
+    let old = cell.with(|s| s.replace(ManuallyDrop::new(fields)));
+    if old.capacity() != 0 {
+        drop_list(ManuallyDrop::into_inner(old));
+    }
+}
+
+/// Drops a field list that owns memory (rare on the hot path: see [`put_list`]).
+#[cold]
+#[inline(never)]
+fn drop_list(fields: Vec<Field>) {
+    drop(fields);
 }
 
 /// An empty field list, with capacity if one was recycled on this thread.
@@ -74,12 +87,24 @@ fn spare_fields() -> Vec<Field> {
     take_list(&SPARE_FIELDS)
 }
 
-/// `[Content-Type: text/plain; charset=utf-8]`, recycled if possible.
+/// `[Content-Type: text/plain; charset=utf-8]`, recycled if possible. Inlined (with
+/// [`recycle_fields`]): as calls, their prologues and epilogues were half their cost per request
+/// (cachegrind, docs/performance.md).
+#[inline(always)]
 fn text_fields() -> Vec<Field> {
     let fields = take_list(&SPARE_TEXT_FIELDS);
     if fields.len() == 1 {
         return fields;
     }
+    new_text_fields(fields)
+}
+
+/// [`text_fields`] without a recycled text list (the first response on a thread, or after a
+/// list grew).
+#[cold]
+#[inline(never)]
+fn new_text_fields(taken: Vec<Field>) -> Vec<Field> {
+    drop(taken);
     let mut fields = spare_fields();
     fields.push(content_type_text());
     fields
@@ -87,6 +112,7 @@ fn text_fields() -> Vec<Field> {
 
 /// Hands a response's field list back for reuse once the head is encoded. Lists that grew
 /// large are freed instead, so the spare never pins much memory.
+#[inline(always)]
 pub(crate) fn recycle_fields(mut fields: Vec<Field>) {
     let cap = fields.capacity();
     if cap != 0 && cap <= SPARE_FIELDS_MAX_CAP {

@@ -261,13 +261,23 @@ async fn busy<S: Service>(
             if !keep_alive.is_open() {
                 return Next::Close(Close::Linger);
             }
+            // One borrow for both checks of the common case (no body left, output below the
+            // bound).
+            let (body_left, mut pending) = {
+                let io = conn.io.borrow();
+                (
+                    !matches!(io.body, BodyState::Done),
+                    io.out.len() - io.out_pos,
+                )
+            };
             // Skip what the handler left of the body (a streamed response may have read it).
-            if !matches!(conn.io.borrow().body, BodyState::Done)
-                && !Box::pin(conn.drain_body()).await
-            {
-                return Next::Close(Close::Linger);
+            if body_left {
+                if !Box::pin(conn.drain_body()).await {
+                    return Next::Close(Close::Linger);
+                }
+                pending = conn.pending_output();
             }
-            if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
+            if pending > cfg.max_pending_output && conn.flush().await.is_err() {
                 return Next::Close(Close::Now);
             }
             // What follows the request in the buffer is new input for the parser.
@@ -440,6 +450,8 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     let body = match framing {
         BodyFraming::None | BodyFraming::Length(0) => {
             io.body = BodyState::Done;
+            // No body to wait for: no `100 Continue` either.
+            io.continue_pending = false;
             Body::empty()
         }
         BodyFraming::Length(n) => {
@@ -447,18 +459,17 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             // The body's slow-client account starts empty (issue 17).
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
+            io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
             Body::from_conn(conn.clone(), gen, Some(n))
         }
         BodyFraming::Chunked => {
             io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
+            io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
             Body::from_conn(conn.clone(), gen, None)
         }
     };
-    io.continue_pending = expect == Expectation::Continue
-        && version == Version::Http11
-        && !matches!(io.body, BodyState::Done);
     // The request copies the head's bytes and fields; the read buffer moves on.
     let req = pending.finish(&io.rbuf, &table[..field_count], peer, body);
     io.rbuf.advance(head_len);

@@ -70,6 +70,29 @@ impl Conn {
         version: Version,
         head_request: bool,
     ) -> Answered {
+        // The common case, a request without a body (or with all of it read), needs none of
+        // what follows the check: one borrow and one branch.
+        if !matches!(self.io.borrow().body, BodyState::Done) {
+            if let Some(refused) = self.check_request_body(resp, keep_alive, head_request) {
+                return refused;
+            }
+        }
+        match self.start_response(resp, keep_alive, version, head_request) {
+            Some(rest) => Answered::Rest(rest),
+            None => Answered::Encoded,
+        }
+    }
+
+    /// [`Conn::answer`] when the request body is not done: the interim `100 Continue` a
+    /// streamed response may need, and whether the rest of the body can be skipped to keep the
+    /// connection. `Some` if an error response was encoded instead of `resp`.
+    #[inline(never)]
+    fn check_request_body(
+        &self,
+        resp: &Response,
+        keep_alive: &mut KeepAlive,
+        head_request: bool,
+    ) -> Option<Answered> {
         // A streamed response may read the body while it is sent: `100 Continue` goes first.
         if matches!(
             resp.body,
@@ -101,13 +124,10 @@ impl Conn {
             if resp.status < 400 {
                 // The handler answered success on a body that did not arrive intact.
                 self.push_error(err.status(), &err.to_string(), head_request);
-                return Answered::Refused;
+                return Some(Answered::Refused);
             }
         }
-        match self.start_response(resp, keep_alive, version, head_request) {
-            Some(rest) => Answered::Rest(rest),
-            None => Answered::Encoded,
-        }
+        None
     }
 
     /// Encodes `resp` into the output buffer: the head, and the body when it is small. Returns

@@ -7,7 +7,6 @@ use peregrine_codec::response::{
     CloseReason, ConnectionLine, DateCache, Framing, KeepAlive,
 };
 use peregrine_codec::Version;
-use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::time::Duration;
 
@@ -38,8 +37,12 @@ pub(crate) const HEAD_MEMO_FIELDS: usize = 4;
 /// `'static` data: (name address, name length, value address, value length) per field. A
 /// `&'static` slice is immutable and never freed, so equal address and length mean equal bytes:
 /// a handler returning the same constant fields gets the same key, and an equal key can only come
-/// from the same bytes.
-pub(crate) type FieldsKey = SmallVec<[(usize, usize, usize, usize); HEAD_MEMO_FIELDS]>;
+/// from the same bytes. A fixed array with its length rather than a `SmallVec`: the lookup runs
+/// once per response, and without the inline/spilled branch it costs fewer instructions.
+pub(crate) struct FieldsKey {
+    len: usize,
+    ids: [(usize, usize, usize, usize); HEAD_MEMO_FIELDS],
+}
 
 /// A complete response head (status line to the empty line) as the engine encoded it, kept so the
 /// next response with the same status, the same `'static` fields, the same framing and the same
@@ -199,22 +202,27 @@ fn fields_key(headers: &Fields) -> Option<FieldsKey> {
     if headers.len() > HEAD_MEMO_FIELDS {
         return None;
     }
-    headers
-        .iter()
-        .map(|(n, v)| match (n, v) {
+    let mut key = FieldsKey {
+        len: headers.len(),
+        ids: [(0, 0, 0, 0); HEAD_MEMO_FIELDS],
+    };
+    for (id, field) in key.ids.iter_mut().zip(headers) {
+        *id = match field {
             (Cow::Borrowed(n), Cow::Borrowed(v)) => {
-                Some((n.as_ptr() as usize, n.len(), v.as_ptr() as usize, v.len()))
+                (n.as_ptr() as usize, n.len(), v.as_ptr() as usize, v.len())
             }
-            _ => None,
-        })
-        .collect()
+            _ => return None,
+        };
+    }
+    Some(key)
 }
 
 /// Whether `headers` has exactly the identity `key` (see [`FieldsKey`]).
 #[inline]
-fn same_fields(key: &[(usize, usize, usize, usize)], headers: &Fields) -> bool {
-    key.len() == headers.len()
-        && key.iter().zip(headers).all(|(k, (n, v))| match (n, v) {
+fn same_fields(key: &FieldsKey, headers: &Fields) -> bool {
+    // (Equal lengths, at most `HEAD_MEMO_FIELDS`: the zip covers every field.)
+    key.len == headers.len()
+        && key.ids.iter().zip(headers).all(|(k, (n, v))| match (n, v) {
             (Cow::Borrowed(n), Cow::Borrowed(v)) => {
                 *k == (n.as_ptr() as usize, n.len(), v.as_ptr() as usize, v.len())
             }
