@@ -262,6 +262,21 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                 return;
             }
         };
+        let shared = Rc::new(WorkerShared::new(config, global));
+        // Periodic work ticks from `Ticker`s (a timerfd on Linux), not tokio intervals: timers
+        // in tokio's wheel cost work at every park, once per request at c=1. Made before the
+        // worker reports ready, so a failure fails `serve` instead of leaving a bound listener
+        // that nobody accepts on.
+        let ticks = ticker::Ticker::new(HEAD_CACHE_REFRESH)
+            .and_then(|refresh| Ok((refresh, ticker::Ticker::new(shared.idle.tick_len())?)));
+        let (mut refresh_tick, mut sweep_tick) = match ticks {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = format!("worker {index}: periodic timers: {e}");
+                let _ = ready.send(Err(std::io::Error::new(e.kind(), msg)));
+                return;
+            }
+        };
         let _ = ready.send(Ok(()));
         drop(ready);
         // The worker's own work runs in a task of its own, and `block_on` only waits for it to
@@ -272,17 +287,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         let guard = FinishedGuard(finished.clone());
         tokio::task::spawn_local(async move {
             let _guard = guard;
-            let shared = Rc::new(WorkerShared::new(config, global));
             let service = Rc::new(service);
-            // Periodic work ticks from `Ticker`s (a timerfd on Linux), not tokio intervals:
-            // timers in tokio's wheel cost work at every park, once per request at c=1.
-            let (Ok(mut refresh_tick), Ok(mut sweep_tick)) = (
-                ticker::Ticker::new(HEAD_CACHE_REFRESH),
-                ticker::Ticker::new(shared.idle.tick_len()),
-            ) else {
-                tracing::error!("worker timers could not be created; worker stops");
-                return;
-            };
             let dates = shared.clone();
             tokio::task::spawn_local(async move {
                 loop {
