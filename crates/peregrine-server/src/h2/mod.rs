@@ -236,23 +236,36 @@ where
                     closed = Closed::RapidReset;
                 }
             }
-            match conn.poll_accept(cx) {
-                Poll::Ready(Some(Ok((req, respond)))) => {
-                    streams.push(Box::pin(stream(
-                        service.call_h2(req, peer, &ctx),
-                        respond,
-                        ctx.clone(),
-                    )));
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    if closed == Closed::Normally {
-                        closed = Closed::Error(e.reason());
+            // Then accept every request that has arrived before running any of them: each
+            // `poll_accept` writes and flushes what the streams queued, so running a stream
+            // between two accepts would send one TLS record and one `writev` per response
+            // (measured: 1.00 writev per request under `h2load -m 10`, against actix-web's 0.10).
+            // The first accept below writes what the streams above queued; the next round runs
+            // the new streams, and its accepts write all their responses at once.
+            let mut accepted = false;
+            loop {
+                match conn.poll_accept(cx) {
+                    Poll::Ready(Some(Ok((req, respond)))) => {
+                        streams.push(Box::pin(stream(
+                            service.call_h2(req, peer, &ctx),
+                            respond,
+                            ctx.clone(),
+                        )));
+                        accepted = true;
                     }
-                    tracing::debug!(%peer, error = %e, "HTTP/2 connection error");
-                    return Poll::Ready(());
+                    Poll::Ready(Some(Err(e))) => {
+                        if closed == Closed::Normally {
+                            closed = Closed::Error(e.reason());
+                        }
+                        tracing::debug!(%peer, error = %e, "HTTP/2 connection error");
+                        return Poll::Ready(());
+                    }
+                    Poll::Ready(None) => return Poll::Ready(()),
+                    Poll::Pending => break,
                 }
-                Poll::Ready(None) => return Poll::Ready(()),
-                Poll::Pending => break,
+            }
+            if !accepted {
+                break;
             }
         }
         if streams.is_empty() {
