@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
-# Server CPU time per request over TLS of two Peregrine binaries (A, B) and nginx, measured in
-# alternation (A, B, nginx, A, B, nginx, ...) with all three running side by side on CPU 1 and
-# the load generators on CPU 0: the quick before/after check of the lab's `protocols` lanes
-# (./scripts/lab protocols builds every peer; this needs only the two binaries and Debian nginx).
+# Server CPU time per request over TLS of two Peregrine binaries (A, B), optionally a third
+# server C (a peer such as the lab's actix-tls-peer), and nginx, measured in alternation (A, B, C,
+# nginx, A, B, C, nginx, ...) with all of them running side by side on CPU 1 and the load
+# generators on CPU 0: the quick before/after check of the lab's `protocols` lanes
+# (./scripts/lab protocols builds every peer; this needs only the binaries and Debian nginx).
 #
 # Lanes, as the lab runs them (lab/peregrine_lab/tls_lanes.py): `https` is keep-alive HTTP/1.1
 # over TLS, wrk -c 50 (ALPN not offered); `h2` is HTTP/2 over TLS (ALPN h2), h2load -c 50 -m 10.
 # Every client reads the lab's OpenSSL setting (TLS 1.3, TLS_AES_128_GCM_SHA256, X25519) and every
 # server gets one self-signed ECDSA P-256 certificate. CPU time: the sum of
 # /proc/PID/task/*/schedstat over each server's process tree (nginx: master and worker).
-# Prints each round, then per lane the medians and the A/nginx, B/nginx, A/B ratios' medians with
-# bootstrap 95% intervals (2000 resamples of the rounds), and the load average.
+# Prints each round, then per lane the medians and the A/nginx, B/nginx, A/B (and A/C, B/C)
+# ratios' medians with bootstrap 95% intervals (2000 resamples of the rounds), and the load
+# average.
 #
-# usage: bench/tls_interleaved.sh BINARY_A BINARY_B
-#   each binary: the hello_tls example (ADDR, WORKERS, TLS_CERT, TLS_KEY; GET /plaintext), e.g.
+# usage: bench/tls_interleaved.sh BINARY_A BINARY_B [BINARY_C]
+#   A, B: the hello_tls example (ADDR, WORKERS, TLS_CERT, TLS_KEY; GET /plaintext), e.g.
 #   cargo build --release -p peregrine-server --example hello_tls --features tls,http2
+#   C: any server taking the same environment and answering GET /plaintext with
+#   "Hello, World!" over TLS with ALPN h2, e.g. the lab's actix-web peer,
+#   lab/peers/rust/target/release/actix-tls-peer (built by ./scripts/lab protocols, or
+#   `cargo build --release --locked --bin actix-tls-peer` in lab/peers/rust)
 # env: ROUNDS (default 7), DURATION (wrk, default 3s), H2_REQUESTS (h2load -n, default 60000),
-#   PORT (default 18400; B uses +1, nginx +2)
+#   PORT (default 18400; B uses +1, nginx +2, C +3)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 a=$(realpath "$1")
 b=$(realpath "$2")
+c=${3:+$(realpath "$3")}
 rounds=${ROUNDS:-7}
 dur=${DURATION:-3s}
 h2n=${H2_REQUESTS:-60000}
 port_a=${PORT:-18400}
 port_b=$((port_a + 1))
 port_n=$((port_a + 2))
+port_c=$((port_a + 3))
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -67,9 +75,18 @@ start "$port_b" "$b"
 pid_b=${pids[-1]}
 NGINX_CONF=nginx-tls.conf.in start "$port_n" "$root/lab/peers/nginx/run.sh"
 pid_n=${pids[-1]}
+specs=("$pid_a $port_a" "$pid_b $port_b")
+ports="$port_a $port_b $port_n"
+if [ -n "$c" ]; then
+  start "$port_c" "$c"
+  pid_c=${pids[-1]}
+  specs+=("$pid_c $port_c")
+  ports="$ports $port_c"
+fi
+specs+=("$pid_n $port_n")
 
 export OPENSSL_CONF=$work/client.cnf
-for port in $port_a $port_b $port_n; do
+for port in $ports; do
   for _ in $(seq 100); do curl -fsk "https://127.0.0.1:$port/plaintext" >/dev/null 2>&1 && break; sleep 0.1; done
   body=$(curl -fsSk "https://127.0.0.1:$port/plaintext")
   [ "$body" = "Hello, World!" ] || { echo "port $port: unexpected body: $body" >&2; exit 1; }
@@ -108,21 +125,26 @@ measure() { # lane pid port -> CPU µs per request
 
 echo "A = $a"
 echo "B = $b"
+[ -z "$c" ] || echo "C = $c"
 echo "N = nginx ($(nginx -v 2>&1)), $root/lab/peers/nginx/nginx-tls.conf.in"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$work/rounds"
 for lane in https h2; do
-  for spec in "$pid_a $port_a" "$pid_b $port_b" "$pid_n $port_n"; do # warm-up
+  for spec in "${specs[@]}"; do # warm-up
     # shellcheck disable=SC2086
     measure "$lane" $spec >/dev/null
   done
   for i in $(seq "$rounds"); do
-    x=$(measure "$lane" "$pid_a" "$port_a")
-    y=$(measure "$lane" "$pid_b" "$port_b")
-    z=$(measure "$lane" "$pid_n" "$port_n")
-    echo "$lane $x $y $z" >>"$work/rounds"
-    printf '%-5s round %d: A %s, B %s, nginx %s us/request (load %s)\n' "$lane" "$i" "$x" "$y" "$z" \
-      "$(cut -d' ' -f1 /proc/loadavg)"
+    row=()
+    for spec in "${specs[@]}"; do
+      # shellcheck disable=SC2086
+      row+=("$(measure "$lane" $spec)")
+    done
+    # Columns: A B nginx [C] (C measured before nginx in each round).
+    if [ -n "$c" ]; then row=("${row[0]}" "${row[1]}" "${row[3]}" "${row[2]}"); fi
+    echo "$lane ${row[*]}" >>"$work/rounds"
+    printf '%-5s round %d: A %s, B %s, nginx %s%s us/request (load %s)\n' "$lane" "$i" "${row[0]}" \
+      "${row[1]}" "${row[2]}" "${c:+, C ${row[3]:-}}" "$(cut -d' ' -f1 /proc/loadavg)"
   done
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -142,14 +164,21 @@ def interval(values):
 
 for lane in ("https", "h2"):
     r = [tuple(map(float, x[1:])) for x in rows if x[0] == lane]
-    for name, vals in (
+    series = [
         ("A us/req", [x[0] for x in r]),
         ("B us/req", [x[1] for x in r]),
         ("nginx us/req", [x[2] for x in r]),
         ("A/nginx", [x[0] / x[2] for x in r]),
         ("B/nginx", [x[1] / x[2] for x in r]),
         ("A/B", [x[0] / x[1] for x in r]),
-    ):
+    ]
+    if r and len(r[0]) > 3:
+        series += [
+            ("C us/req", [x[3] for x in r]),
+            ("A/C", [x[0] / x[3] for x in r]),
+            ("B/C", [x[1] / x[3] for x in r]),
+        ]
+    for name, vals in series:
         lo, hi = interval(vals)
         print(f"== {lane:5} {name:13} median {statistics.median(vals):.3f} [95% {lo:.3f}, {hi:.3f}] ({len(vals)} rounds)")
 EOF
