@@ -480,3 +480,94 @@ async fn bytes_already_read_by_the_engine_are_replayed() {
         })
         .await;
 }
+
+/// Counts the server's writes to its connection (every `poll_write` that wrote something).
+struct CountingIo(tokio::net::TcpStream, Arc<std::sync::atomic::AtomicUsize>);
+
+impl tokio::io::AsyncRead for CountingIo {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for CountingIo {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.0).poll_write(cx, buf);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+        r
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+    // Not vectored: every frame batch goes through `poll_write`, where it is counted.
+}
+
+/// Requests that arrive together are all accepted before any runs, so their responses leave
+/// in one write (over TLS: one record and one `writev`), not one write per response: the
+/// difference with actix-web's CPU per request under `h2load -m 10` (docs/performance.md).
+#[tokio::test]
+async fn responses_to_requests_that_arrive_together_leave_in_one_write() {
+    let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = writes.clone();
+    let srv = start_with(
+        app(Arc::new(Counters::default())),
+        ServerConfig::default(),
+        Http2Config::default(),
+        move |tcp| {
+            let counted = counted.clone();
+            async move { Some(CountingIo(tcp, counted)) }
+        },
+    );
+    let mut tcp = raw_connect(srv.addr).await;
+    // A PING answered means the server has written everything of the handshake.
+    tcp.write_all(&frame(PING, 0, 0, &[7; 8])).await.unwrap();
+    while read_frame(&mut tcp).await.expect("PING ACK").kind != PING {}
+    let before = writes.load(Ordering::SeqCst);
+
+    const N: u32 = 10;
+    let mut batch = Vec::new();
+    for i in 0..N {
+        batch.extend(frame(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            1 + 2 * i,
+            &get_block("/hello"),
+        ));
+    }
+    tcp.write_all(&batch).await.unwrap();
+    let mut ended = 0;
+    while ended < N {
+        let f = read_frame(&mut tcp).await.expect("a response frame");
+        if (f.kind == DATA || f.kind == HEADERS) && f.flags & END_STREAM != 0 {
+            ended += 1;
+        }
+    }
+    let used = writes.load(Ordering::SeqCst) - before;
+    // One write when the ten HEADERS are read at once (one segment on loopback); two if the
+    // server's read happened to split them.
+    assert!(
+        (1..=2).contains(&used),
+        "{N} responses took {used} writes (one per response is the regression)"
+    );
+    drop(tcp);
+    srv.shutdown().await;
+}
