@@ -18,8 +18,8 @@
 //!   `:protocol` is handed to the service as a `GET` carrying `Upgrade: <protocol>` (the
 //!   translation proxies make to HTTP/1.1; h2 refuses a real `upgrade` field in HTTP/2, so the
 //!   field cannot come from the client). A handler answering with an upgrade
-//!   ([`crate::ResponseBody::Upgrade`], status 101 or 2xx) gets `200` sent and the stream as
-//!   its connection (see `tunnel`); any other 2xx answer is replaced by 501;
+//!   ([`crate::ResponseBody::Upgrade`], status 101 as over HTTP/1.1) gets `200` sent and the
+//!   stream as its connection (see `tunnel`); any other 2xx answer is replaced by 501;
 //! * the preface must arrive within `header_timeout`; a connection without streams is closed
 //!   after `idle_timeout`; graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish
 //!   for up to `shutdown_timeout`, then closes.
