@@ -25,6 +25,7 @@
 //!   for up to `shutdown_timeout`, then closes.
 
 mod body;
+mod cookies;
 mod respond;
 mod tunnel;
 
@@ -507,14 +508,12 @@ fn extended_connect<S: Service>(
     peer: SocketAddr,
 ) -> Start<S::Future> {
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let fields = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-        .chain(std::iter::once((
-            &b"upgrade"[..],
-            protocol.as_str().as_bytes(),
-        )));
+    // Split cookie fields joined, as for any other request (RFC 9113 §8.2.3).
+    let cookies = cookies::JoinedCookies::of(&parts.headers);
+    let fields = cookies.fields(&parts.headers).chain(std::iter::once((
+        &b"upgrade"[..],
+        protocol.as_str().as_bytes(),
+    )));
     let request = Request::from_parts(
         b"GET",
         target.as_bytes(),
