@@ -163,11 +163,17 @@ pub enum ResponseBody {
         /// The body's length.
         len: u64,
     },
-    /// Switching protocols: with status 101 over HTTP/1.1, the engine writes the head
+    /// Switching protocols, with status 101 only. Over HTTP/1.1 the engine writes the head
     /// (`Connection: upgrade` added, the handler's `Upgrade` and other fields as given) and then
-    /// hands the connection to this function ([`crate::upgrade::Upgraded`]). With any other
-    /// status, or over HTTP/2, it is dropped and the response has no body; a 101 the engine
-    /// cannot honour (a request body still unread, HTTP/1.0) is answered 500.
+    /// hands the connection to this function ([`crate::upgrade::Upgraded`]); over HTTP/2, for
+    /// an RFC 8441 extended CONNECT (which the handler sees as a `GET` with
+    /// `Upgrade: <protocol>`), it sends `200` and hands over the stream.
+    ///
+    /// With any other status the function is dropped, never run: the response is sent as a
+    /// normal one without a body, and the connection is not handed over (an extended CONNECT
+    /// answered 2xx this way gets 501, since a 2xx would tell the client the tunnel is open).
+    /// A 101 the engine cannot honour (a request body still unread, HTTP/1.0, an HTTP/2
+    /// request that is not an extended CONNECT) is answered 500.
     Upgrade(crate::upgrade::OnUpgrade),
 }
 

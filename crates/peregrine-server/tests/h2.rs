@@ -76,6 +76,48 @@ async fn requests_reach_the_same_service_and_see_http2() {
     srv.shutdown().await;
 }
 
+/// An RFC 8441 extended CONNECT reaches the service with its split cookie fields joined, as any
+/// other request (RFC 9113 §8.2.3).
+#[tokio::test]
+async fn extended_connect_joins_split_cookies() {
+    let (srv, _) = server();
+    let mut c = client(srv.addr).await.ready().await.unwrap();
+    // The server's SETTINGS (extended CONNECT enabled) are applied shortly after the handshake.
+    for _ in 0..100 {
+        if c.is_extended_connect_protocol_enabled() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        c = c.ready().await.unwrap();
+    }
+    assert!(c.is_extended_connect_protocol_enabled());
+    let mut req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri("http://localhost/tunnel-headers")
+        .header("cookie", "a=1")
+        .header("x-between", "1")
+        .header("cookie", "b=2")
+        .header("cookie", "c=3")
+        .body(())
+        .unwrap();
+    req.extensions_mut()
+        .insert(h2::ext::Protocol::from_static("websocket"));
+    let (resp, _send) = c.send_request(req, false).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut recv = resp.into_body();
+    let mut got = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        got.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(String::from_utf8(got).unwrap(), "a=1; b=2; c=3|websocket");
+    still_serving(&srv).await;
+    srv.shutdown().await;
+}
+
 #[tokio::test]
 async fn bodies_both_ways_respect_flow_control() {
     let config = ServerConfig {

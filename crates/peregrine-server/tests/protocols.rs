@@ -18,31 +18,37 @@ use tokio::net::TcpStream;
 use tokio_rustls::rustls::{self, pki_types::ServerName};
 use tokio_rustls::TlsConnector;
 
-/// `/version` answers the protocol version; `/upgrade` switches to a line echo protocol.
+/// An upgrade function that echoes every byte back.
+fn echo() -> peregrine_server::upgrade::OnUpgrade {
+    Box::new(|mut io: Upgraded| {
+        Box::pin(async move {
+            let mut buf = [0u8; 256];
+            loop {
+                match io.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if io.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+    })
+}
+
+/// `/version` answers the protocol version; `/upgrade` switches to a line echo protocol;
+/// `/upgrade/<status>` gives the same upgrade function with another status (not a switch).
 fn service() -> impl peregrine_server::Service {
     service_fn(|req: Request| async move {
         match req.path() {
             "/version" => Response::text(format!("{:?}", req.version())),
-            "/upgrade" => {
-                let echo: peregrine_server::upgrade::OnUpgrade = Box::new(|mut io: Upgraded| {
-                    Box::pin(async move {
-                        let mut buf = [0u8; 256];
-                        loop {
-                            match io.read(&mut buf).await {
-                                Ok(0) | Err(_) => break,
-                                Ok(n) => {
-                                    if io.write_all(&buf[..n]).await.is_err() {
-                                        break;
-                                    }
-                                }
-                            }
-                        }
-                    })
-                });
-                Response::new(101)
-                    .with_header("Upgrade", b"echo".as_slice())
-                    .with_body(ResponseBody::Upgrade(echo))
-            }
+            "/upgrade" => Response::new(101)
+                .with_header("Upgrade", b"echo".as_slice())
+                .with_body(ResponseBody::Upgrade(echo())),
+            p if p.starts_with("/upgrade/") => Response::new(p[9..].parse().unwrap())
+                .with_header("X-Not-Switched", b"yes".as_slice())
+                .with_body(ResponseBody::Upgrade(echo())),
             // A 101 without an upgrade function is refused as before.
             "/bad101" => Response::new(101),
             _ => Response::new(404),
@@ -226,6 +232,115 @@ async fn upgrade_hands_over_the_connection_with_the_bytes_already_sent() {
         .unwrap();
     assert!(read_response(&mut tcp).await.starts_with("HTTP/1.1 500 "));
     drop(tcp);
+    tokio::task::spawn_blocking(move || handle.shutdown())
+        .await
+        .unwrap();
+}
+
+/// `ResponseBody::Upgrade` with a status other than 101: the function is dropped and the
+/// response sent as a normal one without a body; the connection is not handed over.
+#[tokio::test]
+async fn an_upgrade_body_with_another_status_is_a_normal_response_over_http11() {
+    let handle = Server::new(config()).serve(service()).unwrap();
+    let mut tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
+    for status in ["200 OK", "403 Forbidden"] {
+        let code = &status[..3];
+        tcp.write_all(
+            format!(
+                "GET /upgrade/{code} HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let resp = read_response(&mut tcp).await;
+        assert!(
+            resp.starts_with(&format!("HTTP/1.1 {status}\r\n")),
+            "{resp}"
+        );
+        assert!(resp.contains("X-Not-Switched: yes\r\n"), "{resp}");
+        assert!(resp.contains("\r\nContent-Length: 0\r\n"), "{resp}");
+        assert!(!resp.contains("Connection: upgrade"), "{resp}");
+        // The connection still speaks HTTP/1.1: the next request is answered, not echoed.
+        tcp.write_all(b"GET /version HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(10), read_response(&mut tcp))
+            .await
+            .expect("an answer to the next request");
+        assert!(next.starts_with("HTTP/1.1 200 OK\r\n"), "{next}");
+        assert!(next.ends_with("\r\n\r\nHttp11"), "{next}");
+    }
+    drop(tcp);
+    tokio::task::spawn_blocking(move || handle.shutdown())
+        .await
+        .unwrap();
+}
+
+/// The same over HTTP/2: a plain request gets the status without a body, and an extended
+/// CONNECT (RFC 8441) opens a tunnel only for a 101; a 2xx without a switch becomes 501 (the
+/// client would take a 2xx for an open tunnel), any other status is sent as it is.
+#[tokio::test]
+async fn an_upgrade_body_with_another_status_is_a_normal_response_over_http2() {
+    let handle = Server::new(config()).serve(service()).unwrap();
+    let tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
+    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut send = send.ready().await.unwrap();
+    for _ in 0..100 {
+        if send.is_extended_connect_protocol_enabled() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        send = send.ready().await.unwrap();
+    }
+    assert!(send.is_extended_connect_protocol_enabled());
+    // A plain GET.
+    let req = http::Request::get("http://a/upgrade/200").body(()).unwrap();
+    let (resp, _) = send.send_request(req, true).unwrap();
+    let resp = resp.await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-not-switched"], "yes");
+    let mut body = resp.into_body();
+    assert!(body.data().await.is_none(), "no body");
+    // A 101 on a plain HTTP/2 request cannot switch anything: 500.
+    send = send.ready().await.unwrap();
+    let req = http::Request::get("http://a/upgrade").body(()).unwrap();
+    let (resp, _) = send.send_request(req, true).unwrap();
+    assert_eq!(resp.await.unwrap().status(), 500);
+    // Extended CONNECT: (path, status the client gets).
+    for (path, want) in [
+        ("/upgrade/200", 501),
+        ("/upgrade/403", 403),
+        ("/upgrade", 200),
+    ] {
+        send = send.ready().await.unwrap();
+        let mut req = http::Request::builder()
+            .method(http::Method::CONNECT)
+            .uri(format!("http://a{path}"))
+            .body(())
+            .unwrap();
+        req.extensions_mut()
+            .insert(h2::ext::Protocol::from_static("echo"));
+        let (resp, mut stream) = send.send_request(req, false).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(resp.status(), want, "{path}");
+        let mut body = resp.into_body();
+        if want == 200 {
+            // The one real switch: the stream echoes.
+            stream.send_data(Bytes::from_static(b"ping"), true).unwrap();
+            let got = body.data().await.unwrap().unwrap();
+            assert_eq!(got, "ping");
+        } else {
+            // Not a tunnel: the response ends without DATA.
+            assert!(body.data().await.is_none(), "{path}: no body");
+        }
+    }
     tokio::task::spawn_blocking(move || handle.shutdown())
         .await
         .unwrap();

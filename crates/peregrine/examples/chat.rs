@@ -1,11 +1,13 @@
-//! A small chat: TLS (HTTP/1.1 and HTTP/2 by ALPN), cleartext HTTP/1.1 and h2c, WebSocket.
+//! A small chat: TLS (HTTP/1.1 and HTTP/2 by ALPN), cleartext HTTP/1.1 and h2c, WebSocket,
+//! server-sent events.
 //!
 //! ```sh
 //! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
 //!   -subj /CN=localhost -addext subjectAltName=DNS:localhost -keyout key.pem -out cert.pem
 //! TLS_CERT=cert.pem TLS_KEY=key.pem cargo run --example chat --features tls,http2,ws
-//! # open https://localhost:8443/ in two tabs, or:
-//! curl -k --http2 https://localhost:8443/say -d 'hello from curl'
+//! # open https://localhost:8443/ in two tabs (WebSocket), or, in two terminals:
+//! curl -k -N https://localhost:8443/events                         # the room, as SSE
+//! curl -k --http2 https://localhost:8443/say -d 'hello from curl'  # sent to 1 listener(s)
 //! ```
 //!
 //! `ADDR` (default 127.0.0.1:8080) serves HTTP/1.1 and h2c; `TLS_ADDR` (default
@@ -14,6 +16,7 @@
 //! `/big` answers 128 KiB, more than HTTP/2's 65,535-byte initial window (h2spec's path, so its
 //! flow-control cases are decided by the window, not by how fast the stream ends).
 
+use peregrine::sse::{Event, Sse};
 use peregrine::ws::{Message, WebSocket, WebSocketUpgrade};
 use peregrine::{get, post, App, Error, Html, Request, Response};
 use tokio::sync::broadcast;
@@ -61,15 +64,34 @@ async fn chat(mut ws: WebSocket, room: broadcast::Sender<String>) {
     }
 }
 
-/// `POST /say` with a text body: for clients without WebSocket (`curl --http2`).
-async fn say(mut req: Request) -> Result<&'static str, Error> {
+/// `POST /say` with a text body: for clients without WebSocket (`curl --http2`). An empty room
+/// is not an error: the line reaches nobody, and the answer says so.
+async fn say(mut req: Request) -> Result<String, Error> {
     let line = req.text().await?;
     let version = req.version();
-    req.state::<Room>()?
+    let listeners = req
+        .state::<Room>()?
         .0
         .send(format!("{line} (via {version:?})"))
-        .map_err(|_| Error::new(503).with_detail("nobody is listening"))?;
-    Ok("sent\n")
+        .unwrap_or(0);
+    Ok(format!("sent to {listeners} listener(s)\n"))
+}
+
+/// `GET /events`: the room's lines as server-sent events, for clients without WebSocket
+/// (`curl -N`). The stream ends with the client: the engine drops it, and its receiver with it.
+async fn events(req: Request) -> Result<Sse, Error> {
+    let inbox = req.state::<Room>()?.0.subscribe();
+    let lines = futures_util::stream::unfold(inbox, |mut inbox| async move {
+        let event = match inbox.recv().await {
+            Ok(line) => Event::data(line),
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                Event::data(format!("({n} messages missed)"))
+            }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((event, inbox))
+    });
+    Ok(Sse::new(lines))
 }
 
 async fn echo(req: Request) -> Result<Response, Error> {
@@ -97,6 +119,7 @@ fn app() -> App {
         .route("/", get(page))
         .route("/ws", get(join))
         .route("/say", post(say))
+        .route("/events", get(events))
         .route("/echo", get(echo))
         .route("/big", get(big))
 }

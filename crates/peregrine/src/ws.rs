@@ -1,4 +1,5 @@
-//! WebSocket (RFC 6455) over an HTTP/1.1 `Upgrade`.
+//! WebSocket (RFC 6455) over an HTTP/1.1 `Upgrade`, or an HTTP/2 stream (RFC 8441 extended
+//! CONNECT) with the same handler.
 //!
 //! ```no_run
 //! use peregrine::ws::{Message, WebSocketUpgrade};
@@ -217,7 +218,9 @@ impl WebSocketUpgrade {
 
     /// Accepts the handshake: the `101 Switching Protocols` response, after which the engine
     /// runs `handler` with the open [`WebSocket`] on the connection's worker. The connection
-    /// closes when `handler` returns.
+    /// closes when `handler` returns. The status must stay 101: with any other (a middleware's
+    /// `with_status`, say) the engine sends that response without a body and never runs
+    /// `handler` (see [`ResponseBody::Upgrade`](peregrine_server::ResponseBody::Upgrade)).
     pub fn on_upgrade<F, Fut>(self, handler: F) -> Response
     where
         F: FnOnce(WebSocket) -> Fut + 'static,

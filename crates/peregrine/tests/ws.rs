@@ -200,3 +200,63 @@ async fn protocol_violations_are_closed_with_1002() {
     ws.write_all(&frame(false, PING, b"x")).await.unwrap();
     expect_close(&mut ws, 1002).await;
 }
+
+/// An accepted handshake whose status is changed afterwards (here to 403) is not a switch: the
+/// engine sends the 403 without a body, never runs the WebSocket handler, and the connection
+/// goes on as HTTP/1.1.
+#[tokio::test]
+async fn a_handshake_answer_with_another_status_is_sent_as_is_and_nothing_runs() {
+    use peregrine::ws::WebSocketUpgrade;
+    use peregrine::{get, App, Error, Request, Response};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let app = App::new().route(
+        "/ws",
+        get(move |req: Request| {
+            let flag = flag.clone();
+            async move {
+                let up = WebSocketUpgrade::from_request(&req)?;
+                let res = up.on_upgrade(move |ws| {
+                    flag.store(true, Ordering::SeqCst);
+                    ws_support::echo(ws)
+                });
+                Ok::<Response, Error>(res.with_status(403))
+            }
+        }),
+    );
+    let config = peregrine::ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        ..peregrine::ServerConfig::default()
+    };
+    let handle = app.serve(config).unwrap();
+    let mut tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
+    tcp.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n\
+          GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut got))
+        .await
+        .expect("both answers within 10 s")
+        .unwrap();
+    let got = String::from_utf8_lossy(&got);
+    // The 403 (no body), then the second request's own answer: 426, not a WebSocket frame.
+    let (first, second) = got.split_once("\r\n\r\n").expect("a first head");
+    assert!(first.starts_with("HTTP/1.1 403 "), "{got}");
+    assert!(first.contains("\r\nContent-Length: 0"), "{got}");
+    assert!(second.starts_with("HTTP/1.1 426 "), "{got}");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the WebSocket handler must not run"
+    );
+    drop(tcp);
+    tokio::task::spawn_blocking(move || handle.shutdown())
+        .await
+        .unwrap();
+}

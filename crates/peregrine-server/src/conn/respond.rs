@@ -196,6 +196,11 @@ impl Conn {
                 _ => {}
             }
         }
+        // Off the hot path (large and streamed bodies only): an upgrade function with a status
+        // other than 101 (encoded above like any response, with no body) is dropped, not run.
+        if matches!(resp.body, ResponseBody::Upgrade(_)) {
+            return None;
+        }
         Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
     }
 

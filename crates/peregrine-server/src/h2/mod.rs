@@ -18,13 +18,14 @@
 //!   `:protocol` is handed to the service as a `GET` carrying `Upgrade: <protocol>` (the
 //!   translation proxies make to HTTP/1.1; h2 refuses a real `upgrade` field in HTTP/2, so the
 //!   field cannot come from the client). A handler answering with an upgrade
-//!   ([`crate::ResponseBody::Upgrade`], status 101 or 2xx) gets `200` sent and the stream as
-//!   its connection (see `tunnel`); any other 2xx answer is replaced by 501;
+//!   ([`crate::ResponseBody::Upgrade`], status 101 as over HTTP/1.1) gets `200` sent and the
+//!   stream as its connection (see `tunnel`); any other 2xx answer is replaced by 501;
 //! * the preface must arrive within `header_timeout`; a connection without streams is closed
 //!   after `idle_timeout`; graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish
 //!   for up to `shutdown_timeout`, then closes.
 
 mod body;
+mod cookies;
 mod respond;
 mod tunnel;
 
@@ -520,14 +521,12 @@ fn extended_connect<S: Service>(
     peer: SocketAddr,
 ) -> Start<S::Future> {
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let fields = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-        .chain(std::iter::once((
-            &b"upgrade"[..],
-            protocol.as_str().as_bytes(),
-        )));
+    // Split cookie fields joined, as for any other request (RFC 9113 §8.2.3).
+    let cookies = cookies::JoinedCookies::of(&parts.headers);
+    let fields = cookies.fields(&parts.headers).chain(std::iter::once((
+        &b"upgrade"[..],
+        protocol.as_str().as_bytes(),
+    )));
     let request = Request::from_parts(
         b"GET",
         target.as_bytes(),

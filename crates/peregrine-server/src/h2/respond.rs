@@ -96,25 +96,28 @@ fn head(res: &mut Response, server_name: Option<&'static str>) -> Option<http::R
     Some(out)
 }
 
-/// Answers an extended CONNECT (RFC 8441). A handler's upgrade (status 101, as over HTTP/1.1,
-/// or 2xx) opens the tunnel: `200` is sent without `END_STREAM`, then the upgrade function runs
-/// on the stream ([`Tunnel`]) until it returns. Any other answer is sent as it is, except a 2xx
-/// without an upgrade: the client would take it for an open tunnel, so it becomes 501.
+/// Answers an extended CONNECT (RFC 8441). A handler's upgrade with status 101, as over
+/// HTTP/1.1, opens the tunnel: `200` is sent without `END_STREAM`, then the upgrade function runs
+/// on the stream ([`Tunnel`]) until it returns. Any other answer is sent as it is (an upgrade
+/// function with another status is dropped, as over HTTP/1.1), except a 2xx: the client would
+/// take it for an open tunnel, so it becomes 501.
 pub(crate) async fn open_tunnel(
     respond: &mut SendResponse<Bytes>,
     mut res: Response,
     recv: h2::RecvStream,
     server_name: Option<&'static str>,
 ) -> Result<(), SendError> {
-    let accepts = res.status == 101 || (200..300).contains(&res.status);
     let upgrade = match std::mem::replace(&mut res.body, ResponseBody::Empty) {
-        ResponseBody::Upgrade(f) if accepts => f,
+        ResponseBody::Upgrade(f) if res.status == 101 => f,
         body => {
-            res.body = body;
+            // An upgrade function with another status is dropped (no body), as over HTTP/1.1.
+            if !matches!(body, ResponseBody::Upgrade(_)) {
+                res.body = body;
+            }
             if (200..300).contains(&res.status) {
                 tracing::warn!(
                     status = res.status,
-                    "extended CONNECT answered without an upgrade; answering 501"
+                    "extended CONNECT answered 2xx without switching protocols (101); answering 501"
                 );
                 res = Response::new(501);
             }

@@ -138,7 +138,9 @@ impl Drop for CancelGuard {
 
 /// The test application, the same for HTTP/1.1-style handlers:
 /// `/hello` (version and authority), `/echo` (body back), `/stream` (three chunks),
-/// `/slow` (answers after 30 s), `/panic`, `/headers` (x-test and cookie values back).
+/// `/slow` (answers after 30 s), `/panic`, `/headers` (x-test and cookie values back),
+/// `/tunnel-headers` (for an extended CONNECT: switches, writes the cookie and upgrade values on
+/// the tunnel and ends it).
 pub fn app(counters: Arc<Counters>) -> impl Service {
     service_fn(move |mut req: Request| {
         let counters = counters.clone();
@@ -179,6 +181,20 @@ pub fn app(counters: Arc<Counters>) -> impl Service {
                 ))
                 .with_header("Connection", b"close".as_slice())
                 .with_header("X-Reply", b"yes".as_slice()),
+                "/tunnel-headers" => {
+                    let seen = format!(
+                        "{}|{}",
+                        String::from_utf8_lossy(req.header("cookie").unwrap_or(b"-")),
+                        String::from_utf8_lossy(req.header("upgrade").unwrap_or(b"-")),
+                    );
+                    let write: peregrine_server::upgrade::OnUpgrade = Box::new(move |mut io| {
+                        Box::pin(async move {
+                            let _ = io.write_all(seen.as_bytes()).await;
+                            let _ = io.shutdown().await;
+                        })
+                    });
+                    Response::new(101).with_body(ResponseBody::Upgrade(write))
+                }
                 _ => Response::new(404),
             }
         }

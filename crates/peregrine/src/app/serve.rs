@@ -116,9 +116,14 @@ impl App {
             server = server.on_worker_start(move |_index| {
                 let worker = worker.clone();
                 async move {
+                    // The engine's error names the worker and the hook: the initialiser's
+                    // error goes through as it is (an `io::Error` keeps its kind).
                     match worker.init().await {
                         Ok(_) => Ok(()),
-                        Err(e) => Err(std::io::Error::other(format!("App::on_worker_start: {e}"))),
+                        Err(e) => Err(match e.downcast::<std::io::Error>() {
+                            Ok(io) => *io,
+                            Err(other) => std::io::Error::other(other),
+                        }),
                     }
                 }
             });
