@@ -35,6 +35,9 @@ DEFAULT_REF = "5b5bd28f27b6dfcfd12e1ae69a651c716ad69683"
 """The last commit on main dated 2026-11-22 (`git log --first-parent --until=2026-11-23 -1
 main`): the code issue 16's "measured again this week" figures come from."""
 BUILD_DIR = config.LAB_DIR / ".build" / "before"
+REPO_DIR = config.REPO_DIR
+"""The repository refs are resolved in (module attributes, read at each call, so tests can point
+them at a scratch repository and build dir)."""
 CARGO_ARGS = ("build", "--release", "-p", "peregrine-server", "--example", "hello")
 BUILT = Path("release") / "examples" / "hello"
 """Where cargo leaves the example, under the target directory."""
@@ -70,8 +73,9 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
         raise BeforeError(f"git {' '.join(args)} failed: {e}") from e
 
 
-def resolve(ref: str, repo: Path = config.REPO_DIR) -> Revision:
+def resolve(ref: str, repo: Path | None = None) -> Revision:
     """The commit `ref` names in `repo` (a branch, tag, sha, `main~3`...), or BeforeError."""
+    repo = Path(repo or REPO_DIR)
     p = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if p.returncode != 0 or not p.stdout.strip():
         raise BeforeError(f"--before-ref {ref!r} names no commit in {repo}")
@@ -81,19 +85,19 @@ def resolve(ref: str, repo: Path = config.REPO_DIR) -> Revision:
     return Revision(ref=ref, commit=commit, date=date, subject=subject)
 
 
-def binary_path(commit: str, build_dir: Path = BUILD_DIR) -> Path:
-    return Path(build_dir) / f"hello-{commit[:12]}"
+def binary_path(commit: str, build_dir: Path | None = None) -> Path:
+    return Path(build_dir or BUILD_DIR) / f"hello-{commit[:12]}"
 
 
 def build(
     commit: str,
     *,
-    repo: Path = config.REPO_DIR,
-    build_dir: Path = BUILD_DIR,
+    repo: Path | None = None,
+    build_dir: Path | None = None,
     log=sys.stdout,
 ) -> Path:
     """Build the hello example of `commit` (reused when already built); returns the binary."""
-    build_dir = Path(build_dir)
+    repo, build_dir = Path(repo or REPO_DIR), Path(build_dir or BUILD_DIR)
     out = binary_path(commit, build_dir)
     if out.exists():
         print(f"{out} already built for {commit}: reused", file=log, flush=True)
@@ -155,9 +159,10 @@ def _export(repo: Path, commit: str, dest: Path) -> None:
         raise BeforeError(f"git archive {commit} exited with {rc}: {err}")
 
 
-def peer(rev: Revision, repo: Path = config.REPO_DIR, build_dir: Path = BUILD_DIR) -> Peer:
+def peer(rev: Revision, repo: Path | None = None, build_dir: Path | None = None) -> Peer:
     """The peer measured as `peregrine-hello-before`: built by `build` through this module's
     command line, run from its kept binary with the same environment as peregrine-hello."""
+    repo, build_dir = Path(repo or REPO_DIR), Path(build_dir or BUILD_DIR)
     binary = binary_path(rev.commit, build_dir)
     return Peer(
         name=NAME,
@@ -195,15 +200,15 @@ def peer(rev: Revision, repo: Path = config.REPO_DIR, build_dir: Path = BUILD_DI
     )
 
 
-def with_before(peers: list[Peer], wanted: list[str] | None, ref: str, repo=config.REPO_DIR):
+def with_before(peers: list[Peer], wanted: list[str] | None, ref: str):
     """The registry with the before peer added right after peregrine-hello when `wanted` names
     it (and the registry does not define one): (peers, Revision or None)."""
     if not wanted or NAME not in wanted or any(p.name == NAME for p in peers):
         return peers, None
-    rev = resolve(ref, repo)
+    rev = resolve(ref)
     out = list(peers)
     at = next((i + 1 for i, p in enumerate(out) if p.name == "peregrine-hello"), len(out))
-    out.insert(at, peer(rev, repo))
+    out.insert(at, peer(rev))
     return out, rev
 
 
@@ -213,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Build the hello example of a git ref into the lab's build dir.",
     )
     p.add_argument("ref", help="commit, branch or tag")
-    p.add_argument("--repo", type=Path, default=config.REPO_DIR)
-    p.add_argument("--build-dir", type=Path, default=BUILD_DIR)
+    p.add_argument("--repo", type=Path, default=None, help=f"default {REPO_DIR}")
+    p.add_argument("--build-dir", type=Path, default=None, help=f"default {BUILD_DIR}")
     args = p.parse_args(argv)
     try:
         rev = resolve(args.ref, args.repo)
