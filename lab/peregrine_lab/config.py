@@ -321,14 +321,14 @@ PROFILES: dict[str, Profile] = {
                 "--before-ref (peregrine-hello-before; default 5b5bd28, the last commit of "
                 "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
                 "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
-                "pipelined; 12 interleaved rounds of 3 s per cell with bootstrap 95% intervals; "
-                "idle memory with 1000 connections (about 13 minutes of measuring on 2 CPUs: "
-                "`./scripts/lab engine`)"
+                "pipelined; 15 interleaved rounds of 3 s per cell with bootstrap 95% intervals; "
+                "idle memory with 1000 connections (about 13 minutes of measuring on 2 CPUs; "
+                "12 rounds measured 10 min 22 s on a busy machine)"
             ),
             servers=ENGINE_SERVERS,
             scenarios=("plaintext",),
             cells=ENGINE_LANES,
-            runs=12,
+            runs=15,
             duration=3.0,
             warmup=1.0,
             idle_connections=1000,
