@@ -322,8 +322,8 @@ PROFILES: dict[str, Profile] = {
                 "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
                 "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
                 "pipelined; 15 interleaved rounds of 3 s per cell with bootstrap 95% intervals; "
-                "idle memory with 1000 connections (about 13 minutes of measuring on 2 CPUs; "
-                "12 rounds measured 10 min 22 s on a busy machine)"
+                "idle memory with 1000 connections (about 13 minutes of measuring on 2 CPUs: "
+                "12 min 50 s on a busy machine)"
             ),
             servers=ENGINE_SERVERS,
             scenarios=("plaintext",),
