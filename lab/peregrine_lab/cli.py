@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import config, loadgen, procs, report, results, runner, tls_lanes
+from . import before, config, loadgen, procs, report, results, runner, tls_lanes
 from .peers import RegistryError
 
 
@@ -72,6 +72,12 @@ def parser() -> argparse.ArgumentParser:
         "lab/peers/protocols.toml)",
     )
     p.add_argument("--skip-build", action="store_true", help="use what is already built")
+    p.add_argument(
+        "--before-ref",
+        default=before.DEFAULT_REF,
+        help=f'git ref {before.NAME} (the engine profile\'s "before") is built from '
+        f"(default {before.DEFAULT_REF[:7]}: the last commit on main dated 2026-11-22)",
+    )
     return p
 
 
@@ -101,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for p in load_peers(args.peers or config.PEERS_TOML):
                 print(f"{p.name:18} {p.kind:7} {p.label}  [{', '.join(p.scenarios)}]")
+            print(
+                f"{before.NAME} (made by the lab) the hello example built from --before-ref "
+                f"(default {before.DEFAULT_REF[:7]})  [plaintext]"
+            )
             print()
             for s in load_contract().scenarios:
                 print(f"{s.name:12} {'main' if s.main else '    '} {s.method} {s.path}")
@@ -137,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         reference=args.reference,
         command=command,
         peers_file=args.peers or config.PEERS_TOML,
+        before_ref=args.before_ref,
     )
     try:
         res = runner.run(opts)

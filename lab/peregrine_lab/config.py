@@ -146,6 +146,13 @@ SCALING_SERVERS = (
 """The scaling lane's set: every kind of worker model (thread per core with SO_REUSEPORT, one
 acceptor handing off, Go's scheduler, processes) among the servers with a worker setting."""
 SCALING_LANE = ScalingLane(servers=SCALING_SERVERS)
+ENGINE_SERVERS = ("peregrine-hello", "peregrine-hello-before", "floor", "hyper-percore")
+"""The engine profile's set (issue 16): the engine now and at --before-ref (before.py), the
+floor, and hyper in its fair per-core shape (one current-thread runtime and SO_REUSEPORT
+listener per worker, as Peregrine)."""
+ENGINE_LANES = ((1, 0), (50, 0), (64, 16), (64, 256))
+"""Issues 16 and 18's four lanes (crates/peregrine-server/bench/interleaved.sh's c1 c50 p16
+p256): one client, 50 without pipelining, 64 connections x 16 and x 256 pipelined."""
 OPEN_RATES = (5_000, 10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 125_000, 150_000)
 """Offered loads of the open-loop sweep (requests per second); a server's sweep stops after the
 first rate it does not sustain (its knee)."""
@@ -310,17 +317,21 @@ PROFILES: dict[str, Profile] = {
         Profile(
             name="engine",
             description=(
-                "issue 3's targets: peregrine-hello, the floor and hyper on plaintext, CPU per "
-                "request at 50 connections without pipelining and at 64 connections with 16 "
-                "pipelined; 5 runs of 5 s; idle memory with 5000 connections"
+                "issues 16 and 18: the engine (peregrine-hello), the same engine built from "
+                "--before-ref (peregrine-hello-before; default 5b5bd28, the last commit of "
+                "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
+                "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
+                "pipelined; 15 interleaved rounds of 3 s per cell with bootstrap 95% intervals; "
+                "idle memory with 1000 connections (about 13 minutes of measuring on 2 CPUs: "
+                "12 min 50 s on a busy machine)"
             ),
-            servers=("peregrine-hello", "floor", "hyper"),
+            servers=ENGINE_SERVERS,
             scenarios=("plaintext",),
-            cells=((50, 0), (64, 16)),
-            runs=5,
-            duration=5.0,
-            warmup=2.0,
-            idle_connections=5000,
+            cells=ENGINE_LANES,
+            runs=15,
+            duration=3.0,
+            warmup=1.0,
+            idle_connections=1000,
             probe=None,
         ),
         Profile(

@@ -12,7 +12,19 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import build, compliance, config, loadgen, metrics, parity, procs, results, scaling, stats
+from . import (
+    before,
+    build,
+    compliance,
+    config,
+    loadgen,
+    metrics,
+    parity,
+    procs,
+    results,
+    scaling,
+    stats,
+)
 from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
 from .peers import Peer, Scenario, load_contract, load_peers, select_peers
 
@@ -37,6 +49,8 @@ class Options:
     reference: str = "peregrine"
     command: str = ""
     peers_file: Path = config.PEERS_TOML
+    before_ref: str = before.DEFAULT_REF
+    """The git ref `peregrine-hello-before` is built from, when the run measures it."""
 
 
 def _fmt_secs(s: float) -> str:
@@ -312,7 +326,14 @@ def run(opts: Options) -> dict:
             "stop it or choose another with --port"
         )
     contract = load_contract(config.DB_SCENARIOS_JSON if prof.database else config.SCENARIOS_JSON)
-    peers = select_peers(load_peers(opts.peers_file), list(prof.servers) if prof.servers else None)
+    wanted = list(prof.servers) if prof.servers else None
+    try:  # issue 16: the engine at another commit, when the profile or --servers names it
+        registry, before_rev = before.with_before(
+            load_peers(opts.peers_file), wanted, opts.before_ref
+        )
+    except before.BeforeError as e:
+        raise LabError(str(e)) from e
+    peers = select_peers(registry, wanted)
     peers = database.db_peers(peers) if prof.database else peers  # db
     peers = [p for p in peers if p.name not in prof.skip_servers]
     scenarios = contract.select(prof.scenarios)
@@ -359,6 +380,13 @@ def run(opts: Options) -> dict:
         "wall_seconds": None,
         "complete": False,
     }
+    if before_rev is not None:
+        res["before"] = {**before_rev.to_json(), "server": before.NAME}
+        print(
+            f"{before.NAME}: {before_rev.ref} = {before_rev.commit} ({before_rev.date}, "
+            f"{before_rev.subject})",
+            flush=True,
+        )
     for note in opts.split.notes:
         print(f"note: {note}", flush=True)
     eph = procs.ephemeral_range()
@@ -383,6 +411,12 @@ def run(opts: Options) -> dict:
     for i, peer in enumerate(peers, 1):
         if opts.skip_build:
             missing = build.missing_tools(peer)
+            binary = peer.extra.get("binary")
+            if not missing and binary and not Path(binary).exists():
+                built[peer.name] = build.BuildResult(
+                    False, message=f"--skip-build, and {binary} is not built: run without it"
+                )
+                continue
             built[peer.name] = build.BuildResult(
                 not missing,
                 message=(f"skipped: needs {', '.join(missing)}" if missing else "build skipped"),
