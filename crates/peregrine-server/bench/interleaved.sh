@@ -42,6 +42,15 @@ for lane in $lanes; do
   case $lane in c1 | c50 | p16 | p256) ;; *) echo "unknown lane $lane (c1 c50 p16 p256)" >&2; exit 2 ;; esac
 done
 
+# Both servers bind with SO_REUSEPORT: a second benchmark on the same ports would silently get
+# part of the connections (and of the rounds' requests). Refuse instead.
+for port in $port_a $port_b; do
+  if [ -n "$(ss -Htln "sport = :$port" 2>/dev/null)" ]; then
+    echo "port $port is already listened on (another benchmark running?): set PORT" >&2
+    exit 1
+  fi
+done
+
 (cd "$(dirname "$a")" && ADDR=127.0.0.1:$port_a WORKERS=1 exec taskset -c 1 "$a") &
 pid_a=$!
 (cd "$(dirname "$b")" && ADDR=127.0.0.1:$port_b WORKERS=1 exec taskset -c 1 "$b") &
