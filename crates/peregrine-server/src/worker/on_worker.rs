@@ -23,7 +23,8 @@ struct OnWorker<F>(F);
 // current-thread runtime. That runtime polls its tasks only inside its `block_on`, which runs on
 // the worker thread, and drops the tasks left at its shutdown, which happens when the worker
 // thread drops the runtime (`worker::run`, also when unwinding). Wakers may be sent to other
-// threads (they only queue the task); the future itself never leaves the worker thread.
+// threads (they only queue the task), and `Handle::block_on` on another thread runs only its own
+// future, never the runtime's tasks; the future itself never leaves the worker thread.
 unsafe impl<F> Send for OnWorker<F> {}
 
 impl<F: Future<Output = ()>> Future for OnWorker<F> {
