@@ -2,7 +2,6 @@
 //! acceptor step (identity for plain sockets, a handshake for TLS), then served by the driver in
 //! a task of its own.
 
-use super::on_worker::spawn_on_worker;
 use super::{ConnShared, Slot, WorkerShared};
 use crate::conn;
 use crate::events::{emit_close, ConnectionClosed, ConnectionOpened, EngineEvents, RejectReason};
@@ -63,7 +62,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
             let worker = crate::events::current_worker();
             events.connection_opened(&ConnectionOpened { peer, worker });
             let accept = acceptor.accept(accepted);
-            spawn_on_worker(async move {
+            tokio::task::spawn_local(async move {
                 let _hold = addr_hold;
                 let opened = Instant::now();
                 let stream = match accept {
@@ -91,13 +90,13 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         }
         match (acceptor.accept(accepted), addr_hold) {
             (Accept::Ready(stream), None) => {
-                spawn_on_worker(conn::serve(service.clone(), held, stream, peer));
+                tokio::task::spawn_local(conn::serve(service.clone(), held, stream, peer));
             }
             // Only with a cap: the hold lives as long as the connection (a larger task, by the
             // hold's 32 bytes, so the uncapped default keeps its size).
             (Accept::Ready(stream), Some(hold)) => {
                 let serve = conn::serve(service.clone(), held, stream, peer);
-                spawn_on_worker(async move {
+                tokio::task::spawn_local(async move {
                     let _hold = hold;
                     serve.await
                 });
@@ -107,7 +106,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
             // source becomes the connection's peer.
             (Accept::Proxied(proxied), hold) => {
                 let service = service.clone();
-                spawn_on_worker(async move {
+                tokio::task::spawn_local(async move {
                     let _hold = hold;
                     if let Ok((stream, real)) = proxied.await {
                         conn::serve(service, held, stream, real.unwrap_or(peer)).await
@@ -116,7 +115,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
             }
             (Accept::Handshake(handshake), hold) => {
                 let service = service.clone();
-                spawn_on_worker(async move {
+                tokio::task::spawn_local(async move {
                     let _hold = hold;
                     if let Ok(stream) = handshake.await {
                         #[cfg(feature = "http2")]

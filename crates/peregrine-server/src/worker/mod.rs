@@ -4,13 +4,11 @@
 //!
 //! `mod.rs` runs the worker and holds its shared state; `accept.rs` is the accept loop and the
 //! acceptor step; `limits.rs` the connection limits shared by all workers; `pools.rs` the
-//! recycled buffers and connection shells; `heads.rs` the response-head cache; `on_worker.rs`
-//! how connection tasks are spawned on the worker's runtime.
+//! recycled buffers and connection shells; `heads.rs` the response-head cache.
 
 mod accept;
 mod heads;
 mod limits;
-mod on_worker;
 mod pools;
 mod ticker;
 
@@ -243,9 +241,6 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         }
     };
     let local = tokio::task::LocalSet::new();
-    // Connection tasks run on the runtime itself (see `on_worker`); entered for the worker's
-    // whole life, the set still takes the `spawn_local`s of handlers and start hooks.
-    let entered = local.enter();
     local.block_on(&rt, async move {
         // Before accepting: a failed hook fails `serve`; a stop during a slow hook ends it.
         for hook in &hooks {
@@ -286,9 +281,8 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         drop(ready);
         // The worker's own work runs in a task of its own, and `block_on` only waits for it to
         // finish. `LocalSet::block_on` polls its main future again every time any local task
-        // is woken (handlers' local tasks; connection tasks are the runtime's, `on_worker`):
-        // keeping accept/stop out of the main future saves polling the listener and the stop
-        // channel each time.
+        // is woken, that is, once per connection event: keeping accept/stop out of the main
+        // future saves polling the listener and the stop channel each time.
         let finished = Rc::new(Finished::default());
         let guard = FinishedGuard(finished.clone());
         tokio::task::spawn_local(async move {
@@ -351,10 +345,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         });
         std::future::poll_fn(|cx| finished.poll(cx)).await;
     });
-    // Dropping the set, then the runtime, drops the connections still open (force-close after
-    // the deadline): the set's tasks (HTTP/2 streams, handlers' local tasks), then the
-    // runtime's (connections), all on this thread.
-    drop(entered);
+    // Dropping the set drops the connections still open (force-close after the deadline).
     let _guard = rt.enter();
     drop(local);
 }
