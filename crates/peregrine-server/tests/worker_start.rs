@@ -142,3 +142,56 @@ fn a_hook_that_never_finishes_is_stopped_when_another_fails() {
         .expect_err("startup must fail");
     assert!(err.to_string().contains("no database"), "{err}");
 }
+
+thread_local! {
+    /// Set by a local task a handler left running after its response.
+    static LEFT_BEHIND: Cell<u32> = const { Cell::new(0) };
+}
+
+#[test]
+fn handlers_spawn_local_tasks_on_their_worker() {
+    // Connection tasks run on the worker's runtime, not in its `LocalSet` (see
+    // `worker/on_worker.rs`): a handler's `spawn_local` still reaches the set, both for a task
+    // it awaits and for one that outlives its response.
+    let config = peregrine_server::ServerConfig {
+        workers: 1,
+        ..common::config()
+    };
+    let handle = Server::new(config)
+        .serve(service_fn(|req: Request| async move {
+            if req.path() == "/leave" {
+                tokio::task::spawn_local(async {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    LEFT_BEHIND.with(|n| n.set(n.get() + 1));
+                });
+                return Response::text("left");
+            }
+            let thread = std::thread::current().name().unwrap().to_owned();
+            let (awaited, on) = tokio::task::spawn_local(async move {
+                let on = std::thread::current().name().unwrap().to_owned();
+                (LEFT_BEHIND.with(|n| n.get()), on)
+            })
+            .await
+            .unwrap();
+            Response::text(format!("{awaited} {}", on == thread))
+        }))
+        .unwrap();
+    let addr = handle.local_addr();
+    let body = |res: String| res.rsplit("\r\n\r\n").next().unwrap().to_owned();
+    assert_eq!(body(get(addr, "/awaited")), "0 true");
+    assert_eq!(body(get(addr, "/leave")), "left");
+    let deadline = std::time::Instant::now() + common::CLIENT_WAIT;
+    loop {
+        let seen = body(get(addr, "/awaited"));
+        if seen == "1 true" {
+            break;
+        }
+        assert_eq!(seen, "0 true");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the left task never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    handle.shutdown();
+}
