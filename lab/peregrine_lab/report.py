@@ -139,26 +139,26 @@ def ratio_ci(cell: dict | None, ref_cell: dict | None, key: str):
 
 def methods_used(res: dict, ref: str | None) -> set[str]:
     """Which ratio methods (`stats.PAIRED`, `stats.INDEPENDENT`) the report's ratios of server
-    CPU per request to `ref` (same cell shape) use, for the method paragraph."""
+    CPU per request to `ref` (same cell shape, keep-alive and close) use, for the method row."""
     out = set()
-    for cells in groups(res).values():
-        for (server, conc), cell in cells.items():
-            ref_cell = cells.get((ref, conc))
-            if (
-                server == ref
-                or not ref_cell
-                or "ok" != cell.get("status") == ref_cell.get("status")
-            ):
-                continue
-            out.add(stats.ratio_method(cell["runs"], ref_cell["runs"], "cpu_us_per_req"))
+    for mode in ("keep-alive", "close"):
+        for cells in groups(res, mode).values():
+            for (server, conc), cell in cells.items():
+                ref_cell = cells.get((ref, conc))
+                if server == ref or not ref_cell:
+                    continue
+                if cell.get("status") != "ok" or ref_cell.get("status") != "ok":
+                    continue
+                runs = (cell.get("runs") or [], ref_cell.get("runs") or [])
+                out.add(stats.ratio_method(*runs, "cpu_us_per_req"))
     return out
 
 
 RATIO_METHOD_TEXT = {
     stats.PAIRED: "a ratio between two servers is the median of its per-round ratios (round k "
-    "of both ran back to back under the same machine load, so the ratio cancels the drift both "
-    "shared), [a–b] the percentile bootstrap 95% interval of that median (2000 resamples of the "
-    "rounds, seeded)",
+    "of both ran in the same interleaved round, so the ratio cancels the load drift both shared "
+    "between rounds), [a–b] the percentile bootstrap 95% interval of that median (2000 "
+    "resamples of the rounds, seeded)",
     stats.INDEPENDENT: "a ratio is median / median, [a–b] its bootstrap 95% interval resampling "
     "both servers' runs independently (2000 resamples, seeded)",
 }
