@@ -117,15 +117,66 @@ def _best(values: list, higher: bool):
     return max(vals) if higher else min(vals)
 
 
-def _runs(cell: dict | None, key: str) -> list:
-    return [r.get(key) for r in (cell or {}).get("runs", [])]
+def ratio_estimate(cell: dict | None, ref_cell: dict | None, key: str):
+    """cell / reference cell for `key` with its bootstrap 95% interval (`stats.ratio_estimate`:
+    the median of per-round ratios when both were measured in the same interleaved rounds,
+    median / median otherwise); None when either cell is missing or failed."""
+    if not cell or not ref_cell or cell.get("status") != "ok" or ref_cell.get("status") != "ok":
+        return None
+    est = stats.ratio_estimate(cell.get("runs") or [], ref_cell.get("runs") or [], key)
+    if est is None:
+        # Cells recorded without their runs: the ratio of their medians, no interval.
+        r = stats.ratio(_value(cell, key), _value(ref_cell, key))
+        est = None if r is None else stats.RatioEstimate(r, None, stats.INDEPENDENT)
+    return est
 
 
 def ratio_ci(cell: dict | None, ref_cell: dict | None, key: str):
-    """Bootstrap 95% interval of median(cell) / median(reference cell) over their runs."""
-    if not cell or not ref_cell or cell.get("status") != "ok" or ref_cell.get("status") != "ok":
-        return None
-    return stats.bootstrap_ratio_ci(_runs(cell, key), _runs(ref_cell, key))
+    """The bootstrap 95% interval of `ratio_estimate` (None when there is none)."""
+    est = ratio_estimate(cell, ref_cell, key)
+    return est.ci if est else None
+
+
+def methods_used(res: dict, ref: str | None) -> set[str]:
+    """Which ratio methods (`stats.PAIRED`, `stats.INDEPENDENT`) the report's ratios of server
+    CPU per request to `ref` (same cell shape, keep-alive and close) use, for the method row."""
+    out = set()
+    for mode in ("keep-alive", "close"):
+        for cells in groups(res, mode).values():
+            for (server, conc), cell in cells.items():
+                ref_cell = cells.get((ref, conc))
+                if server == ref or not ref_cell:
+                    continue
+                if cell.get("status") != "ok" or ref_cell.get("status") != "ok":
+                    continue
+                runs = (cell.get("runs") or [], ref_cell.get("runs") or [])
+                out.add(stats.ratio_method(*runs, "cpu_us_per_req"))
+    return out
+
+
+RATIO_METHOD_TEXT = {
+    stats.PAIRED: "a ratio between two servers is the median of its per-round ratios (round k "
+    "of both ran in the same interleaved round, so the ratio cancels the load drift both shared "
+    "between rounds), [a–b] the percentile bootstrap 95% interval of that median (2000 "
+    "resamples of the rounds, seeded)",
+    stats.INDEPENDENT: "a ratio is median / median, [a–b] its bootstrap 95% interval resampling "
+    "both servers' runs independently (2000 resamples, seeded)",
+}
+
+
+def _ratio_method_row(res: dict, ref: str | None) -> list[str]:
+    used = methods_used(res, ref)
+    if not used:
+        return []
+    if used == {stats.INDEPENDENT}:
+        return [f"| ratios | {RATIO_METHOD_TEXT[stats.INDEPENDENT]} |"]
+    text = RATIO_METHOD_TEXT[stats.PAIRED]
+    fallback = (
+        f"; where two cells share fewer than {stats.MIN_PAIRED_ROUNDS} rounds or their runs "
+        f"carry no round number, {RATIO_METHOD_TEXT[stats.INDEPENDENT]}"
+    )
+    note = " (used by some ratios here)" if stats.INDEPENDENT in used else ""
+    return [f"| ratios | {text}{fallback}{note} |"]
 
 
 def _fmt_ratio(r: float) -> str:
@@ -148,7 +199,12 @@ def _cell_text(cell, key, fmt, best, ref_value, show_cv=True, ref_cell=None) -> 
         text += f" ±{cv * 100:.0f}%"
     r = stats.ratio(v, ref_value)
     if r is not None:
-        ci = ratio_ci(cell, ref_cell, key) if ref_cell is not None else None
+        est = ratio_estimate(cell, ref_cell, key) if ref_cell is not None else None
+        # The paired ratio (median of per-round ratios) goes with its interval, not the ratio
+        # of the two medians shown beside it.
+        ci = est.ci if est else None
+        if est is not None:
+            r = est.ratio
         interval = f" [{_fmt_ratio(ci[0])}–{_fmt_ratio(ci[1])}]" if ci else ""
         text += f" ({_fmt_ratio(r)}×{interval})"
     if (cell.get("server"), cell.get("scenario")) in CONSTANT_ANSWERS:
@@ -314,9 +370,10 @@ def _find(res, server, scenario, c, p, mode="keep-alive"):
 
 
 def targets(res: dict) -> list[dict]:
-    """The issue targets that the results can decide, each with its ratio of medians and the
-    bootstrap 95% interval of that ratio; a target is met only when the interval's upper bound
-    is within it (with a single run there is no interval, and the median decides, marked so).
+    """The issue targets that the results can decide, each with its ratio (`ratio_estimate`:
+    paired by round when it can be) and the bootstrap 95% interval of that ratio; a target is
+    met only when the interval's upper bound is within it (with a single run there is no
+    interval, and the median decides, marked so).
     Engine (issues 3 and 18): CPU per request of peregrine-hello within 5% of the floor without
     pipelining, 20% with 16 pipelined, 5% at c=1, 60% with 256 pipelined; framework (issue 4):
     param and json within 10% of plaintext CPU."""
@@ -327,10 +384,10 @@ def targets(res: dict) -> list[dict]:
     key = "cpu_us_per_req"
 
     def add(what, cell, ref_cell, limit, issue=""):
-        r = stats.ratio(_value(cell, key), _value(ref_cell, key))
-        if r is None:
+        est = ratio_estimate(cell, ref_cell, key)
+        if est is None:
             return
-        ci = ratio_ci(cell, ref_cell, key)
+        r, ci = est.ratio, est.ci
         if limit is None:
             met = None
         elif ci is not None:
@@ -342,6 +399,7 @@ def targets(res: dict) -> list[dict]:
                 "what": what,
                 "ratio": r,
                 "ci": ci,
+                "method": est.method,
                 "limit": limit,
                 "met": met,
                 "issue": issue,
@@ -413,7 +471,8 @@ def idle_memory_targets(res: dict) -> list[dict]:
 def before_after(res: dict) -> list[dict]:
     """Issue 16's before/after per engine lane: the engine's CPU per request to the floor's now
     (after) and at --before-ref (before), after / before, and hyper-percore's, each a ratio of
-    medians with its bootstrap 95% interval; the lane's target applies to after / floor."""
+    medians (`ratio_estimate`: paired by round when it can be) with its bootstrap 95% interval;
+    the lane's target applies to after / floor."""
     if not any(c["server"] == BEFORE for c in res.get("cells", [])):
         return []
     key = "cpu_us_per_req"
@@ -426,8 +485,8 @@ def before_after(res: dict) -> list[dict]:
         hyper = _find(res, "hyper-percore", "plaintext", c, p)
 
         def pair(a, b):
-            r = stats.ratio(_value(a, key), _value(b, key))
-            return None if r is None else (r, ratio_ci(a, b, key))
+            est = ratio_estimate(a, b, key)
+            return None if est is None else (est.ratio, est.ci)
 
         limits = [(lim, iss) for _n, _d, test, lim, iss in ENGINE_TARGETS if test(c, p)]
         after = pair(cell["peregrine-hello"], cell["floor"])
@@ -486,8 +545,10 @@ def _before_after_lines(res: dict) -> list[str]:
         "",
         f"After: peregrine-hello at this run's commit; before: {BEFORE}, the same example built "
         f"from `{b.get('ref')}` = `{commit}` ({(b.get('date') or '?')[:10]}: "
-        f"{b.get('subject') or '?'}). Each ratio is of medians over the interleaved rounds, "
-        "[a–b] its bootstrap 95% interval; a target is met only when the interval's upper bound "
+        f"{b.get('subject') or '?'}). Each ratio is the median of the per-round ratios over "
+        "the interleaved rounds, [a–b] the bootstrap 95% interval of that median (median / "
+        "median with an independent bootstrap where the cells share fewer than "
+        f"{stats.MIN_PAIRED_ROUNDS} rounds); a target is met only when the interval's upper bound "
         "is within it. After / before below 1 is a gain.",
         "",
     ]
@@ -564,6 +625,7 @@ def render(res: dict) -> str:
         f"{st.get('duration')} s (lanes may set their own: see each table); figures are medians, "
         "±x% is the coefficient of variation, [a–b] the bootstrap 95% interval of a ratio |",
         *_method_rows(res),
+        *_ratio_method_row(res, ref),
         f"| load generator | {tools.get(st.get('loadgen', 'wrk')) or '?'} |",
         f"| toolchains | {_tools_line(tools)} |",
         f"| load average at start | {loadavg} |",
@@ -605,7 +667,10 @@ def render(res: dict) -> str:
             "## Targets from the engine and framework issues (server CPU µs per request)",
             "",
             "Met only when the upper bound of the ratio's bootstrap 95% interval is within the "
-            "target (runs resampled on both sides, 2000 resamples).",
+            "target. The method column says how the ratio and its interval were computed: "
+            "`paired`, the median of the per-round ratios with the bootstrap of that median "
+            "(2000 resamples of the rounds); `independent` (runs without shared rounds), "
+            "median / median with both sides' runs resampled independently (2000 resamples).",
             "",
         ]
         rows = [
@@ -616,6 +681,7 @@ def render(res: dict) -> str:
                 if t.get("ci")
                 else ("(one measurement)" if t.get("value_text") else "(one run)"),
                 str(t.get("runs", "")),
+                t.get("method") or "",
                 t.get("limit_text")
                 or (
                     f"≤ {t['limit']:.2f} ({t.get('issue', '')})"
@@ -626,7 +692,8 @@ def render(res: dict) -> str:
             ]
             for t in tg
         ]
-        L += _table(["comparison", "ratio", "95% interval", "runs", "target", ""], rows) + [""]
+        header = ["comparison", "ratio", "95% interval", "runs", "method", "target", ""]
+        L += _table(header, rows) + [""]
 
     close = groups(res, "close")
     for (scen, pipe), cells in close.items():

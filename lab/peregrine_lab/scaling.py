@@ -106,8 +106,10 @@ def client_us_per_req(run: dict) -> float | None:
 
 def ratios(cells: list[dict], base: int = 1, seed: int = 1) -> list[dict]:
     """For each (server, scenario, c, p): every other worker count against `base` workers —
-    requests/s and server CPU per request, median ratio and bootstrap 95% interval, and the
-    model's prediction from the base cell's medians."""
+    requests/s and server CPU per request, the ratio and its bootstrap 95% interval
+    (`stats.ratio_estimate`: the median of per-round ratios when the runs share rounds, median /
+    median otherwise) and the method used, and the model's prediction from the base cell's
+    medians."""
     by = {}
     for cell in cells:
         key = (cell["server"], cell["scenario"], cell["concurrency"], cell["pipeline"])
@@ -128,11 +130,12 @@ def ratios(cells: list[dict], base: int = 1, seed: int = 1) -> list[dict]:
             }
             ok = one is not None and one["status"] == "ok" and cell["status"] == "ok"
             for name, k in (("rps", "rps"), ("cpu", "cpu_us_per_req")):
-                a = [r.get(k) for r in cell["runs"]] if ok else []
-                b = [r.get(k) for r in one["runs"]] if ok else []
-                rec[f"{name}_ratio"] = stats.ratio(stats.median(a), stats.median(b))
-                ci = stats.bootstrap_ratio_ci(a, b, seed=seed)
-                rec[f"{name}_ci"] = list(ci) if ci else None
+                # Every (server, workers) cell runs once per round in the same interleaved
+                # rounds, so round k of both worker counts shared the machine's load: paired.
+                est = stats.ratio_estimate(cell["runs"], one["runs"], k, seed=seed) if ok else None
+                rec[f"{name}_ratio"] = est.ratio if est else None
+                rec[f"{name}_ci"] = list(est.ci) if est and est.ci else None
+                rec[f"{name}_method"] = est.method if est else None
             rec["predicted_ratio"] = (
                 predicted_ratio(
                     one["median"].get("cpu_us_per_req"),

@@ -35,6 +35,12 @@ def section(res: dict, labels: dict | None = None) -> list[str]:
         else f"WORKERS={w}: not measured (too few CPUs)"
         for w, s in splits.items()
     )
+    # Recomputed from the runs, so a regenerated report uses the current model.
+    base_w = min((c["workers"] for c in sc.get("cells", [])), default=1)
+    ratios = {
+        (r["server"], r["concurrency"], r["pipeline"], r["workers"]): r
+        for r in scaling.ratios(sc.get("cells", []), base=base_w, seed=sc.get("ratio_seed", 1))
+    }
     L = [
         f"## Scaling: 1 and 2 workers ({sc.get('label')})",
         "",
@@ -49,16 +55,11 @@ def section(res: dict, labels: dict | None = None) -> list[str]:
         "generator does and nears 2 for a server much costlier than it. It assumes a request "
         "costs the same CPU at 2 workers as at 1 and other work on the machine takes the same "
         "share in both. The CPU ratio is the part that carries over to a machine with cores to "
-        "spare: 1.0 means a second worker added no cost per request. Ratios are medians with "
-        "bootstrap 95% intervals." + _other_work(sc),
+        "spare: 1.0 means a second worker added no cost per request. "
+        + _ratio_method_text(ratios)
+        + _other_work(sc),
         "",
     ]
-    # Recomputed from the runs, so a regenerated report uses the current model.
-    base_w = min((c["workers"] for c in sc.get("cells", [])), default=1)
-    ratios = {
-        (r["server"], r["concurrency"], r["pipeline"], r["workers"]): r
-        for r in scaling.ratios(sc.get("cells", []), base=base_w, seed=sc.get("ratio_seed", 1))
-    }
     cells = {
         (c["server"], c["concurrency"], c["pipeline"], c["workers"]): c for c in sc.get("cells", [])
     }
@@ -118,6 +119,28 @@ def section(res: dict, labels: dict | None = None) -> list[str]:
     if fails:
         L.append("")
     return L
+
+
+def _ratio_method_text(ratios: dict) -> str:
+    """The method sentence for the lane's ratios: paired by round, or the fallback."""
+    used = {r.get(f"{n}_method") for r in ratios.values() for n in ("rps", "cpu")} - {None}
+    paired = (
+        "Ratios are medians of the per-round ratios (every worker count runs once in each "
+        "interleaved round, so round k of both shared the machine's load) with the percentile "
+        "bootstrap 95% interval of that median (2000 resamples of the rounds)"
+    )
+    independent = (
+        "medians / medians with bootstrap 95% intervals resampling both sides' runs "
+        "independently (2000 resamples)"
+    )
+    if used == {stats.PAIRED}:
+        return paired + "."
+    if stats.PAIRED in used:
+        return (
+            f"{paired}; where two cells share fewer than {stats.MIN_PAIRED_ROUNDS} rounds, "
+            f"{independent}."
+        )
+    return f"Ratios are {independent}."
 
 
 def _other_work(sc: dict) -> str:

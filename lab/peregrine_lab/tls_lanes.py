@@ -540,13 +540,16 @@ def find_cell(res: dict, server: str, mode: str) -> dict | None:
     return None
 
 
-def _cpu_runs(cell: dict | None) -> list:
-    return [r.get("cpu_us_per_req") for r in (cell or {}).get("runs", [])]
+def cpu_ratio(cell: dict, ref: dict) -> stats.RatioEstimate | None:
+    """Server CPU per request of `cell` over `ref`'s with its bootstrap 95% interval, paired by
+    round (the cells run in the same interleaved rounds) when both have enough rounds."""
+    return stats.ratio_estimate(cell.get("runs") or [], ref.get("runs") or [], "cpu_us_per_req")
 
 
 def targets(res: dict) -> list[dict]:
     """Issue 11's targets: Peregrine's CPU per request over the peer's, with the bootstrap 95%
-    interval of the ratio; met only when the interval's upper bound is ≤ 1."""
+    interval of the ratio (`cpu_ratio`: paired by round when it can be); met only when the
+    interval's upper bound is ≤ 1."""
     out = []
     for mode, against, what in TARGETS:
         mine = find_cell(res, REFERENCE, mode)
@@ -559,13 +562,12 @@ def targets(res: dict) -> list[dict]:
         if mine is None or theirs is None:
             row.update(ratio=None, ci=None, met=None)
         else:
-            ratio = stats.ratio(
-                mine["median"]["cpu_us_per_req"], theirs["median"]["cpu_us_per_req"]
-            )
-            ci = stats.bootstrap_ratio_ci(_cpu_runs(mine), _cpu_runs(theirs))
+            est = cpu_ratio(mine, theirs)
+            ci = est.ci if est else None
             row.update(
-                ratio=ratio,
+                ratio=est.ratio if est else None,
                 ci=list(ci) if ci else None,
+                method=est.method if est else None,
                 met=stats.target_met(ci, 1.0),
                 mine=mine["median"]["cpu_us_per_req"],
                 theirs=theirs["median"]["cpu_us_per_req"],

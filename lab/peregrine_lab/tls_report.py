@@ -59,6 +59,18 @@ def plaintext_idle(path: Path = PLAINTEXT_RESULTS) -> dict[str, float]:
     return out
 
 
+def _methods(res: dict) -> set[str]:
+    """The ratio methods (paired, independent) of this report's ratios to nginx and targets."""
+    out = {t["method"] for t in tls_lanes.targets(res) if t.get("method")}
+    for mode in tls_lanes.MODES:
+        ref = tls_lanes.find_cell(res, "nginx-tls", mode)
+        for c in res.get("cells", []):
+            if ref is not None and c["mode"] == mode and c["status"] == "ok" and c is not ref:
+                runs = (c.get("runs") or [], ref.get("runs") or [])
+                out.add(stats.ratio_method(*runs, "cpu_us_per_req"))
+    return out
+
+
 def _lane_rows(res: dict, mode: str, labels: dict) -> list[list[str]]:
     cells = [c for c in res.get("cells", []) if c["mode"] == mode]
     ref = tls_lanes.find_cell(res, "nginx-tls", mode)
@@ -83,8 +95,9 @@ def _lane_rows(res: dict, mode: str, labels: dict) -> list[list[str]]:
         med, cv = c["median"], c["cv"]
         ratio = ci = None
         if ref is not None:
-            ratio = stats.ratio(med["cpu_us_per_req"], ref["median"]["cpu_us_per_req"])
-            ci = stats.bootstrap_ratio_ci(tls_lanes._cpu_runs(c), tls_lanes._cpu_runs(ref))
+            est = tls_lanes.cpu_ratio(c, ref)
+            if est is not None:
+                ratio, ci = est.ratio, est.ci
         busy = [r.get("server_cpus_other_share") for r in c["runs"]]
         rows.append(
             [
@@ -129,8 +142,14 @@ def render(res: dict) -> str:
         f"IRQ time accounting: {st.get('cpu_time', {}).get('irq_time_accounting', '?')}).",
         f"- {st.get('runs')} runs of {st.get('duration')} s per cell in randomised interleaved "
         f"rounds (seed {st.get('order_seed')}), a 1 s warm-up in the first round; medians, "
-        "bootstrap 95% intervals of medians and of ratios (2000 resamples); a target is met only "
+        "bootstrap 95% intervals of medians (2000 resamples); a target is met only "
         "when the ratio interval's upper bound is ≤ 1.",
+        "- Ratios between two servers' cells of a lane: the median of the per-round ratios "
+        "(round k of both ran in the same interleaved round, so the ratio cancels the load "
+        "drift both shared), [a, b] the percentile bootstrap 95% interval of that median "
+        "(2000 resamples of the rounds, seeded); where two cells share fewer than "
+        f"{stats.MIN_PAIRED_ROUNDS} rounds, median / median with both sides' runs resampled "
+        "independently. Methods used here: " + (", ".join(sorted(_methods(res))) or "none") + ".",
         "- Lanes: " + "; ".join(f"`{k}`: {v}" for k, v in st.get("modes", {}).items()) + ".",
         "- Handshake lane: ab opens a new TCP connection and a new OpenSSL session per request "
         "and never resumes; wrk with `Connection: close` would resume (it keeps its SSL object "
@@ -165,6 +184,7 @@ def render(res: dict) -> str:
                 _f(t.get("theirs")),
                 _f(t["ratio"], "{:.3f}"),
                 NA if not t["ci"] else f"[{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]",
+                t.get("method") or NA,
                 met,
             ]
         )
@@ -176,6 +196,7 @@ def render(res: dict) -> str:
             "theirs",
             "ratio",
             "95% interval",
+            "method",
             "verdict",
         ],
         rows,

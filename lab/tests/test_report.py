@@ -204,3 +204,82 @@ def test_probe_scores_of_servers_without_the_body_scenario_are_marked(res):
         row = next(v for k, v in rows.items() if k.startswith(labels[s["name"]]))
         assert ("‡" in row) == (report.PROBE_BODY_SCENARIO not in s["scenarios"]), s["name"]
     assert "does not serve `post_json`" in servers
+
+
+def _with_rounds(res: dict, server: str, values: list[float]) -> None:
+    """Give every cell of `server` runs numbered by round with CPU figures `values`."""
+    for cell in res["cells"]:
+        if cell["server"] == server and cell["status"] == "ok":
+            cell["runs"] = [
+                {"round": i + 1, "cpu_us_per_req": v, "rps": 1000.0} for i, v in enumerate(values)
+            ]
+            cell["median"]["cpu_us_per_req"] = sorted(values)[len(values) // 2]
+
+
+def test_report_pairs_ratios_by_round_and_says_so(res):
+    # The fixture's runs carry no round numbers: every ratio falls back to independent.
+    md = report.render(res)
+    assert report.methods_used(res, "peregrine") == {"independent"}
+    assert "| ratios | a ratio is median / median" in md
+    # Round-tagged runs with a drift both servers shared: the ratio shown is the median of
+    # the per-round ratios (1.5 in every round), not median / median, and its interval is 0 wide.
+    paired = copy.deepcopy(res)
+    _with_rounds(paired, "peregrine", [100.0, 200.0, 400.0])
+    _with_rounds(paired, "floor", [150.0, 300.0, 600.0])
+    for c in paired["cells"]:
+        if c["server"] not in ("peregrine", "floor"):
+            c["runs"] = [{k: v for k, v in r.items() if k != "round"} for r in c["runs"]]
+    md = report.render(paired)
+    assert report.methods_used(paired, "peregrine") == {"paired", "independent"}
+    row = next(ln for ln in md.splitlines() if ln.startswith("| ratios |"))
+    assert "median of its per-round ratios" in row and "fewer than 3 rounds" in row
+    assert "(used by some ratios here)" in row
+    sec = _section(md, "## Hello text: `GET /plaintext`, no pipelining")
+    floor = [ln for ln in sec.split("**Server CPU")[1].splitlines() if "floor stand-in" in ln]
+    assert floor and "(1.50× [1.50–1.50])" in floor[0], floor
+    ref = {"status": "ok", "runs": [{"round": k, "cpu_us_per_req": v} for k, v in [(1, 2), (2, 4)]]}
+    est = report.ratio_estimate(ref, ref, "cpu_us_per_req")
+    assert est.method == "independent"  # two shared rounds are too few to pair
+
+
+def test_targets_and_before_after_use_the_paired_ratio():
+    def cell(server, cpus):
+        return {
+            "server": server,
+            "scenario": "plaintext",
+            "concurrency": 50,
+            "pipeline": 0,
+            "status": "ok",
+            "median": {"cpu_us_per_req": sorted(cpus)[len(cpus) // 2]},
+            "runs": [{"round": i + 1, "cpu_us_per_req": v} for i, v in enumerate(cpus)],
+        }
+
+    # The load doubled from round to round; the engine cost 1.02× the floor in every round.
+    # Independently resampled, the interval would span 0.25–4; paired, it is 1.02–1.02.
+    floor = [8.0, 16.0, 32.0, 64.0, 128.0]
+    res = {
+        "cells": [
+            cell("peregrine-hello", [v * 1.02 for v in floor]),
+            cell("floor", floor),
+            cell(report.BEFORE, [v * 1.10 for v in floor]),
+        ],
+        "before": {"ref": "main~3", "commit": "0" * 40},
+    }
+    t = {x["what"]: x for x in report.targets(res)}
+    eng = t["peregrine-hello / floor, plaintext, c=50, no pipelining"]
+    assert eng["method"] == "paired" and eng["ratio"] == pytest.approx(1.02)
+    assert eng["ci"] == pytest.approx((1.02, 1.02)) and eng["met"] is True
+    rows = report.before_after(res)
+    after_ratio, after_ci = rows[0]["after"]
+    assert after_ratio == pytest.approx(1.02) and after_ci == pytest.approx((1.02, 1.02))
+    assert rows[0]["after_before"][0] == pytest.approx(1.02 / 1.10)
+    md = "\n".join(report._before_after_lines(res))
+    assert "median of the per-round ratios" in md
+    # Without round numbers the same runs give the independent interval, far wider.
+    for c in res["cells"]:
+        for r in c["runs"]:
+            del r["round"]
+    wide = {x["what"]: x for x in report.targets(res)}
+    eng = wide["peregrine-hello / floor, plaintext, c=50, no pipelining"]
+    assert eng["method"] == "independent" and eng["ci"][1] - eng["ci"][0] > 1.0
+    assert eng["met"] is False

@@ -315,3 +315,27 @@ def test_lane_end_to_end_on_stand_in_servers(tmp_path):
     assert "## Scaling: 1 and 2 workers" in text
     assert "measuring: " in text and ", planned " in text  # the measuring time, and its plan
     assert "## Charts" not in text  # no ordinary cells, so no charts to link
+
+
+def test_worker_counts_measured_in_the_same_rounds_are_paired():
+    # Every (server, workers) cell runs once per round: a load swing shared by both worker
+    # counts cancels in the per-round ratio (1.5 in every round).
+    load = [1.0, 0.5, 1.5, 0.8, 1.2]
+    one = _cell("a", 1, [100 * x for x in load], [10.0] * 5)
+    two = _cell("a", 2, [150 * x for x in load], [10.0] * 5)
+    for cell in (one, two):
+        for k, run in enumerate(cell["runs"]):
+            run["round"] = k + 1
+    (r,) = scaling.ratios([one, two])
+    assert r["rps_method"] == "paired" and r["rps_ratio"] == pytest.approx(1.5)
+    assert r["rps_ci"] == pytest.approx([1.5, 1.5])
+    text = "\n".join(
+        scaling_report.section({"scaling": {**_res()["scaling"], "cells": [one, two]}})
+    )
+    assert "medians of the per-round ratios" in text
+    # Without round numbers: median / median and an independent interval, much wider.
+    for cell in (one, two):
+        for run in cell["runs"]:
+            del run["round"]
+    (r,) = scaling.ratios([one, two])
+    assert r["rps_method"] == "independent" and r["rps_ci"][1] - r["rps_ci"][0] > 0.5

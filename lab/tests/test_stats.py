@@ -85,3 +85,78 @@ def test_target_met_only_when_the_upper_bound_meets_it():
     assert stats.target_met((1.01, 1.04), 1.05) is True
     assert stats.target_met((1.01, 1.06), 1.05) is False  # the median may be under, not enough
     assert stats.target_met(None, 1.05) is None
+
+
+def _rounds(values, start=1):
+    return [{"round": start + i, "cpu": v} for i, v in enumerate(values)]
+
+
+def _drifting_pair(n=15, true_ratio=1.05, seed=3):
+    """Two servers measured in the same rounds on a machine whose load drifts from round to
+    round by up to ±30% (shared by both), plus ±1% noise of their own."""
+    import random
+
+    rng = random.Random(seed)
+    a, b = [], []
+    for _ in range(n):
+        load = rng.uniform(0.7, 1.3)
+        b.append(10.0 * load * rng.gauss(1.0, 0.01))
+        a.append(10.0 * true_ratio * load * rng.gauss(1.0, 0.01))
+    return a, b
+
+
+def test_paired_ratio_cancels_a_shared_drift_the_independent_interval_does_not():
+    a, b = _drifting_pair()
+    paired = stats.ratio_estimate(_rounds(a), _rounds(b), "cpu")
+    assert paired.method == stats.PAIRED and paired.rounds == 15
+    per_round = [x / y for x, y in zip(a, b, strict=True)]
+    assert paired.ratio == pytest.approx(stats.median(per_round))
+    assert paired.ci == stats.bootstrap_median_ci(per_round)
+    lo, hi = paired.ci
+    assert lo <= 1.05 <= hi and hi - lo < 0.03  # the drift is gone: ±1% noise is left
+    # The same runs without round numbers: median / median, both sides resampled apart.
+    plain = stats.ratio_estimate([{"cpu": v} for v in a], [{"cpu": v} for v in b], "cpu")
+    assert plain.method == stats.INDEPENDENT and plain.rounds == 0
+    assert plain.ratio == pytest.approx(stats.median(a) / stats.median(b))
+    assert plain.ci == stats.bootstrap_ratio_ci(a, b)
+    assert (plain.ci[1] - plain.ci[0]) > 5 * (hi - lo)
+
+
+def test_paired_ratio_falls_back_to_independent_without_enough_shared_rounds():
+    a, b = _drifting_pair(n=6)
+    # Only one round in common (rounds 1-3 against rounds 3-5): independent.
+    few = stats.ratio_estimate(_rounds(a[:3]), _rounds(b[:3], start=3), "cpu")
+    assert few.method == stats.INDEPENDENT
+    assert few.ratio == pytest.approx(stats.median(a[:3]) / stats.median(b[:3]))
+    # One side's runs carry no round: independent.
+    mixed = stats.ratio_estimate(_rounds(a), [{"cpu": v} for v in b], "cpu")
+    assert mixed.method == stats.INDEPENDENT
+    # Two runs in one round cannot be paired: independent.
+    dup = _rounds(a) + [{"round": 1, "cpu": a[0]}]
+    assert stats.ratio_estimate(dup, _rounds(b), "cpu").method == stats.INDEPENDENT
+    # Exactly the minimum of shared rounds pairs; missing values leave their round out.
+    three = stats.ratio_estimate(_rounds(a[:3]), _rounds(b[:3]), "cpu")
+    assert three.method == stats.PAIRED and three.rounds == stats.MIN_PAIRED_ROUNDS
+    holes = _rounds(a[:4])
+    holes[1]["cpu"] = None
+    short = stats.ratio_estimate(holes, _rounds(b[:4]), "cpu")
+    assert short.method == stats.PAIRED and short.rounds == 3
+    assert stats.ratio_method(holes[:3], _rounds(b[:4]), "cpu") == stats.INDEPENDENT
+    # No values at all, or a zero reference: no ratio.
+    assert stats.ratio_estimate([], _rounds(b), "cpu") is None
+    assert stats.ratio_estimate([{"cpu": 1.0}], [{"cpu": 0.0}], "cpu") is None
+    # One run a side: a ratio without an interval.
+    one = stats.ratio_estimate([{"cpu": 2.0}], [{"cpu": 1.0}], "cpu")
+    assert one.ratio == 2.0 and one.ci is None
+
+
+def test_paired_ratio_is_deterministic_for_a_seed():
+    a, b = _drifting_pair(n=10, seed=11)
+    first = stats.ratio_estimate(_rounds(a), _rounds(b), "cpu", seed=5)
+    assert stats.ratio_estimate(_rounds(a), _rounds(b), "cpu", seed=5) == first
+    # The seed moves only the interval (by a resample's worth); the ratio is the data's.
+    other = stats.ratio_estimate(_rounds(a), _rounds(b), "cpu", seed=6)
+    assert other.ratio == first.ratio and other.method == stats.PAIRED
+    # Round order in the list does not matter: rounds are matched by number.
+    again = stats.ratio_estimate(list(reversed(_rounds(a))), _rounds(b), "cpu", seed=5)
+    assert again == first

@@ -254,3 +254,26 @@ def test_missing_cells_give_no_verdict_and_the_report_still_renders(tmp_path):
     path, charts = tls_report.write(res, tmp_path)
     assert "n/a" in path.read_text()
     assert all(p.exists() for p in charts)
+
+
+def test_ratios_pair_runs_measured_in_the_same_rounds():
+    # The machine's load swings ±40% between rounds, both servers alike; Peregrine costs 0.95×
+    # nginx in every round. Paired by round the target is met; without rounds it is not.
+    load = [1.0, 1.4, 0.6, 1.2, 0.8, 1.3, 0.7]
+    mine = _cell("peregrine-tls", "https", [9.5 * x for x in load])
+    theirs = _cell("nginx-tls", "https", [10.0 * x for x in load])
+    for cell in (mine, theirs):
+        for k, run in enumerate(cell["runs"]):
+            run["round"] = k + 1
+    res = _results([mine, theirs])
+    t = next(t for t in tls_lanes.targets(res) if t["lane"] == "https")
+    assert t["method"] == "paired" and t["ratio"] == pytest.approx(0.95)
+    assert t["ci"] == pytest.approx([0.95, 0.95]) and t["met"] is True
+    text = tls_report.render(res)
+    assert "Methods used here: paired." in text and "0.95 [0.95, 0.95]" in text
+    for cell in (mine, theirs):
+        for run in cell["runs"]:
+            del run["round"]
+    t = next(t for t in tls_lanes.targets(res) if t["lane"] == "https")
+    assert t["method"] == "independent" and t["met"] is False
+    assert "Methods used here: independent." in tls_report.render(res)
