@@ -203,9 +203,10 @@ async fn busy<S: Service>(
     let mut slot = std::pin::pin!(None::<S::Future>);
     // The last read filled the read buffer: more input is probably waiting in the socket (a
     // large pipelined batch). It is read before the batch's responses are sent (see below).
-    let mut more_waiting = conn.read_buf_full();
-    // A read of this batch filled the buffer (see `more_waiting`).
-    let mut large_batch = false;
+    let (mut more_waiting, first_read) = conn.read_buf_state();
+    // A large batch (a large first read, or one that filled the buffer): when it is answered,
+    // the emptied buffer is re-based (see below).
+    let mut large_batch = first_read > READ_BUF_INITIAL / 2;
     loop {
         // 1. Answer every complete request in the buffer, in order: those whose handler is
         // ready at once in one synchronous loop (see `answer_ready`), the others here.
@@ -292,7 +293,7 @@ async fn busy<S: Service>(
             match conn.try_fill() {
                 Err(_) => return Next::Close(Close::Now),
                 Ok(Some(Fill::Data)) => {
-                    more_waiting = conn.read_buf_full();
+                    more_waiting = conn.read_buf_state().0;
                     parse_due |= conn.may_complete_a_head(before);
                     continue;
                 }
@@ -315,7 +316,8 @@ async fn busy<S: Service>(
         if conn.io.borrow().rbuf.is_empty() {
             if large_batch {
                 // The buffer's start is where the batch ended: moved back to the start of its
-                // allocation (no bytes to move), the next batch fits in one read again.
+                // allocation (no bytes to move), the next batch fits in one read again. (Only
+                // after large batches: for small ones this would be a wasted call per batch.)
                 let _ = conn.io.borrow_mut().rbuf.try_reclaim(READ_BUF_BATCH / 2);
             }
             return Next::Idle;
@@ -332,7 +334,7 @@ async fn busy<S: Service>(
                 return Next::Close(Close::Linger);
             }
             Ok(Fill::Data) => {
-                more_waiting = conn.read_buf_full();
+                more_waiting = conn.read_buf_state().0;
                 parse_due |= conn.may_complete_a_head(before);
             }
         }
@@ -576,11 +578,11 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
 const READ_BUF_BATCH: usize = 4 * READ_BUF_INITIAL;
 
 impl Conn {
-    /// Whether the read buffer is full: the last read took all the room it had, so the socket
-    /// may hold more.
-    fn read_buf_full(&self) -> bool {
+    /// Whether the read buffer is full (the last read took all the room it had, so the socket
+    /// may hold more), and its length.
+    fn read_buf_state(&self) -> (bool, usize) {
         let io = self.io.borrow();
-        io.rbuf.len() == io.rbuf.capacity()
+        (io.rbuf.len() == io.rbuf.capacity(), io.rbuf.len())
     }
 
     /// Makes room for the rest of a large batch: at least `READ_BUF_BATCH / 2` free in the read
