@@ -207,6 +207,8 @@ async fn busy<S: Service>(
     // A large batch (a large first read, or one that filled the buffer): when it is answered,
     // the emptied buffer is re-based (see below).
     let mut large_batch = first_read > READ_BUF_INITIAL / 2;
+    // Reads made without waiting since the last wait (see below).
+    let mut eager_reads = 0;
     loop {
         // 1. Answer every complete request in the buffer, in order: those whose handler is
         // ready at once in one synchronous loop (see `answer_ready`), the others here.
@@ -286,9 +288,13 @@ async fn busy<S: Service>(
         // the batch first, into a larger buffer: a 256-deep pipelined write (~12 KiB from wrk)
         // then costs one read and one write instead of a read and a write per 4 KiB (the floor
         // reads 64 KiB at a time). No system call if the socket was drained after all.
-        if more_waiting {
+        // At most `EAGER_READS` such reads in a row: the others go through `fill`, whose
+        // readiness wait takes from tokio's cooperative budget, so a client that keeps the
+        // socket full cannot keep the worker from its other connections.
+        if more_waiting && eager_reads < EAGER_READS {
             more_waiting = false;
             large_batch = true;
+            eager_reads += 1;
             let before = conn.grow_read_buf();
             match conn.try_fill() {
                 Err(_) => return Next::Close(Close::Now),
@@ -325,6 +331,7 @@ async fn busy<S: Service>(
         let before = conn.io.borrow().rbuf.len();
         let deadline = *head_deadline
             .get_or_insert_with(|| deadline_after(Instant::now(), cfg.header_timeout));
+        eager_reads = 0;
         match conn.fill(deadline).await {
             Err(_) => return Next::Close(Close::Now),
             // Answer what is complete; a partial request is dropped without a word.
@@ -572,6 +579,10 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     }
     Taken::Request((req, version, head_request, keep_alive))
 }
+
+/// Reads in a row without a wait for readiness (see `busy`): 64 KiB of input at most, as the
+/// floor reads at once.
+const EAGER_READS: u8 = 4;
 
 /// The read buffer grows to this capacity when reads fill it (the size a recycled connection
 /// shell keeps, `io.rs` `READ_BUF_KEEP`).
