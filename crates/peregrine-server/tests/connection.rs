@@ -56,6 +56,42 @@ fn pipelined_requests_are_answered_in_order() {
     h.shutdown();
 }
 
+/// The driver answers handlers that are ready at once in a tight loop and waits for the others
+/// in place: a handler that is pending in the middle of a batch, and requests with bodies around
+/// it, keep the batch's order.
+#[test]
+fn a_pending_handler_and_bodies_inside_a_pipelined_batch_keep_the_order() {
+    let (h, calls) = start(config());
+    let mut c = Client::new(h.local_addr());
+    let mut batch = get("/plaintext");
+    batch.extend(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\none");
+    batch.extend(get("/slow"));
+    batch.extend(get("/plaintext"));
+    batch.extend(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\ntwo");
+    batch.extend(get("/ignore"));
+    c.send(&batch);
+    let got: Vec<(u16, String)> = (0..6)
+        .map(|_| {
+            let r = c.read_response();
+            (r.status, r.body_str().to_string())
+        })
+        .collect();
+    let want = [
+        "Hello, World!",
+        "one",
+        "slow done",
+        "Hello, World!",
+        "two",
+        "ignored",
+    ];
+    assert_eq!(got, want.map(|b| (200, b.to_string())));
+    assert_eq!(calls.get(), 6);
+    // The connection is still usable.
+    c.send(&get("/plaintext"));
+    assert_eq!(c.read_response().body_str(), "Hello, World!");
+    h.shutdown();
+}
+
 #[test]
 fn many_pipelined_requests_in_one_write() {
     let (h, calls) = start(config());

@@ -101,6 +101,26 @@ fn half_close_after_request_still_gets_response() {
     h.shutdown();
 }
 
+/// A batch larger than the read buffer is read in several reads before its responses are sent
+/// (the driver reads on while reads fill the buffer); the client's end of input, met on one of
+/// those reads, still gets every response, then the close.
+#[test]
+fn half_close_after_a_batch_larger_than_the_read_buffer_gets_every_response() {
+    let (h, calls) = start(config());
+    let mut c = Client::new(h.local_addr());
+    let n = 1000;
+    let batch: Vec<u8> = (0..n).flat_map(|_| get("/plaintext")).collect();
+    assert!(batch.len() > 32 * 1024);
+    c.send(&batch);
+    c.stream.shutdown(Shutdown::Write).unwrap();
+    for _ in 0..n {
+        assert_eq!(c.read_response().body_str(), "Hello, World!");
+    }
+    assert!(c.at_eof());
+    assert_eq!(calls.get(), n);
+    h.shutdown();
+}
+
 #[test]
 fn eof_in_a_head_skips_the_handler_and_eof_in_a_body_is_an_incomplete_body() {
     let (h, calls) = start(config());

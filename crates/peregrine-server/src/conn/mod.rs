@@ -198,40 +198,49 @@ async fn busy<S: Service>(
     let mut head_deadline: Option<Instant> = None;
     // Whether the bytes received since the last parse may complete (or break) a head.
     let mut parse_due = true;
+    // The handler's future of the request being answered, pinned here (in the pooled
+    // per-batch future) for when it is not ready at once.
+    let mut slot = std::pin::pin!(None::<S::Future>);
+    // The last read filled the read buffer: more input is probably waiting in the socket (a
+    // large pipelined batch). It is read before the batch's responses are sent (see below).
+    let (mut more_waiting, first_read) = conn.read_buf_state();
+    // A large batch (a large first read, or one that filled the buffer): when it is answered,
+    // the emptied buffer is re-based (see below).
+    let mut large_batch = first_read > READ_BUF_INITIAL / 2;
+    // Reads made without waiting since the last wait (see below).
+    let mut eager_reads = 0;
     loop {
-        // 1. Answer every complete request in the buffer, in order.
+        // 1. Answer every complete request in the buffer, in order: those whose handler is
+        // ready at once in one synchronous loop (see `answer_ready`), the others here.
         while parse_due {
-            let (req, version, head_request, mut keep_alive) =
-                match take_request(conn, served, peer) {
-                    Taken::Request(r) => r,
-                    Taken::NeedMore => {
-                        parse_due = false;
-                        break;
-                    }
-                    Taken::Refused => return Next::Close(Close::Linger),
-                    #[cfg(feature = "http2")]
-                    Taken::Http2 => return Next::Close(Close::Http2),
-                };
-            head_deadline = None;
-            // The service is called and polled in one `catch_unwind`, its future pinned here
-            // (in the pooled per-batch future), and the response encoded inside the poll, where
-            // the handler returned it (see docs/performance.md). Panics are answered with 500.
-            let mut slot = std::pin::pin!(None::<S::Future>);
-            let mut req = Some(req);
-            let mut answered: Option<Answered> = None;
-            let panicked = poll_fn(|cx| {
-                let call = Call {
-                    service,
-                    conn,
-                    version,
-                    head_request,
-                };
-                call.poll(cx, slot.as_mut(), &mut req, &mut keep_alive, &mut answered)
-            })
-            .await;
+            let mut batch = Batch {
+                service,
+                conn,
+                served,
+                peer,
+                cur: Current {
+                    version: Version::Http11,
+                    head_request: false,
+                    keep_alive: KeepAlive::Busy,
+                },
+                took: false,
+            };
+            let stop = poll_fn(|cx| batch.answer_ready(cx, slot.as_mut())).await;
+            if batch.took {
+                head_deadline = None;
+            }
+            let cur = batch.cur;
+            let (answered, panicked) = match stop {
+                Stop::NeedMore => {
+                    parse_due = false;
+                    break;
+                }
+                Stop::Close(c) => return Next::Close(c),
+                Stop::Answered(answered, panicked) => (answered, panicked),
+            };
             if panicked {
                 // A future that panicked in its poll is dropped here, and its drop may panic
-                // too (issue 17). (One that answered was dropped in the poll, see `Call::poll`.)
+                // too (issue 17). (One that answered was dropped in the poll.)
                 let _ = catch_unwind(AssertUnwindSafe(|| slot.set(None)));
             }
             match answered {
@@ -242,14 +251,17 @@ async fn busy<S: Service>(
                 }
                 Some(Answered::Rest(rest)) => {
                     // Boxed: large and streamed bodies are the exception.
-                    if Box::pin(conn.finish_response(rest, version)).await.is_err() {
+                    if Box::pin(conn.finish_response(rest, cur.version))
+                        .await
+                        .is_err()
+                    {
                         return Next::Close(Close::Now);
                     }
                 }
                 Some(Answered::Refused) => return Next::Close(Close::Linger),
                 None => {
                     tracing::error!(%peer, "handler panicked; answering 500");
-                    conn.push_error(500, "internal server error", head_request);
+                    conn.push_error(500, "internal server error", cur.head_request);
                     return Next::Close(Close::Linger);
                 }
             }
@@ -258,33 +270,48 @@ async fn busy<S: Service>(
                 tracing::error!(%peer, "panic after the handler's response; closing");
                 return Next::Close(Close::Linger);
             }
-            if !keep_alive.is_open() {
+            if !cur.keep_alive.is_open() {
                 return Next::Close(Close::Linger);
             }
-            // One borrow for both checks of the common case (no body left, output below the
-            // bound).
-            let (body_left, mut pending) = {
-                let io = conn.io.borrow();
-                (
-                    !matches!(io.body, BodyState::Done),
-                    io.out.len() - io.out_pos,
-                )
-            };
             // Skip what the handler left of the body (a streamed response may have read it).
-            if body_left {
-                if !Box::pin(conn.drain_body()).await {
-                    return Next::Close(Close::Linger);
-                }
-                pending = conn.pending_output();
+            let body_left = !matches!(conn.io.borrow().body, BodyState::Done);
+            if body_left && !Box::pin(conn.drain_body()).await {
+                return Next::Close(Close::Linger);
             }
-            if pending > cfg.max_pending_output && conn.flush().await.is_err() {
+            if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
                 return Next::Close(Close::Now);
             }
             // What follows the request in the buffer is new input for the parser.
-            parse_due = true;
         }
 
-        // 2. Nothing complete is left: send the batch, then wait for more input.
+        // 2. Nothing complete is left. If the last read filled the buffer, read the rest of
+        // the batch first, into a larger buffer: a 256-deep pipelined write (~12 KiB from wrk)
+        // then costs one read and one write instead of a read and a write per 4 KiB (the floor
+        // reads 64 KiB at a time). No system call if the socket was drained after all.
+        // At most `EAGER_READS` such reads in a row: the others go through `fill`, whose
+        // readiness wait takes from tokio's cooperative budget, so a client that keeps the
+        // socket full cannot keep the worker from its other connections.
+        if more_waiting && eager_reads < EAGER_READS {
+            more_waiting = false;
+            large_batch = true;
+            eager_reads += 1;
+            let before = conn.grow_read_buf();
+            match conn.try_fill() {
+                Err(_) => return Next::Close(Close::Now),
+                Ok(Some(Fill::Data)) => {
+                    more_waiting = conn.read_buf_state().0;
+                    parse_due |= conn.may_complete_a_head(before);
+                    continue;
+                }
+                Ok(Some(_)) => {
+                    // End of input: answer what is complete.
+                    parse_due = true;
+                    continue;
+                }
+                Ok(None) => {}
+            }
+        }
+        // Send the batch, then wait for more input.
         if conn.flush().await.is_err() {
             return Next::Close(Close::Now);
         }
@@ -293,11 +320,18 @@ async fn busy<S: Service>(
             return Next::Close(Close::Now);
         }
         if conn.io.borrow().rbuf.is_empty() {
+            if large_batch {
+                // The buffer's start is where the batch ended: moved back to the start of its
+                // allocation (no bytes to move), the next batch fits in one read again. (Only
+                // after large batches: for small ones this would be a wasted call per batch.)
+                let _ = conn.io.borrow_mut().rbuf.try_reclaim(READ_BUF_BATCH / 2);
+            }
             return Next::Idle;
         }
         let before = conn.io.borrow().rbuf.len();
         let deadline = *head_deadline
             .get_or_insert_with(|| deadline_after(Instant::now(), cfg.header_timeout));
+        eager_reads = 0;
         match conn.fill(deadline).await {
             Err(_) => return Next::Close(Close::Now),
             // Answer what is complete; a partial request is dropped without a word.
@@ -306,64 +340,128 @@ async fn busy<S: Service>(
                 conn.push_error(408, "request header timeout", false);
                 return Next::Close(Close::Linger);
             }
-            Ok(Fill::Data) => parse_due |= conn.may_complete_a_head(before),
+            Ok(Fill::Data) => {
+                more_waiting = conn.read_buf_state().0;
+                parse_due |= conn.may_complete_a_head(before);
+            }
         }
     }
 }
 
-/// One request's call of the service, polled by [`busy`].
-struct Call<'a, S> {
-    service: &'a S,
-    conn: &'a Rc<Conn>,
+/// The request being answered: what the driver needs of it once its handler answered.
+#[derive(Clone, Copy)]
+struct Current {
     version: Version,
     head_request: bool,
+    keep_alive: KeepAlive,
 }
 
-impl<S: Service> Call<'_, S> {
-    /// Calls the service on the first poll (its future goes straight into `slot`) and polls
-    /// the future, all in one `catch_unwind`; a ready response is answered at once, where it
-    /// was returned. `Ready(true)` if the handler panicked, `Ready(false)` once answered.
+/// Where [`Batch::answer_ready`] stopped.
+enum Stop {
+    /// No complete request is left in the buffer.
+    NeedMore,
+    /// The connection must close (a request was refused, or the client speaks HTTP/2).
+    Close(Close),
+    /// The current request was answered (or its handler panicked: the flag), and what follows
+    /// needs the driver: a body still to write or to skip, a closing connection, a full output
+    /// buffer. `None`: the handler panicked before it answered.
+    Answered(Option<Answered>, bool),
+}
+
+/// The requests of one batch, answered by [`Batch::answer_ready`].
+struct Batch<'a, S> {
+    service: &'a S,
+    conn: &'a Rc<Conn>,
+    served: &'a mut u32,
+    peer: SocketAddr,
+    /// The request being answered (its handler may be pending).
+    cur: Current,
+    /// Whether a request was taken from the buffer.
+    took: bool,
+}
+
+impl<S: Service> Batch<'_, S> {
+    /// Answers the complete requests at the start of the read buffer, one after the other:
+    /// polls the pending handler's future in `slot` if there is one, then parses, calls, polls
+    /// and encodes the next requests while each handler answers at its first poll and nothing
+    /// else is to be done between them (the common case of a pipelined batch). One synchronous
+    /// loop in one `catch_unwind`, with no `await` per request, so the per-request values stay
+    /// in registers rather than in the per-batch future; the service's future is polled in this
+    /// one place only (two call sites kept the handler from being inlined). A handler's future
+    /// lives in `slot` (pinned in the per-batch future), so it can stay there when `Pending`.
+    /// The response is encoded where the handler's poll returned it (see docs/performance.md).
     #[inline(always)]
-    fn poll(
-        &self,
+    fn answer_ready(
+        &mut self,
         cx: &mut Context<'_>,
         mut slot: Pin<&mut Option<S::Future>>,
-        req: &mut Option<Request>,
-        keep_alive: &mut KeepAlive,
-        answered: &mut Option<Answered>,
-    ) -> Poll<bool> {
-        let conn = self.conn;
-        let polled = catch_unwind(AssertUnwindSafe(|| {
-            if let Some(req) = req.take() {
-                slot.set(Some(self.service.call(req)));
+    ) -> Poll<Stop> {
+        let (service, conn, peer) = (self.service, self.conn, self.peer);
+        let served = &mut *self.served;
+        let max_pending = conn.shared.config.max_pending_output;
+        let mut cur = self.cur;
+        let mut took = false;
+        let mut answered: Option<Answered> = None;
+        let run = catch_unwind(AssertUnwindSafe(|| loop {
+            if slot.is_none() {
+                let (req, version, head_request, keep_alive) =
+                    match take_request(conn, served, peer) {
+                        Taken::Request(r) => r,
+                        Taken::NeedMore => return Some(Stop::NeedMore),
+                        Taken::Refused => return Some(Stop::Close(Close::Linger)),
+                        #[cfg(feature = "http2")]
+                        Taken::Http2 => return Some(Stop::Close(Close::Http2)),
+                    };
+                took = true;
+                cur = Current {
+                    version,
+                    head_request,
+                    keep_alive,
+                };
+                slot.set(Some(service.call(req)));
             }
-            match slot.as_mut().as_pin_mut() {
-                Some(fut) => match fut.poll(cx) {
-                    Poll::Ready(mut r) => {
-                        if conn.shared.is_shutting_down() {
-                            keep_alive.disable(CloseReason::ShuttingDown);
-                        }
-                        *answered =
-                            Some(conn.answer(&mut r, keep_alive, self.version, self.head_request));
-                        // The handler's future (and the request it may hold) goes now, inside
-                        // this `catch_unwind`: a panic in its drop is caught (issue 17).
-                        slot.set(None);
-                        true
+            let Some(fut) = slot.as_mut().as_pin_mut() else {
+                unreachable!("the future was just set")
+            };
+            match fut.poll(cx) {
+                Poll::Ready(mut r) => {
+                    if conn.shared.is_shutting_down() {
+                        cur.keep_alive.disable(CloseReason::ShuttingDown);
                     }
-                    Poll::Pending => false,
-                },
-                // Only after a panic, which ends the polling.
-                None => false,
+                    answered = Some(conn.answer(
+                        &mut r,
+                        &mut cur.keep_alive,
+                        cur.version,
+                        cur.head_request,
+                    ));
+                    // The handler's future (and the request it may hold) goes now, inside the
+                    // `catch_unwind`: a panic in its drop is caught (issue 17).
+                    slot.set(None);
+                }
+                Poll::Pending => return None,
             }
+            // One borrow for the checks of the common case: encoded whole, connection kept, no
+            // body left, output below the bound.
+            let go_on =
+                matches!(answered, Some(Answered::Encoded)) && cur.keep_alive.is_open() && {
+                    let io = conn.io.borrow();
+                    matches!(io.body, BodyState::Done) && io.out.len() - io.out_pos <= max_pending
+                };
+            if !go_on {
+                return Some(Stop::Answered(answered.take(), false));
+            }
+            answered = None;
         }));
-        match polled {
-            Ok(true) => Poll::Ready(false),
-            Ok(false) => {
+        self.cur = cur;
+        self.took |= took;
+        match run {
+            Ok(Some(stop)) => Poll::Ready(stop),
+            Ok(None) => {
                 // Meanwhile, keep writing earlier responses of the batch.
                 conn.poll_write_progress(cx);
                 Poll::Pending
             }
-            Err(_) => Poll::Ready(true),
+            Err(_) => Poll::Ready(Stop::Answered(answered, true)),
         }
     }
 }
@@ -482,7 +580,53 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     Taken::Request((req, version, head_request, keep_alive))
 }
 
+/// Reads in a row without a wait for readiness (see `busy`): 64 KiB of input at most, as the
+/// floor reads at once.
+const EAGER_READS: u8 = 4;
+
+/// The read buffer grows to this capacity when reads fill it (the size a recycled connection
+/// shell keeps, `io.rs` `READ_BUF_KEEP`).
+const READ_BUF_BATCH: usize = 4 * READ_BUF_INITIAL;
+
 impl Conn {
+    /// Whether the read buffer is full (the last read took all the room it had, so the socket
+    /// may hold more), and its length.
+    fn read_buf_state(&self) -> (bool, usize) {
+        let io = self.io.borrow();
+        (io.rbuf.len() == io.rbuf.capacity(), io.rbuf.len())
+    }
+
+    /// Makes room for the rest of a large batch: at least `READ_BUF_BATCH / 2` free in the read
+    /// buffer, whose allocation is then `READ_BUF_BATCH` (unless the input so far is larger),
+    /// so that the next batch on this shell fits in one read. Returns the length of the input
+    /// so far.
+    ///
+    /// The output buffer, which will hold the batch's responses, is given a power-of-two
+    /// capacity: doubling from there, it stays within what a recycled shell keeps (64 KiB)
+    /// for the responses of a 256-deep batch, where growing from an odd size overshot it and the
+    /// buffer was freed and regrown (about ten reallocations) for every batch.
+    fn grow_read_buf(&self) -> usize {
+        let mut io = self.io.borrow_mut();
+        let len = io.rbuf.len();
+        let room = READ_BUF_BATCH / 2;
+        if io.rbuf.capacity() - len < room && !io.rbuf.try_reclaim(room) {
+            // A fresh buffer of exactly the batch size, rather than `reserve`, which grows the
+            // allocation past what a recycled shell keeps (16 KiB) and would regrow it for every
+            // batch. The old buffer goes back to the worker's pool.
+            let mut fresh = bytes::BytesMut::with_capacity(READ_BUF_BATCH.max(len + room));
+            fresh.extend_from_slice(&io.rbuf);
+            let old = std::mem::replace(&mut io.rbuf, fresh);
+            self.shared.put_read_buf(old);
+        }
+        let cap = io.out.capacity();
+        if !cap.is_power_of_two() || cap < READ_BUF_INITIAL {
+            let want = cap.next_power_of_two().max(READ_BUF_INITIAL);
+            let used = io.out.len();
+            io.out.reserve_exact(want - used);
+        }
+        len
+    }
+
     /// Whether the bytes read since `before` can change the parser's verdict: a line end, or a
     /// head as long as the limits allow. A byte-per-packet client then costs no full re-parse
     /// per byte.

@@ -191,6 +191,14 @@ impl Conn {
                 ResponseBody::Empty => return None,
                 ResponseBody::Full(b) if b.len() <= COPY_BODY_MAX => {
                     io.out.extend_from_slice(b);
+                    drop(io);
+                    // The copied body goes here, inline (the `Bytes` vtable call only): left
+                    // in the response, it was dropped by an out-of-line `drop_in_place` call.
+                    if let ResponseBody::Full(b) =
+                        std::mem::replace(&mut resp.body, ResponseBody::Empty)
+                    {
+                        drop(b);
+                    }
                     return None;
                 }
                 _ => {}
