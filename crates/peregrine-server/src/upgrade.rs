@@ -1,7 +1,7 @@
 //! Protocol upgrades: after a `101 Switching Protocols` response, the connection's bytes belong to
 //! another protocol (WebSocket, or anything a handler speaks), handed over as [`Upgraded`].
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -49,6 +49,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix[..n]);
             self.prefix.advance(n);
+            if self.prefix.is_empty() {
+                // An empty `Bytes` still keeps its whole allocation (the engine's read buffer,
+                // for h2c) alive: let it go.
+                self.prefix = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.io).poll_read(cx, buf)
@@ -120,17 +125,38 @@ impl AsyncWrite for Upgraded {
 /// `AsyncRead`/`AsyncWrite` over any [`crate::transport::Transport`] (the driver's poll form):
 /// how an upgraded HTTP/1.1 connection or an HTTP/2 connection runs on whatever stream the
 /// listener's acceptor produced.
+///
+/// It holds no read buffer of its own while idle: each read goes through the worker's one
+/// scratch buffer ([`SCRATCH`]) straight into the caller's buffer. Only bytes the caller had no
+/// room for are kept here, and that buffer is released once they are read (an HTTP/2 connection
+/// kept 8 to 16 KiB here for its whole life before: docs/performance.md, "Memory of an idle TLS
+/// and HTTP/2 connection").
 pub(crate) struct TransportIo<T> {
     t: T,
-    buf: bytes::BytesMut,
+    leftover: BytesMut,
+}
+
+/// Largest read per call: one TLS record's plaintext, and h2's own read size.
+const READ_CHUNK: usize = 16 * 1024;
+
+thread_local! {
+    /// The worker's read scratch for every [`TransportIo`] it serves (one thread, one read at a
+    /// time: taken for the read and put back, so a nested read would just use a fresh one).
+    static SCRATCH: std::cell::Cell<BytesMut> = std::cell::Cell::new(BytesMut::new());
 }
 
 impl<T: crate::transport::Transport> TransportIo<T> {
     pub(crate) fn new(t: T) -> Self {
         TransportIo {
             t,
-            buf: bytes::BytesMut::new(),
+            leftover: BytesMut::new(),
         }
+    }
+
+    /// Bytes of read buffer this connection holds (0 when idle).
+    #[cfg(test)]
+    pub(crate) fn buffer_capacity(&self) -> usize {
+        self.leftover.capacity()
     }
 }
 
@@ -141,18 +167,34 @@ impl<T: crate::transport::Transport + Unpin> AsyncRead for TransportIo<T> {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        loop {
-            if !this.buf.is_empty() {
-                let n = this.buf.len().min(out.remaining());
-                out.put_slice(&this.buf[..n]);
-                this.buf.advance(n);
-                return Poll::Ready(Ok(()));
+        if !this.leftover.is_empty() {
+            let n = this.leftover.len().min(out.remaining());
+            out.put_slice(&this.leftover[..n]);
+            this.leftover.advance(n);
+            if this.leftover.is_empty() {
+                this.leftover = BytesMut::new();
             }
+            return Poll::Ready(Ok(()));
+        }
+        loop {
             std::task::ready!(this.t.poll_read_ready(cx))?;
-            this.buf.reserve(out.remaining().clamp(1, 16 * 1024));
-            match this.t.try_read_buf(&mut this.buf) {
-                Ok(0) => return Poll::Ready(Ok(())),
-                Ok(_) => continue,
+            let mut scratch = SCRATCH.take();
+            scratch.clear();
+            scratch.reserve(out.remaining().clamp(1, READ_CHUNK));
+            let read = this.t.try_read_buf(&mut scratch);
+            if let Ok(n) = read {
+                let given = n.min(out.remaining());
+                out.put_slice(&scratch[..given]);
+                if given < n {
+                    // The stream gave more than the caller has room for (a TCP read fills the
+                    // scratch's whole spare capacity): kept until the next read.
+                    this.leftover.extend_from_slice(&scratch[given..n]);
+                }
+            }
+            scratch.clear();
+            SCRATCH.set(scratch);
+            match read {
+                Ok(_) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => this.t.clear_read_ready(),
                 Err(e) => return Poll::Ready(Err(e)),
             }
