@@ -240,6 +240,53 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// An idle connection read through `TransportIo` (HTTP/2, upgrades) holds no read buffer:
+    /// reads go through the worker's scratch into the caller's buffer, and bytes the caller had
+    /// no room for are kept only until they are read.
+    #[test]
+    fn transport_io_holds_no_read_buffer_between_reads() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let mut client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                    .await
+                    .unwrap();
+                let (server, _) = l.accept().await.unwrap();
+                let mut io = TransportIo::new(server);
+                assert_eq!(io.buffer_capacity(), 0);
+
+                client.write_all(b"0123456789abcdef").await.unwrap();
+                let mut got = Vec::new();
+                while got.len() < 16 {
+                    let mut chunk = [0u8; 4096];
+                    let n = io.read(&mut chunk).await.unwrap();
+                    got.extend_from_slice(&chunk[..n]);
+                }
+                assert_eq!(got, b"0123456789abcdef");
+                assert_eq!(io.buffer_capacity(), 0, "a read the caller had room for");
+
+                // A caller with less room than what arrived: the rest is kept, then released.
+                client.write_all(b"0123456789abcdef").await.unwrap();
+                let mut small = [0u8; 4];
+                let mut got = Vec::new();
+                let n = io.read(&mut small).await.unwrap();
+                got.extend_from_slice(&small[..n]);
+                while got.len() < 16 {
+                    let n = io.read(&mut small).await.unwrap();
+                    got.extend_from_slice(&small[..n]);
+                }
+                assert_eq!(got, b"0123456789abcdef");
+                assert_eq!(io.buffer_capacity(), 0, "the rest, once read");
+
+                drop(client);
+                let mut end = [0u8; 16];
+                assert_eq!(io.read(&mut end).await.unwrap(), 0, "end of stream");
+            });
+    }
+
     #[test]
     fn the_prefix_is_read_before_the_connection_and_writes_go_through() {
         tokio::runtime::Builder::new_current_thread()
