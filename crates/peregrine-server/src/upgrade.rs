@@ -1,7 +1,7 @@
 //! Protocol upgrades: after a `101 Switching Protocols` response, the connection's bytes belong to
 //! another protocol (WebSocket, or anything a handler speaks), handed over as [`Upgraded`].
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -126,76 +126,35 @@ impl AsyncWrite for Upgraded {
 /// how an upgraded HTTP/1.1 connection or an HTTP/2 connection runs on whatever stream the
 /// listener's acceptor produced.
 ///
-/// It holds no read buffer of its own while idle: each read goes through the worker's one
-/// scratch buffer ([`SCRATCH`]) straight into the caller's buffer. Only bytes the caller had no
-/// room for are kept here, and that buffer is released once they are read (an HTTP/2 connection
-/// kept 8 to 16 KiB here for its whole life before: docs/performance.md, "Memory of an idle TLS
-/// and HTTP/2 connection").
+/// It holds no read buffer: reads go straight into the caller's buffer
+/// ([`crate::transport::Transport::try_read_into`]). An HTTP/2 connection kept 8 to 16 KiB here
+/// for its whole life before (docs/performance.md, "Memory of an idle TLS and HTTP/2
+/// connection").
 pub(crate) struct TransportIo<T> {
     t: T,
-    leftover: BytesMut,
-}
-
-/// Largest read per call: one TLS record's plaintext, and h2's own read size.
-const READ_CHUNK: usize = 16 * 1024;
-
-thread_local! {
-    /// The worker's read scratch for every [`TransportIo`] it serves (one thread, one read at a
-    /// time: taken for the read and put back, so a nested read would just use a fresh one).
-    static SCRATCH: std::cell::Cell<BytesMut> = std::cell::Cell::new(BytesMut::new());
 }
 
 impl<T: crate::transport::Transport> TransportIo<T> {
     pub(crate) fn new(t: T) -> Self {
-        TransportIo {
-            t,
-            leftover: BytesMut::new(),
-        }
-    }
-
-    /// Bytes of read buffer this connection holds (0 when idle).
-    #[cfg(test)]
-    pub(crate) fn buffer_capacity(&self) -> usize {
-        self.leftover.capacity()
+        TransportIo { t }
     }
 }
 
 impl<T: crate::transport::Transport + Unpin> AsyncRead for TransportIo<T> {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        if !this.leftover.is_empty() {
-            let n = this.leftover.len().min(out.remaining());
-            out.put_slice(&this.leftover[..n]);
-            this.leftover.advance(n);
-            if this.leftover.is_empty() {
-                this.leftover = BytesMut::new();
-            }
+        if out.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
         loop {
-            std::task::ready!(this.t.poll_read_ready(cx))?;
-            let mut scratch = SCRATCH.take();
-            scratch.clear();
-            scratch.reserve(out.remaining().clamp(1, READ_CHUNK));
-            let read = this.t.try_read_buf(&mut scratch);
-            if let Ok(n) = read {
-                let given = n.min(out.remaining());
-                out.put_slice(&scratch[..given]);
-                if given < n {
-                    // The stream gave more than the caller has room for (a TCP read fills the
-                    // scratch's whole spare capacity): kept until the next read.
-                    this.leftover.extend_from_slice(&scratch[given..n]);
-                }
-            }
-            scratch.clear();
-            SCRATCH.set(scratch);
-            match read {
+            std::task::ready!(self.t.poll_read_ready(cx))?;
+            match self.t.try_read_into(out) {
+                // Bytes, or none at the end of the stream.
                 Ok(_) => return Poll::Ready(Ok(())),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => this.t.clear_read_ready(),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.t.clear_read_ready(),
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
@@ -240,11 +199,14 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// An idle connection read through `TransportIo` (HTTP/2, upgrades) holds no read buffer:
-    /// reads go through the worker's scratch into the caller's buffer, and bytes the caller had
-    /// no room for are kept only until they are read.
+    /// A connection read through `TransportIo` (HTTP/2, upgrades) holds nothing but its stream:
+    /// reads go straight into the caller's buffer, whatever its size.
     #[test]
-    fn transport_io_holds_no_read_buffer_between_reads() {
+    fn transport_io_holds_no_read_buffer() {
+        assert_eq!(
+            std::mem::size_of::<TransportIo<crate::transport::Stream>>(),
+            std::mem::size_of::<crate::transport::Stream>()
+        );
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -255,35 +217,67 @@ mod tests {
                     .await
                     .unwrap();
                 let (server, _) = l.accept().await.unwrap();
-                let mut io = TransportIo::new(server);
-                assert_eq!(io.buffer_capacity(), 0);
-
+                let mut io = TransportIo::new(crate::transport::Stream::Tcp(server));
                 client.write_all(b"0123456789abcdef").await.unwrap();
+                // A caller with less room than what arrived: the rest stays in the socket.
+                let mut small = [0u8; 5];
                 let mut got = Vec::new();
                 while got.len() < 16 {
-                    let mut chunk = [0u8; 4096];
-                    let n = io.read(&mut chunk).await.unwrap();
-                    got.extend_from_slice(&chunk[..n]);
+                    let n = io.read(&mut small).await.unwrap();
+                    assert!(n > 0);
+                    got.extend_from_slice(&small[..n]);
                 }
                 assert_eq!(got, b"0123456789abcdef");
-                assert_eq!(io.buffer_capacity(), 0, "a read the caller had room for");
+                drop(client);
+                assert_eq!(io.read(&mut small).await.unwrap(), 0, "end of stream");
+            });
+    }
 
-                // A caller with less room than what arrived: the rest is kept, then released.
+    /// A transport that only has `try_read_buf` (the trait's default `try_read_into`).
+    struct OnlyReadBuf(tokio::net::TcpStream);
+
+    impl crate::transport::Transport for OnlyReadBuf {
+        fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.0.poll_read_ready(cx)
+        }
+        fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.0.poll_write_ready(cx)
+        }
+        fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+            self.0.try_read_buf(buf)
+        }
+        fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+            self.0.try_write(data)
+        }
+        fn clear_read_ready(&self) {}
+        fn shutdown_write(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_transport_without_a_direct_read_reads_into_small_buffers_too() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let mut client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                    .await
+                    .unwrap();
+                let (server, _) = l.accept().await.unwrap();
+                let mut io = TransportIo::new(OnlyReadBuf(server));
                 client.write_all(b"0123456789abcdef").await.unwrap();
-                let mut small = [0u8; 4];
+                let mut small = [0u8; 3];
                 let mut got = Vec::new();
-                let n = io.read(&mut small).await.unwrap();
-                got.extend_from_slice(&small[..n]);
                 while got.len() < 16 {
                     let n = io.read(&mut small).await.unwrap();
                     got.extend_from_slice(&small[..n]);
                 }
                 assert_eq!(got, b"0123456789abcdef");
-                assert_eq!(io.buffer_capacity(), 0, "the rest, once read");
-
                 drop(client);
-                let mut end = [0u8; 16];
-                assert_eq!(io.read(&mut end).await.unwrap(), 0, "end of stream");
+                assert_eq!(io.read(&mut small).await.unwrap(), 0, "end of stream");
             });
     }
 

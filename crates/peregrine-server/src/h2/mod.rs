@@ -628,6 +628,9 @@ impl crate::transport::Transport for Http2Only {
     fn try_read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
         self.0.try_read_buf(buf)
     }
+    fn try_read_into(&self, out: &mut tokio::io::ReadBuf<'_>) -> std::io::Result<usize> {
+        self.0.try_read_into(out)
+    }
     fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
         self.0.try_write(data)
     }
