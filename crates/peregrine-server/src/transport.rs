@@ -43,9 +43,13 @@ pub trait Transport: 'static {
     /// [`Transport::try_read_buf`]: how HTTP/2 and upgraded connections read (into the buffer of
     /// h2 or of the upgrade's protocol), so those hold no read buffer of their own.
     ///
-    /// The default reads through `try_read_buf` into a buffer allocated for the call (exactly
-    /// `out`'s room); the engine's own streams override it with a direct read.
+    /// An `out` without room reads nothing (`Ok(0)`). The default reads through `try_read_buf`
+    /// into a buffer allocated for the call (exactly `out`'s room); the engine's own streams
+    /// override it with a direct read.
     fn try_read_into(&self, out: &mut ReadBuf<'_>) -> io::Result<usize> {
+        if out.remaining() == 0 {
+            return Ok(0);
+        }
         let mut buf = BytesMut::with_capacity(out.remaining());
         let n = self.try_read_buf(&mut buf)?.min(out.remaining());
         out.put_slice(&buf[..n]);

@@ -126,6 +126,9 @@ impl Transport for TlsTransport {
     fn try_read_into(&self, out: &mut ReadBuf<'_>) -> io::Result<usize> {
         // Straight into h2's (or the upgrade's) buffer: no buffer of ours in between.
         let room = out.remaining();
+        if room == 0 {
+            return Ok(0);
+        }
         self.read_plain(room, |plain| out.put_slice(plain))
     }
 
