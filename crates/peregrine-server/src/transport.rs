@@ -19,7 +19,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::io::Interest;
+use tokio::io::{Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 /// A byte stream the connection driver can serve (see the module documentation).
@@ -38,6 +38,23 @@ pub trait Transport: 'static {
     /// Reads what is available into the spare capacity of `buf` without waiting: the number of
     /// bytes read (0 at end of stream), or a `WouldBlock` error when nothing is there.
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize>;
+
+    /// Reads what is available straight into the unfilled part of `out` without waiting, like
+    /// [`Transport::try_read_buf`]: how HTTP/2 and upgraded connections read (into the buffer of
+    /// h2 or of the upgrade's protocol), so those hold no read buffer of their own.
+    ///
+    /// An `out` without room reads nothing (`Ok(0)`). The default reads through `try_read_buf`
+    /// into a buffer allocated for the call (exactly `out`'s room); the engine's own streams
+    /// override it with a direct read.
+    fn try_read_into(&self, out: &mut ReadBuf<'_>) -> io::Result<usize> {
+        if out.remaining() == 0 {
+            return Ok(0);
+        }
+        let mut buf = BytesMut::with_capacity(out.remaining());
+        let n = self.try_read_buf(&mut buf)?.min(out.remaining());
+        out.put_slice(&buf[..n]);
+        Ok(n)
+    }
 
     /// Writes from `data` without waiting: the number of bytes written, or a `WouldBlock` error.
     fn try_write(&self, data: &[u8]) -> io::Result<usize>;
@@ -77,6 +94,11 @@ macro_rules! socket_transport {
             #[inline]
             fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
                 <$stream>::try_read_buf(self, buf)
+            }
+            #[inline]
+            fn try_read_into(&self, out: &mut ReadBuf<'_>) -> io::Result<usize> {
+                // tokio's `ReadBuf` is a `BufMut`: the socket reads into its unfilled part.
+                <$stream>::try_read_buf(self, out)
             }
             #[inline]
             fn try_write(&self, data: &[u8]) -> io::Result<usize> {
@@ -153,6 +175,10 @@ impl Transport for Stream {
     #[inline]
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
         on_stream!(self, s => Transport::try_read_buf(s, buf))
+    }
+    #[inline]
+    fn try_read_into(&self, out: &mut ReadBuf<'_>) -> io::Result<usize> {
+        on_stream!(self, s => Transport::try_read_into(s, out))
     }
     #[inline]
     fn try_write(&self, data: &[u8]) -> io::Result<usize> {

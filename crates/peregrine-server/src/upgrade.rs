@@ -49,6 +49,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix[..n]);
             self.prefix.advance(n);
+            if self.prefix.is_empty() {
+                // An empty `Bytes` still keeps its whole allocation (the engine's read buffer,
+                // for h2c) alive: let it go.
+                self.prefix = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.io).poll_read(cx, buf)
@@ -120,40 +125,36 @@ impl AsyncWrite for Upgraded {
 /// `AsyncRead`/`AsyncWrite` over any [`crate::transport::Transport`] (the driver's poll form):
 /// how an upgraded HTTP/1.1 connection or an HTTP/2 connection runs on whatever stream the
 /// listener's acceptor produced.
+///
+/// It holds no read buffer: reads go straight into the caller's buffer
+/// ([`crate::transport::Transport::try_read_into`]). An HTTP/2 connection kept 8 to 16 KiB here
+/// for its whole life before (docs/performance.md, "Memory of an idle TLS and HTTP/2
+/// connection").
 pub(crate) struct TransportIo<T> {
     t: T,
-    buf: bytes::BytesMut,
 }
 
 impl<T: crate::transport::Transport> TransportIo<T> {
     pub(crate) fn new(t: T) -> Self {
-        TransportIo {
-            t,
-            buf: bytes::BytesMut::new(),
-        }
+        TransportIo { t }
     }
 }
 
 impl<T: crate::transport::Transport + Unpin> AsyncRead for TransportIo<T> {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
+        if out.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
         loop {
-            if !this.buf.is_empty() {
-                let n = this.buf.len().min(out.remaining());
-                out.put_slice(&this.buf[..n]);
-                this.buf.advance(n);
-                return Poll::Ready(Ok(()));
-            }
-            std::task::ready!(this.t.poll_read_ready(cx))?;
-            this.buf.reserve(out.remaining().clamp(1, 16 * 1024));
-            match this.t.try_read_buf(&mut this.buf) {
-                Ok(0) => return Poll::Ready(Ok(())),
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => this.t.clear_read_ready(),
+            std::task::ready!(self.t.poll_read_ready(cx))?;
+            match self.t.try_read_into(out) {
+                // Bytes, or none at the end of the stream.
+                Ok(_) => return Poll::Ready(Ok(())),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.t.clear_read_ready(),
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
@@ -197,6 +198,88 @@ impl std::fmt::Debug for Upgraded {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A connection read through `TransportIo` (HTTP/2, upgrades) holds nothing but its stream:
+    /// reads go straight into the caller's buffer, whatever its size.
+    #[test]
+    fn transport_io_holds_no_read_buffer() {
+        assert_eq!(
+            std::mem::size_of::<TransportIo<crate::transport::Stream>>(),
+            std::mem::size_of::<crate::transport::Stream>()
+        );
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let mut client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                    .await
+                    .unwrap();
+                let (server, _) = l.accept().await.unwrap();
+                let mut io = TransportIo::new(crate::transport::Stream::Tcp(server));
+                client.write_all(b"0123456789abcdef").await.unwrap();
+                // A caller with less room than what arrived: the rest stays in the socket.
+                let mut small = [0u8; 5];
+                let mut got = Vec::new();
+                while got.len() < 16 {
+                    let n = io.read(&mut small).await.unwrap();
+                    assert!(n > 0);
+                    got.extend_from_slice(&small[..n]);
+                }
+                assert_eq!(got, b"0123456789abcdef");
+                drop(client);
+                assert_eq!(io.read(&mut small).await.unwrap(), 0, "end of stream");
+            });
+    }
+
+    /// A transport that only has `try_read_buf` (the trait's default `try_read_into`).
+    struct OnlyReadBuf(tokio::net::TcpStream);
+
+    impl crate::transport::Transport for OnlyReadBuf {
+        fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.0.poll_read_ready(cx)
+        }
+        fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.0.poll_write_ready(cx)
+        }
+        fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+            self.0.try_read_buf(buf)
+        }
+        fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+            self.0.try_write(data)
+        }
+        fn clear_read_ready(&self) {}
+        fn shutdown_write(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_transport_without_a_direct_read_reads_into_small_buffers_too() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let mut client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                    .await
+                    .unwrap();
+                let (server, _) = l.accept().await.unwrap();
+                let mut io = TransportIo::new(OnlyReadBuf(server));
+                client.write_all(b"0123456789abcdef").await.unwrap();
+                let mut small = [0u8; 3];
+                let mut got = Vec::new();
+                while got.len() < 16 {
+                    let n = io.read(&mut small).await.unwrap();
+                    got.extend_from_slice(&small[..n]);
+                }
+                assert_eq!(got, b"0123456789abcdef");
+                drop(client);
+                assert_eq!(io.read(&mut small).await.unwrap(), 0, "end of stream");
+            });
+    }
 
     #[test]
     fn the_prefix_is_read_before_the_connection_and_writes_go_through() {

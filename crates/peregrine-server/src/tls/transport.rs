@@ -9,7 +9,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
-use tokio::io::{AsyncBufRead, AsyncWrite};
+use tokio::io::{AsyncBufRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Plaintext read per call: one TLS record's worth at most.
@@ -59,6 +59,32 @@ impl TlsTransport {
         self.io.into_inner()
     }
 
+    /// Hands `put` up to `room` bytes (at least 1, at most [`READ_CHUNK`]) of the plaintext
+    /// rustls holds, without waiting: their number, 0 at the end of the stream, `WouldBlock`
+    /// when there is none yet.
+    fn read_plain(&self, room: usize, put: impl FnOnce(&[u8])) -> io::Result<usize> {
+        if self.eof.get() {
+            return Ok(0);
+        }
+        let mut cx = Context::from_waker(noop_waker());
+        let mut io = self.io.borrow_mut();
+        let want = room.clamp(1, READ_CHUNK);
+        let n = match Pin::new(&mut *io).poll_fill_buf(&mut cx) {
+            Poll::Ready(Ok(plain)) => {
+                let n = plain.len().min(want);
+                put(&plain[..n]);
+                n
+            }
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
+        };
+        if n == 0 {
+            self.eof.set(true);
+        }
+        Pin::new(&mut *io).consume(n);
+        Ok(n)
+    }
+
     /// Decrypts until plaintext (or the end) is there, with `cx`'s waker registered if not;
     /// `Ready(Ok(true))` means plaintext waits in rustls, `Ready(Ok(false))` the end of the stream.
     fn poll_plain(&self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
@@ -92,27 +118,18 @@ impl Transport for TlsTransport {
     }
 
     fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        if self.eof.get() {
+        let room = buf.capacity() - buf.len();
+        // One copy, rustls's plaintext straight into the driver's buffer (no zeroed scratch).
+        self.read_plain(room, |plain| buf.extend_from_slice(plain))
+    }
+
+    fn try_read_into(&self, out: &mut ReadBuf<'_>) -> io::Result<usize> {
+        // Straight into h2's (or the upgrade's) buffer: no buffer of ours in between.
+        let room = out.remaining();
+        if room == 0 {
             return Ok(0);
         }
-        let mut cx = Context::from_waker(noop_waker());
-        let mut io = self.io.borrow_mut();
-        let want = (buf.capacity() - buf.len()).clamp(1, READ_CHUNK);
-        // One copy, rustls's plaintext straight into the driver's buffer (no zeroed scratch).
-        let n = match Pin::new(&mut *io).poll_fill_buf(&mut cx) {
-            Poll::Ready(Ok(plain)) => {
-                let n = plain.len().min(want);
-                buf.extend_from_slice(&plain[..n]);
-                n
-            }
-            Poll::Ready(Err(e)) => return Err(e),
-            Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
-        };
-        if n == 0 {
-            self.eof.set(true);
-        }
-        Pin::new(&mut *io).consume(n);
-        Ok(n)
+        self.read_plain(room, |plain| out.put_slice(plain))
     }
 
     fn try_write(&self, data: &[u8]) -> io::Result<usize> {
