@@ -16,7 +16,8 @@ cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-target}"
 timeout_s="${PROBE_SERVER_TIMEOUT:-3}"
 if [ -f crates/peregrine/examples/scenarios.rs ]; then
-    cargo build --release -q -p peregrine --example scenarios
+    # The lab's build of it (lab/peers/peers.toml), so the two share one binary.
+    cargo build --release -q -p peregrine --example scenarios --features tls,http2,ws
     bin="$target_dir/release/examples/scenarios"
 else
     # Fallback: the engine's hello example (GET /plaintext only; it does not read the timeout

@@ -25,6 +25,7 @@ def test_registry_lists_every_community_server_with_its_protocols():
     peers = {p.name: p for p in load_peers(tls_lanes.PROTOCOLS_TOML)}
     assert set(peers) == {
         "peregrine-tls",
+        "peregrine-framework-tls",
         "nginx-tls",
         "axum-tls",
         "actix-tls",
@@ -41,6 +42,11 @@ def test_registry_lists_every_community_server_with_its_protocols():
     assert peers["nginx-tls"].env["NGINX_CONF"] == "nginx-tls.conf.in"
     assert (config.PEERS_DIR / "nginx" / "nginx-tls.conf.in").is_file()
     assert "tls,http2" in " ".join(peers["peregrine-tls"].build[0])
+    # The framework's entry is the plaintext `peregrine` peer's binary, built the same way.
+    plain = {p.name: p for p in load_peers(config.PEERS_DIR / "peers.toml")}["peregrine"]
+    framework = peers["peregrine-framework-tls"]
+    assert framework.build == plain.build and framework.run == plain.run
+    assert "tls,http2,ws" in " ".join(framework.build[0])
 
 
 def test_plan_puts_each_server_in_the_lanes_of_its_protocols():
@@ -49,9 +55,10 @@ def test_plan_puts_each_server_in_the_lanes_of_its_protocols():
     assert ("node-https", "https") in cells and ("node-https", "handshake") in cells
     assert ("node-https", "h2") not in cells
     assert ("node-http2", "h2") in cells and ("node-http2", "https") not in cells
-    for name in ("peregrine-tls", "nginx-tls", "axum-tls", "actix-tls", "go-nethttp-tls"):
+    full = ("peregrine-tls", "peregrine-framework-tls", "nginx-tls", "axum-tls", "actix-tls")
+    for name in full + ("go-nethttp-tls",):
         assert {(name, m) for m in tls_lanes.MODES} <= cells
-    assert len(cells) == 5 * 3 + 2 + 1
+    assert len(cells) == 6 * 3 + 2 + 1
 
 
 def test_profile_is_listed_and_parsed_by_the_cli():

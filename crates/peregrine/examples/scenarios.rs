@@ -1,15 +1,34 @@
 //! The lab's scenario application ("peregrine" in the lab): exactly the contract of
-//! `lab/contract/scenarios.json`.
+//! `lab/contract/scenarios.json`, plus the protocols a deployment needs (issue 11), none of
+//! which any contract scenario uses.
 //!
 //! ```sh
-//! ADDR=127.0.0.1:8080 WORKERS=2 cargo run --release --example scenarios
-//! # or: cargo run --release --example scenarios -- --addr 127.0.0.1:8080 --workers 2
+//! ADDR=127.0.0.1:8080 WORKERS=2 cargo run --release --example scenarios --features tls,http2,ws
+//! # or: cargo run --release --example scenarios --features tls,http2,ws -- --addr 127.0.0.1:8080 --workers 2
+//! curl --http2-prior-knowledge http://127.0.0.1:8080/json   # h2c (feature http2)
+//! curl -N http://127.0.0.1:8080/events                      # server-sent events
+//! # over TLS, HTTP/2 or HTTP/1.1 by ALPN (feature tls), on ADDR instead of cleartext:
+//! TLS_CERT=cert.pem TLS_KEY=key.pem cargo run --release --example scenarios --features tls,http2,ws
+//! curl -k --http2 https://127.0.0.1:8080/plaintext
 //! ```
+//!
+//! * Cleartext (the lab's plaintext profiles): HTTP/1.1, and HTTP/2 with prior knowledge (h2c)
+//!   when built with `http2` (the engine recognises the preface only on the HTTP/1.1 parser's
+//!   error path, so HTTP/1.1 pays nothing for it).
+//! * TLS when `TLS_CERT` / `TLS_KEY` are set (the engine's `TlsConfig::from_env`, as
+//!   `hello_tls` and the `chat` example take them; also `TLS_CLIENT_CA` for mTLS), built with
+//!   `tls`: ADDR then speaks TLS only, `h2` or `http/1.1` by ALPN; certificates are reloaded on
+//!   SIGHUP. The lab measures this as `peregrine-framework-tls` (`./scripts/lab protocols`).
+//! * `GET /ws` (feature `ws`): a WebSocket echo of text and binary messages up to 64 KiB
+//!   (larger: close 1009), over HTTP/1.1 `Upgrade` and HTTP/2 extended CONNECT (RFC 8441).
+//! * `GET /events`: server-sent events: three events (`id`, `event`, `data`, one of them with
+//!   multi-line data), then a keep-alive comment every second until the client goes.
 //!
 //! Stops gracefully on SIGTERM / SIGINT. With `DATABASE_URL` set it also serves the database
 //! scenarios of `lab/contract/db.json` (`scenarios-db/db.rs`); without it, exactly the above.
 
 use peregrine::middleware::Hook;
+use peregrine::sse::{Event, Sse};
 use peregrine::{get, post, App, Error, IntoResponse, Json, Request, Response, Router};
 use serde::{Deserialize, Serialize};
 
@@ -168,8 +187,68 @@ pub fn app() -> App {
         .route("/error", get(error))
         .route("/large", get(large))
         .route("/empty", get(empty))
+        .route("/events", get(events))
         .merge(layered);
+    #[cfg(feature = "ws")]
+    let app = app.route("/ws", get(ws_echo));
     db::routes(app)
+}
+
+/// Interval of the keep-alive comments of `/events` (short, so a demo client sees them).
+pub const EVENTS_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `GET /events`: three events, then keep-alive comments until the client goes (the engine
+/// drops the response body, and the stream with it, when the connection or stream closes).
+async fn events(_req: Request) -> Result<Sse, Error> {
+    use futures_util::StreamExt;
+    let first = [
+        Event::data("Hello, World!").id("1").event("greeting"),
+        Event::data("line one\nline two\nline three")
+            .id("2")
+            .event("lines"),
+        Event::json(&Message {
+            message: "Hello, World!",
+        })?
+        .id("3")
+        .event("json"),
+    ];
+    let events = futures_util::stream::iter(first).chain(futures_util::stream::pending());
+    Ok(Sse::new(events).keep_alive(Some(EVENTS_KEEP_ALIVE)))
+}
+
+/// Largest WebSocket message (and frame) `/ws` accepts, in bytes; larger closes with 1009.
+#[cfg(feature = "ws")]
+pub const WS_MAX_MESSAGE: usize = 64 * 1024;
+
+/// `GET /ws`: a WebSocket echo (text and binary) until the client closes.
+#[cfg(feature = "ws")]
+async fn ws_echo(req: Request) -> Result<Response, Error> {
+    use peregrine::ws::{Message, WebSocketUpgrade};
+    let upgrade = WebSocketUpgrade::from_request(&req)?
+        .max_message_size(WS_MAX_MESSAGE)
+        .max_frame_size(WS_MAX_MESSAGE);
+    Ok(upgrade.on_upgrade(|mut ws| async move {
+        while let Some(Ok(msg)) = ws.recv().await {
+            if matches!(msg, Message::Text(_) | Message::Binary(_)) && ws.send(msg).await.is_err() {
+                break;
+            }
+        }
+    }))
+}
+
+/// Starts the app: TLS on `config.addr` when `tls` is given (HTTP/2 or HTTP/1.1 by ALPN),
+/// else cleartext (HTTP/1.1, and h2c with the `http2` feature). Also used by
+/// `tests/scenarios_protocols.rs`.
+#[cfg(feature = "tls")]
+pub fn serve(
+    config: peregrine::ServerConfig,
+    tls: Option<peregrine::server::tls::TlsAcceptor>,
+) -> std::io::Result<peregrine::server::ServerHandle> {
+    let (server, service) = app().into_server(config)?;
+    match tls {
+        None => server.serve(service),
+        Some(acceptor) => server.with_acceptor(acceptor).serve(service),
+    }
 }
 
 fn main() {
@@ -180,12 +259,68 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Err(e) = run(config) {
+        eprintln!("scenarios: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Serves until SIGTERM / SIGINT: over TLS when `TLS_CERT` / `TLS_KEY` are set.
+#[cfg(feature = "tls")]
+fn run(config: peregrine::ServerConfig) -> std::io::Result<()> {
+    use peregrine::server::tls::{reload_on_sighup, TlsAcceptor, TlsConfig};
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Installed before serving, so a signal during startup is not fatal.
+    let (mut term, mut int) = rt.block_on(async {
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    })?;
+    let tls = match TlsConfig::from_env()? {
+        Some(tls) => {
+            let acceptor = TlsAcceptor::new(&tls)?;
+            reload_on_sighup(acceptor.certificates().clone())?;
+            Some(acceptor)
+        }
+        None => None,
+    };
+    eprintln!(
+        "scenarios: listening on {}{} with {} workers",
+        config.addr,
+        if tls.is_some() {
+            " (TLS: h2 and http/1.1 by ALPN)"
+        } else {
+            ""
+        },
+        config.workers
+    );
+    let handle = serve(config, tls)?;
+    rt.block_on(async {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    });
+    handle.shutdown();
+    Ok(())
+}
+
+/// Serves until SIGTERM / SIGINT (cleartext: this build has no `tls` feature).
+#[cfg(not(feature = "tls"))]
+fn run(config: peregrine::ServerConfig) -> std::io::Result<()> {
+    if std::env::var_os("TLS_CERT").is_some() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "TLS_CERT is set but this build has no TLS: build with --features tls,http2,ws",
+        ));
+    }
     eprintln!(
         "scenarios: listening on {} with {} workers",
         config.addr, config.workers
     );
-    if let Err(e) = app().run(config) {
-        eprintln!("scenarios: {e}");
-        std::process::exit(1);
-    }
+    app().run(config)
 }

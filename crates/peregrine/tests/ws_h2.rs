@@ -6,15 +6,15 @@
 #[allow(dead_code)]
 mod ws_support;
 
-use bytes::{Buf, Bytes};
+mod h2_stream;
+use h2_stream::ClientStream;
+
+use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use peregrine::ws::WebSocketUpgrade;
 use peregrine::{get, App, Error, Request, Response};
-use std::io;
-use std::pin::Pin;
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
@@ -53,66 +53,6 @@ fn start() -> std::net::SocketAddr {
     // The server lives for the rest of the test process.
     std::mem::forget(handle);
     addr
-}
-
-/// The client's side of an HTTP/2 stream as a byte stream (what tungstenite runs on).
-struct ClientStream {
-    recv: h2::RecvStream,
-    send: h2::SendStream<Bytes>,
-    pending: Bytes,
-}
-
-impl AsyncRead for ClientStream {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        loop {
-            if !self.pending.is_empty() {
-                let n = self.pending.len().min(out.remaining());
-                out.put_slice(&self.pending[..n]);
-                self.pending.advance(n);
-                return Poll::Ready(Ok(()));
-            }
-            match ready!(self.recv.poll_data(cx)) {
-                None => return Poll::Ready(Ok(())),
-                Some(Ok(data)) => {
-                    let _ = self.recv.flow_control().release_capacity(data.len());
-                    self.pending = data;
-                }
-                Some(Err(e)) => return Poll::Ready(Err(io::Error::other(e))),
-            }
-        }
-    }
-}
-
-impl AsyncWrite for ClientStream {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.send.reserve_capacity(buf.len());
-        match ready!(self.send.poll_capacity(cx)) {
-            Some(Ok(n)) => {
-                let n = n.min(buf.len());
-                self.send
-                    .send_data(Bytes::copy_from_slice(&buf[..n]), false)
-                    .map_err(io::Error::other)?;
-                Poll::Ready(Ok(n))
-            }
-            Some(Err(e)) => Poll::Ready(Err(io::Error::other(e))),
-            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let _ = self.send.send_data(Bytes::new(), true);
-        Poll::Ready(Ok(()))
-    }
 }
 
 /// An HTTP/2 connection (h2c, prior knowledge) whose SETTINGS announced extended CONNECT.

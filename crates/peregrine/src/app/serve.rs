@@ -106,6 +106,28 @@ impl App {
             .map_err(std::io::Error::other)
     }
 
+    /// The engine [`Server`] for this app and the service it runs, configured exactly as
+    /// [`App::serve`] would (the one body limit, the per-worker initialisers as worker-start
+    /// hooks), for what the engine offers beyond `serve`: a TLS or HTTP/2-only acceptor
+    /// ([`Server::with_acceptor`]), listeners handed over by systemd ([`Server::with_listener`]).
+    ///
+    /// ```no_run
+    /// use peregrine::{App, Request, get};
+    /// let config = peregrine::config::from_env_and_args(std::env::args().skip(1))
+    ///     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    /// let (server, service) = App::new()
+    ///     .route("/", get(|_req: Request| async { "hi" }))
+    ///     .into_server(config)?;
+    /// // e.g. `server.with_acceptor(peregrine::server::tls::TlsAcceptor::new(&tls)?)` (feature `tls`)
+    /// server.run_until_signal(service)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// A route conflict or a missing state is an `InvalidInput` error.
+    pub fn into_server(self, config: ServerConfig) -> std::io::Result<(Server, AppService)> {
+        self.build_server(config)
+    }
+
     /// The engine server for this app, with the per-worker initialisers as its worker-start
     /// hook (so they run before a worker accepts), and the service it runs.
     fn build_server(self, config: ServerConfig) -> std::io::Result<(Server, AppService)> {
