@@ -23,6 +23,38 @@ PLAINTEXT_PEER = {
 """The plaintext peer of each TLS server, whose idle memory the committed standard run holds."""
 
 
+SHARED_MACHINE_SHARE = 0.05
+"""Median share of the server CPU's time taken by other work above which the report says the
+machine was shared (below it, the run had the CPU to itself within measurement noise)."""
+
+
+def _quietness(res: dict) -> str:
+    """The report's one-line verdict on the machine's state, from the runs' measured share of
+    the server CPU that went to anything but the measured server."""
+    busy = [
+        r["server_cpus_other_share"]
+        for c in res.get("cells", [])
+        for r in c.get("runs", [])
+        if r.get("server_cpus_other_share") is not None
+    ]
+    share = stats.median(busy)
+    where = (
+        'It is in every row ("other on server CPU") and summarised below; figures with much '
+        "other work are noisier, and the intervals say how much."
+    )
+    if share is None:
+        return f"**Other work on the machine was not measured in this run.** {where}"
+    if share > SHARED_MACHINE_SHARE:
+        return (
+            f"**The machine was shared**: a median {share * 100:.1f}% of the server CPU's time "
+            f"went to other work during the runs. {where}"
+        )
+    return (
+        f"**The machine was quiet**: a median {share * 100:.1f}% of the server CPU's time went "
+        f"to other work during the runs. {where}"
+    )
+
+
 def _f(v, fmt="{:.2f}") -> str:
     return NA if v is None else fmt.format(v)
 
@@ -128,10 +160,7 @@ def render(res: dict) -> str:
         f"{_f(res.get('measure_seconds'), '{:.0f}')} s of measuring, "
         f"{_f(res.get('wall_seconds'), '{:.0f}')} s in all.",
         "",
-        "**The machine was shared**: other engineers were building and testing on its 2 CPUs "
-        "during this run. The share of the server CPU spent on anything but the measured server "
-        'is in every row ("other on server CPU") and summarised below; figures with much '
-        "other work are noisier, and the intervals say how much.",
+        _quietness(res),
         "",
         "## Method",
         "",

@@ -284,3 +284,16 @@ def test_ratios_pair_runs_measured_in_the_same_rounds():
     t = next(t for t in tls_lanes.targets(res) if t["lane"] == "https")
     assert t["method"] == "independent" and t["met"] is False
     assert "Methods used here: independent." in tls_report.render(res)
+
+
+def _with_other_share(share):
+    return {"cells": [{"runs": [{"server_cpus_other_share": share}] * 3}]}
+
+
+def test_report_says_shared_or_quiet_from_the_measured_other_work():
+    shared = tls_report._quietness(_with_other_share(0.40))
+    assert shared.startswith("**The machine was shared**") and "40.0%" in shared
+    quiet = tls_report._quietness(_with_other_share(0.002))
+    assert quiet.startswith("**The machine was quiet**") and "0.2%" in quiet
+    unknown = tls_report._quietness({"cells": [{"runs": [{}]}]})
+    assert unknown.startswith("**Other work on the machine was not measured")
