@@ -281,7 +281,8 @@ async fn busy<S: Service>(
             if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
                 return Next::Close(Close::Now);
             }
-            // What follows the request in the buffer is new input for the parser.
+            // `parse_due` stays set: what follows the request in the buffer is new input for
+            // the parser.
         }
 
         // 2. Nothing complete is left. If the last read filled the buffer, read the rest of
