@@ -29,22 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-  -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
-  -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
-# The lab's client setting (lab/peregrine_lab/tls_checks.py CLIENT_OPENSSL_CONF).
-cat >"$work/client.cnf" <<'EOF'
-openssl_conf = lab_conf
-[lab_conf]
-ssl_conf = lab_ssl
-[lab_ssl]
-system_default = lab_tls
-[lab_tls]
-MinProtocol = TLSv1.3
-MaxProtocol = TLSv1.3
-Ciphersuites = TLS_AES_128_GCM_SHA256
-Groups = X25519
-EOF
+# The certificate and the lab's client OpenSSL setting, in "$work".
+. "$(dirname "$0")/tls_setup.sh"
 
 start() { # command... (server on CPU 1; sets pid, waits until it answers)
   ADDR=127.0.0.1:$port WORKERS=1 TLS_CERT=$work/cert.pem TLS_KEY=$work/key.pem \
