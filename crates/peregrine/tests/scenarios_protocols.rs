@@ -15,7 +15,7 @@ mod h2_stream;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use h2_stream::ClientStream;
+use h2_stream::{h2_client, ClientStream};
 use peregrine::server::tls::{CertificateFiles, TlsAcceptor, TlsConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -73,27 +73,6 @@ async fn tls_connect(
         .unwrap();
     let proto = tls.get_ref().1.alpn_protocol().unwrap_or_default().to_vec();
     (tls, proto)
-}
-
-/// An HTTP/2 client connection on `io`, once the server's SETTINGS (with extended CONNECT,
-/// RFC 8441) are applied.
-async fn h2_client<IO>(io: IO) -> h2::client::SendRequest<Bytes>
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (send, conn) = h2::client::handshake(io).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut send = send.ready().await.unwrap();
-    for _ in 0..100 {
-        if send.is_extended_connect_protocol_enabled() {
-            return send;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        send = send.ready().await.unwrap();
-    }
-    panic!("the server did not announce SETTINGS_ENABLE_CONNECT_PROTOCOL");
 }
 
 /// `GET path` over HTTP/2: status, content-type and the whole body.

@@ -7,7 +7,7 @@
 mod ws_support;
 
 mod h2_stream;
-use h2_stream::ClientStream;
+use h2_stream::{h2_client, ClientStream};
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -57,21 +57,7 @@ fn start() -> std::net::SocketAddr {
 
 /// An HTTP/2 connection (h2c, prior knowledge) whose SETTINGS announced extended CONNECT.
 async fn connect(addr: std::net::SocketAddr) -> h2::client::SendRequest<Bytes> {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut send = send.ready().await.unwrap();
-    // The server's SETTINGS are applied by the connection task, shortly after the handshake.
-    for _ in 0..100 {
-        if send.is_extended_connect_protocol_enabled() {
-            return send;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        send = send.ready().await.unwrap();
-    }
-    panic!("the server did not announce SETTINGS_ENABLE_CONNECT_PROTOCOL");
+    h2_client(TcpStream::connect(addr).await.unwrap()).await
 }
 
 /// Sends `CONNECT` with `:protocol` (and `Sec-WebSocket-Version: 13`) to `path`: the

@@ -1,11 +1,12 @@
 //! The client's side of an HTTP/2 stream as a byte stream, for running a WebSocket client
 //! (tokio-tungstenite) on an RFC 8441 extended CONNECT stream (tests `ws_h2`,
-//! `scenarios_protocols`).
+//! `scenarios_protocols`), and the client connection that carries it.
 
 use bytes::{Buf, Bytes};
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The client's side of an HTTP/2 stream as a byte stream (what tungstenite runs on).
@@ -66,4 +67,26 @@ impl AsyncWrite for ClientStream {
         let _ = self.send.send_data(Bytes::new(), true);
         Poll::Ready(Ok(()))
     }
+}
+
+/// An HTTP/2 client connection over `io` whose server announced extended CONNECT
+/// (`SETTINGS_ENABLE_CONNECT_PROTOCOL`); the connection runs in a task of its own.
+pub async fn h2_client<IO>(io: IO) -> h2::client::SendRequest<Bytes>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut send = send.ready().await.unwrap();
+    // The server's SETTINGS are applied by the connection task, shortly after the handshake.
+    for _ in 0..100 {
+        if send.is_extended_connect_protocol_enabled() {
+            return send;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        send = send.ready().await.unwrap();
+    }
+    panic!("the server did not announce SETTINGS_ENABLE_CONNECT_PROTOCOL");
 }
