@@ -129,8 +129,8 @@ impl<A: Acceptor> Server<A> {
         }
     }
 
-    /// Runs `hook(worker_index)` on each worker thread, on that worker's runtime and
-    /// `LocalSet` (so it may `await` and `spawn_local`), before the worker accepts its first
+    /// Runs `hook(worker_index)` on each worker thread, on that worker's
+    /// [`LocalRuntime`](tokio::runtime::LocalRuntime) (so it may `await` and `spawn_local`), before the worker accepts its first
     /// connection: per-worker state (a database pool, a cache) is in place before any request.
     /// [`Server::serve`] returns only once every worker's hooks succeeded; if one fails (or
     /// panics), the server stops and `serve` returns that error, naming the worker (same kind,

@@ -1,5 +1,5 @@
 //! The worker-start hook (`Server::on_worker_start`): it runs on every worker thread, on that
-//! worker's runtime and `LocalSet`, before the worker accepts; a failing hook fails `serve`.
+//! worker's `LocalRuntime`, before the worker accepts; a failing hook fails `serve`.
 
 mod common;
 use peregrine_server::{service_fn, Request, Response, Server};
@@ -39,7 +39,7 @@ fn every_worker_runs_its_hooks_before_serve_returns() {
         .on_worker_start(move |worker| {
             let log = first.clone();
             async move {
-                // Inside the worker's LocalSet: spawn_local and timers work.
+                // On the worker's LocalRuntime: spawn_local and timers work.
                 let n = tokio::task::spawn_local(async move { worker * 10 })
                     .await
                     .unwrap();
@@ -150,9 +150,9 @@ thread_local! {
 
 #[test]
 fn handlers_spawn_local_tasks_on_their_worker() {
-    // Connection tasks run on the worker's runtime, not in its `LocalSet` (see
-    // `worker/on_worker.rs`): a handler's `spawn_local` still reaches the set, both for a task
-    // it awaits and for one that outlives its response.
+    // Connection tasks are the worker's `LocalRuntime`'s own tasks: a handler's `spawn_local`
+    // runs on the same worker thread, both for a task it awaits and for one that outlives its
+    // response.
     let config = peregrine_server::ServerConfig {
         workers: 1,
         ..common::config()
@@ -194,4 +194,45 @@ fn handlers_spawn_local_tasks_on_their_worker() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     handle.shutdown();
+}
+
+/// Where a never-ending local task was dropped (the worker's thread name), or `None` yet.
+static DROPPED_ON: Mutex<Option<String>> = Mutex::new(None);
+
+/// Records, when dropped, the thread it was dropped on.
+struct DropProbe;
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        let on = std::thread::current().name().unwrap_or("?").to_owned();
+        *DROPPED_ON.lock().unwrap() = Some(on);
+    }
+}
+
+#[test]
+fn local_tasks_still_running_at_stop_are_dropped_on_their_worker() {
+    // A handler's local task that never ends (a subscription, say) does not keep the worker
+    // alive: when the worker stops, its runtime drops it, on the worker thread, before
+    // `shutdown` returns.
+    let config = peregrine_server::ServerConfig {
+        workers: 1,
+        ..common::config()
+    };
+    let handle = Server::new(config)
+        .serve(service_fn(|_req: Request| async move {
+            let (started, running) = tokio::sync::oneshot::channel();
+            tokio::task::spawn_local(async move {
+                let _probe = DropProbe;
+                let _ = started.send(());
+                std::future::pending::<()>().await;
+            });
+            running.await.unwrap();
+            Response::text("spawned")
+        }))
+        .unwrap();
+    let res = get(handle.local_addr(), "/");
+    assert!(res.ends_with("spawned"), "{res}");
+    assert_eq!(*DROPPED_ON.lock().unwrap(), None);
+    handle.shutdown();
+    assert_eq!(DROPPED_ON.lock().unwrap().as_deref(), Some("peregrine-w0"));
 }

@@ -54,6 +54,9 @@ use std::rc::Rc;
 /// ```
 pub struct TestClient {
     service: AppService,
+    /// Where `spawn_local` lands. Workers run on a `LocalRuntime` instead (no `LocalSet`), but
+    /// this client runs inside the caller's runtime, usually `#[tokio::test]`'s plain one, where
+    /// only a `LocalSet` can take local tasks.
     local: Rc<tokio::task::LocalSet>,
     peer: SocketAddr,
 }

@@ -45,7 +45,7 @@ fn pool_app(inits: Arc<AtomicUsize>) -> App {
             let inits = inits.clone();
             async move {
                 assert_eq!(w.state::<DbUrl>().unwrap().0, "db://x");
-                // Runs on the worker's runtime, inside its LocalSet: await and spawn_local work.
+                // Runs on the worker's LocalRuntime: await and spawn_local work.
                 let answer = tokio::task::spawn_local(async { 41 + 1 }).await?;
                 assert_eq!(answer, 42);
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
