@@ -129,13 +129,15 @@ impl<A: Acceptor> Server<A> {
         }
     }
 
-    /// Runs `hook(worker_index)` on each worker thread, on that worker's
-    /// [`LocalRuntime`](tokio::runtime::LocalRuntime) (so it may `await` and `spawn_local`), before the worker accepts its first
-    /// connection: per-worker state (a database pool, a cache) is in place before any request.
+    /// Runs `hook(worker_index)` on each worker thread, on that worker's tokio
+    /// [`LocalRuntime`] (so it may `await` and `spawn_local`), before the worker accepts its
+    /// first connection: per-worker state (a database pool, a cache) is in place before any request.
     /// [`Server::serve`] returns only once every worker's hooks succeeded; if one fails (or
     /// panics), the server stops and `serve` returns that error, naming the worker (same kind,
     /// message `worker N: on_worker_start hook failed: <the hook's message>`). Hooks
     /// registered several times run in order. Nothing of this is on the per-request path.
+    ///
+    /// [`LocalRuntime`]: tokio::runtime::LocalRuntime
     ///
     /// ```
     /// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
