@@ -236,3 +236,25 @@ fn local_tasks_still_running_at_stop_are_dropped_on_their_worker() {
     handle.shutdown();
     assert_eq!(DROPPED_ON.lock().unwrap().as_deref(), Some("peregrine-w0"));
 }
+
+#[test]
+fn handlers_tokio_spawn_runs_on_their_worker() {
+    // `tokio::spawn` (a `Send` task) from a handler lands on the worker's own runtime, which is
+    // a current-thread one: the task runs on the worker thread.
+    let config = peregrine_server::ServerConfig {
+        workers: 1,
+        ..common::config()
+    };
+    let handle = Server::new(config)
+        .serve(service_fn(|_req: Request| async move {
+            let here = std::thread::current().name().unwrap().to_owned();
+            let there = tokio::spawn(async { std::thread::current().name().unwrap().to_owned() })
+                .await
+                .unwrap();
+            Response::text(format!("{}", here == there))
+        }))
+        .unwrap();
+    let res = get(handle.local_addr(), "/");
+    assert!(res.ends_with("\r\n\r\ntrue"), "{res}");
+    handle.shutdown();
+}
