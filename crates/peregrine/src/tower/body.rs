@@ -93,26 +93,12 @@ impl HttpBody for LocalResBody {
             Some(ResponseBody::Stream(mut s)) => {
                 let out = s.as_mut().poll_next(cx);
                 self.0 = Some(ResponseBody::Stream(s));
-                match out {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(None) => {
-                        self.0 = None;
-                        Poll::Ready(None)
-                    }
-                    Poll::Ready(Some(r)) => Poll::Ready(Some(r.map(Frame::data))),
-                }
+                stream_frame(&mut self.0, out)
             }
             Some(ResponseBody::SizedStream { len, mut stream }) => {
                 let out = stream.as_mut().poll_next(cx);
                 self.0 = Some(ResponseBody::SizedStream { len, stream });
-                match out {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(None) => {
-                        self.0 = None;
-                        Poll::Ready(None)
-                    }
-                    Poll::Ready(Some(r)) => Poll::Ready(Some(r.map(Frame::data))),
-                }
+                stream_frame(&mut self.0, out)
             }
             // A file through a layer is read in pieces, as the engine does off plain TCP.
             Some(ResponseBody::File { file, offset, len }) => {
@@ -150,6 +136,22 @@ impl HttpBody for LocalResBody {
             }
             Some(ResponseBody::Upgrade(_)) => SizeHint::with_exact(0),
         }
+    }
+}
+
+/// The frame for what a streamed body's stream gave (`out`); at the stream's end the body is
+/// done (`body` emptied).
+fn stream_frame(
+    body: &mut Option<ResponseBody>,
+    out: Poll<Option<Result<Bytes, std::io::Error>>>,
+) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    match out {
+        Poll::Pending => Poll::Pending,
+        Poll::Ready(None) => {
+            *body = None;
+            Poll::Ready(None)
+        }
+        Poll::Ready(Some(r)) => Poll::Ready(Some(r.map(Frame::data))),
     }
 }
 
