@@ -57,6 +57,27 @@ fn chunked(body: &[u8], cuts: &[usize], ext: bool, trailer: bool) -> Vec<u8> {
     out
 }
 
+/// `POST path` with `body`, framed by Content-Length (`by_length`) or chunked at `cuts` (with
+/// chunk extensions and trailers as asked).
+fn post(
+    path: &str,
+    body: &[u8],
+    by_length: bool,
+    cuts: &[usize],
+    ext: bool,
+    trailer: bool,
+) -> Vec<u8> {
+    let mut bytes = format!("POST {path} HTTP/1.1\r\nHost: t\r\n").into_bytes();
+    if by_length {
+        bytes.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+        bytes.extend_from_slice(body);
+    } else {
+        bytes.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+        bytes.extend(chunked(body, cuts, ext, trailer));
+    }
+    bytes
+}
+
 fn request() -> impl Strategy<Value = Req> {
     (
         0..5u8,
@@ -70,40 +91,16 @@ fn request() -> impl Strategy<Value = Req> {
                 bytes: get("/plaintext"),
                 expect_body: b"Hello, World!".to_vec(),
             },
-            1 | 2 => {
-                // Echoed: Content-Length or chunked.
-                let mut bytes = b"POST /echo HTTP/1.1\r\nHost: t\r\n".to_vec();
-                if kind == 1 {
-                    bytes.extend_from_slice(
-                        format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(),
-                    );
-                    bytes.extend_from_slice(&body);
-                } else {
-                    bytes.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
-                    bytes.extend(chunked(&body, &cuts, ext, trailer));
-                }
-                Req {
-                    bytes,
-                    expect_body: body,
-                }
-            }
-            _ => {
-                // Not read by the handler: the engine drains it.
-                let mut bytes = b"POST /ignore HTTP/1.1\r\nHost: t\r\n".to_vec();
-                if kind == 3 {
-                    bytes.extend_from_slice(
-                        format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(),
-                    );
-                    bytes.extend_from_slice(&body);
-                } else {
-                    bytes.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
-                    bytes.extend(chunked(&body, &cuts, ext, trailer));
-                }
-                Req {
-                    bytes,
-                    expect_body: b"ignored".to_vec(),
-                }
-            }
+            // Echoed: Content-Length or chunked.
+            1 | 2 => Req {
+                bytes: post("/echo", &body, kind == 1, &cuts, ext, trailer),
+                expect_body: body,
+            },
+            // Not read by the handler: the engine drains it.
+            _ => Req {
+                bytes: post("/ignore", &body, kind == 3, &cuts, ext, trailer),
+                expect_body: b"ignored".to_vec(),
+            },
         })
 }
 

@@ -8,10 +8,10 @@ mod common;
 use bytes::Bytes;
 use common::*;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, Server, ServerConfig};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MIB: usize = 1024 * 1024;
 
@@ -243,24 +243,7 @@ fn a_slow_reader_of_a_file_body_is_cut_by_the_write_min_rate() {
     let h = start_files(cfg, &f);
     let mut s = connect(h.local_addr());
     s.write_all(&get("/file")).unwrap();
-    let started = Instant::now();
-    let mut total = 0usize;
-    let mut buf = vec![0u8; 32 * 1024];
-    let ended = loop {
-        // A guard against running for ever (never a timing assertion on the server).
-        if started.elapsed() > Duration::from_secs(20) {
-            break false;
-        }
-        match s.read(&mut buf) {
-            Ok(0) => break true,
-            Ok(n) => total += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
-                panic!("the server stalled without closing")
-            }
-            Err(_) => break true,
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (ended, total) = read_slowly(&mut s, Duration::from_secs(20));
     assert!(ended, "still sending to a slow reader after {total} bytes");
     assert!(total < 64 * MIB, "the whole file was sent");
     h.shutdown();

@@ -2,6 +2,7 @@
 //! and floods. Each flood test ends with the documented error and another client served.
 #![cfg(feature = "http2")]
 
+mod common;
 mod h2_support;
 
 use bytes::Bytes;

@@ -89,15 +89,28 @@ async fn tls_connect(
         .unwrap()
 }
 
-/// Reads an HTTP/1.1 response with a Content-Length body.
-async fn read_response<R: AsyncReadExt + Unpin>(r: &mut R) -> String {
+/// Stops the server off the test's runtime (its clients must keep running to finish).
+async fn shutdown(handle: ServerHandle) {
+    tokio::task::spawn_blocking(move || handle.shutdown())
+        .await
+        .unwrap();
+}
+
+/// Reads a response head, up to and including its empty line, one byte at a time (so nothing
+/// after it is taken from the stream).
+async fn read_head<R: AsyncReadExt + Unpin>(r: &mut R) -> String {
     let mut data = Vec::new();
     let mut b = [0u8; 1];
     while !data.ends_with(b"\r\n\r\n") {
         r.read_exact(&mut b).await.unwrap();
         data.push(b[0]);
     }
-    let head = String::from_utf8(data.clone()).unwrap();
+    String::from_utf8(data).unwrap()
+}
+
+/// Reads an HTTP/1.1 response with a Content-Length body.
+async fn read_response<R: AsyncReadExt + Unpin>(r: &mut R) -> String {
+    let head = read_head(r).await;
     let len = head
         .lines()
         .find_map(|l| l.strip_prefix("Content-Length: "))
@@ -107,7 +120,9 @@ async fn read_response<R: AsyncReadExt + Unpin>(r: &mut R) -> String {
     head + &String::from_utf8(body).unwrap()
 }
 
-async fn h2_get<IO>(io: IO, path: &str) -> (u16, Bytes)
+/// An h2 client over `io` (TCP or TLS), its connection driven by a task of its own, ready to
+/// send.
+async fn h2_client<IO>(io: IO) -> h2::client::SendRequest<Bytes>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -115,7 +130,14 @@ where
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let mut send = send.ready().await.unwrap();
+    send.ready().await.unwrap()
+}
+
+async fn h2_get<IO>(io: IO, path: &str) -> (u16, Bytes)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut send = h2_client(io).await;
     let req = http::Request::get(format!("https://localhost{path}"))
         .body(())
         .unwrap();
@@ -150,9 +172,7 @@ async fn tls_serves_http11_and_http2_by_alpn() {
     let (status, body) = h2_get(tls, "/version").await;
     assert_eq!(status, 200);
     assert_eq!(body, "Http2");
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }
 
 #[tokio::test]
@@ -188,9 +208,7 @@ async fn plaintext_listener_serves_h2c_with_prior_knowledge_and_http11() {
         .await
         .unwrap();
     assert!(read_response(&mut tcp).await.ends_with("Http11"));
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }
 
 #[tokio::test]
@@ -203,13 +221,7 @@ async fn upgrade_hands_over_the_connection_with_the_bytes_already_sent() {
     )
     .await
     .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        tcp.read_exact(&mut b).await.unwrap();
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
+    let head = read_head(&mut tcp).await;
     assert!(
         head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
         "{head}"
@@ -232,9 +244,7 @@ async fn upgrade_hands_over_the_connection_with_the_bytes_already_sent() {
         .unwrap();
     assert!(read_response(&mut tcp).await.starts_with("HTTP/1.1 500 "));
     drop(tcp);
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }
 
 /// `ResponseBody::Upgrade` with a status other than 101: the function is dropped and the
@@ -272,9 +282,7 @@ async fn an_upgrade_body_with_another_status_is_a_normal_response_over_http11() 
         assert!(next.ends_with("\r\n\r\nHttp11"), "{next}");
     }
     drop(tcp);
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }
 
 /// The same over HTTP/2: a plain request gets the status without a body, and an extended
@@ -284,11 +292,7 @@ async fn an_upgrade_body_with_another_status_is_a_normal_response_over_http11() 
 async fn an_upgrade_body_with_another_status_is_a_normal_response_over_http2() {
     let handle = Server::new(config()).serve(service()).unwrap();
     let tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
-    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut send = send.ready().await.unwrap();
+    let mut send = h2_client(tcp).await;
     for _ in 0..100 {
         if send.is_extended_connect_protocol_enabled() {
             break;
@@ -341,9 +345,7 @@ async fn an_upgrade_body_with_another_status_is_a_normal_response_over_http2() {
             assert!(body.data().await.is_none(), "{path}: no body");
         }
     }
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }
 
 #[tokio::test]
@@ -364,9 +366,7 @@ async fn upgrade_over_tls() {
     assert_eq!(&echoed, b"over tls");
     // The client goes: the upgraded connection ends, and shutdown has nothing to wait for.
     drop(tls);
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }
 
 #[tokio::test]
@@ -416,20 +416,14 @@ async fn an_http2_only_listener_refuses_http11_with_goaway() {
     assert_eq!(got[3], 7);
     assert_eq!(&got[13..17], &1u32.to_be_bytes());
     drop(tcp);
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }
 
 #[tokio::test]
 async fn an_unread_http2_request_body_is_drained_not_cancelled() {
     let handle = Server::new(config()).serve(service()).unwrap();
     let tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
-    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut send = send.ready().await.unwrap();
+    let mut send = h2_client(tcp).await;
     let req = http::Request::post("http://a/version").body(()).unwrap();
     let (resp, mut body) = send.send_request(req, false).unwrap();
     body.send_data(Bytes::from_static(b"first"), false).unwrap();
@@ -447,7 +441,5 @@ async fn an_unread_http2_request_body_is_drained_not_cancelled() {
         "{reset:?}"
     );
     drop((body, send));
-    tokio::task::spawn_blocking(move || handle.shutdown())
-        .await
-        .unwrap();
+    shutdown(handle).await;
 }

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, Server, ServerConfig};
-use std::io::{ErrorKind, Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -171,23 +171,7 @@ fn response_read_slowly_under_the_write_timeout_is_cut_by_min_rate() {
     let mut s = connect(h.local_addr());
     s.write_all(&get("/huge")).unwrap();
     let started = Instant::now();
-    let mut total = 0usize;
-    let mut buf = vec![0u8; 32 * 1024];
-    let ended = loop {
-        // A guard against running for ever (never a timing assertion on the server).
-        if started.elapsed() > Duration::from_secs(10) {
-            break false;
-        }
-        match s.read(&mut buf) {
-            Ok(0) => break true,
-            Ok(n) => total += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
-                panic!("the server stalled without closing")
-            }
-            Err(_) => break true,
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (ended, total) = read_slowly(&mut s, Duration::from_secs(10));
     eprintln!("ended {ended} total {total} after {:?}", started.elapsed());
     assert!(ended, "still sending to a slow reader after {total} bytes");
     assert!(total < 64 << 20, "the whole response was sent");

@@ -1,10 +1,9 @@
 //! Issue 17 (Low): compression of large bodies is capped and leaves the worker thread.
 
 mod common;
-use common::TestServer;
+use common::{gunzip_text, TestServer};
 use peregrine::middleware::Compression;
 use peregrine::{get, App, Request};
-use std::io::Read;
 
 fn text(n: usize) -> String {
     "peregrine compresses text; ".repeat(n / 27 + 1)[..n].to_owned()
@@ -18,24 +17,16 @@ fn app(c: Compression) -> App {
         .layer(c)
 }
 
-fn gunzip(b: &[u8]) -> String {
-    let mut out = String::new();
-    flate2::read::GzDecoder::new(b)
-        .read_to_string(&mut out)
-        .unwrap();
-    out
-}
-
 #[test]
 fn bodies_past_the_inline_limit_are_compressed_off_the_worker() {
     let s = TestServer::start(app(Compression::new().inline_limit(16 * 1024)));
     let r = s.get("/small", &["Accept-Encoding: gzip"]);
     assert_eq!(r.header("content-encoding"), Some("gzip"));
-    assert_eq!(gunzip(&r.body), text(10 * 1024));
+    assert_eq!(gunzip_text(&r.body), text(10 * 1024));
     // 1 MiB: over the inline limit, compressed on the blocking pool, same result.
     let r = s.get("/large", &["Accept-Encoding: gzip"]);
     assert_eq!(r.header("content-encoding"), Some("gzip"));
-    assert_eq!(gunzip(&r.body), text(1024 * 1024));
+    assert_eq!(gunzip_text(&r.body), text(1024 * 1024));
     let r = s.get("/large", &["Accept-Encoding: br"]);
     assert_eq!(r.header("content-encoding"), Some("br"));
     let mut out = Vec::new();

@@ -9,7 +9,7 @@
 //! One test: the tracing subscriber and the metrics recorder are process-wide.
 
 mod common;
-use common::TestServer;
+use common::{LogCapture, TestServer};
 use peregrine::metrics::{self, EngineObserver};
 use peregrine::server::proxy_protocol::ProxyProtocolAcceptor;
 use peregrine::server::transport::PlainAcceptor;
@@ -17,27 +17,8 @@ use peregrine::server::{Server, ServerConfig};
 use peregrine::{get, App, Request, ResponseBody};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn connect(addr: std::net::SocketAddr) -> TcpStream {
     let c = TcpStream::connect(addr).unwrap();
@@ -87,7 +68,7 @@ fn closed_by_server(c: &mut TcpStream) -> bool {
 
 /// Waits until `log` shows a `rejected` line with `reason` and `detail` (the engine reports on
 /// its worker thread, just before or after the socket closes).
-fn wait_for_line(log: &Capture, reason: &str, detail: &str) -> String {
+fn wait_for_line(log: &LogCapture, reason: &str, detail: &str) -> String {
     let start = Instant::now();
     loop {
         let text = log.text();
@@ -116,13 +97,7 @@ fn counter(scrape: &str, series: &str) -> u64 {
 
 #[test]
 fn engine_closes_reach_the_access_log_and_metrics_with_their_reason() {
-    let log = Capture::default();
-    let sink = log.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .init();
+    let log = LogCapture::install();
     let prometheus = metrics::install().unwrap();
     let big = bytes::Bytes::from(vec![b'x'; 64 << 20]);
     let app = || {

@@ -4,25 +4,12 @@
 //! appear as a `rejected` event with their reason, and as `peregrine_rejections_total{reason}`.
 
 mod common;
-use common::TestServer;
+use common::{LogCapture, TestServer};
 use peregrine::metrics::{self, EngineObserver};
 use peregrine::{get, App, Request};
 use std::io::{Read, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Sends `raw` on a fresh connection and returns everything the server wrote before closing.
 fn exchange(s: &TestServer, raw: &[u8]) -> String {
@@ -36,13 +23,7 @@ fn exchange(s: &TestServer, raw: &[u8]) -> String {
 
 #[test]
 fn engine_rejections_reach_the_access_log_and_metrics_with_their_reason() {
-    let capture = Capture::default();
-    let sink = capture.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .init();
+    let capture = LogCapture::install();
     let prometheus = metrics::install().unwrap();
     let app = App::new()
         .route("/", get(|_r: Request| async { "hi" }))
@@ -63,7 +44,7 @@ fn engine_rejections_reach_the_access_log_and_metrics_with_their_reason() {
     let scrape = s.get("/metrics", &[]).text().to_owned();
     drop(s);
 
-    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let log = capture.text();
     let rejected: Vec<&str> = log.lines().filter(|l| l.contains("rejected")).collect();
     for (reason, status) in [
         ("bad_request", 400),

@@ -3,34 +3,13 @@
 //! the client sees none of it.
 
 mod common;
-use common::TestServer;
+use common::{LogCapture, TestServer};
 use peregrine::middleware::Logger;
 use peregrine::{get, App, Error, Request};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[test]
 fn requests_and_failures_are_logged() {
-    let capture = Capture::default();
-    let sink = capture.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .init();
+    let capture = LogCapture::install();
 
     let app = App::new()
         .route(
@@ -54,7 +33,7 @@ fn requests_and_failures_are_logged() {
     assert!(!r.text().contains("disk on fire"));
     drop(s); // shut down: every event has been written
 
-    let out = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let out = capture.text();
     let lines: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("peregrine::request"))

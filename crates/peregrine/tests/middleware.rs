@@ -2,7 +2,7 @@
 //! layers (request id, CORS, timeout, compression).
 
 mod common;
-use common::{request, TestServer};
+use common::{gunzip, request, TestServer};
 use peregrine::middleware::{
     from_fn, Compression, Cors, Hook, Next, RequestId, RequestIdLayer, Timeout,
 };
@@ -265,13 +265,6 @@ fn compression_app() -> App {
         .layer(Compression::new())
 }
 
-fn gunzip(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(b)
-        .read_to_end(&mut out)
-        .unwrap();
-    out
-}
 fn unbrotli(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     brotli::Decompressor::new(b, 4096)

@@ -2,9 +2,11 @@
 //! an axum Router mounted under a prefix. Run with `cargo test -p peregrine --features tower`.
 #![cfg(feature = "tower")]
 
+mod common;
+use common::gunzip_text;
+
 use peregrine::tower::TowerLayer;
 use peregrine::{get, post, App, Error, Json, Request, StreamBody};
-use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,14 +16,6 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
-
-fn gunzip(b: &[u8]) -> String {
-    let mut out = String::new();
-    flate2::read::GzDecoder::new(b)
-        .read_to_string(&mut out)
-        .unwrap();
-    out
-}
 
 fn big() -> String {
     "peregrine falcon ".repeat(200)
@@ -75,7 +69,7 @@ async fn compression_layer_compresses_full_and_streamed_bodies() {
         .await;
     assert_eq!(r.header("content-encoding"), Some("gzip"));
     assert!(r.bytes().len() < big().len() / 4);
-    assert_eq!(gunzip(r.bytes()), big());
+    assert_eq!(gunzip_text(r.bytes()), big());
     // No content-length from the layer: the engine frames the body.
     assert!(r.header("content-length").is_none());
     let r = c
@@ -84,7 +78,7 @@ async fn compression_layer_compresses_full_and_streamed_bodies() {
         .send()
         .await;
     assert_eq!(r.header("content-encoding"), Some("gzip"));
-    assert_eq!(gunzip(r.bytes()), "peregrine falcon ".repeat(200));
+    assert_eq!(gunzip_text(r.bytes()), "peregrine falcon ".repeat(200));
     // Without accept-encoding the body passes through untouched.
     let r = c.get("/full").send().await;
     assert!(r.header("content-encoding").is_none());

@@ -2,7 +2,7 @@
 //! crate's client sends the extended CONNECT, tokio-tungstenite's client runs the WebSocket on
 //! the stream. The server is the same `peregrine::ws` handler that serves HTTP/1.1.
 
-// Only its echo handler is used here (the server is built below).
+// Its echo handler and its server; not `start_echo` (the app is built below).
 #[allow(dead_code)]
 mod ws_support;
 
@@ -43,16 +43,7 @@ fn start() -> std::net::SocketAddr {
             }),
         )
         .route("/plain", get(|_req: Request| async { "not a websocket\n" }));
-    let config = peregrine::ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..peregrine::ServerConfig::default()
-    };
-    let handle = app.serve(config).unwrap();
-    let addr = handle.local_addr();
-    // The server lives for the rest of the test process.
-    std::mem::forget(handle);
-    addr
+    ws_support::serve_for_the_process(app)
 }
 
 /// An HTTP/2 connection (h2c, prior knowledge) whose SETTINGS announced extended CONNECT.

@@ -3,6 +3,7 @@
 
 use super::head_fields::HeadFields;
 use super::span;
+use crate::grammar::trim_ows;
 use crate::request::FieldSpan;
 use crate::scan::{Scan, TCHAR, VALUE};
 use crate::{Limits, ParseError};
@@ -156,17 +157,6 @@ pub(crate) fn name_is<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
         };
         w(name, 0) == w(lower, 0) && w(name, N - 4) == w(lower, N - 4)
     }
-}
-
-#[inline]
-pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }
 
 /// Validates one complete field line (without its CRLF) with the header-field rules; used for

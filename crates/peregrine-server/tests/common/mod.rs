@@ -325,6 +325,33 @@ impl Client {
     }
 }
 
+/// A slow reader: 32 KiB every 50 ms until the server closes the connection (`true`) or `guard`
+/// has passed (`false`; a guard against running for ever, never a timing assertion on the
+/// server), with the bytes read. Panics if the server stalls without closing.
+pub fn read_slowly(s: &mut TcpStream, guard: Duration) -> (bool, usize) {
+    let started = std::time::Instant::now();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 32 * 1024];
+    let ended = loop {
+        if started.elapsed() > guard {
+            break false;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => total += n,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                panic!("the server stalled without closing")
+            }
+            Err(_) => break true,
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (ended, total)
+}
+
 /// `GET path` with Host.
 pub fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").into_bytes()

@@ -1,7 +1,8 @@
 //! An HTTP/2 test server (its own thread and runtime, like a worker) and raw-frame helpers for
-//! the flood tests.
+//! the flood tests. Uses `tests/common` (the including test declares `mod common;` too).
 #![allow(dead_code)]
 
+use crate::common::Iter;
 use bytes::Bytes;
 use peregrine_server::h2::{serve_connection, Closed, Http2Config};
 use peregrine_server::{service_fn, Request, Response, ResponseBody, ServerConfig, Service};
@@ -162,9 +163,8 @@ pub fn app(counters: Arc<Counters>) -> impl Service {
                         Ok(Bytes::from_static(b"two ")),
                         Ok(Bytes::from_static(b"three")),
                     ];
-                    Response::new(200).with_body(ResponseBody::Stream(Box::pin(IterStream(
-                        chunks.into_iter(),
-                    ))))
+                    Response::new(200)
+                        .with_body(ResponseBody::Stream(Box::pin(Iter(chunks.into_iter()))))
                 }
                 "/slow" => {
                     let mut guard = CancelGuard(counters, false);
@@ -199,19 +199,6 @@ pub fn app(counters: Arc<Counters>) -> impl Service {
             }
         }
     })
-}
-
-struct IterStream<I>(I);
-impl<I: Iterator<Item = Result<Bytes, std::io::Error>> + Unpin> futures_core::Stream
-    for IterStream<I>
-{
-    type Item = Result<Bytes, std::io::Error>;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        std::task::Poll::Ready(self.0.next())
-    }
 }
 
 /// An h2 client connection (the h2 crate's client) to `addr`.

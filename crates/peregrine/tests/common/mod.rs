@@ -6,7 +6,56 @@ use peregrine::server::{ServerConfig, ServerHandle};
 use peregrine::App;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A gzip body, decompressed.
+pub fn gunzip(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+/// A gzip body, decompressed, as text.
+pub fn gunzip_text(b: &[u8]) -> String {
+    String::from_utf8(gunzip(b)).unwrap()
+}
+
+/// The formatted output of the process's `tracing` subscriber (a `fmt` subscriber at INFO,
+/// without colours), for tests that read the access log or the error log.
+#[derive(Clone, Default)]
+pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Installs the subscriber, writing here. Once per test binary: the subscriber is global.
+    pub fn install() -> LogCapture {
+        let capture = LogCapture::default();
+        let sink = capture.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .init();
+        capture
+    }
+
+    /// Everything logged so far (a line being written may be cut short).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for LogCapture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 pub struct TestServer {
     handle: Option<ServerHandle>,

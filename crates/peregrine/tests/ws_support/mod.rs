@@ -29,6 +29,11 @@ pub async fn start_echo(max_message: usize) -> std::net::SocketAddr {
             Ok::<Response, Error>(up.on_upgrade(echo))
         }),
     );
+    serve_for_the_process(app)
+}
+
+/// Serves `app` on a loopback port (one worker) for the rest of the test process.
+pub fn serve_for_the_process(app: peregrine::App) -> std::net::SocketAddr {
     let config = peregrine::ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         workers: 1,
