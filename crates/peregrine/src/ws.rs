@@ -218,9 +218,30 @@ impl WebSocketUpgrade {
 
     /// Accepts the handshake: the `101 Switching Protocols` response, after which the engine
     /// runs `handler` with the open [`WebSocket`] on the connection's worker. The connection
-    /// closes when `handler` returns. The status must stay 101: with any other (a middleware's
-    /// `with_status`, say) the engine sends that response without a body and never runs
-    /// `handler` (see [`ResponseBody::Upgrade`](peregrine_server::ResponseBody::Upgrade)).
+    /// closes when `handler` returns.
+    ///
+    /// To refuse a handshake, answer something else instead (an [`Error`], say). The status of
+    /// the accepting response must stay 101: any other (a `with_status(403)` by a middleware,
+    /// say) refuses it too, and a refusal is an ordinary response: sent without a body and
+    /// without the fields that accept the switch (`Upgrade`, `Connection: upgrade`,
+    /// `Sec-WebSocket-Accept`, the chosen `Sec-WebSocket-Protocol`); `handler` never runs (see
+    /// [`ResponseBody::Upgrade`](peregrine_server::ResponseBody::Upgrade)).
+    ///
+    /// ```
+    /// use peregrine::ws::{Message, WebSocketUpgrade};
+    /// use peregrine::{Error, Request, Response};
+    ///
+    /// async fn members_only(req: Request) -> Result<Response, Error> {
+    ///     let upgrade = WebSocketUpgrade::from_request(&req)?;
+    ///     if req.cookie("member").is_none() {
+    ///         return Err(Error::new(403).with_detail("members only"));
+    ///     }
+    ///     Ok(upgrade.on_upgrade(|mut ws| async move {
+    ///         let _ = ws.send(Message::Text("welcome".into())).await;
+    ///     }))
+    /// }
+    /// # let _ = peregrine::App::new().route("/ws", peregrine::get(members_only));
+    /// ```
     pub fn on_upgrade<F, Fut>(self, handler: F) -> Response
     where
         F: FnOnce(WebSocket) -> Fut + 'static,
