@@ -180,6 +180,26 @@ impl WebSocketUpgrade {
 
     /// Picks the first of the client's subprotocols (`Sec-WebSocket-Protocol`) that is in
     /// `supported`; none picked (and none sent back) if there is no match.
+    ///
+    /// ```
+    /// use peregrine::ws::{Message, WebSocketUpgrade};
+    /// use peregrine::{Error, Request, Response};
+    ///
+    /// async fn feed(req: Request) -> Result<Response, Error> {
+    ///     let upgrade = WebSocketUpgrade::from_request(&req)?
+    ///         .protocols(["feed.v2", "feed.v1"])
+    ///         .max_message_size(16 * 1024);
+    ///     Ok(upgrade.on_upgrade(|mut ws| async move {
+    ///         // What the 101 (or the HTTP/2 200) told the client, if it offered one we speak.
+    ///         let hello = match ws.protocol() {
+    ///             Some("feed.v2") => r#"{"v":2}"#,
+    ///             _ => "v1",
+    ///         };
+    ///         let _ = ws.send(Message::Text(hello.into())).await;
+    ///     }))
+    /// }
+    /// # let _ = peregrine::App::new().route("/feed", peregrine::get(feed));
+    /// ```
     pub fn protocols<I, P>(mut self, supported: I) -> Self
     where
         I: IntoIterator<Item = P>,
@@ -333,6 +353,38 @@ impl std::fmt::Display for WsError {
 impl std::error::Error for WsError {}
 
 /// An open WebSocket connection.
+///
+/// ```
+/// use peregrine::ws::{Message, WebSocket, WsError};
+///
+/// /// Answers each text message in upper case; a protocol error has already closed the
+/// /// connection with its code (1002, 1007, 1009) when `recv` returns it.
+/// async fn shout(mut ws: WebSocket) {
+///     while let Some(msg) = ws.recv().await {
+///         match msg {
+///             Ok(Message::Text(t)) if t == "bye" => {
+///                 let _ = ws.close(1000, "bye").await; // the close handshake
+///                 return;
+///             }
+///             Ok(Message::Text(t)) => {
+///                 if ws.send(Message::Text(t.to_uppercase())).await.is_err() {
+///                     return; // the client went away
+///                 }
+///             }
+///             Ok(_) => {} // binary, and pings (already answered)
+///             Err(WsError::TooLarge) => return, // closed with 1009
+///             Err(e) => {
+///                 tracing::debug!(error = %e, "websocket ended");
+///                 return;
+///             }
+///         }
+///     }
+/// }
+/// # async fn route(req: peregrine::Request) -> Result<peregrine::Response, peregrine::Error> {
+/// #     Ok(peregrine::ws::WebSocketUpgrade::from_request(&req)?.on_upgrade(shout))
+/// # }
+/// # let _ = peregrine::App::new().route("/shout", peregrine::get(route));
+/// ```
 pub struct WebSocket {
     inner: WebSocketStream<Upgraded>,
     protocol: Option<String>,
