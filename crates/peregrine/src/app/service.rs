@@ -317,8 +317,8 @@ impl Future for AppFuture {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
-        if let Some(mut r) = self.ready.take() {
-            settle(&mut r);
+        // Ready answers are routing's (404, 405, OPTIONS) or a panic's: never an upgrade.
+        if let Some(r) = self.ready.take() {
             return Poll::Ready(r);
         }
         let Some(fut) = self.fut.as_mut() else {
