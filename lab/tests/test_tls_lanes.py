@@ -42,10 +42,12 @@ def test_registry_lists_every_community_server_with_its_protocols():
     assert peers["nginx-tls"].env["NGINX_CONF"] == "nginx-tls.conf.in"
     assert (config.PEERS_DIR / "nginx" / "nginx-tls.conf.in").is_file()
     assert "tls,http2" in " ".join(peers["peregrine-tls"].build[0])
-    # The framework's entry is the plaintext `peregrine` peer's binary, built the same way.
+    # The framework's entry is the plaintext `peregrine` peer's binary, built the same way; TLS
+    # is its explicit `--tls` (the variables every server gets are ignored without it).
     plain = {p.name: p for p in load_peers(config.PEERS_DIR / "peers.toml")}["peregrine"]
     framework = peers["peregrine-framework-tls"]
-    assert framework.build == plain.build and framework.run == plain.run
+    assert framework.build == plain.build and framework.run == plain.run + ["--tls"]
+    assert "--tls" not in plain.run
     assert "tls,http2,ws" in " ".join(framework.build[0])
 
 

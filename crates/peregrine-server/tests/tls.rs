@@ -315,6 +315,48 @@ async fn mtls_optional_serves_clients_with_and_without_a_certificate() {
     }
 }
 
+/// A certificate setup that cannot load says which file, in which role, and what is wrong with
+/// it: "No such file or directory" alone does not tell a user whether TLS_CERT, TLS_KEY or
+/// TLS_CLIENT_CA is at fault.
+#[test]
+fn startup_errors_name_the_file_and_its_role() {
+    let ca = Ca::new("roles");
+    let a = ca.server("a", &["a.test"]);
+    let missing = ca.dir.join("missing.pem");
+    let not_pem = ca.dir.join("not.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let load = |cert: &std::path::Path, key: &std::path::Path| {
+        TlsAcceptor::new(&TlsConfig::new(vec![CertificateFiles::new(cert, key)]))
+            .unwrap_err()
+            .to_string()
+    };
+    let cases = [
+        (load(&missing, &a.key_path), "certificate file", &missing),
+        (load(&a.cert_path, &missing), "private key file", &missing),
+        (load(&not_pem, &a.key_path), "certificate file", &not_pem),
+        (load(&a.cert_path, &not_pem), "private key file", &not_pem),
+    ];
+    for (err, role, path) in &cases {
+        assert!(err.contains(role), "{err}");
+        assert!(err.contains(&*path.to_string_lossy()), "{err}");
+    }
+    assert!(cases[0].0.contains("cannot read"), "{}", cases[0].0);
+    assert!(
+        cases[2].0.contains("no CERTIFICATE block"),
+        "{}",
+        cases[2].0
+    );
+    assert!(
+        cases[3].0.contains("no PRIVATE KEY block"),
+        "{}",
+        cases[3].0
+    );
+    let mut config = one_cert(&ca, &["localhost"]);
+    config.client_auth = ClientAuth::Required(missing.clone());
+    let err = TlsAcceptor::new(&config).unwrap_err().to_string();
+    assert!(err.contains("client CA file"), "{err}");
+}
+
 #[test]
 fn a_key_that_does_not_fit_its_certificate_is_refused_at_startup() {
     let ca = Ca::new("mismatch");

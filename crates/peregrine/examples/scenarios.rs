@@ -8,17 +8,20 @@
 //! curl --http2-prior-knowledge http://127.0.0.1:8080/json   # h2c (feature http2)
 //! curl -N http://127.0.0.1:8080/events                      # server-sent events
 //! # over TLS, HTTP/2 or HTTP/1.1 by ALPN (feature tls), on ADDR instead of cleartext:
-//! TLS_CERT=cert.pem TLS_KEY=key.pem cargo run --release --example scenarios --features tls,http2,ws
+//! TLS_CERT=cert.pem TLS_KEY=key.pem cargo run --release --example scenarios --features tls,http2,ws -- --tls
 //! curl -k --http2 https://127.0.0.1:8080/plaintext
 //! ```
 //!
 //! * Cleartext (the lab's plaintext profiles): HTTP/1.1, and HTTP/2 with prior knowledge (h2c)
 //!   when built with `http2` (the engine recognises the preface only on the HTTP/1.1 parser's
 //!   error path, so HTTP/1.1 pays nothing for it).
-//! * TLS when `TLS_CERT` / `TLS_KEY` are set (the engine's `TlsConfig::from_env`, as
-//!   `hello_tls` and the `chat` example take them; also `TLS_CLIENT_CA` for mTLS), built with
-//!   `tls`: ADDR then speaks TLS only, `h2` or `http/1.1` by ALPN; certificates are reloaded on
-//!   SIGHUP. The lab measures this as `peregrine-framework-tls` (`./scripts/lab protocols`).
+//! * TLS with `--tls` (built with `tls`), the certificate from `TLS_CERT` / `TLS_KEY` (the
+//!   engine's `TlsConfig::from_env`, as `hello_tls` and the `chat` example take them; also
+//!   `TLS_CLIENT_CA` for mTLS): ADDR then speaks TLS only, `h2` or `http/1.1` by ALPN;
+//!   certificates are reloaded on SIGHUP. `--tls` without both variables is an error; without
+//!   `--tls` the variables are ignored (a stray `TLS_CERT` does not switch the lab's cleartext
+//!   peer to TLS). The lab measures this as `peregrine-framework-tls` (`./scripts/lab
+//!   protocols`, which passes `--tls`).
 //! * `GET /ws` (feature `ws`): a WebSocket echo of text and binary messages up to 64 KiB
 //!   (larger: close 1009), over HTTP/1.1 `Upgrade` and HTTP/2 extended CONNECT (RFC 8441).
 //! * `GET /events`: server-sent events: three events (`id`, `event`, `data`, one of them with
@@ -251,23 +254,80 @@ pub fn serve(
     }
 }
 
+/// How the app serves `ADDR`: cleartext unless TLS is asked for with `--tls`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Cleartext (HTTP/1.1, and h2c with `http2`); the TLS variables that were set anyway,
+    /// ignored (a note on stderr says so).
+    Cleartext { ignored: Vec<&'static str> },
+    /// TLS with the certificate of `TLS_CERT` / `TLS_KEY` (both set).
+    Tls,
+}
+
+/// The environment variables the TLS setup reads (`TlsConfig::from_env`).
+const TLS_VARS: [&str; 4] = ["TLS_CERT", "TLS_KEY", "TLS_CLIENT_CA", "TLS_CLIENT_AUTH"];
+
+/// TLS is an explicit choice: `--tls` (taken out of `args`), which needs both `TLS_CERT` and
+/// `TLS_KEY`. Without the flag the TLS variables are ignored, so a `TLS_CERT` left in a shell
+/// cannot turn the lab's cleartext peer into a TLS one. `var` reads the environment.
+pub fn choose_transport(
+    args: &mut Vec<String>,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Transport, String> {
+    let given = args.len();
+    args.retain(|a| a != "--tls");
+    if args.len() == given {
+        let ignored = TLS_VARS.into_iter().filter(|v| var(v).is_some()).collect();
+        return Ok(Transport::Cleartext { ignored });
+    }
+    let missing: Vec<&str> = ["TLS_CERT", "TLS_KEY"]
+        .into_iter()
+        .filter(|v| !var(v).is_some_and(|value| !value.trim().is_empty()))
+        .collect();
+    match missing[..] {
+        [] => Ok(Transport::Tls),
+        [one] => Err(format!(
+            "--tls needs TLS_CERT and TLS_KEY (paths of the PEM certificate and private key); \
+             {one} is not set"
+        )),
+        _ => Err(
+            "--tls needs TLS_CERT and TLS_KEY (paths of the PEM certificate and private \
+                  key); neither is set"
+                .to_string(),
+        ),
+    }
+}
+
 fn main() {
-    let config = match peregrine::config::from_env_and_args(std::env::args().skip(1)) {
-        Ok(c) => c,
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let env = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    let transport = choose_transport(&mut args, env).and_then(|transport| {
+        peregrine::config::from_env_and_args(args).map(|config| (transport, config))
+    });
+    let (transport, config) = match transport {
+        Ok(chosen) => chosen,
         Err(e) => {
             eprintln!("scenarios: {e}");
             std::process::exit(2);
         }
     };
-    if let Err(e) = run(config) {
+    if let Transport::Cleartext { ignored } = &transport {
+        if !ignored.is_empty() {
+            eprintln!(
+                "scenarios: {} set but ignored: serving cleartext (add --tls to serve TLS)",
+                ignored.join(", ")
+            );
+        }
+    }
+    if let Err(e) = run(config, transport) {
         eprintln!("scenarios: {e}");
         std::process::exit(1);
     }
 }
 
-/// Serves until SIGTERM / SIGINT: over TLS when `TLS_CERT` / `TLS_KEY` are set.
+/// Serves until SIGTERM / SIGINT: over TLS when `--tls` chose it.
 #[cfg(feature = "tls")]
-fn run(config: peregrine::ServerConfig) -> std::io::Result<()> {
+fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result<()> {
     use peregrine::server::tls::{reload_on_sighup, TlsAcceptor, TlsConfig};
     use tokio::signal::unix::{signal, SignalKind};
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -280,13 +340,17 @@ fn run(config: peregrine::ServerConfig) -> std::io::Result<()> {
             signal(SignalKind::interrupt())?,
         ))
     })?;
-    let tls = match TlsConfig::from_env()? {
-        Some(tls) => {
+    let tls = match transport {
+        Transport::Tls => {
+            // `choose_transport` checked that TLS_CERT and TLS_KEY are set.
+            let tls = TlsConfig::from_env()?.ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "TLS_CERT is not set")
+            })?;
             let acceptor = TlsAcceptor::new(&tls)?;
             reload_on_sighup(acceptor.certificates().clone())?;
             Some(acceptor)
         }
-        None => None,
+        Transport::Cleartext { .. } => None,
     };
     eprintln!(
         "scenarios: listening on {}{} with {} workers",
@@ -311,11 +375,11 @@ fn run(config: peregrine::ServerConfig) -> std::io::Result<()> {
 
 /// Serves until SIGTERM / SIGINT (cleartext: this build has no `tls` feature).
 #[cfg(not(feature = "tls"))]
-fn run(config: peregrine::ServerConfig) -> std::io::Result<()> {
-    if std::env::var_os("TLS_CERT").is_some() {
+fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result<()> {
+    if transport == Transport::Tls {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            "TLS_CERT is set but this build has no TLS: build with --features tls,http2,ws",
+            "--tls needs a build with TLS: --features tls,http2,ws",
         ));
     }
     eprintln!(

@@ -66,7 +66,14 @@ impl SetCookie {
             same_site: None,
         }
     }
-    /// A cookie that deletes `name` in the browser (empty value, `Max-Age=0`).
+    /// A cookie that deletes `name` in the browser (empty value, `Max-Age=0`). Give it the
+    /// `Path` and `Domain` the cookie was set with: a browser deletes only that exact cookie.
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// let logout = SetCookie::removal("session").path("/");
+    /// assert_eq!(logout.to_header().unwrap(), b"session=; Path=/; Max-Age=0");
+    /// ```
     pub fn removal(name: impl Into<Cow<'static, str>>) -> Self {
         Self::new(name, "").max_age(Duration::ZERO)
     }

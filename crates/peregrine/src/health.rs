@@ -49,6 +49,21 @@ impl Health {
     }
 
     /// Marks the application itself ready or not (independent of draining). Ready by default.
+    ///
+    /// ```
+    /// use peregrine::health::Health;
+    /// use peregrine::App;
+    ///
+    /// let health = Health::new(&peregrine::ServerConfig::default());
+    /// let client = App::new().route("/readyz", health.readiness()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// health.set_ready(false); // e.g. until the cache is warm
+    /// assert_eq!(client.get("/readyz").send().await.status(), 503);
+    /// health.set_ready(true);
+    /// let res = client.get("/readyz").send().await;
+    /// assert_eq!((res.status(), res.text()), (200, "ready\n"));
+    /// # });
+    /// ```
     pub fn set_ready(&self, ready: bool) {
         self.not_ready.store(!ready, Ordering::Relaxed);
     }

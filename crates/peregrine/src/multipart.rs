@@ -117,6 +117,37 @@ impl Request {
 
     /// [`Request::multipart`] with explicit limits (for uploads larger than the body limit,
     /// streamed to disk with [`Field::save_to`]).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, MultipartLimits, Request};
+    ///
+    /// // Up to 64 MiB in all, but no single part over 16 bytes here (to show the 413).
+    /// async fn upload(mut req: Request) -> Result<String, Error> {
+    ///     let limits = MultipartLimits { total: 64 << 20, per_part: 16 };
+    ///     let mut form = req.multipart_with(limits)?;
+    ///     let mut sizes = Vec::new();
+    ///     while let Some(mut part) = form.next_field().await? {
+    ///         sizes.push(part.bytes().await?.len().to_string()); // 413 past `per_part`
+    ///     }
+    ///     Ok(sizes.join(","))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let client = App::new().route("/upload", post(upload)).test();
+    /// let form = |data: &str| {
+    ///     format!("--XX\r\ncontent-disposition: form-data; name=\"f\"\r\n\r\n{data}\r\n--XX--\r\n")
+    /// };
+    /// let send = |body: String| {
+    ///     client
+    ///         .post("/upload")
+    ///         .header("content-type", "multipart/form-data; boundary=XX")
+    ///         .body(body)
+    ///         .send()
+    /// };
+    /// assert_eq!(send(form("small")).await.text(), "5");
+    /// assert_eq!(send(form(&"x".repeat(17))).await.status(), 413);
+    /// # });
+    /// ```
     pub fn multipart_with(&mut self, limits: MultipartLimits) -> Result<Multipart, Error> {
         let ct = self.header("content-type").unwrap_or("");
         let boundary = multer::parse_boundary(ct).map_err(|_| {

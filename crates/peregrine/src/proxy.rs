@@ -162,6 +162,31 @@ struct Hop {
 }
 
 /// The client of `req`: resolved through the application's [`TrustedProxies`] if it has one.
+///
+/// ```
+/// use peregrine::proxy::{client_info, Scheme, TrustedProxies};
+/// use peregrine::{get, App, Request};
+///
+/// async fn who(req: Request) -> String {
+///     let client = client_info(&req);
+///     let https = client.scheme == Some(Scheme::Https);
+///     format!("{} https={https} forwarded={}", client.addr, client.forwarded)
+/// }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let app = App::new()
+///     .route("/who", get(who))
+///     .with_state(TrustedProxies::new(["127.0.0.1"]).unwrap());
+/// let client = app.test(); // its requests come from 127.0.0.1, the trusted proxy here
+/// let res = client
+///     .get("/who")
+///     .header("x-forwarded-for", "198.51.100.9, 203.0.113.7")
+///     .header("x-forwarded-proto", "https")
+///     .send()
+///     .await;
+/// // The rightmost untrusted address is the client; the one left of it, the client's own claim.
+/// assert_eq!(res.text(), "203.0.113.7 https=true forwarded=true");
+/// # });
+/// ```
 pub fn client_info(req: &Request) -> ClientInfo {
     match req.shared.state::<TrustedProxies>() {
         Some(t) => t.resolve(req),

@@ -485,6 +485,49 @@ impl Stream for ChannelStream {
     }
 }
 
+/// Whether `r` carries an upgrade the engine will not perform: an upgrade function with a
+/// status other than 101 (a handler or middleware refused the switch after accepting it).
+#[inline]
+pub(crate) fn is_unswitched_upgrade(r: &Response) -> bool {
+    matches!(r.body, ResponseBody::Upgrade(_)) && r.status != 101
+}
+
+/// Makes an unswitched upgrade ([`is_unswitched_upgrade`]) the ordinary response it is: the
+/// upgrade function goes (the engine would drop it unrun), and so do the fields that accept
+/// a switch, which belong to a 101 (RFC 9110 §7.8, RFC 6455 §4.2.2): `Upgrade` (kept on a 426,
+/// which must name what it asks for), the `upgrade` token of `Connection`, and the
+/// `Sec-WebSocket-Accept` / `-Protocol` / `-Extensions` answers.
+#[cold]
+#[inline(never)]
+pub(crate) fn settle_unswitched_upgrade(r: &mut Response) {
+    r.body = ResponseBody::Empty;
+    let keep_upgrade = r.status == 426;
+    r.headers.retain_mut(|(name, value)| {
+        if name.eq_ignore_ascii_case("upgrade") {
+            return keep_upgrade;
+        }
+        if name.eq_ignore_ascii_case("connection") {
+            let rest: Vec<&[u8]> = value
+                .split(|&b| b == b',')
+                .map(<[u8]>::trim_ascii)
+                .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"upgrade"))
+                .collect();
+            if rest.is_empty() {
+                return false;
+            }
+            *value = Cow::Owned(rest.join(&b", "[..]));
+            return true;
+        }
+        ![
+            "sec-websocket-accept",
+            "sec-websocket-protocol",
+            "sec-websocket-extensions",
+        ]
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f))
+    });
+}
+
 pub(crate) fn header_value<'a>(r: &'a Response, name: &str) -> Option<&'a [u8]> {
     r.headers
         .iter()
@@ -495,6 +538,40 @@ pub(crate) fn header_value<'a>(r: &'a Response, name: &str) -> Option<&'a [u8]> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unswitched_upgrade_loses_the_switch_fields_only() {
+        let upgrade = || ResponseBody::Upgrade(Box::new(|_io| Box::pin(async {})));
+        let mut r = Response::new(403)
+            .with_header("Upgrade", b"websocket".as_slice())
+            .with_header("Connection", b"Upgrade, close".as_slice())
+            .with_header("Sec-WebSocket-Accept", b"x".as_slice())
+            .with_header("Sec-WebSocket-Protocol", b"chat".as_slice())
+            .with_header("X-Reason", b"not yours".as_slice())
+            .with_body(upgrade());
+        assert!(is_unswitched_upgrade(&r));
+        settle_unswitched_upgrade(&mut r);
+        assert!(matches!(r.body, ResponseBody::Empty));
+        let fields: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        assert_eq!(
+            fields,
+            [
+                ("Connection", &b"close"[..]),
+                ("X-Reason", &b"not yours"[..])
+            ]
+        );
+        // A 426 must say what it asks for: its Upgrade stays.
+        let mut r = Response::new(426)
+            .with_header("Upgrade", b"websocket".as_slice())
+            .with_header("Connection", b"upgrade".as_slice())
+            .with_body(upgrade());
+        settle_unswitched_upgrade(&mut r);
+        assert_eq!(header_value(&r, "upgrade"), Some(&b"websocket"[..]));
+        assert_eq!(header_value(&r, "connection"), None);
+        // A real switch is left alone.
+        let r = Response::new(101).with_body(upgrade());
+        assert!(!is_unswitched_upgrade(&r));
+    }
 
     #[test]
     fn json_sets_type_and_body() {

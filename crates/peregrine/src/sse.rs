@@ -38,6 +38,13 @@ impl Event {
         }
     }
     /// An event whose data is `value` as JSON.
+    ///
+    /// ```
+    /// use peregrine::sse::Event;
+    /// let e = Event::json(&serde_json::json!({ "user": "ada", "online": true }))?.event("presence");
+    /// assert_eq!(e.to_bytes(), "event: presence\ndata: {\"online\":true,\"user\":\"ada\"}\n\n");
+    /// # Ok::<(), peregrine::Error>(())
+    /// ```
     pub fn json<T: serde::Serialize>(value: &T) -> Result<Self, crate::Error> {
         Ok(Event::data(
             serde_json::to_string(value).map_err(crate::Error::internal_from)?,
@@ -162,6 +169,23 @@ pub struct Sse {
 
 impl Sse {
     /// Events from any stream.
+    ///
+    /// ```
+    /// use peregrine::sse::{Event, Sse};
+    /// use peregrine::{get, App, Request};
+    ///
+    /// async fn prices(_req: Request) -> Sse {
+    ///     let events = futures_util::stream::iter([
+    ///         Event::comment("prices in cents"),
+    ///         Event::data("1999").event("price").id("1"),
+    ///     ]);
+    ///     Sse::new(events).keep_alive(None) // ends when the stream does
+    /// }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = App::new().route("/prices", get(prices)).test().get("/prices").send().await;
+    /// assert_eq!(res.text(), ": prices in cents\n\nid: 1\nevent: price\ndata: 1999\n\n");
+    /// # });
+    /// ```
     pub fn new(events: impl Stream<Item = Event> + 'static) -> Self {
         Sse {
             events: Box::pin(events),

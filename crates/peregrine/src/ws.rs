@@ -180,6 +180,26 @@ impl WebSocketUpgrade {
 
     /// Picks the first of the client's subprotocols (`Sec-WebSocket-Protocol`) that is in
     /// `supported`; none picked (and none sent back) if there is no match.
+    ///
+    /// ```
+    /// use peregrine::ws::{Message, WebSocketUpgrade};
+    /// use peregrine::{Error, Request, Response};
+    ///
+    /// async fn feed(req: Request) -> Result<Response, Error> {
+    ///     let upgrade = WebSocketUpgrade::from_request(&req)?
+    ///         .protocols(["feed.v2", "feed.v1"])
+    ///         .max_message_size(16 * 1024);
+    ///     Ok(upgrade.on_upgrade(|mut ws| async move {
+    ///         // What the 101 (or the HTTP/2 200) told the client, if it offered one we speak.
+    ///         let hello = match ws.protocol() {
+    ///             Some("feed.v2") => r#"{"v":2}"#,
+    ///             _ => "v1",
+    ///         };
+    ///         let _ = ws.send(Message::Text(hello.into())).await;
+    ///     }))
+    /// }
+    /// # let _ = peregrine::App::new().route("/feed", peregrine::get(feed));
+    /// ```
     pub fn protocols<I, P>(mut self, supported: I) -> Self
     where
         I: IntoIterator<Item = P>,
@@ -218,9 +238,30 @@ impl WebSocketUpgrade {
 
     /// Accepts the handshake: the `101 Switching Protocols` response, after which the engine
     /// runs `handler` with the open [`WebSocket`] on the connection's worker. The connection
-    /// closes when `handler` returns. The status must stay 101: with any other (a middleware's
-    /// `with_status`, say) the engine sends that response without a body and never runs
-    /// `handler` (see [`ResponseBody::Upgrade`](peregrine_server::ResponseBody::Upgrade)).
+    /// closes when `handler` returns.
+    ///
+    /// To refuse a handshake, answer something else instead (an [`Error`], say). The status of
+    /// the accepting response must stay 101: any other (a `with_status(403)` by a middleware,
+    /// say) refuses it too, and a refusal is an ordinary response: sent without a body and
+    /// without the fields that accept the switch (`Upgrade`, `Connection: upgrade`,
+    /// `Sec-WebSocket-Accept`, the chosen `Sec-WebSocket-Protocol`); `handler` never runs (see
+    /// [`ResponseBody::Upgrade`](peregrine_server::ResponseBody::Upgrade)).
+    ///
+    /// ```
+    /// use peregrine::ws::{Message, WebSocketUpgrade};
+    /// use peregrine::{Error, Request, Response};
+    ///
+    /// async fn members_only(req: Request) -> Result<Response, Error> {
+    ///     let upgrade = WebSocketUpgrade::from_request(&req)?;
+    ///     if req.cookie("member").is_none() {
+    ///         return Err(Error::new(403).with_detail("members only"));
+    ///     }
+    ///     Ok(upgrade.on_upgrade(|mut ws| async move {
+    ///         let _ = ws.send(Message::Text("welcome".into())).await;
+    ///     }))
+    /// }
+    /// # let _ = peregrine::App::new().route("/ws", peregrine::get(members_only));
+    /// ```
     pub fn on_upgrade<F, Fut>(self, handler: F) -> Response
     where
         F: FnOnce(WebSocket) -> Fut + 'static,
@@ -312,6 +353,38 @@ impl std::fmt::Display for WsError {
 impl std::error::Error for WsError {}
 
 /// An open WebSocket connection.
+///
+/// ```
+/// use peregrine::ws::{Message, WebSocket, WsError};
+///
+/// /// Answers each text message in upper case; a protocol error has already closed the
+/// /// connection with its code (1002, 1007, 1009) when `recv` returns it.
+/// async fn shout(mut ws: WebSocket) {
+///     while let Some(msg) = ws.recv().await {
+///         match msg {
+///             Ok(Message::Text(t)) if t == "bye" => {
+///                 let _ = ws.close(1000, "bye").await; // the close handshake
+///                 return;
+///             }
+///             Ok(Message::Text(t)) => {
+///                 if ws.send(Message::Text(t.to_uppercase())).await.is_err() {
+///                     return; // the client went away
+///                 }
+///             }
+///             Ok(_) => {} // binary, and pings (already answered)
+///             Err(WsError::TooLarge) => return, // closed with 1009
+///             Err(e) => {
+///                 tracing::debug!(error = %e, "websocket ended");
+///                 return;
+///             }
+///         }
+///     }
+/// }
+/// # async fn route(req: peregrine::Request) -> Result<peregrine::Response, peregrine::Error> {
+/// #     Ok(peregrine::ws::WebSocketUpgrade::from_request(&req)?.on_upgrade(shout))
+/// # }
+/// # let _ = peregrine::App::new().route("/shout", peregrine::get(route));
+/// ```
 pub struct WebSocket {
     inner: WebSocketStream<Upgraded>,
     protocol: Option<String>,

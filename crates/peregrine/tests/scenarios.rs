@@ -129,3 +129,60 @@ fn scenario_app_rejects_bad_input_with_problems() {
         (405, Some("GET, HEAD, OPTIONS"))
     );
 }
+
+/// TLS is the `--tls` flag's choice, never the environment's alone: the lab's cleartext peer
+/// (this binary without `--tls`) stays cleartext whatever TLS variables a shell left set, and
+/// `--tls` without a certificate and key is an error that names what is missing.
+#[test]
+fn tls_is_chosen_by_the_flag_and_a_half_configuration_is_an_error() {
+    use scenarios::{choose_transport, Transport};
+    let env = |set: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            set.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let both = &[("TLS_CERT", "cert.pem"), ("TLS_KEY", "key.pem")];
+
+    // A stray certificate in the environment: cleartext, and the caller is told what it ignores.
+    let mut a = args(&["--workers", "2"]);
+    assert_eq!(
+        choose_transport(&mut a, env(both)),
+        Ok(Transport::Cleartext {
+            ignored: vec!["TLS_CERT", "TLS_KEY"]
+        })
+    );
+    assert_eq!(
+        a,
+        args(&["--workers", "2"]),
+        "other flags are left for the config"
+    );
+    let mut a = args(&[]);
+    assert_eq!(
+        choose_transport(&mut a, env(&[])),
+        Ok(Transport::Cleartext { ignored: vec![] })
+    );
+
+    // The flag with both files: TLS; the flag is taken out of the arguments.
+    let mut a = args(&["--addr", "127.0.0.1:8443", "--tls"]);
+    assert_eq!(choose_transport(&mut a, env(both)), Ok(Transport::Tls));
+    assert_eq!(a, args(&["--addr", "127.0.0.1:8443"]));
+
+    // Half-configured: an error naming what is missing.
+    for (set, missing) in [
+        (&[("TLS_CERT", "cert.pem")][..], "TLS_KEY is not set"),
+        (&[("TLS_KEY", "key.pem")][..], "TLS_CERT is not set"),
+        (
+            &[("TLS_CERT", "cert.pem"), ("TLS_KEY", " ")][..],
+            "TLS_KEY is not set",
+        ),
+        (&[][..], "neither is set"),
+    ] {
+        let set: &'static [(&'static str, &'static str)] = set;
+        let err = choose_transport(&mut args(&["--tls"]), env(set)).unwrap_err();
+        assert!(err.starts_with("--tls needs TLS_CERT and TLS_KEY"), "{err}");
+        assert!(err.ends_with(missing), "{set:?}: {err}");
+    }
+}

@@ -260,3 +260,63 @@ async fn a_handshake_answer_with_another_status_is_sent_as_is_and_nothing_runs()
         .await
         .unwrap();
 }
+
+/// A WebSocket route that refuses the handshake it accepted (a 403 set on the accepting
+/// response, as an authorisation check or a middleware would) answers an ordinary response:
+/// none of the switch's fields (`Upgrade`, `Connection: upgrade`, `Sec-WebSocket-Accept`,
+/// the chosen `Sec-WebSocket-Protocol`), which RFC 9110 §7.8 and RFC 6455 §4.2.2 give to a
+/// 101 only. The same over HTTP/2: `ws_h2.rs`.
+#[tokio::test]
+async fn a_refused_handshake_is_an_ordinary_response_without_the_switch_fields() {
+    use peregrine::ws::WebSocketUpgrade;
+    use peregrine::{get, App, Error, Request, Response};
+    let app = App::new().route(
+        "/ws",
+        get(|req: Request| async move {
+            let up = WebSocketUpgrade::from_request(&req)?.protocols(["chat"]);
+            Ok::<Response, Error>(up.on_upgrade(ws_support::echo).with_status(403))
+        }),
+    );
+    let config = peregrine::ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        ..peregrine::ServerConfig::default()
+    };
+    let handle = app.serve(config).unwrap();
+    let mut tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
+    tcp.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+          Sec-WebSocket-Protocol: chat\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        tokio::time::timeout(Duration::from_secs(10), tcp.read_exact(&mut b))
+            .await
+            .expect("the answer within 10 s")
+            .unwrap();
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 403 "), "{head}");
+    for field in [
+        "\r\nupgrade:",
+        "\r\nsec-websocket-accept:",
+        "\r\nsec-websocket-protocol:",
+    ] {
+        assert!(!head.contains(field), "{field:?} in a refusal: {head}");
+    }
+    assert!(
+        !head
+            .lines()
+            .any(|l| l.starts_with("connection:") && l.contains("upgrade")),
+        "{head}"
+    );
+    drop(tcp);
+    tokio::task::spawn_blocking(move || handle.shutdown())
+        .await
+        .unwrap();
+}

@@ -22,7 +22,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 /// `/ws`: the echo (messages up to 1000 bytes); `/version`: which HTTP version the handler
-/// saw, sent as a text message; `/plain`: not a WebSocket resource.
+/// saw, sent as a text message; `/plain`: not a WebSocket resource; `/refuse`: accepts the
+/// handshake (choosing subprotocol `chat`), then refuses it with 403.
 fn start() -> std::net::SocketAddr {
     let app = App::new()
         .route(
@@ -40,6 +41,13 @@ fn start() -> std::net::SocketAddr {
                 Ok::<Response, Error>(up.on_upgrade(move |mut ws| async move {
                     let _ = ws.send(peregrine::ws::Message::Text(version)).await;
                 }))
+            }),
+        )
+        .route(
+            "/refuse",
+            get(|req: Request| async move {
+                let up = WebSocketUpgrade::from_request(&req)?.protocols(["chat"]);
+                Ok::<Response, Error>(up.on_upgrade(ws_support::echo).with_status(403))
             }),
         )
         .route("/plain", get(|_req: Request| async { "not a websocket\n" }));
@@ -226,4 +234,47 @@ async fn extended_connect_answers_like_http11_when_not_a_websocket() {
         .unwrap();
     let (resp, _) = send.send_request(req, true).unwrap();
     assert_eq!(resp.await.unwrap().status(), 426);
+}
+
+/// A refused extended CONNECT (the route's 403) is an ordinary response: no tunnel, and none
+/// of the accepting answer's fields (here the chosen `Sec-WebSocket-Protocol`; `Upgrade` and
+/// `Connection` cannot exist in HTTP/2 at all). The same over HTTP/1.1: `ws.rs`.
+#[tokio::test]
+async fn a_refused_extended_connect_is_an_ordinary_response_without_the_switch_fields() {
+    let addr = start();
+    let mut send = connect(addr).await;
+    let mut req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(format!("http://{addr}/refuse"))
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-protocol", "chat")
+        .body(())
+        .unwrap();
+    req.extensions_mut()
+        .insert(h2::ext::Protocol::from_static("websocket"));
+    let (resp, _stream) = send.send_request(req, false).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    for field in [
+        "upgrade",
+        "connection",
+        "sec-websocket-accept",
+        "sec-websocket-protocol",
+    ] {
+        assert!(
+            !resp.headers().contains_key(field),
+            "{field} in a refusal: {:?}",
+            resp.headers()
+        );
+    }
+    // Not a tunnel: the response ends without DATA.
+    let mut body = resp.into_body();
+    let data = tokio::time::timeout(Duration::from_secs(10), body.data())
+        .await
+        .expect("the end of the response within 10 s");
+    assert!(data.is_none(), "no DATA on a refusal");
+    still_serving(addr).await;
 }

@@ -20,6 +20,9 @@
 //!   field cannot come from the client). A handler answering with an upgrade
 //!   ([`crate::ResponseBody::Upgrade`], status 101 as over HTTP/1.1) gets `200` sent and the
 //!   stream as its connection (see `tunnel`); any other 2xx answer is replaced by 501;
+//! * a response HTTP/2 cannot carry (a 101 to any other request: HTTP/2 has no 101, RFC 9113
+//!   §8.6; another 1xx as the final status; a field name or value no field may have) is
+//!   answered 500, with an ERROR log line naming the cause;
 //! * the preface must arrive within `header_timeout`; a connection without streams is closed
 //!   after `idle_timeout`; graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish
 //!   for up to `shutdown_timeout`, then closes.

@@ -58,24 +58,79 @@ fn date_value() -> HeaderValue {
     })
 }
 
-/// The response head as HTTP/2 fields, or `None` if a field the handler set is not a valid
-/// field (the caller answers 500 instead, as the HTTP/1.1 driver does).
-fn head(res: &mut Response, server_name: Option<&'static str>) -> Option<http::Response<()>> {
-    // 1xx (a 101 upgrade included) does not exist as a final response in HTTP/2.
+/// Why a handler's response cannot be sent as HTTP/2 fields (the stream is answered 500
+/// instead, as the HTTP/1.1 driver does).
+#[derive(Debug)]
+enum Unsendable {
+    /// A 1xx as the final status: HTTP/2 has no 1xx final responses and no 101 at all.
+    Informational,
+    /// A status outside 100–999.
+    Status,
+    /// A field name that is not a token (RFC 9110 §5.1).
+    FieldName(String),
+    /// A field value with a byte no field value may hold (CR, LF, NUL, other controls).
+    FieldValue(String),
+}
+
+impl Unsendable {
+    /// Logs the cause (at ERROR: the handler's response is a bug the client cannot fix).
+    fn log(&self, status: u16) {
+        match self {
+            Unsendable::Informational if status == 101 => tracing::error!(
+                status,
+                "the handler answered 101 Switching Protocols on HTTP/2, which has no protocol \
+                 switch (RFC 9113 §8.6); a WebSocket over HTTP/2 is the client's extended \
+                 CONNECT (RFC 8441), which this request is not; answering 500"
+            ),
+            Unsendable::Informational => tracing::error!(
+                status,
+                "the handler answered a 1xx status as its final response, which HTTP/2 cannot \
+                 send (RFC 9113 §8.1); answering 500"
+            ),
+            Unsendable::Status => tracing::error!(
+                status,
+                "the handler answered a status outside 100-999; answering 500"
+            ),
+            Unsendable::FieldName(name) => tracing::error!(
+                status,
+                field = %name,
+                "the handler set a response field name that is not an HTTP token \
+                 (RFC 9110 §5.1); answering 500"
+            ),
+            Unsendable::FieldValue(name) => tracing::error!(
+                status,
+                field = %name,
+                "the handler set a response field value with a CR, LF, NUL or other control \
+                 byte (RFC 9110 §5.5); answering 500"
+            ),
+        }
+    }
+}
+
+/// The response head as HTTP/2 fields, or why it cannot be sent.
+fn head(
+    res: &mut Response,
+    server_name: Option<&'static str>,
+) -> Result<http::Response<()>, Unsendable> {
     if res.status < 200 {
-        return None;
+        return Err(Unsendable::Informational);
     }
     let mut out = http::Response::new(());
-    *out.status_mut() = http::StatusCode::from_u16(res.status).ok()?;
+    *out.status_mut() = http::StatusCode::from_u16(res.status).map_err(|_| Unsendable::Status)?;
     let fields = out.headers_mut();
-    for (name, value) in res.headers.drain(..) {
-        let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+    for (given, value) in res.headers.drain(..) {
+        let Ok(name) = HeaderName::from_bytes(given.as_bytes()) else {
+            return Err(Unsendable::FieldName(given.into_owned()));
+        };
         if is_connection_specific(&name) || name == CONTENT_LENGTH {
             continue;
         }
         let value = match value {
-            std::borrow::Cow::Borrowed(v) => HeaderValue::from_bytes(v).ok()?,
-            std::borrow::Cow::Owned(v) => HeaderValue::from_maybe_shared(Bytes::from(v)).ok()?,
+            std::borrow::Cow::Borrowed(v) => HeaderValue::from_bytes(v),
+            std::borrow::Cow::Owned(v) => HeaderValue::from_maybe_shared(Bytes::from(v)),
+        };
+        let Ok(value) = value else {
+            return Err(Unsendable::FieldValue(given.into_owned()));
         };
         fields.append(name, value);
     }
@@ -93,7 +148,7 @@ fn head(res: &mut Response, server_name: Option<&'static str>) -> Option<http::R
             fields.insert(CONTENT_LENGTH, HeaderValue::from(len));
         }
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Answers an extended CONNECT (RFC 8441). A handler's upgrade with status 101, as over
@@ -125,9 +180,13 @@ pub(crate) async fn open_tunnel(
         }
     };
     res.status = 200;
-    let Some(mut head) = head(&mut res, server_name) else {
-        tracing::error!("invalid response header field; answering 500");
-        return send(respond, Response::new(500), false, server_name).await;
+    let mut head = match head(&mut res, server_name) {
+        Ok(head) => head,
+        Err(why) => {
+            // Only a field can fail here (the status is 200 now); the handler's was 101.
+            why.log(101);
+            return send(respond, Response::new(500), false, server_name).await;
+        }
     };
     // The tunnel's DATA is not a body of known length (RFC 8441 §5: a 2xx opens the tunnel).
     head.headers_mut().remove(CONTENT_LENGTH);
@@ -158,17 +217,17 @@ pub(crate) async fn send(
     head_request: bool,
     server_name: Option<&'static str>,
 ) -> Result<(), SendError> {
-    let Some(head) = head(&mut res, server_name) else {
-        tracing::error!(
-            status = res.status,
-            "invalid response header field; answering 500"
-        );
-        let mut fallback = Response::new(500);
-        let head = self::head(&mut fallback, server_name).expect("a valid head");
-        return respond
-            .send_response(head, true)
-            .map(|_| ())
-            .map_err(|_| SendError::Reset);
+    let head = match head(&mut res, server_name) {
+        Ok(head) => head,
+        Err(why) => {
+            why.log(res.status);
+            let mut fallback = Response::new(500);
+            let head = self::head(&mut fallback, server_name).expect("a valid head");
+            return respond
+                .send_response(head, true)
+                .map(|_| ())
+                .map_err(|_| SendError::Reset);
+        }
     };
     let body = std::mem::replace(&mut res.body, ResponseBody::Empty);
     crate::response::recycle_fields(std::mem::take(&mut res.headers));

@@ -10,7 +10,7 @@ use std::any::{Any, TypeId};
 use std::sync::Arc;
 
 impl App {
-    /// Compiles the route table into an engine [`Service`].
+    /// Compiles the route table into an engine [`Service`](crate::server::Service).
     ///
     /// # Panics
     /// If two route patterns conflict (for example `/users/{id}` and `/users/{name}`).
@@ -34,7 +34,7 @@ impl App {
     ///
     /// State needs are known for handlers taking [`State<T>`](crate::State),
     /// [`Local<T>`](crate::Local) or other [`Extract`](crate::Extract) arguments; a handler
-    /// calling [`Request::state`] in its body is only checked when it runs (a logged 500).
+    /// calling [`Request::state`](crate::Request::state) in its body is only checked when it runs (a logged 500).
     ///
     /// ```
     /// use peregrine::{App, Request, get};

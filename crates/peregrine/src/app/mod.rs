@@ -265,7 +265,7 @@ impl App {
     /// fails: those calls return the error (naming the worker) and nothing is served.
     ///
     /// A service built with [`App::into_service`] and called some other way (the
-    /// [test client](crate::test_client), an engine you start yourself) builds the state on
+    /// [test client](crate::TestClient), an engine you start yourself) builds the state on
     /// the first request of each thread instead; there a failed `init` is logged, that request
     /// is answered `503` (problem+json, no internals) and the next request runs `init` again.
     ///

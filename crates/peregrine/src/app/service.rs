@@ -317,6 +317,7 @@ impl Future for AppFuture {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        // Ready answers are routing's (404, 405, OPTIONS) or a panic's: never an upgrade.
         if let Some(r) = self.ready.take() {
             return Poll::Ready(r);
         }
@@ -325,8 +326,9 @@ impl Future for AppFuture {
         };
         match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(r)) => {
+            Ok(Poll::Ready(mut r)) => {
                 self.fut = None;
+                settle(&mut r);
                 Poll::Ready(r)
             }
             Err(p) => {
@@ -335,6 +337,16 @@ impl Future for AppFuture {
                 Poll::Ready(panic_response(p))
             }
         }
+    }
+}
+
+/// The last look at every answer before the engine sends it: a refused upgrade (an upgrade
+/// answer whose status is no longer 101) becomes an ordinary response, without the switch's
+/// fields. One comparison of the body's kind for every other response.
+#[inline]
+fn settle(r: &mut Response) {
+    if crate::response::is_unswitched_upgrade(r) {
+        crate::response::settle_unswitched_upgrade(r);
     }
 }
 

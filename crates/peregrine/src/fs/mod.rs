@@ -140,6 +140,27 @@ impl ServeDir {
     /// Single-page applications: a `GET`/`HEAD` for a missing file, from a client that accepts
     /// `text/html` (a navigation, not a script or image fetch), answers with `file` (relative to
     /// the root, usually `index.html`) and `Cache-Control: no-cache`. Refused paths stay 404/400.
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("index.html"), "<main id=app></main>")?;
+    /// let app = App::new().merge(ServeDir::new(root.path()).spa_fallback("index.html").router("/app"));
+    /// let client = app.test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // A browser navigating to a client-side route gets the application's page.
+    /// let page = client.get("/app/settings/profile").header("accept", "text/html").send().await;
+    /// assert_eq!(page.status(), 200);
+    /// assert_eq!(page.text(), "<main id=app></main>");
+    /// assert_eq!(page.header("cache-control"), Some("no-cache"));
+    /// // A script or image that is missing is still a 404.
+    /// let script = client.get("/app/missing.js").header("accept", "*/*").send().await;
+    /// assert_eq!(script.status(), 404);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn spa_fallback(mut self, file: &str) -> Self {
         self.cfg().spa_fallback = Some(file.into());
         self
