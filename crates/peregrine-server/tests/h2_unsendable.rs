@@ -6,6 +6,7 @@
 //! process-wide).
 #![cfg(feature = "http2")]
 
+mod common;
 mod h2_support;
 
 use h2_support::{client, fetch, get, start};
