@@ -243,6 +243,10 @@ def _p(p: float | None, n: int) -> str:
     return f"< {1 / n:.4f} (none of {n})" if p == 0 else f"= {p:.4f}"
 
 
+def _f2(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
@@ -296,7 +300,7 @@ def report(res: dict, focus: tuple[str, str] = ("floor", "peregrine-hello")) -> 
     lines.append(_row("every lane, every pair", by_apart(devs, near)))
     lines += [
         "",
-        f"Every lane, every pair: far/near SD ratio {far_near_ratio(devs, near):.2f}, "
+        f"Every lane, every pair: far/near SD ratio {_f2(far_near_ratio(devs, near))}, "
         f"permutation p {_p(permutation_p(devs, near), 2000)} (2000 random reassignments of "
         "the distances; pairs of one round share runs, so a rough guide).",
     ]
@@ -309,7 +313,7 @@ def report(res: dict, focus: tuple[str, str] = ("floor", "peregrine-hello")) -> 
             wrong.append(far_near_ratio(deviations(pairs(other, run_slots(other)[0])), near))
         lines.append(
             "Control, the order replayed from order_seed + 1, + 2, + 3 (a wrong order): "
-            f"far/near SD ratio {', '.join(f'{w:.2f}' for w in wrong)}."
+            f"far/near SD ratio {', '.join(_f2(w) for w in wrong)}."
         )
     return "\n".join(lines)
 

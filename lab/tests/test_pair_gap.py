@@ -101,3 +101,16 @@ def test_committed_engine_run_is_replayed_and_the_table_renders():
     assert "| c=50, peregrine-hello / floor |" in text
     assert "Control, the order replayed from order_seed + 1" in text
     assert pair_gap.main([str(path.parent)]) == 0
+
+
+def test_two_servers_back_to_back_have_no_distant_pairs_and_the_table_says_n_a():
+    res = {
+        "settings": {"order": "blocked"},
+        "cells": [
+            _cell("a", 50, [_run(1, 10.0, 0.0), _run(2, 10.0, 7.0)]),
+            _cell("b", 50, [_run(1, 11.0, 3.0), _run(2, 12.0, 4.0)]),
+        ],
+    }
+    text = pair_gap.report(res)
+    assert "| c=50, all 2 servers' pairs | 2 | 3.0 s |" in text
+    assert "far/near SD ratio n/a" in text
