@@ -184,3 +184,73 @@ def test_report_order_row_says_which_scheme_and_old_results_still_render():
     assert "(seed 1795506934)" in md
     del res["settings"]["order"]
     assert "| order |" not in report.render(res)
+
+
+def test_scaling_lane_runs_the_worker_counts_of_a_server_back_to_back(monkeypatch):
+    from peregrine_lab import scaling
+
+    scen = load_contract().by_name("plaintext")
+    lane = config.ScalingLane(servers=("a", "b"), cells=((50, 0), (1, 0)), runs=3)
+    cells = [
+        {"server": s, "scenario": "plaintext", "concurrency": c, "pipeline": p, "workers": w,
+         "status": "ok", "message": "", "runs": []}
+        for s in ("a", "b") for w in (1, 2) for c, p in lane.cells
+    ]  # fmt: skip
+    port_of = {(s, w): 31000 + 10 * i + w for i, s in enumerate(("a", "b")) for w in (1, 2)}
+    key_of = {port: key for key, port in port_of.items()}
+    opts = SimpleNamespace(
+        profile=config.Profile(name="t", description="t", warmup=0.0, probe=None),
+        loadgen="wrk",
+        split=config.cpu_split(cpus=(0, 1)),
+    )
+    live = {key: (_Server(), port, opts) for key, port in port_of.items()}
+    seen = []
+
+    def fake_one_run(cell_opts, server, port, scen, c, p, duration, body, wire_bytes=None):
+        seen.append((*key_of[port], c))
+        return {"rps": 1.0, "cpu_us_per_req": 1.0, "client_cpu_s": 0.1, "requests": 10,
+                "problems": []}  # fmt: skip
+
+    monkeypatch.setattr(runner, "one_run", fake_one_run)
+    out = io.StringIO()
+    scaling._rounds(opts, lane, scen, cells, live, runner.Progress(9.0, out), lambda s: None, 4)
+    assert len(seen) == 3 * 8
+    for r in range(3):
+        seq = seen[8 * r : 8 * (r + 1)]
+        assert sorted(seq) == sorted((s, w, c) for s in "ab" for w in (1, 2) for c in (50, 1))
+        for i in range(0, 8, 2):  # blocks of 2: one server, one shape, both worker counts
+            (s1, w1, c1), (s2, w2, c2) = seq[i], seq[i + 1]
+            assert (s1, c1) == (s2, c2) and {w1, w2} == {1, 2}
+    assert all(len(cell["runs"]) == 3 for cell in cells)
+
+
+def test_protocols_profile_runs_the_servers_of_a_mode_back_to_back(monkeypatch):
+    from peregrine_lab import tls_lanes
+
+    scen = load_contract().by_name("plaintext")
+    modes = ("https", "handshake")
+    peers = [SimpleNamespace(name=n) for n in ("peregrine", "nginx", "go")]
+    entries = {
+        p.name: {"status": "ok", "parity": {"https": {"ok": True, "wire_bytes": 1}}} for p in peers
+    }
+    live = {p.name: (_Server(), 32000 + i) for i, p in enumerate(peers)}
+    name_of = {port: name for name, (_, port) in live.items()}
+    seen = []
+
+    def fake_one_run(opts, server, port, mode, scen, duration, cert, wire=None, n=None):
+        seen.append((name_of[port], mode))
+        return {"rps": 1.0, "cpu_us_per_req": 1.0, "problems": []}
+
+    monkeypatch.setattr(tls_lanes, "one_run", fake_one_run)
+    monkeypatch.setattr(tls_lanes, "_load", lambda *a, **k: (SimpleNamespace(rps=100.0), None))
+    res = {"cells": []}
+    opts = SimpleNamespace(runs=4, duration=1.0)
+    cells = [(p, m) for p in peers for m in modes]
+    tls_lanes._measure(opts, cells, live, entries, res, scen, None, 9)
+    assert len(seen) == 4 * 6
+    for r in range(4):
+        seq = seen[6 * r : 6 * (r + 1)]
+        assert sorted(seq) == sorted((p.name, m) for p in peers for m in modes)
+        assert len({m for _, m in seq[:3]}) == 1 and len({m for _, m in seq[3:]}) == 1
+    assert len({tuple(seen[6 * r : 6 * r + 6]) for r in range(4)}) > 1
+    assert all(c["status"] == "ok" and len(c["runs"]) == 4 for c in res["cells"])
