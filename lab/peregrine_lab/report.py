@@ -883,12 +883,22 @@ def _method_rows(res: dict) -> list[str]:
             f"`{b.get('ref')}` = commit `{b.get('commit')}` ({b.get('date')}: "
             f"{b.get('subject')}) |"
         )
-    if st.get("order") == "interleaved":
-        rows.append(
-            "| order | every server up at once (a fresh process each), cells run in a random "
-            f"order per round (seed {st.get('order_seed')}), one run per cell per round |"
-        )
+    text = ORDER_TEXT.get(st.get("order"))
+    if text:
+        rows.append(f"| order | {text.format(seed=st.get('order_seed'))} |")
     return rows
+
+
+ORDER_TEXT = {
+    "interleaved": "every server up at once (a fresh process each), cells run in a random "
+    "order per round (seed {seed}), one run per cell per round",
+    "blocked": "every server up at once (a fresh process each), one run per cell per round in "
+    "blocks: each round runs the (scenario, concurrency, pipelining, mode) cells in a random "
+    "order and the servers of a cell back to back, in a fresh random order per block (seed "
+    "{seed}), so the two runs a per-round ratio pairs are seconds apart",
+}
+"""The method table's `order` row per results.json settings["order"] (older runs have
+"interleaved", none before that)."""
 
 
 def _open_loop_lines(res: dict, labels: dict, ref: str | None) -> list[str]:

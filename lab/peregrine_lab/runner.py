@@ -19,6 +19,7 @@ from . import (
     config,
     loadgen,
     metrics,
+    order,
     parity,
     procs,
     results,
@@ -236,7 +237,7 @@ def one_run(
     peak_reset = metrics.reset_peak_rss(pids)
     srv0, cli0 = metrics.cpu_times(opts.split.server), metrics.cpu_times(opts.split.client)
     mhz0 = metrics.cpu_mhz(opts.split.server + opts.split.client)
-    t0 = time.monotonic()
+    t0, started_at = time.monotonic(), time.time()
     before = metrics.Sample.take(server.pid)
     db_cpu0 = database.cpu_now()  # db
     res = loadgen.run(
@@ -281,6 +282,7 @@ def one_run(
             "steal_share": round((srv.steal + cli.steal) / max(srv.total + cli.total, 1e-9), 4),
             "cpu_mhz": [mhz0, mhz1],
             "cpu_us_per_req": cpu * 1e6 / res.requests if res.requests else None,
+            "started_at": round(started_at, 3),  # Unix time: how far apart paired runs were
             "peak_rss_bytes": after.peak_rss if peak_reset else None,
             "rss_after_bytes": after.rss,
             "server_processes": len(after.pids),
@@ -365,7 +367,7 @@ def run(opts: Options) -> dict:
             "nofile_limit": nofile,
             "reference": opts.reference,
             "cpu_split_notes": opts.split.notes,
-            "order": "interleaved",
+            "order": order.SCHEME,
             "order_seed": seed,
             "cpu_time": metrics.cpu_time_source(),
         },
@@ -400,7 +402,7 @@ def run(opts: Options) -> dict:
         f"profile {prof.name}: {len(peers)} server(s), {len(scenarios)} scenario(s), "
         f"{len(planned)} cell(s) in all; server CPUs {opts.split.server_list} "
         f"(WORKERS={opts.split.workers}), {opts.loadgen} on CPUs {opts.split.client_list}; "
-        "cells in randomised, interleaved order",
+        "cells in randomised rounds, the servers of each cell back to back (blocked order)",
         flush=True,
     )
 
@@ -475,7 +477,8 @@ def run(opts: Options) -> dict:
             res["wall_seconds"] = round(time.monotonic() - started, 1)
             results.save(res, out)
         # 2. The cells, on fresh server processes all started at once (idle ones cost nothing),
-        # in a random order per round so drift and other work on the machine spread evenly.
+        # in randomised rounds so drift and other work on the machine spread evenly, the servers
+        # of one cell back to back so the runs a per-round ratio pairs are seconds apart.
         todo = []
         for pl in planned:
             entry = entries[pl.peer.name]
@@ -767,8 +770,9 @@ def _start_all(opts, peers: dict[str, Peer], entries, logs, progress) -> dict:
 
 
 def _measure_rounds(opts, closed: list[Planned], live, entries, progress, body_file, seed):
-    """Round r runs every cell that wants more than r runs once, in a random order; the first
-    round warms each cell up first."""
+    """Round r runs every cell that wants more than r runs once, in blocks (`order.blocked_round`):
+    the servers of one (scenario, concurrency, pipeline, mode) back to back in a random order, the
+    blocks in a random order, all from `seed`; the first round warms each cell up first."""
     prof = opts.profile
     rng = random.Random(seed)
     runs_of: dict[int, list] = {id(pl): [] for pl in closed}
@@ -788,89 +792,107 @@ def _measure_rounds(opts, closed: list[Planned], live, entries, progress, body_f
             )
     rounds = max((pl.runs for pl in closed), default=0)
     for r in range(rounds):
-        order = [
-            pl for pl in closed if pl.runs > r and pl.peer.name in live and id(pl) not in failed
-        ]
-        rng.shuffle(order)
-        progress.line("all", f"round {r + 1}/{rounds}: {len(order)} cell(s)")
-        for pl in order:
-            server, port = live[pl.peer.name]
-            wire = (entries[pl.peer.name]["parity"].get(pl.scen.name) or {}).get("wire_bytes")
-            what = f"{pl.scen.name} c={pl.c} pipeline={pl.p}" + (
-                f" {pl.mode}" if pl.mode != "keep-alive" else ""
-            )
-            if not server.alive():
-                failed[id(pl)] = f"server exited before run {r + 1}"
-            else:
-                try:
-                    warm = prof.warmup if r == 0 else prof.round_warmup
-                    if r == 0 and warm > 0:
-                        # wrk opens every connection first: thousands take seconds to set up.
-                        warm = max(warm, pl.c / 2000)
-                    if warm > 0:
-                        w = loadgen.run(
-                            opts.loadgen,
-                            f"http://{HOST}:{port}{pl.scen.path}",
-                            _scenario_for_mode(pl.scen, pl.mode),
-                            concurrency=pl.c,
-                            pipeline=pl.p,
-                            duration=warm,
-                            client_cpus=opts.split.client_list,
-                            threads=len(opts.split.client),
-                            body_file=body_file(pl.scen),
-                            timeout=prof.timeout,
-                        )
-                        if r == 0:
-                            warm_of[id(pl)] = {
-                                "requests": w.requests,
-                                "rps": w.rps,
-                                "errors": w.errors,
-                            }
-                        bad = loadgen.check_statuses(w, int(pl.scen.expect.get("status", 200)))
-                        if bad:
-                            raise loadgen.LoadgenError("warm-up: " + "; ".join(bad))
-                    run = one_run(
-                        opts,
-                        server,
-                        port,
-                        pl.scen,
-                        pl.c,
-                        pl.p,
-                        pl.duration,
-                        body_file(pl.scen),
-                        mode=pl.mode,
-                        wire_bytes=wire,
-                    )
-                    run["round"] = r + 1
-                    runs_of[id(pl)].append(run)
-                    if run["problems"]:
-                        failed[id(pl)] = f"run {r + 1}: " + "; ".join(run["problems"])
-                except loadgen.LoadgenError as e:
-                    failed[id(pl)] = str(e)
-            runs = runs_of[id(pl)]
-            status = "failed" if id(pl) in failed else "ok"
-            pl.record = _cell_record(
-                pl.peer,
-                pl.scen,
-                pl.c,
-                pl.p,
-                status,
-                failed.get(id(pl), ""),
-                runs,
-                warm_of[id(pl)],
-                mode=pl.mode,
-                lane=pl.lane,
-            )
-            progress.done(_planned_estimate(prof, pl) / pl.runs)
-            if status == "ok" and runs:
-                last = runs[-1]
-                progress.line(
-                    pl.peer.name,
-                    f"{what} run {r + 1}/{pl.runs}: {last['rps']:,.0f} req/s, "
-                    f"{_or_na(last['cpu_us_per_req'], '{:.3f}')} CPU us/req",
+        blocks = order.blocked_round(
+            [pl for pl in closed if pl.runs > r and pl.peer.name in live and id(pl) not in failed],
+            _block_key,
+            rng,
+        )
+        progress.line(
+            "all",
+            f"round {r + 1}/{rounds}: {sum(map(len, blocks))} cell(s) in {len(blocks)} block(s)",
+        )
+        for block in blocks:
+            names = ", ".join(pl.peer.name for pl in block)
+            progress.line("all", f"block {_what(block[0])}: {names}")
+            for pl in block:
+                server, port = live[pl.peer.name]
+                wire = (entries[pl.peer.name]["parity"].get(pl.scen.name) or {}).get("wire_bytes")
+                if not server.alive():
+                    failed[id(pl)] = f"server exited before run {r + 1}"
+                else:
+                    try:
+                        run = _warm_and_run(opts, pl, r, server, port, wire, body_file, warm_of)
+                        runs_of[id(pl)].append(run)
+                        if run["problems"]:
+                            failed[id(pl)] = f"run {r + 1}: " + "; ".join(run["problems"])
+                    except loadgen.LoadgenError as e:
+                        failed[id(pl)] = str(e)
+                runs = runs_of[id(pl)]
+                status = "failed" if id(pl) in failed else "ok"
+                pl.record = _cell_record(
+                    pl.peer,
+                    pl.scen,
+                    pl.c,
+                    pl.p,
+                    status,
+                    failed.get(id(pl), ""),
+                    runs,
+                    warm_of[id(pl)],
+                    mode=pl.mode,
+                    lane=pl.lane,
                 )
-            else:
-                progress.line(pl.peer.name, f"{what}: FAILED: {failed.get(id(pl))}")
+                progress.done(_planned_estimate(prof, pl) / pl.runs)
+                if status == "ok" and runs:
+                    last = runs[-1]
+                    progress.line(
+                        pl.peer.name,
+                        f"{_what(pl)} run {r + 1}/{pl.runs}: {last['rps']:,.0f} req/s, "
+                        f"{_or_na(last['cpu_us_per_req'], '{:.3f}')} CPU us/req",
+                    )
+                else:
+                    progress.line(pl.peer.name, f"{_what(pl)}: FAILED: {failed.get(id(pl))}")
+
+
+def _block_key(pl: Planned) -> tuple:
+    """The cell a run belongs to whatever the server: the servers of one block are compared."""
+    return (pl.scen.name, pl.c, pl.p, pl.mode)
+
+
+def _what(pl: Planned) -> str:
+    return f"{pl.scen.name} c={pl.c} pipeline={pl.p}" + (
+        f" {pl.mode}" if pl.mode != "keep-alive" else ""
+    )
+
+
+def _warm_and_run(opts, pl: Planned, r: int, server, port, wire, body_file, warm_of) -> dict:
+    """Run r of a cell (its warm-up first: the profile's in round 0, `round_warmup` after)."""
+    prof = opts.profile
+    warm = prof.warmup if r == 0 else prof.round_warmup
+    if r == 0 and warm > 0:
+        # wrk opens every connection first: thousands take seconds to set up.
+        warm = max(warm, pl.c / 2000)
+    if warm > 0:
+        w = loadgen.run(
+            opts.loadgen,
+            f"http://{HOST}:{port}{pl.scen.path}",
+            _scenario_for_mode(pl.scen, pl.mode),
+            concurrency=pl.c,
+            pipeline=pl.p,
+            duration=warm,
+            client_cpus=opts.split.client_list,
+            threads=len(opts.split.client),
+            body_file=body_file(pl.scen),
+            timeout=prof.timeout,
+        )
+        if r == 0:
+            warm_of[id(pl)] = {"requests": w.requests, "rps": w.rps, "errors": w.errors}
+        bad = loadgen.check_statuses(w, int(pl.scen.expect.get("status", 200)))
+        if bad:
+            raise loadgen.LoadgenError("warm-up: " + "; ".join(bad))
+    run = one_run(
+        opts,
+        server,
+        port,
+        pl.scen,
+        pl.c,
+        pl.p,
+        pl.duration,
+        body_file(pl.scen),
+        mode=pl.mode,
+        wire_bytes=wire,
+    )
+    run["round"] = r + 1
+    return run
 
 
 def _measure_open(opts, items: list[Planned], live, res, progress, body_file, seed):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, replace
 
-from . import config, loadgen, parity, procs, stats
+from . import config, loadgen, order, parity, procs, stats
 
 HOST = "127.0.0.1"
 
@@ -168,7 +168,8 @@ def lane_servers(prof: config.Profile, peers) -> list:
 
 def measure(opts, peers, entries, contract, res, progress, body_file, seed) -> None:
     """Run the lane: start a fresh process per (server, worker count) pinned to its CPUs, check
-    its answers, then every cell once per round in a random order; results in res["scaling"]."""
+    its answers, then every cell once per round, the worker counts of a (server, shape) back to
+    back (blocked order); results in res["scaling"]."""
     from . import runner  # the runner calls this module; its helpers are imported late
 
     prof = opts.profile
@@ -192,6 +193,7 @@ def measure(opts, peers, entries, contract, res, progress, body_file, seed) -> N
         "not_in_lane": [p.name for p in peers if p.name not in lane.servers],
         "cells": [],
         "ratios": [],
+        "order": order.SCHEME,
     }
     res["scaling"] = out
     logs = opts.out_dir / "logs"
@@ -261,10 +263,15 @@ def _rounds(opts, lane, scen, cells, live, progress, body_file, seed):
 
     rng = random.Random(seed + 2)
     for r in range(lane.runs):
-        order = [c for c in cells if c["status"] == "ok"]
-        rng.shuffle(order)
-        progress.line("scaling", f"round {r + 1}/{lane.runs}: {len(order)} cell(s)")
-        for cell in order:
+        # Blocked (order.py): the worker counts of one (server, shape) back to back, since the
+        # lane's ratios pair them.
+        blocks = order.blocked_round(
+            [c for c in cells if c["status"] == "ok"],
+            lambda c: (c["server"], c["scenario"], c["concurrency"], c["pipeline"]),
+            rng,
+        )
+        progress.line("scaling", f"round {r + 1}/{lane.runs}: {sum(map(len, blocks))} cell(s)")
+        for cell in (cell for block in blocks for cell in block):
             server, port, cell_opts = live[(cell["server"], cell["workers"])]
             what = f"WORKERS={cell['workers']} c={cell['concurrency']} pipeline={cell['pipeline']}"
             if not server.alive():

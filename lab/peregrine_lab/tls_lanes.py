@@ -31,7 +31,19 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import build, config, h2load, loadgen, metrics, parity, procs, results, stats, tls_checks
+from . import (
+    build,
+    config,
+    h2load,
+    loadgen,
+    metrics,
+    order,
+    parity,
+    procs,
+    results,
+    stats,
+    tls_checks,
+)
 from .peers import Peer, Scenario, load_contract, load_peers, select_peers
 
 HOST = "127.0.0.1"
@@ -376,7 +388,7 @@ def run(opts: Options) -> dict:
             "client_cpus": list(opts.split.client),
             "workers": opts.split.workers,
             "idle_connections": opts.idle_connections,
-            "order": "interleaved",
+            "order": order.SCHEME,
             "order_seed": seed,
             "cpu_time": metrics.cpu_time_source(),
             "port": port,
@@ -463,7 +475,9 @@ def run(opts: Options) -> dict:
 
 
 def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
-    """Round r runs every cell once, in a random order; the first round warms each cell up."""
+    """Round r runs every cell once, in blocks (`order.blocked_round`): the servers of one mode
+    back to back in a random order, the modes in a random order; the first round warms each cell
+    up."""
     rng = random.Random(seed)
     records: dict[tuple[str, str], dict] = {}
     runs_of: dict[tuple[str, str], list] = {}
@@ -484,10 +498,11 @@ def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
             todo.append((peer, mode))
             runs_of[key] = []
     for r in range(opts.runs):
-        order = [c for c in todo if (c[0].name, c[1]) not in failed]
-        rng.shuffle(order)
-        print(f"[round {r + 1}/{opts.runs}] {len(order)} cell(s)", flush=True)
-        for peer, mode in order:
+        blocks = order.blocked_round(
+            [c for c in todo if (c[0].name, c[1]) not in failed], lambda c: c[1], rng
+        )
+        print(f"[round {r + 1}/{opts.runs}] {sum(map(len, blocks))} cell(s)", flush=True)
+        for peer, mode in (cell for block in blocks for cell in block):
             key = (peer.name, mode)
             server, port = live[peer.name]
             wire = (entries[peer.name]["parity"].get("https") or {}).get("wire_bytes")

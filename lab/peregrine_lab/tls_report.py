@@ -170,7 +170,14 @@ def render(res: dict) -> str:
         f"tree from `/proc/PID/task/*/schedstat` ({st.get('cpu_time', {}).get('source', '?')}; "
         f"IRQ time accounting: {st.get('cpu_time', {}).get('irq_time_accounting', '?')}).",
         f"- {st.get('runs')} runs of {st.get('duration')} s per cell in randomised interleaved "
-        f"rounds (seed {st.get('order_seed')}), a 1 s warm-up in the first round; medians, "
+        f"rounds (seed {st.get('order_seed')}"
+        + (
+            "; blocked: the modes in a random order, the servers of a mode back to back in a "
+            "random order"
+            if st.get("order") == "blocked"
+            else ""
+        )
+        + "), a 1 s warm-up in the first round; medians, "
         "bootstrap 95% intervals of medians (2000 resamples); a target is met only "
         "when the ratio interval's upper bound is ≤ 1.",
         "- Ratios between two servers' cells of a lane: the median of the per-round ratios "
