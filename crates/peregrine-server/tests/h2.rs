@@ -543,9 +543,12 @@ impl tokio::io::AsyncWrite for CountingIo {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
+        // Counted before the bytes reach the socket (and taken back if none did): counted
+        // after, the client could read the responses before the server thread added the write.
+        self.1.fetch_add(1, Ordering::SeqCst);
         let r = std::pin::Pin::new(&mut self.0).poll_write(cx, buf);
-        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
-            self.1.fetch_add(1, Ordering::SeqCst);
+        if !matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.1.fetch_sub(1, Ordering::SeqCst);
         }
         r
     }
