@@ -131,6 +131,11 @@ pub enum ResponseBody {
     Empty,
     /// A body of known length.
     Full(Bytes),
+    /// A body of known length in static memory: what [`Response::text`] makes of a `&'static
+    /// str` (and [`ResponseBody::from`] of a `&'static str` or `&'static [u8]`). Nothing to
+    /// count or free, and the engine may keep it with the memoized head of the response (one
+    /// copy for both, see docs/performance.md).
+    Static(&'static [u8]),
     /// A streamed body of unknown length, sent chunked.
     Stream(BodyStream),
     /// A streamed body of known length, sent with `Content-Length: len` (also to HEAD, which
@@ -196,19 +201,23 @@ impl Response {
             body: ResponseBody::Empty,
         }
     }
-    /// 200 `text/plain; charset=utf-8`.
+    /// 200 `text/plain; charset=utf-8`. The body is anything [`ResponseBody`] converts from: a
+    /// `&'static str` becomes [`ResponseBody::Static`], owned text or bytes ([`String`],
+    /// `Vec<u8>`, [`Bytes`]) [`ResponseBody::Full`].
     ///
     /// ```
     /// use peregrine_server::{Response, ResponseBody};
     /// let r = Response::text("Hello, World!");
     /// assert_eq!(r.status, 200);
-    /// assert!(matches!(r.body, ResponseBody::Full(ref b) if b.as_ref() == b"Hello, World!"));
+    /// assert!(matches!(r.body, ResponseBody::Static(b) if b == b"Hello, World!"));
+    /// let r = Response::text(format!("{} items", 3));
+    /// assert!(matches!(r.body, ResponseBody::Full(ref b) if b.as_ref() == b"3 items"));
     /// ```
-    pub fn text(body: impl Into<Bytes>) -> Self {
+    pub fn text(body: impl Into<ResponseBody>) -> Self {
         Response {
             status: 200,
             headers: text_fields(),
-            body: ResponseBody::Full(body.into()),
+            body: body.into(),
         }
     }
     /// Adds a header field (builder style).
@@ -235,11 +244,72 @@ impl Response {
     }
 }
 
+impl ResponseBody {
+    /// The body's bytes when they are in memory ([`ResponseBody::Full`] or
+    /// [`ResponseBody::Static`]), as [`Bytes`] (no copy); `None` for the other kinds.
+    ///
+    /// ```
+    /// use peregrine_server::ResponseBody;
+    /// assert_eq!(ResponseBody::from("hi").in_memory().as_deref(), Some(&b"hi"[..]));
+    /// assert!(ResponseBody::Empty.in_memory().is_none());
+    /// ```
+    pub fn in_memory(&self) -> Option<Bytes> {
+        match self {
+            ResponseBody::Full(b) => Some(b.clone()),
+            ResponseBody::Static(s) => Some(Bytes::from_static(s)),
+            _ => None,
+        }
+    }
+}
+
+impl From<&'static str> for ResponseBody {
+    fn from(s: &'static str) -> Self {
+        ResponseBody::Static(s.as_bytes())
+    }
+}
+
+impl From<&'static [u8]> for ResponseBody {
+    fn from(s: &'static [u8]) -> Self {
+        ResponseBody::Static(s)
+    }
+}
+
+impl From<Bytes> for ResponseBody {
+    fn from(b: Bytes) -> Self {
+        ResponseBody::Full(b)
+    }
+}
+
+impl From<String> for ResponseBody {
+    fn from(s: String) -> Self {
+        ResponseBody::Full(Bytes::from(s))
+    }
+}
+
+impl From<Vec<u8>> for ResponseBody {
+    fn from(v: Vec<u8>) -> Self {
+        ResponseBody::Full(Bytes::from(v))
+    }
+}
+
+impl From<Box<[u8]>> for ResponseBody {
+    fn from(v: Box<[u8]>) -> Self {
+        ResponseBody::Full(Bytes::from(v))
+    }
+}
+
+impl From<bytes::BytesMut> for ResponseBody {
+    fn from(v: bytes::BytesMut) -> Self {
+        ResponseBody::Full(v.freeze())
+    }
+}
+
 impl std::fmt::Debug for ResponseBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ResponseBody::Empty => f.write_str("Empty"),
             ResponseBody::Full(b) => f.debug_tuple("Full").field(&b.len()).finish(),
+            ResponseBody::Static(b) => f.debug_tuple("Static").field(&b.len()).finish(),
             ResponseBody::Stream(_) => f.write_str("Stream"),
             ResponseBody::SizedStream { len, .. } => {
                 f.debug_struct("SizedStream").field("len", len).finish()

@@ -747,6 +747,7 @@ where
             let body = match (body.0, key) {
                 (None | Some(ResponseBody::Empty), _) => B::default(),
                 (Some(ResponseBody::Full(bytes)), _) => B::from(bytes),
+                (Some(ResponseBody::Static(bytes)), _) => B::from(Bytes::from_static(bytes)),
                 (Some(streamed), Some(key)) => {
                     BODY_STASH.with(|s| s.borrow_mut().push((key, streamed)));
                     parts.extensions.insert(StashedBody(key));
@@ -782,6 +783,9 @@ impl HttpBody for LocalResBody {
         match self.0.take() {
             None | Some(ResponseBody::Empty) => Poll::Ready(None),
             Some(ResponseBody::Full(b)) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            Some(ResponseBody::Static(b)) => {
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b)))))
+            }
             Some(ResponseBody::Stream(mut s)) => {
                 let out = s.as_mut().poll_next(cx);
                 self.0 = Some(ResponseBody::Stream(s));
@@ -836,6 +840,7 @@ impl HttpBody for LocalResBody {
         match &self.0 {
             None | Some(ResponseBody::Empty) => SizeHint::with_exact(0),
             Some(ResponseBody::Full(b)) => SizeHint::with_exact(b.len() as u64),
+            Some(ResponseBody::Static(b)) => SizeHint::with_exact(b.len() as u64),
             Some(ResponseBody::Stream(_)) => SizeHint::default(),
             Some(ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. }) => {
                 SizeHint::with_exact(*len)

@@ -4,7 +4,7 @@
 //! `mod.rs`.
 
 use super::body::BodyState;
-use super::respond::Answered;
+use super::respond::{drop_answered, Answered};
 use super::{Close, Conn};
 #[cfg(feature = "http2")]
 use crate::transport::Stream;
@@ -131,6 +131,7 @@ impl<'a, S: Service> Batch<'a, S> {
                     // The handler's future (and the request it may hold) goes now, inside the
                     // `catch_unwind`: a panic in its drop is caught (issue 17).
                     slot.set(None);
+                    drop_answered(r);
                 }
                 Poll::Pending => return None,
             }
