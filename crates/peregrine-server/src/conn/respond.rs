@@ -6,7 +6,7 @@
 use super::body::{BodyState, DRAIN_MAX};
 use super::Conn;
 use crate::response::{Response, ResponseBody};
-use crate::worker::HeadWritten;
+use crate::worker::{BodyOut, HeadWritten};
 use peregrine_codec::response::{
     is_engine_owned, is_final_status, status_forbids_body, write_content_length, write_field,
     BodyKind, ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE,
@@ -200,8 +200,10 @@ impl Conn {
                 &resp.headers,
                 keep_alive,
                 version,
-                framing,
-                static_body,
+                BodyOut {
+                    framing,
+                    bytes: static_body,
+                },
             );
             if written == HeadWritten::Refused {
                 drop(io);

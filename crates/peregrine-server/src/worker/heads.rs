@@ -78,6 +78,15 @@ impl StaticBody {
     }
 }
 
+/// How a response's body goes out, as [`HeadCache::write_head`] needs it.
+#[derive(Clone, Copy)]
+pub(crate) struct BodyOut {
+    /// Its framing (`Content-Length`, chunked, none).
+    pub(crate) framing: Framing,
+    /// The body itself when it is small, `'static` and sent; else empty.
+    pub(crate) bytes: &'static [u8],
+}
+
 /// What [`HeadCache::write_head`] wrote.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HeadWritten {
@@ -143,9 +152,9 @@ impl HeadCache {
     /// disables `keep_alive`. [`HeadWritten::Refused`], with nothing appended, if the status (0:
     /// not a valid final status) or a field would break the message.
     ///
-    /// `body` is the response's body when it is `'static` and sent (else empty): the memo keeps
-    /// the last one after the head, and when it is the same again, head and body are appended
-    /// as one copy ([`HeadWritten::HeadAndBody`]).
+    /// `body.bytes` is the response's body when it is `'static` and sent (else empty): the memo
+    /// keeps the first one after the head, and when it is the same again, head and body are
+    /// appended as one copy ([`HeadWritten::HeadAndBody`]).
     pub(crate) fn write_head(
         &mut self,
         out: &mut Vec<u8>,
@@ -153,9 +162,12 @@ impl HeadCache {
         headers: &Fields,
         keep_alive: &mut KeepAlive,
         version: Version,
-        framing: Framing,
-        body: &'static [u8],
+        body: BodyOut,
     ) -> HeadWritten {
+        let BodyOut {
+            framing,
+            bytes: body,
+        } = body;
         let hit = self
             .memo
             .iter()
