@@ -238,7 +238,7 @@ fn special_field(
 ) -> bool {
     let value = &buf[v_start..vt];
     match name_len {
-        // A server MUST ignore a 100-continue expectation from HTTP/1.0 (see parse.rs).
+        // A server MUST ignore a 100-continue expectation from HTTP/1.0 (see parse/head_fields.rs).
         6 if head.version == Version::Http11 => {
             head.expect = if value.eq_ignore_ascii_case(b"100-continue")
                 && head.expect != Expectation::Unknown
