@@ -110,6 +110,21 @@ fn new_text_fields(taken: Vec<Field>) -> Vec<Field> {
     fields
 }
 
+/// Whether `fields` is exactly [`Response::text`]'s list: its one field, the engine's statics.
+pub(crate) fn is_text_fields(fields: &[Field]) -> bool {
+    fields.len() == 1 && is_content_type_text(&fields[0])
+}
+
+/// [`recycle_fields`] for a list known to be exactly [`Response::text`]'s (see
+/// [`is_text_fields`]): the memoized head it matched already compared its field by identity.
+#[inline(always)]
+pub(crate) fn recycle_text_fields(fields: Vec<Field>) {
+    let cap = fields.capacity();
+    if cap != 0 && cap <= SPARE_FIELDS_MAX_CAP {
+        put_list(&SPARE_TEXT_FIELDS, fields);
+    }
+}
+
 /// Hands a response's field list back for reuse once the head is encoded. Lists that grew
 /// large are freed instead, so the spare never pins much memory.
 #[inline(always)]
@@ -366,5 +381,28 @@ mod tests {
         let r = Response::text("e");
         assert_eq!(r.headers, vec![content_type_text()]);
         assert!(is_content_type_text(&r.headers[0]));
+    }
+
+    #[test]
+    fn text_lists_recycled_without_a_check_keep_their_field_and_large_ones_go() {
+        let r = Response::text("a");
+        assert!(is_text_fields(&r.headers));
+        let list = r.headers.as_ptr();
+        recycle_text_fields(r.headers);
+        let r = Response::text("b");
+        assert_eq!(r.headers.as_ptr(), list);
+        assert_eq!(r.headers, vec![content_type_text()]);
+        // A text list that grew past the spare bound is freed, not kept.
+        let mut headers = r.headers;
+        headers.reserve(4 * SPARE_FIELDS_MAX_CAP);
+        assert!(is_text_fields(&headers));
+        recycle_text_fields(headers);
+        let r = Response::text("c");
+        assert!(r.headers.capacity() <= SPARE_FIELDS_MAX_CAP);
+        assert_eq!(r.headers, vec![content_type_text()]);
+        // Other lists are not text lists.
+        let r = r.with_header("X-A", b"1".as_slice());
+        assert!(!is_text_fields(&r.headers));
+        assert!(!is_text_fields(&[]));
     }
 }

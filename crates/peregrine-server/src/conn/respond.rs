@@ -6,7 +6,7 @@
 use super::body::{BodyState, DRAIN_MAX};
 use super::Conn;
 use crate::response::{Response, ResponseBody};
-use crate::worker::{BodyOut, HeadWritten};
+use crate::worker::{BodyOut, HeadWritten, TextFields};
 use peregrine_codec::response::{
     is_engine_owned, is_final_status, status_forbids_body, write_content_length, write_field,
     BodyKind, ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE,
@@ -205,6 +205,11 @@ impl Conn {
                     bytes: static_body,
                 },
             );
+            let (body_written, text_fields) = match written {
+                HeadWritten::Head(text) => (false, text),
+                HeadWritten::HeadAndBody(text) => (true, text),
+                HeadWritten::Refused => (false, TextFields::Unknown),
+            };
             if written == HeadWritten::Refused {
                 drop(io);
                 // A 101 is not a status handlers may send, except to switch protocols: only
@@ -217,8 +222,13 @@ impl Conn {
                 self.push_error(500, INVALID_RESPONSE_REASON, head_request);
                 return None;
             }
-            crate::response::recycle_fields(std::mem::take(&mut resp.headers));
-            if !sends_body || written == HeadWritten::HeadAndBody {
+            let fields = std::mem::take(&mut resp.headers);
+            if text_fields == TextFields::Yes {
+                crate::response::recycle_text_fields(fields);
+            } else {
+                crate::response::recycle_fields(fields);
+            }
+            if !sends_body || body_written {
                 return None;
             }
             match &resp.body {

@@ -55,6 +55,8 @@ pub(crate) struct HeadMemo {
     pub(crate) framing: Framing,
     /// The fields themselves ask for `Connection: close`.
     pub(crate) close: bool,
+    /// The fields are exactly [`Response::text`](crate::Response::text)'s one field.
+    pub(crate) text: bool,
     /// `bytes[..fields_len]` is the head up to the `Connection` and framing lines.
     pub(crate) fields_len: usize,
     /// `bytes[..head_len]` is the head; what follows is the `'static` body `body` identifies.
@@ -78,6 +80,17 @@ impl StaticBody {
     }
 }
 
+impl HeadMemo {
+    #[inline(always)]
+    fn text_fields(&self) -> TextFields {
+        if self.text {
+            TextFields::Yes
+        } else {
+            TextFields::Unknown
+        }
+    }
+}
+
 /// How a response's body goes out, as [`HeadCache::write_head`] needs it.
 #[derive(Clone, Copy)]
 pub(crate) struct BodyOut {
@@ -93,9 +106,18 @@ pub(crate) enum HeadWritten {
     /// Nothing: the status or a field would break the message.
     Refused,
     /// The head; the body (if any) is the caller's to write.
-    Head,
+    Head(TextFields),
     /// The head and the `'static` body it was given, from the memo.
-    HeadAndBody,
+    HeadAndBody(TextFields),
+}
+
+/// Whether a memoized head showed the response's field list to be exactly
+/// [`Response::text`](crate::Response::text)'s (then its recycling needs no check of its own);
+/// `Unknown` when no memo matched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TextFields {
+    Yes,
+    Unknown,
 }
 
 /// How often [`HeadCache`] is refreshed (`Date` has one-second resolution; well under a second
@@ -182,7 +204,7 @@ impl HeadCache {
                 // (Equal ids and a body: `bytes` holds it after the head.)
                 if m.body == StaticBody::of(body) && !body.is_empty() {
                     out.extend_from_slice(&m.bytes);
-                    return HeadWritten::HeadAndBody;
+                    return HeadWritten::HeadAndBody(m.text_fields());
                 }
                 out.extend_from_slice(&m.bytes[..m.head_len]);
                 if m.head_len == m.bytes.len() && !body.is_empty() {
@@ -203,7 +225,7 @@ impl HeadCache {
                 m.body = StaticBody::of(body);
                 m.bytes.extend_from_slice(body);
             }
-            return HeadWritten::Head;
+            return HeadWritten::Head(m.text_fields());
         }
         let close = headers.iter().any(|(n, v)| asks_close(n.as_bytes(), v));
         if close {
@@ -231,13 +253,14 @@ impl HeadCache {
                 conn,
                 framing,
                 close,
+                text: crate::response::is_text_fields(headers),
                 fields_len,
                 head_len,
                 body: StaticBody::of(body),
                 bytes,
             });
         }
-        HeadWritten::Head
+        HeadWritten::Head(TextFields::Unknown)
     }
 
     /// Encodes the status line, `Date`, `Server` (unless the handler sets its own) and the

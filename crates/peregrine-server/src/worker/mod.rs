@@ -13,7 +13,7 @@ mod pools;
 mod ticker;
 
 use heads::HEAD_CACHE_REFRESH;
-pub(crate) use heads::{BodyOut, HeadCache, HeadWritten};
+pub(crate) use heads::{BodyOut, HeadCache, HeadWritten, TextFields};
 pub(crate) use limits::Global;
 use limits::Slot;
 
