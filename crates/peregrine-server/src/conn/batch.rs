@@ -245,7 +245,8 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             io.body = BodyState::Done;
             // No body to wait for: no `100 Continue` either.
             io.continue_pending = false;
-            Body::empty()
+            // (The request's box already holds an empty body.)
+            None
         }
         BodyFraming::Length(n) => {
             io.body = BodyState::Length(n);
@@ -253,14 +254,14 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
-            Body::from_conn(conn.clone(), gen, Some(n))
+            Some(Body::from_conn(conn.clone(), gen, Some(n)))
         }
         BodyFraming::Chunked => {
             io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
-            Body::from_conn(conn.clone(), gen, None)
+            Some(Body::from_conn(conn.clone(), gen, None))
         }
     };
     // The request copies the head's bytes and fields; the read buffer moves on.
