@@ -78,9 +78,11 @@ impl Parts {
         // The body may hold the connection: it goes now, not when the spare is reused.
         self.body = Body::empty();
         // Normally the slot is empty (taken by `Pending::take`); a spare already there goes.
-        if let Some(old) = SPARE_PARTS.with(|s| s.replace(Some(ManuallyDrop::new(self)))) {
-            drop(ManuallyDrop::into_inner(old));
-        }
+        SPARE_PARTS.with(|s| {
+            if let Some(old) = s.replace(Some(ManuallyDrop::new(self))) {
+                drop(ManuallyDrop::into_inner(old));
+            }
+        });
     }
 }
 

@@ -69,10 +69,14 @@ fn put_list(
     cell: &'static std::thread::LocalKey<Cell<ManuallyDrop<Vec<Field>>>>,
     fields: Vec<Field>,
 ) {
-    let old = cell.with(|s| s.replace(ManuallyDrop::new(fields)));
-    if old.capacity() != 0 {
-        drop_list(ManuallyDrop::into_inner(old));
-    }
+    // The old list is looked at inside the closure: returned out of `with`, it was checked
+    // for `with`'s error case too.
+    cell.with(|s| {
+        let old = s.replace(ManuallyDrop::new(fields));
+        if old.capacity() != 0 {
+            drop_list(ManuallyDrop::into_inner(old));
+        }
+    });
 }
 
 /// Drops a field list that owns memory (rare on the hot path: see [`put_list`]).
