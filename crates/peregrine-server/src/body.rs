@@ -68,6 +68,11 @@ impl Body {
         }
     }
 
+    /// Whether this is [`Body::empty`] itself (not merely a body with nothing left to read).
+    pub(crate) fn is_empty_kind(&self) -> bool {
+        matches!(self.inner, Inner::Empty)
+    }
+
     /// A body already in memory (useful to test services without a socket).
     ///
     /// ```

@@ -69,10 +69,14 @@ fn put_list(
     cell: &'static std::thread::LocalKey<Cell<ManuallyDrop<Vec<Field>>>>,
     fields: Vec<Field>,
 ) {
-    let old = cell.with(|s| s.replace(ManuallyDrop::new(fields)));
-    if old.capacity() != 0 {
-        drop_list(ManuallyDrop::into_inner(old));
-    }
+    // The old list is looked at inside the closure: returned out of `with`, it was checked
+    // for `with`'s error case too.
+    cell.with(|s| {
+        let old = s.replace(ManuallyDrop::new(fields));
+        if old.capacity() != 0 {
+            drop_list(ManuallyDrop::into_inner(old));
+        }
+    });
 }
 
 /// Drops a field list that owns memory (rare on the hot path: see [`put_list`]).
@@ -110,6 +114,21 @@ fn new_text_fields(taken: Vec<Field>) -> Vec<Field> {
     fields
 }
 
+/// Whether `fields` is exactly [`Response::text`]'s list: its one field, the engine's statics.
+pub(crate) fn is_text_fields(fields: &[Field]) -> bool {
+    fields.len() == 1 && is_content_type_text(&fields[0])
+}
+
+/// [`recycle_fields`] for a list known to be exactly [`Response::text`]'s (see
+/// [`is_text_fields`]): the memoized head it matched already compared its field by identity.
+#[inline(always)]
+pub(crate) fn recycle_text_fields(fields: Vec<Field>) {
+    let cap = fields.capacity();
+    if cap != 0 && cap <= SPARE_FIELDS_MAX_CAP {
+        put_list(&SPARE_TEXT_FIELDS, fields);
+    }
+}
+
 /// Hands a response's field list back for reuse once the head is encoded. Lists that grew
 /// large are freed instead, so the spare never pins much memory.
 #[inline(always)]
@@ -131,6 +150,11 @@ pub enum ResponseBody {
     Empty,
     /// A body of known length.
     Full(Bytes),
+    /// A body of known length in static memory: what [`Response::text`] makes of a `&'static
+    /// str` (and [`ResponseBody::from`] of a `&'static str` or `&'static [u8]`). Nothing to
+    /// count or free, and the engine may keep it with the memoized head of the response (one
+    /// copy for both, see docs/performance.md).
+    Static(&'static [u8]),
     /// A streamed body of unknown length, sent chunked.
     Stream(BodyStream),
     /// A streamed body of known length, sent with `Content-Length: len` (also to HEAD, which
@@ -196,19 +220,23 @@ impl Response {
             body: ResponseBody::Empty,
         }
     }
-    /// 200 `text/plain; charset=utf-8`.
+    /// 200 `text/plain; charset=utf-8`. The body is anything [`ResponseBody`] converts from: a
+    /// `&'static str` becomes [`ResponseBody::Static`], owned text or bytes ([`String`],
+    /// `Vec<u8>`, [`Bytes`]) [`ResponseBody::Full`].
     ///
     /// ```
     /// use peregrine_server::{Response, ResponseBody};
     /// let r = Response::text("Hello, World!");
     /// assert_eq!(r.status, 200);
-    /// assert!(matches!(r.body, ResponseBody::Full(ref b) if b.as_ref() == b"Hello, World!"));
+    /// assert!(matches!(r.body, ResponseBody::Static(b) if b == b"Hello, World!"));
+    /// let r = Response::text(format!("{} items", 3));
+    /// assert!(matches!(r.body, ResponseBody::Full(ref b) if b.as_ref() == b"3 items"));
     /// ```
-    pub fn text(body: impl Into<Bytes>) -> Self {
+    pub fn text(body: impl Into<ResponseBody>) -> Self {
         Response {
             status: 200,
             headers: text_fields(),
-            body: ResponseBody::Full(body.into()),
+            body: body.into(),
         }
     }
     /// Adds a header field (builder style).
@@ -235,11 +263,72 @@ impl Response {
     }
 }
 
+impl ResponseBody {
+    /// The body's bytes when they are in memory ([`ResponseBody::Full`] or
+    /// [`ResponseBody::Static`]), as [`Bytes`] (no copy); `None` for the other kinds.
+    ///
+    /// ```
+    /// use peregrine_server::ResponseBody;
+    /// assert_eq!(ResponseBody::from("hi").in_memory().as_deref(), Some(&b"hi"[..]));
+    /// assert!(ResponseBody::Empty.in_memory().is_none());
+    /// ```
+    pub fn in_memory(&self) -> Option<Bytes> {
+        match self {
+            ResponseBody::Full(b) => Some(b.clone()),
+            ResponseBody::Static(s) => Some(Bytes::from_static(s)),
+            _ => None,
+        }
+    }
+}
+
+impl From<&'static str> for ResponseBody {
+    fn from(s: &'static str) -> Self {
+        ResponseBody::Static(s.as_bytes())
+    }
+}
+
+impl From<&'static [u8]> for ResponseBody {
+    fn from(s: &'static [u8]) -> Self {
+        ResponseBody::Static(s)
+    }
+}
+
+impl From<Bytes> for ResponseBody {
+    fn from(b: Bytes) -> Self {
+        ResponseBody::Full(b)
+    }
+}
+
+impl From<String> for ResponseBody {
+    fn from(s: String) -> Self {
+        ResponseBody::Full(Bytes::from(s))
+    }
+}
+
+impl From<Vec<u8>> for ResponseBody {
+    fn from(v: Vec<u8>) -> Self {
+        ResponseBody::Full(Bytes::from(v))
+    }
+}
+
+impl From<Box<[u8]>> for ResponseBody {
+    fn from(v: Box<[u8]>) -> Self {
+        ResponseBody::Full(Bytes::from(v))
+    }
+}
+
+impl From<bytes::BytesMut> for ResponseBody {
+    fn from(v: bytes::BytesMut) -> Self {
+        ResponseBody::Full(v.freeze())
+    }
+}
+
 impl std::fmt::Debug for ResponseBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ResponseBody::Empty => f.write_str("Empty"),
             ResponseBody::Full(b) => f.debug_tuple("Full").field(&b.len()).finish(),
+            ResponseBody::Static(b) => f.debug_tuple("Static").field(&b.len()).finish(),
             ResponseBody::Stream(_) => f.write_str("Stream"),
             ResponseBody::SizedStream { len, .. } => {
                 f.debug_struct("SizedStream").field("len", len).finish()
@@ -296,5 +385,28 @@ mod tests {
         let r = Response::text("e");
         assert_eq!(r.headers, vec![content_type_text()]);
         assert!(is_content_type_text(&r.headers[0]));
+    }
+
+    #[test]
+    fn text_lists_recycled_without_a_check_keep_their_field_and_large_ones_go() {
+        let r = Response::text("a");
+        assert!(is_text_fields(&r.headers));
+        let list = r.headers.as_ptr();
+        recycle_text_fields(r.headers);
+        let r = Response::text("b");
+        assert_eq!(r.headers.as_ptr(), list);
+        assert_eq!(r.headers, vec![content_type_text()]);
+        // A text list that grew past the spare bound is freed, not kept.
+        let mut headers = r.headers;
+        headers.reserve(4 * SPARE_FIELDS_MAX_CAP);
+        assert!(is_text_fields(&headers));
+        recycle_text_fields(headers);
+        let r = Response::text("c");
+        assert!(r.headers.capacity() <= SPARE_FIELDS_MAX_CAP);
+        assert_eq!(r.headers, vec![content_type_text()]);
+        // Other lists are not text lists.
+        let r = r.with_header("X-A", b"1".as_slice());
+        assert!(!is_text_fields(&r.headers));
+        assert!(!is_text_fields(&[]));
     }
 }

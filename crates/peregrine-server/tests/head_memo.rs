@@ -31,6 +31,12 @@ fn start_memo_server() -> peregrine_server::ServerHandle {
                     Cow::Owned(JSON.to_vec()),
                 )
                 .with_body(peregrine_server::ResponseBody::Full("{}".into())),
+            // Two 'static bodies of the same length under the same 'static fields: the memo
+            // keeps the first with its head, and must send the other one's own bytes.
+            "/static-a" => Response::text("aaaa"),
+            "/static-b" => Response::text("bbbb"),
+            // A 'static body and a 204, which must carry no body even where the memo keeps one.
+            "/static-204" => Response::text("cccc").with_status(204),
             // A 'static value that must be refused every time, memo or not.
             "/bad" => Response::text("no").with_header("X-Bad", b"a\r\nInjected: 1".as_slice()),
             _ => Response::new(404),
@@ -127,4 +133,68 @@ fn invalid_static_fields_are_refused_every_time() {
         assert!(r.closes());
     }
     h.shutdown();
+}
+
+#[test]
+fn static_bodies_kept_with_memoized_heads_stay_exact() {
+    let h = start_memo_server();
+    let mut c = Client::new(h.local_addr());
+    let head = |path: &str| format!("HEAD {path} HTTP/1.1\r\nHost: test\r\n\r\n").into_bytes();
+    // Pipelined, then one by one: the two bodies alternate, HEAD requests (head only, same
+    // Content-Length) and a 204 in between, and a body of another length under the same fields.
+    let order: [(&str, &str); 9] = [
+        ("GET", "/static-a"),
+        ("GET", "/static-b"),
+        ("HEAD", "/static-a"),
+        ("GET", "/static-a"),
+        ("GET", "/static-204"),
+        ("HEAD", "/static-b"),
+        ("GET", "/len?4"),
+        ("GET", "/static-b"),
+        ("GET", "/static-a"),
+    ];
+    for pipelined in [true, false] {
+        let mut batch = Vec::new();
+        for (method, path) in order {
+            let req = if method == "HEAD" {
+                head(path)
+            } else {
+                get(path)
+            };
+            if pipelined {
+                batch.extend(req);
+            } else {
+                c.send(&req);
+                check_static(&mut c, method, path);
+            }
+        }
+        if pipelined {
+            c.send(&batch);
+            for (method, path) in order {
+                check_static(&mut c, method, path);
+            }
+        }
+    }
+    // The connection is still in step: nothing extra was sent.
+    c.send(&get("/static-a"));
+    assert_eq!(c.read_response().body_str(), "aaaa");
+    h.shutdown();
+}
+
+fn check_static(c: &mut Client, method: &str, path: &str) {
+    let r = c.read_response_for(method).expect("a response");
+    let (status, body) = match path {
+        "/static-a" => (200, "aaaa"),
+        "/static-b" => (200, "bbbb"),
+        "/static-204" => (204, ""),
+        _ => (200, "xxxx"),
+    };
+    assert_eq!(r.status, status, "{method} {path}");
+    if status == 204 {
+        assert_eq!(r.header("content-length"), None, "{method} {path}");
+    } else {
+        assert_eq!(r.header("content-length"), Some("4"), "{method} {path}");
+    }
+    let expected = if method == "HEAD" { "" } else { body };
+    assert_eq!(r.body_str(), expected, "{method} {path}");
 }

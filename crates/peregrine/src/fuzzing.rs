@@ -36,6 +36,7 @@ fn call(svc: &AppService, raw: &[u8]) -> Option<(u16, Fields, Vec<u8>)> {
     let body = match res.body {
         ResponseBody::Empty | ResponseBody::Upgrade(_) => Vec::new(),
         ResponseBody::Full(b) => b.to_vec(),
+        ResponseBody::Static(b) => b.to_vec(),
         ResponseBody::File { file, offset, len } => {
             use std::os::unix::fs::FileExt;
             let mut buf = vec![0u8; len as usize];

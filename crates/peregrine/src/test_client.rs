@@ -266,6 +266,7 @@ impl TestResponse {
             // The test client has no connection to switch: the 101 is seen without a body.
             ResponseBody::Empty | ResponseBody::Upgrade(_) => (Bytes::new(), None),
             ResponseBody::Full(b) => (b, None),
+            ResponseBody::Static(b) => (Bytes::from_static(b), None),
             ResponseBody::Stream(s) => read_stream(s).await,
             ResponseBody::SizedStream { len, stream } => {
                 let (b, mut aborted) = read_stream(stream).await;

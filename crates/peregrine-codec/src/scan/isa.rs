@@ -1,5 +1,10 @@
 //! Which instruction set a parse uses: what this CPU can run, detected once.
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// [`Isa::best`] as its discriminant, `u8::MAX` until detected.
+static BEST: AtomicU8 = AtomicU8::new(u8::MAX);
+
 /// Which instruction set a scan (and a whole parse) uses.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,11 +40,16 @@ impl Isa {
             .filter(|i| i.is_available())
     }
 
+    /// Whether [`Isa::best`] is [`Isa::Avx2`] (once detected): one load and one compare, for
+    /// the per-request dispatch of the parse, before the general `match` on [`Isa::best`].
+    #[inline(always)]
+    pub fn best_is_avx2() -> bool {
+        BEST.load(Ordering::Relaxed) == Isa::Avx2 as u8
+    }
+
     /// The fastest path this CPU can run (detected once, then cached).
     #[inline]
     pub fn best() -> Isa {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static BEST: AtomicU8 = AtomicU8::new(u8::MAX);
         match BEST.load(Ordering::Relaxed) {
             0 => Isa::Scalar,
             1 => Isa::Sse42,

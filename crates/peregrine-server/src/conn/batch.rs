@@ -4,7 +4,7 @@
 //! `mod.rs`.
 
 use super::body::BodyState;
-use super::respond::Answered;
+use super::respond::{drop_answered, Answered};
 use super::{Close, Conn};
 #[cfg(feature = "http2")]
 use crate::transport::Stream;
@@ -131,6 +131,7 @@ impl<'a, S: Service> Batch<'a, S> {
                     // The handler's future (and the request it may hold) goes now, inside the
                     // `catch_unwind`: a panic in its drop is caught (issue 17).
                     slot.set(None);
+                    drop_answered(r);
                 }
                 Poll::Pending => return None,
             }
@@ -244,7 +245,8 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             io.body = BodyState::Done;
             // No body to wait for: no `100 Continue` either.
             io.continue_pending = false;
-            Body::empty()
+            // (The request's box already holds an empty body.)
+            None
         }
         BodyFraming::Length(n) => {
             io.body = BodyState::Length(n);
@@ -252,14 +254,14 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
-            Body::from_conn(conn.clone(), gen, Some(n))
+            Some(Body::from_conn(conn.clone(), gen, Some(n)))
         }
         BodyFraming::Chunked => {
             io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
-            Body::from_conn(conn.clone(), gen, None)
+            Some(Body::from_conn(conn.clone(), gen, None))
         }
     };
     // The request copies the head's bytes and fields; the read buffer moves on.

@@ -6,6 +6,7 @@
 use super::body::{BodyState, DRAIN_MAX};
 use super::Conn;
 use crate::response::{Response, ResponseBody};
+use crate::worker::{BodyOut, HeadWritten, TextFields};
 use peregrine_codec::response::{
     is_engine_owned, is_final_status, status_forbids_body, write_content_length, write_field,
     BodyKind, ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE,
@@ -29,6 +30,29 @@ pub(super) enum Answered {
     Rest(ResponseBody),
     /// Not sent: an error response was encoded instead and the connection must close.
     Refused,
+}
+
+/// Drops what is left of a response once [`Conn::answer`] took it apart: normally nothing (the
+/// field list was recycled, a small body copied). A body that owns nothing is recognised
+/// inline; left to the response's drop glue it cost an out-of-line `drop_in_place` call per
+/// request.
+#[inline(always)]
+pub(super) fn drop_answered(resp: Response) {
+    let Response { headers, body, .. } = resp;
+    drop(headers);
+    if matches!(body, ResponseBody::Empty | ResponseBody::Static(_)) {
+        // Owns nothing.
+        std::mem::forget(body);
+    } else {
+        drop_body(body);
+    }
+}
+
+/// The rare case of [`drop_answered`]: a body that was not sent (HEAD, 204/304, an error) or
+/// still owns its buffer.
+#[inline(never)]
+fn drop_body(body: ResponseBody) {
+    drop(body);
 }
 
 impl Conn {
@@ -150,6 +174,7 @@ impl Conn {
         let body = match &resp.body {
             ResponseBody::Empty => BodyKind::Empty,
             ResponseBody::Full(b) => BodyKind::Full(b.len() as u64),
+            ResponseBody::Static(b) => BodyKind::Full(b.len() as u64),
             ResponseBody::Stream(_) => BodyKind::Stream,
             ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. } => {
                 BodyKind::Sized(*len)
@@ -160,18 +185,32 @@ impl Conn {
             keep_alive.disable(CloseReason::CloseDelimited);
         }
         let framing = Framing::choose(status, body, version);
+        let sends_body = !head_request && !status_forbids_body(status);
+        // A small `'static` body goes to the head memo, which may append it with the head.
+        let static_body: &'static [u8] = match resp.body {
+            ResponseBody::Static(b) if sends_body && b.len() <= COPY_BODY_MAX => b,
+            _ => &[],
+        };
         {
             let mut io = self.io.borrow_mut();
             let out = &mut io.out;
-            let encoded = self.shared.head_cache.borrow_mut().write_head(
+            let written = self.shared.head_cache.borrow_mut().write_head(
                 out,
                 status,
                 &resp.headers,
                 keep_alive,
                 version,
-                framing,
+                BodyOut {
+                    framing,
+                    bytes: static_body,
+                },
             );
-            if !encoded {
+            let (body_written, text_fields) = match written {
+                HeadWritten::Head(text) => (false, text),
+                HeadWritten::HeadAndBody(text) => (true, text),
+                HeadWritten::Refused => (false, TextFields::Unknown),
+            };
+            if written == HeadWritten::Refused {
                 drop(io);
                 // A 101 is not a status handlers may send, except to switch protocols: only
                 // this (already failing) path looks for it, so other responses pay nothing.
@@ -183,12 +222,21 @@ impl Conn {
                 self.push_error(500, INVALID_RESPONSE_REASON, head_request);
                 return None;
             }
-            crate::response::recycle_fields(std::mem::take(&mut resp.headers));
-            if head_request || status_forbids_body(status) {
+            let fields = std::mem::take(&mut resp.headers);
+            if text_fields == TextFields::Yes {
+                crate::response::recycle_text_fields(fields);
+            } else {
+                crate::response::recycle_fields(fields);
+            }
+            if !sends_body || body_written {
                 return None;
             }
             match &resp.body {
                 ResponseBody::Empty => return None,
+                ResponseBody::Static(b) if b.len() <= COPY_BODY_MAX => {
+                    io.out.extend_from_slice(b);
+                    return None;
+                }
                 ResponseBody::Full(b) if b.len() <= COPY_BODY_MAX => {
                     io.out.extend_from_slice(b);
                     drop(io);
@@ -251,6 +299,7 @@ impl Conn {
             // An upgrade is taken by the driver before this; nothing to write for it here.
             ResponseBody::Empty | ResponseBody::Upgrade(_) => Ok(()),
             ResponseBody::Full(b) => self.write_direct(&b).await,
+            ResponseBody::Static(b) => self.write_direct(b).await,
             ResponseBody::Stream(s) => {
                 self.finish_stream(s, version == Version::Http11, None)
                     .await

@@ -142,6 +142,7 @@ fn head(
         let len = match &res.body {
             ResponseBody::Empty => Some(0),
             ResponseBody::Full(b) => Some(b.len()),
+            ResponseBody::Static(b) => Some(b.len()),
             _ => None,
         };
         if let Some(len) = len {
@@ -229,7 +230,10 @@ pub(crate) async fn send(
                 .map_err(|_| SendError::Reset);
         }
     };
-    let body = std::mem::replace(&mut res.body, ResponseBody::Empty);
+    let body = match std::mem::replace(&mut res.body, ResponseBody::Empty) {
+        ResponseBody::Static(b) => ResponseBody::Full(Bytes::from_static(b)),
+        body => body,
+    };
     crate::response::recycle_fields(std::mem::take(&mut res.headers));
     let no_body = head_request || forbids_body(res.status);
     match body {

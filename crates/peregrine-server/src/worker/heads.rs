@@ -55,9 +55,69 @@ pub(crate) struct HeadMemo {
     pub(crate) framing: Framing,
     /// The fields themselves ask for `Connection: close`.
     pub(crate) close: bool,
+    /// The fields are exactly [`Response::text`](crate::Response::text)'s one field.
+    pub(crate) text: bool,
     /// `bytes[..fields_len]` is the head up to the `Connection` and framing lines.
     pub(crate) fields_len: usize,
+    /// `bytes[..head_len]` is the head; what follows is the `'static` body `body` identifies.
+    pub(crate) head_len: usize,
+    /// The body kept after the head (see [`StaticBody`]; none if `head_len == bytes.len()`).
+    pub(crate) body: StaticBody,
     pub(crate) bytes: Vec<u8>,
+}
+
+/// A `'static` body by address and length. Like [`FieldsKey`], equal ids mean equal bytes:
+/// static memory is immutable and never freed. A memoized head keeps the first such body sent
+/// with it, so that the next identical response is one copy, head and body.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StaticBody(usize, usize);
+
+impl StaticBody {
+    /// The id of `body`.
+    #[inline(always)]
+    pub(crate) fn of(body: &'static [u8]) -> StaticBody {
+        StaticBody(body.as_ptr() as usize, body.len())
+    }
+}
+
+impl HeadMemo {
+    #[inline(always)]
+    fn text_fields(&self) -> TextFields {
+        if self.text {
+            TextFields::Yes
+        } else {
+            TextFields::Unknown
+        }
+    }
+}
+
+/// How a response's body goes out, as [`HeadCache::write_head`] needs it.
+#[derive(Clone, Copy)]
+pub(crate) struct BodyOut {
+    /// Its framing (`Content-Length`, chunked, none).
+    pub(crate) framing: Framing,
+    /// The body itself when it is small, `'static` and sent; else empty.
+    pub(crate) bytes: &'static [u8],
+}
+
+/// What [`HeadCache::write_head`] wrote.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadWritten {
+    /// Nothing: the status or a field would break the message.
+    Refused,
+    /// The head; the body (if any) is the caller's to write.
+    Head(TextFields),
+    /// The head and the `'static` body it was given, from the memo.
+    HeadAndBody(TextFields),
+}
+
+/// Whether a memoized head showed the response's field list to be exactly
+/// [`Response::text`](crate::Response::text)'s (then its recycling needs no check of its own);
+/// `Unknown` when no memo matched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TextFields {
+    Yes,
+    Unknown,
 }
 
 /// How often [`HeadCache`] is refreshed (`Date` has one-second resolution; well under a second
@@ -111,8 +171,12 @@ impl HeadCache {
     /// handler's `headers`, `framing`, and the `Connection` line `keep_alive` calls for: one
     /// copy when a memoized head matches (see [`HeadMemo`]), else encoded field by field and
     /// memoized when its fields are all `'static`. A field asking for `Connection: close`
-    /// disables `keep_alive`. `false`, with nothing appended, if the status (0: not a valid
-    /// final status) or a field would break the message.
+    /// disables `keep_alive`. [`HeadWritten::Refused`], with nothing appended, if the status (0:
+    /// not a valid final status) or a field would break the message.
+    ///
+    /// `body.bytes` is the response's body when it is `'static` and sent (else empty): the memo
+    /// keeps the first one after the head, and when it is the same again, head and body are
+    /// appended as one copy ([`HeadWritten::HeadAndBody`]).
     pub(crate) fn write_head(
         &mut self,
         out: &mut Vec<u8>,
@@ -120,8 +184,12 @@ impl HeadCache {
         headers: &Fields,
         keep_alive: &mut KeepAlive,
         version: Version,
-        framing: Framing,
-    ) -> bool {
+        body: BodyOut,
+    ) -> HeadWritten {
+        let BodyOut {
+            framing,
+            bytes: body,
+        } = body;
         let hit = self
             .memo
             .iter()
@@ -133,7 +201,17 @@ impl HeadCache {
             }
             let conn = keep_alive.connection_line(version);
             if m.conn == conn && m.framing == framing {
-                out.extend_from_slice(&m.bytes);
+                // (Equal ids and a body: `bytes` holds it after the head.)
+                if m.body == StaticBody::of(body) && !body.is_empty() {
+                    out.extend_from_slice(&m.bytes);
+                    return HeadWritten::HeadAndBody(m.text_fields());
+                }
+                out.extend_from_slice(&m.bytes[..m.head_len]);
+                if m.head_len == m.bytes.len() && !body.is_empty() {
+                    // The first `'static` body sent with this head: kept for next time.
+                    m.body = StaticBody::of(body);
+                    m.bytes.extend_from_slice(body);
+                }
             } else {
                 // Same start, other ending (another body length, say): remember the new ending.
                 out.extend_from_slice(&m.bytes[..m.fields_len]);
@@ -143,8 +221,11 @@ impl HeadCache {
                 m.framing = framing;
                 m.bytes.truncate(m.fields_len);
                 m.bytes.extend_from_slice(&out[mark..]);
+                m.head_len = m.bytes.len();
+                m.body = StaticBody::of(body);
+                m.bytes.extend_from_slice(body);
             }
-            return true;
+            return HeadWritten::Head(m.text_fields());
         }
         let close = headers.iter().any(|(n, v)| asks_close(n.as_bytes(), v));
         if close {
@@ -153,7 +234,7 @@ impl HeadCache {
         let mark = out.len();
         if status == 0 || !self.write_fields(out, status, headers) {
             out.truncate(mark);
-            return false;
+            return HeadWritten::Refused;
         }
         let fields_len = out.len() - mark;
         let conn = keep_alive.connection_line(version);
@@ -163,17 +244,23 @@ impl HeadCache {
                 // Oldest out: the memo is refilled from scratch every refresh anyway.
                 self.memo.remove(0);
             }
+            let mut bytes = out[mark..].to_vec();
+            let head_len = bytes.len();
+            bytes.extend_from_slice(body);
             self.memo.push(HeadMemo {
                 status,
                 key,
                 conn,
                 framing,
                 close,
+                text: crate::response::is_text_fields(headers),
                 fields_len,
-                bytes: out[mark..].to_vec(),
+                head_len,
+                body: StaticBody::of(body),
+                bytes,
             });
         }
-        true
+        HeadWritten::Head(TextFields::Unknown)
     }
 
     /// Encodes the status line, `Date`, `Server` (unless the handler sets its own) and the

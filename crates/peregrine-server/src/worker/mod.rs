@@ -12,8 +12,8 @@ mod limits;
 mod pools;
 mod ticker;
 
-pub(crate) use heads::HeadCache;
 use heads::HEAD_CACHE_REFRESH;
+pub(crate) use heads::{BodyOut, HeadCache, HeadWritten, TextFields};
 pub(crate) use limits::Global;
 use limits::Slot;
 

@@ -270,18 +270,17 @@ impl Middleware for Compression {
                 return res;
             }
             add_vary(&mut res);
-            let (Some(coding), ResponseBody::Full(body)) = (coding, &res.body) else {
+            let (Some(coding), Some(body)) = (coding, res.body.in_memory()) else {
                 return res;
             };
             if body.len() < this.min_size || body.len() > this.max_size {
                 return res;
             }
             let compressed = if body.len() <= this.inline_limit {
-                this.compress(coding, body)
+                this.compress(coding, &body)
             } else {
                 // Off the worker thread: a multi-megabyte brotli run takes tens of ms.
-                let data = body.clone();
-                tokio::task::spawn_blocking(move || this.compress(coding, &data))
+                tokio::task::spawn_blocking(move || this.compress(coding, &body))
                     .await
                     .unwrap_or_else(|e| Err(std::io::Error::other(e)))
             };

@@ -37,6 +37,7 @@ pub(crate) fn on_complete(res: &mut Response, head: bool, done: impl FnOnce(u16,
         _ if no_body => done(status, 0),
         ResponseBody::Empty => done(status, 0),
         ResponseBody::Full(b) => done(status, b.len() as u64),
+        ResponseBody::Static(b) => done(status, b.len() as u64),
         // Sent by the engine from the file (sendfile); a short write closes the connection.
         ResponseBody::File { len, .. } => done(status, *len),
         // The connection is handed over after the head: no body bytes.

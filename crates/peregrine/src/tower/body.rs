@@ -90,6 +90,9 @@ impl HttpBody for LocalResBody {
         match self.0.take() {
             None | Some(ResponseBody::Empty) => Poll::Ready(None),
             Some(ResponseBody::Full(b)) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            Some(ResponseBody::Static(b)) => {
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b)))))
+            }
             Some(ResponseBody::Stream(mut s)) => {
                 let out = s.as_mut().poll_next(cx);
                 self.0 = Some(ResponseBody::Stream(s));
@@ -130,6 +133,7 @@ impl HttpBody for LocalResBody {
         match &self.0 {
             None | Some(ResponseBody::Empty) => SizeHint::with_exact(0),
             Some(ResponseBody::Full(b)) => SizeHint::with_exact(b.len() as u64),
+            Some(ResponseBody::Static(b)) => SizeHint::with_exact(b.len() as u64),
             Some(ResponseBody::Stream(_)) => SizeHint::default(),
             Some(ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. }) => {
                 SizeHint::with_exact(*len)

@@ -138,6 +138,7 @@ where
             let body = match (body.0, key) {
                 (None | Some(ResponseBody::Empty), _) => B::default(),
                 (Some(ResponseBody::Full(bytes)), _) => B::from(bytes),
+                (Some(ResponseBody::Static(bytes)), _) => B::from(Bytes::from_static(bytes)),
                 (Some(streamed), Some(key)) => {
                     BODY_STASH.with(|s| s.borrow_mut().push((key, streamed)));
                     parts.extensions.insert(StashedBody(key));
