@@ -20,7 +20,7 @@
 //!
 //! // A client that has the file already gets a 304 for its ETag.
 //! let etag = res.header("etag").unwrap().to_owned();
-//! let again = client.get("/files/notes.txt").header("if-none-match", etag.as_str()).send().await;
+//! let again = client.get("/files/notes.txt").header("if-none-match", etag).send().await;
 //! assert_eq!(again.status(), 304);
 //!
 //! // A range of it: 206 with `Content-Range`.
@@ -29,8 +29,9 @@
 //! assert_eq!(part.header("content-range"), Some("bytes 2-4/10"));
 //! assert_eq!(part.text(), "234");
 //!
-//! // Nothing outside the root.
-//! assert_eq!(client.get("/files/%2e%2e/etc/passwd").send().await.status(), 404);
+//! // Nothing outside the root: a `..` segment is refused before routing, a dotfile is not found.
+//! assert_eq!(client.get("/files/%2e%2e/etc/passwd").send().await.status(), 400);
+//! assert_eq!(client.get("/files/.env").send().await.status(), 404);
 //! # });
 //! # Ok::<(), std::io::Error>(())
 //! ```
