@@ -59,6 +59,7 @@ impl BodyStream<'_> {
     }
 
     /// The limit this stream is held to, in bytes.
+    ///
     /// ```
     /// use peregrine::{post, App, Request};
     ///
@@ -77,6 +78,7 @@ impl BodyStream<'_> {
     }
 
     /// How many body bytes have been read so far.
+    ///
     /// ```
     /// use peregrine::{post, App, Error, Request};
     ///

@@ -35,6 +35,7 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + 'static>>;
 /// ```
 pub trait Handler: Send + Sync + 'static {
     /// Answers `req`. Implement it for a handler with configuration of its own.
+    ///
     /// ```
     /// use peregrine::{get, App, BoxFuture, Handler, Request, Response, ResponseBody};
     ///
@@ -63,6 +64,7 @@ pub trait Handler: Send + Sync + 'static {
     /// Adds what this handler needs from the application (state types), checked when the
     /// application is built. Handlers taking [`Extract`] arguments report theirs; the default
     /// is nothing.
+    ///
     /// ```
     /// use peregrine::{get, App, BoxFuture, Handler, Need, Request, Response};
     ///

@@ -116,6 +116,7 @@ impl Headers {
     }
     /// Adds `name: value` (checked when the response is built: a malformed one, which would
     /// split or corrupt the header block, turns the answer into a logged 500).
+    ///
     /// ```
     /// use peregrine::{get, App, Headers, Request, StatusCode};
     /// use std::time::{Duration, SystemTime};

@@ -283,6 +283,7 @@ impl Field {
         self.inner.content_type().map(|m| m.to_string())
     }
     /// The next piece of the part's data, `None` at its end.
+    ///
     /// ```
     /// use peregrine::{post, App, Error, Request};
     ///

@@ -146,6 +146,7 @@ impl TrustedProxies {
     }
 
     /// Whether `ip` is in a trusted network (IPv4-mapped IPv6 addresses count as IPv4).
+    ///
     /// ```
     /// use peregrine::proxy::TrustedProxies;
     /// let t = TrustedProxies::new(["10.0.0.0/8", "fd00::/8"]).unwrap();
@@ -160,6 +161,7 @@ impl TrustedProxies {
 
     /// The client of `req` (see the module documentation for the rules). For an application
     /// that holds its trust elsewhere than in its state (otherwise use [`client_info`]).
+    ///
     /// ```
     /// use peregrine::proxy::TrustedProxies;
     /// use peregrine::{get, App, Request};

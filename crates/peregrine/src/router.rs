@@ -194,6 +194,7 @@ impl MethodRouter {
     ///
     /// # Panics
     /// If `method` is not a valid token or already has a handler.
+    ///
     /// ```
     /// use peregrine::{get, App, Request};
     ///
@@ -225,6 +226,7 @@ impl MethodRouter {
     }
 
     /// Handles every method not otherwise set.
+    ///
     /// ```
     /// use peregrine::{get, App, Request};
     ///
@@ -258,6 +260,7 @@ impl MethodRouter {
 
     /// Wraps this route's handlers in a synchronous [`Hook`] (see there: consecutive hooks
     /// cost one allocation per request together, not one each).
+    ///
     /// ```
     /// use peregrine::middleware::Hook;
     /// use peregrine::{get, App, Request, Response};
@@ -314,6 +317,7 @@ impl MethodRouter {
 
     /// No body limit for this route (see [`MethodRouter::body_limit`]): the handler decides
     /// how much it reads. The engine's timeouts and minimum rates still apply.
+    ///
     /// ```
     /// use peregrine::{post, App, Error, Request};
     ///
@@ -432,6 +436,7 @@ pub struct Router {
 
 impl Router {
     /// An empty group.
+    ///
     /// ```
     /// use peregrine::{get, App, Request, Router};
     ///
@@ -503,6 +508,7 @@ impl Router {
     }
 
     /// Adds the routes of `group` at the same level (its own layers stay its own).
+    ///
     /// ```
     /// use peregrine::middleware::Timeout;
     /// use peregrine::{get, App, Request, Router};
@@ -544,6 +550,7 @@ impl Router {
 
     /// Wraps every route of this group in a synchronous [`Hook`]; layers and hooks nest in
     /// the order they are added.
+    ///
     /// ```
     /// use peregrine::middleware::Hook;
     /// use peregrine::{get, App, Error, IntoResponse, Request, Response, Router};

@@ -123,6 +123,7 @@ impl StatusCode {
         }
     }
     /// The number.
+    ///
     /// ```
     /// use peregrine::StatusCode;
     /// assert_eq!(StatusCode::ACCEPTED.as_u16(), 202);
@@ -132,6 +133,7 @@ impl StatusCode {
         self.0
     }
     /// 1xx.
+    ///
     /// ```
     /// assert!(peregrine::StatusCode::CONTINUE.is_informational());
     /// ```
@@ -139,6 +141,7 @@ impl StatusCode {
         self.0 >= 100 && self.0 < 200
     }
     /// 2xx.
+    ///
     /// ```
     /// use peregrine::StatusCode;
     /// assert!(StatusCode::NO_CONTENT.is_success());
@@ -148,6 +151,7 @@ impl StatusCode {
         self.0 >= 200 && self.0 < 300
     }
     /// 3xx.
+    ///
     /// ```
     /// assert!(peregrine::StatusCode::SEE_OTHER.is_redirection());
     /// ```
@@ -155,6 +159,7 @@ impl StatusCode {
         self.0 >= 300 && self.0 < 400
     }
     /// 4xx: the client's mistake (what the problem document's `detail` is shown for).
+    ///
     /// ```
     /// use peregrine::StatusCode;
     /// assert!(StatusCode::UNPROCESSABLE_CONTENT.is_client_error());
@@ -164,6 +169,7 @@ impl StatusCode {
         self.0 >= 400 && self.0 < 500
     }
     /// 5xx: the server's failure (details logged, never sent).
+    ///
     /// ```
     /// use peregrine::StatusCode;
     /// assert!(StatusCode::BAD_GATEWAY.is_server_error());

@@ -90,6 +90,7 @@ macro_rules! method_builders {
 impl TestClient {
     /// The peer address handlers see ([`Request::peer_addr`](crate::Request::peer_addr));
     /// `127.0.0.1:40000` by default.
+    ///
     /// ```
     /// use peregrine::{get, App, Request};
     ///
@@ -107,6 +108,7 @@ impl TestClient {
     }
 
     /// A request with any method (`"PROPFIND"`, ...) to `target` (path and query).
+    ///
     /// ```
     /// use peregrine::{on, App, Request};
     ///
@@ -190,6 +192,7 @@ impl TestRequest<'_> {
     }
 
     /// A form body (`content-type: application/x-www-form-urlencoded` unless set).
+    ///
     /// ```
     /// use peregrine::{post, App, Error, Request};
     ///
@@ -356,6 +359,7 @@ impl TestResponse {
 
     /// Whether the body was a stream (the engine sends it chunked) rather than a full body
     /// (sent with `Content-Length`).
+    ///
     /// ```
     /// use peregrine::sse::{Event, Sse};
     /// use peregrine::{get, App, Request};
@@ -392,6 +396,7 @@ impl TestResponse {
             .map(|(_, v)| &v[..])
     }
     /// Every value of header `name`, in order.
+    ///
     /// ```
     /// use peregrine::cookie::SetCookie;
     /// use peregrine::{get, App, Error, Request, Response};
@@ -416,6 +421,7 @@ impl TestResponse {
     }
     /// All headers the application set, in order (not those the engine adds on the wire,
     /// such as `date` and `content-length`).
+    ///
     /// ```
     /// use peregrine::{get, App, Json, Request};
     ///
@@ -444,6 +450,7 @@ impl TestResponse {
     ///
     /// # Panics
     /// If it is not JSON of that shape (the message shows the body).
+    ///
     /// ```
     /// use peregrine::{get, App, Json, Request};
     ///
@@ -468,6 +475,7 @@ impl TestResponse {
     }
     /// The error of a streamed body that ended with one (the client would see a truncated
     /// response), if any.
+    ///
     /// ```
     /// use bytes::Bytes;
     /// use peregrine::{get, App, Request, StreamBody};

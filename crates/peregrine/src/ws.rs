@@ -144,6 +144,7 @@ impl WebSocketUpgrade {
     /// which the engine hands over as a `GET` with `Upgrade: websocket`: the same route and
     /// handler serve both; there is no key (nor `Connection`), `Sec-WebSocket-Version: 13` is
     /// still required, and the engine answers `200` and runs the WebSocket on the stream.
+    ///
     /// ```
     /// use peregrine::ws::WebSocketUpgrade;
     /// use peregrine::{get, App, Error, Request, Response};
@@ -282,6 +283,7 @@ impl WebSocketUpgrade {
     }
 
     /// The subprotocol chosen by [`WebSocketUpgrade::protocols`].
+    ///
     /// ```
     /// use peregrine::ws::WebSocketUpgrade;
     /// use peregrine::{get, App, Error, Request, Response};
@@ -311,6 +313,7 @@ impl WebSocketUpgrade {
     }
 
     /// Largest message accepted (default 1 MiB); larger → close 1009.
+    ///
     /// ```
     /// use peregrine::ws::WebSocketUpgrade;
     /// use peregrine::{get, App, Error, Request, Response};
@@ -392,6 +395,7 @@ impl WebSocketUpgrade {
 
     /// The `101 Switching Protocols` response accepting this handshake (without the callback
     /// that runs the connection; see [`WebSocketUpgrade::on_upgrade`]).
+    ///
     /// ```
     /// use peregrine::ws::WebSocketUpgrade;
     /// use peregrine::{get, App, Error, Request, Response};

@@ -65,6 +65,7 @@ impl Default for App {
 
 impl App {
     /// An application with no routes (everything is 404).
+    ///
     /// ```
     /// use peregrine::{get, App, Request};
     ///

@@ -33,6 +33,7 @@ impl App {
     ///
     /// Inside a tokio runtime (`#[tokio::main]`, `#[tokio::test]`) this returns an error
     /// instead of panicking; use [`App::run_async`] there.
+    ///
     /// ```no_run
     /// use peregrine::{get, App, Request};
     ///

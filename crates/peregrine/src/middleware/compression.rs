@@ -116,6 +116,7 @@ impl Compression {
     }
     /// Largest body compressed on the worker thread itself; larger ones are compressed on the
     /// blocking pool.
+    ///
     /// ```
     /// use peregrine::middleware::Compression;
     /// use peregrine::{get, App, Request};
@@ -136,6 +137,7 @@ impl Compression {
         self
     }
     /// Largest body compressed at all; larger bodies are sent uncompressed.
+    ///
     /// ```
     /// use peregrine::middleware::Compression;
     /// use peregrine::{get, App, Request};
@@ -155,6 +157,7 @@ impl Compression {
         self
     }
     /// Smallest body (in bytes) worth compressing.
+    ///
     /// ```
     /// use peregrine::middleware::Compression;
     /// use peregrine::{get, App, Request};
@@ -173,6 +176,7 @@ impl Compression {
         self
     }
     /// gzip level 0–9 (default 5; more is clamped to 9).
+    ///
     /// ```
     /// use peregrine::middleware::Compression;
     /// use peregrine::{get, App, Request};
@@ -194,6 +198,7 @@ impl Compression {
         self
     }
     /// brotli quality 0–11 (default 4; more is clamped to 11).
+    ///
     /// ```
     /// use peregrine::middleware::Compression;
     /// use peregrine::{get, App, Request};
@@ -216,6 +221,7 @@ impl Compression {
         self
     }
     /// Disable gzip.
+    ///
     /// ```
     /// use peregrine::middleware::Compression;
     /// use peregrine::{get, App, Request};
@@ -234,6 +240,7 @@ impl Compression {
         self
     }
     /// Disable brotli.
+    ///
     /// ```
     /// use peregrine::middleware::Compression;
     /// use peregrine::{get, App, Request};

@@ -66,6 +66,7 @@ impl Default for Cors {
 
 impl Cors {
     /// Any origin, the common methods, any request headers, no credentials.
+    ///
     /// ```
     /// use peregrine::middleware::Cors;
     /// use peregrine::{get, App, Request};
@@ -95,6 +96,7 @@ impl Cors {
 
     /// Allows `origin` (exact match, e.g. `https://app.example`); call again for more. Once an
     /// origin is given, only listed origins are allowed.
+    ///
     /// ```
     /// use peregrine::middleware::Cors;
     /// use peregrine::{get, App, Request};
@@ -115,6 +117,7 @@ impl Cors {
         self
     }
     /// The methods allowed in preflight answers (default `GET, HEAD, POST, PUT, DELETE, PATCH`).
+    ///
     /// ```
     /// use peregrine::middleware::Cors;
     /// use peregrine::{get, App, Request};
@@ -135,6 +138,7 @@ impl Cors {
         self
     }
     /// The request headers allowed in preflight answers (default: whatever is asked).
+    ///
     /// ```
     /// use peregrine::middleware::Cors;
     /// use peregrine::{post, App, Request};
@@ -154,6 +158,7 @@ impl Cors {
         self
     }
     /// Response headers scripts may read (beyond the CORS-safelisted ones).
+    ///
     /// ```
     /// use peregrine::middleware::Cors;
     /// use peregrine::{get, App, Request, Response};
@@ -175,6 +180,7 @@ impl Cors {
     /// Allow cookies and credentials. Requires explicit origins: with credentials the answer
     /// names the requesting origin, and doing that for any origin would let every site act
     /// as the user.
+    ///
     /// ```
     /// use peregrine::middleware::Cors;
     /// use peregrine::{get, App, Request};
@@ -198,6 +204,7 @@ impl Cors {
         self
     }
     /// How long browsers may cache a preflight answer, in seconds.
+    ///
     /// ```
     /// use peregrine::middleware::Cors;
     /// use peregrine::{get, App, Request};

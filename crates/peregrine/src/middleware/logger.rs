@@ -22,6 +22,7 @@ pub struct Logger {
 
 impl Logger {
     /// The logging layer.
+    ///
     /// ```
     /// use peregrine::middleware::Logger;
     /// use peregrine::{get, App, Request};

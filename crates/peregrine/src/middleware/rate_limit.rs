@@ -59,6 +59,7 @@ impl std::fmt::Debug for RateLimit {
 
 impl RateLimit {
     /// `n` requests per second per client (burst `n`). `n` of 0 is taken as 1.
+    ///
     /// ```
     /// use peregrine::middleware::RateLimit;
     /// use peregrine::{post, App, Request};
@@ -84,6 +85,7 @@ impl RateLimit {
     ///
     /// # Panics
     /// If `period` is zero.
+    ///
     /// ```
     /// use peregrine::middleware::RateLimit;
     /// use peregrine::{post, App, Request};
@@ -105,6 +107,7 @@ impl RateLimit {
     }
 
     /// Allows bursts of up to `n` requests (0 is taken as 1).
+    ///
     /// ```
     /// use peregrine::middleware::RateLimit;
     /// use peregrine::{get, App, Request};

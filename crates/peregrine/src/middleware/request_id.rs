@@ -28,6 +28,7 @@ pub struct RequestId(String);
 
 impl RequestId {
     /// The id as text.
+    ///
     /// ```
     /// use peregrine::middleware::{RequestId, RequestIdLayer};
     /// use peregrine::{get, App, Request};
@@ -85,6 +86,7 @@ impl Default for RequestIdLayer {
 
 impl RequestIdLayer {
     /// Uses the `x-request-id` header.
+    ///
     /// ```
     /// use peregrine::middleware::RequestIdLayer;
     /// use peregrine::{get, App, Request};
@@ -100,6 +102,7 @@ impl RequestIdLayer {
         Self::with_header("x-request-id")
     }
     /// Uses another header name (e.g. `x-correlation-id`).
+    ///
     /// ```
     /// use peregrine::middleware::RequestIdLayer;
     /// use peregrine::{get, App, Request};

@@ -41,6 +41,7 @@ pub struct Timeout {
 impl Timeout {
     /// A per-request time limit (the handler and the layers inside this one; the body of a
     /// streamed response is not counted).
+    ///
     /// ```
     /// use peregrine::middleware::Timeout;
     /// use peregrine::{get, App, Request};
@@ -62,6 +63,7 @@ impl Timeout {
         Timeout { limit, status: 503 }
     }
     /// Answer with another status instead, e.g. 504 behind a gateway.
+    ///
     /// ```
     /// use peregrine::middleware::Timeout;
     /// use peregrine::{get, App, Request};

@@ -58,6 +58,7 @@ pub struct Trace {
 
 impl Trace {
     /// The tracing layer.
+    ///
     /// ```
     /// use peregrine::middleware::Trace;
     /// use peregrine::{get, App, Request};
@@ -263,6 +264,7 @@ impl TraceParent {
     }
 
     /// Whether the caller sampled this trace (flag bit 0).
+    ///
     /// ```
     /// use peregrine::middleware::TraceParent;
     /// let on = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
@@ -274,6 +276,7 @@ impl TraceParent {
     }
 
     /// The trace id in lower-case hex.
+    ///
     /// ```
     /// use peregrine::middleware::TraceParent;
     /// let tp = TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
@@ -284,6 +287,7 @@ impl TraceParent {
     }
 
     /// The parent span id in lower-case hex (the caller's span).
+    ///
     /// ```
     /// use peregrine::middleware::TraceParent;
     /// let tp = TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
@@ -294,6 +298,7 @@ impl TraceParent {
     }
 
     /// The `traceparent` for an outgoing call made from span `span_id` of this trace.
+    ///
     /// ```
     /// use peregrine::middleware::{Trace, TraceParent};
     /// use peregrine::{get, App, Request};

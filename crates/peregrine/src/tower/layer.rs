@@ -53,6 +53,7 @@ pub struct TowerLayer<L>(L);
 
 impl<L> TowerLayer<L> {
     /// Wraps `layer`.
+    ///
     /// ```
     /// use peregrine::tower::TowerLayer;
     /// use peregrine::{get, App, Request};
