@@ -118,7 +118,15 @@ impl SetCookie {
     pub fn removal(name: impl Into<Cow<'static, str>>) -> Self {
         Self::new(name, "").max_age(Duration::ZERO)
     }
-    /// `Path`.
+    /// `Path`: the cookie is sent only for requests under it.
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// let admin = SetCookie::new("admin_sid", "x9").path("/admin");
+    /// assert_eq!(admin.to_header().unwrap(), b"admin_sid=x9; Path=/admin");
+    /// // A `;` would end the attribute early: refused.
+    /// assert!(SetCookie::new("a", "1").path("/x; Domain=evil").to_header().is_err());
+    /// ```
     pub fn path(mut self, path: impl Into<Cow<'static, str>>) -> Self {
         self.path = Some(path.into());
         self
@@ -159,17 +167,33 @@ impl SetCookie {
         self.expires = Some(at);
         self
     }
-    /// `Secure`.
+    /// `Secure`: sent over HTTPS only.
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// assert_eq!(SetCookie::new("sid", "1").secure(true).to_header().unwrap(), b"sid=1; Secure");
+    /// ```
     pub fn secure(mut self, yes: bool) -> Self {
         self.secure = yes;
         self
     }
-    /// `HttpOnly`.
+    /// `HttpOnly`: hidden from scripts (`document.cookie`).
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// assert_eq!(SetCookie::new("sid", "1").http_only(true).to_header().unwrap(), b"sid=1; HttpOnly");
+    /// ```
     pub fn http_only(mut self, yes: bool) -> Self {
         self.http_only = yes;
         self
     }
     /// `SameSite`.
+    ///
+    /// ```
+    /// use peregrine::cookie::{SameSite, SetCookie};
+    /// let csrf = SetCookie::new("csrf", "t0k").same_site(SameSite::Strict);
+    /// assert_eq!(csrf.to_header().unwrap(), b"csrf=t0k; SameSite=Strict");
+    /// ```
     pub fn same_site(mut self, s: SameSite) -> Self {
         self.same_site = Some(s);
         self
