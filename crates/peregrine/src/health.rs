@@ -139,6 +139,21 @@ impl Health {
 
     /// `GET` (and `HEAD`) answering `200 ready`, or `503 draining` / `503 not ready` (with
     /// `Connection: close`, so a checker's keep-alive connection does not pin it here).
+    ///
+    /// ```
+    /// use peregrine::health::Health;
+    /// use peregrine::{App, ServerConfig};
+    ///
+    /// let config = ServerConfig::default();
+    /// let health = Health::new(&config);
+    /// let client = App::new().route("/readyz", health.readiness()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// config.drain_signal.start();
+    /// let res = client.get("/readyz").send().await;
+    /// assert_eq!((res.status(), res.text()), (503, "draining\n"));
+    /// assert_eq!(res.header("connection"), Some("close"));
+    /// # });
+    /// ```
     pub fn readiness(&self) -> MethodRouter {
         let me = self.clone();
         get(move |_r: Request| {
