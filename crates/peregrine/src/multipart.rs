@@ -15,6 +15,13 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 /// Limits for [`Request::multipart_with`]. Past either limit the read fails with 413.
+///
+/// ```
+/// use peregrine::MultipartLimits;
+/// // Photo uploads: up to 50 MiB in all, no single photo over 20 MiB.
+/// let photos = MultipartLimits { total: 50 << 20, per_part: 20 << 20 };
+/// assert!(photos.per_part <= photos.total);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct MultipartLimits {
     /// The whole body (every part, headers and boundaries included).
@@ -344,6 +351,37 @@ impl Field {
     /// Streams the part into a new file at `path` (created or truncated), chunk by chunk:
     /// the part is never held in memory. Returns the bytes written. On any failure (a limit,
     /// a broken body, a disk error) the partial file is removed.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, MultipartLimits, Request, State};
+    /// use std::path::PathBuf;
+    ///
+    /// struct Uploads(PathBuf);
+    ///
+    /// async fn upload(mut req: Request, State(dir): State<Uploads>) -> Result<String, Error> {
+    ///     let mut form = req.multipart_with(MultipartLimits { total: 1 << 20, per_part: 1024 })?;
+    ///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     // Never the client's file name as a path: a name of our own.
+    ///     let n = field.save_to(dir.0.join("upload-1.bin")).await?;
+    ///     Ok(format!("{n} bytes"))
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let client = App::new().with_state(Uploads(dir.path().into())).route("/upload", post(upload)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let send = |data: &str| {
+    ///     let body = format!("--XX\r\ncontent-disposition: form-data; name=\"f\"; filename=\"../../x\"\r\n\r\n{data}\r\n--XX--\r\n");
+    ///     client.post("/upload").header("content-type", "multipart/form-data; boundary=XX").body(body).send()
+    /// };
+    /// assert_eq!(send("hello").await.text(), "5 bytes");
+    /// assert_eq!(std::fs::read(dir.path().join("upload-1.bin")).unwrap(), b"hello");
+    /// // Over the per-part limit: 413, and no partial file is left behind.
+    /// std::fs::remove_file(dir.path().join("upload-1.bin")).unwrap();
+    /// assert_eq!(send(&"x".repeat(4096)).await.status(), 413);
+    /// assert!(!dir.path().join("upload-1.bin").exists());
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn save_to(&mut self, path: impl AsRef<Path>) -> Result<u64, Error> {
         use tokio::io::AsyncWriteExt;
         let path = path.as_ref();
