@@ -618,6 +618,38 @@ impl WebSocket {
     }
 
     /// Sends a message (and flushes it).
+    ///
+    /// A real server on a loopback port and a tokio-tungstenite client (the test client has no
+    /// connection to switch):
+    ///
+    /// ```
+    /// use futures_util::{SinkExt, StreamExt};
+    /// use peregrine::ws::{Message, WebSocketUpgrade};
+    /// use peregrine::{get, App, Error, Request, Response, ServerConfig};
+    /// use tokio_tungstenite::tungstenite::Message as ClientMessage;
+    ///
+    /// async fn shout(req: Request) -> Result<Response, Error> {
+    ///     Ok(WebSocketUpgrade::from_request(&req)?.on_upgrade(|mut ws| async move {
+    ///         while let Some(Ok(Message::Text(t))) = ws.recv().await {
+    ///             if ws.send(Message::Text(t.to_uppercase())).await.is_err() {
+    ///                 break;
+    ///             }
+    ///         }
+    ///     }))
+    /// }
+    ///
+    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 1, ..ServerConfig::default() };
+    /// let server = App::new().route("/shout", get(shout)).serve(config)?;
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let tcp = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    /// let (mut client, _) = tokio_tungstenite::client_async("ws://localhost/shout", tcp).await.unwrap();
+    /// client.send(ClientMessage::text("hello")).await.unwrap();
+    /// assert_eq!(client.next().await.unwrap().unwrap(), ClientMessage::text("HELLO"));
+    /// client.close(None).await.unwrap();
+    /// # });
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn send(&mut self, msg: Message) -> Result<(), WsError> {
         let msg = match msg {
             Message::Text(t) => tungstenite::Message::Text(t.into()),
@@ -634,6 +666,31 @@ impl WebSocket {
 
     /// Starts the close handshake with `code` and `reason`, then waits (reading and dropping
     /// messages) for the peer's close frame.
+    ///
+    /// ```
+    /// use futures_util::StreamExt;
+    /// use peregrine::ws::WebSocketUpgrade;
+    /// use peregrine::{get, App, Error, Request, Response, ServerConfig};
+    /// use tokio_tungstenite::tungstenite::Message as ClientMessage;
+    ///
+    /// // Full: refuse politely after the handshake, with a code the client can act on.
+    /// async fn room(req: Request) -> Result<Response, Error> {
+    ///     Ok(WebSocketUpgrade::from_request(&req)?.on_upgrade(|ws| async move {
+    ///         let _ = ws.close(1013, "room full, try later").await;
+    ///     }))
+    /// }
+    ///
+    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 1, ..ServerConfig::default() };
+    /// let server = App::new().route("/room", get(room)).serve(config)?;
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let tcp = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    /// let (mut client, _) = tokio_tungstenite::client_async("ws://localhost/room", tcp).await.unwrap();
+    /// let Some(Ok(ClientMessage::Close(Some(frame)))) = client.next().await else { panic!("no close frame") };
+    /// assert_eq!((u16::from(frame.code), frame.reason.as_str()), (1013, "room full, try later"));
+    /// # });
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn close(mut self, code: u16, reason: &str) -> Result<(), WsError> {
         self.inner
             .close(Some(TCloseFrame {
