@@ -402,19 +402,42 @@ impl Error {
         self
     }
 
-    /// The status code.
+    /// The status code (a status outside 400–599 given to [`Error::new`] becomes 500).
+    ///
+    /// ```
+    /// use peregrine::Error;
+    /// assert_eq!(Error::new(418).status(), 418);
+    /// assert_eq!(Error::new(302).status(), 500); // an error is never a redirect
+    /// ```
     pub fn status(&self) -> u16 {
         self.status
     }
     /// The title.
+    ///
+    /// ```
+    /// assert_eq!(peregrine::Error::new(429).title(), "Too Many Requests");
+    /// ```
     pub fn title(&self) -> &str {
         &self.title
     }
-    /// The detail, if any.
+    /// The detail, if any (kept even for 5xx, where it is logged rather than sent).
+    ///
+    /// ```
+    /// use peregrine::Error;
+    /// assert_eq!(Error::not_found().detail(), None);
+    /// assert_eq!(Error::internal().with_detail("pool exhausted").detail(), Some("pool exhausted"));
+    /// ```
     pub fn detail(&self) -> Option<&str> {
         self.detail.as_deref()
     }
     /// The `type` URI (`about:blank` unless set).
+    ///
+    /// ```
+    /// use peregrine::Error;
+    /// let e = Error::new(403).with_type("https://example.com/problems/quota");
+    /// assert_eq!(e.type_uri(), "https://example.com/problems/quota");
+    /// assert_eq!(Error::new(403).type_uri(), "about:blank");
+    /// ```
     pub fn type_uri(&self) -> &str {
         self.extra
             .as_ref()
