@@ -59,11 +59,42 @@ impl BodyStream<'_> {
     }
 
     /// The limit this stream is held to, in bytes.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .body_limit(1024)
+    ///     .route("/a", post(|mut req: Request| async move { req.body_mut().limit().to_string() }))
+    ///     .route("/b", post(|mut req: Request| async move { req.body_mut().limit().to_string() }).body_limit(1 << 20))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/a").send().await.text(), "1024");
+    /// assert_eq!(client.post("/b").send().await.text(), "1048576");
+    /// # });
+    /// ```
     pub fn limit(&self) -> u64 {
         self.limit
     }
 
     /// How many body bytes have been read so far.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// /// Reads only the first piece (say, to sniff a file type), then reports progress.
+    /// async fn sniff(mut req: Request) -> Result<String, Error> {
+    ///     let mut body = req.body_mut();
+    ///     let first = body.chunk().await?.unwrap_or_default();
+    ///     let kind = if first.starts_with(b"%PDF") { "pdf" } else { "other" };
+    ///     Ok(format!("{kind}, {} bytes read", body.bytes_read()))
+    /// }
+    ///
+    /// let client = App::new().route("/sniff", post(sniff)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/sniff").body("%PDF-1.7 ...").send().await.text(), "pdf, 12 bytes read");
+    /// # });
+    /// ```
     pub fn bytes_read(&self) -> u64 {
         *self.read
     }

@@ -1,6 +1,15 @@
 //! Engine configuration from environment variables and command-line flags, for binaries. The
 //! engine owns it ([`ServerConfig::from_env_and_args`]); this module keeps the framework's
 //! entry point.
+//!
+//! ```
+//! use peregrine::config::{from_env_and_args, parse_listen_addr, ListenAddr};
+//!
+//! let cfg = from_env_and_args(["--workers", "3"].map(String::from)).unwrap();
+//! assert_eq!(cfg.workers, 3);
+//! assert_eq!(from_env_and_args(["--verbose"].map(String::from)).unwrap_err(), "unknown flag --verbose");
+//! assert!(matches!(parse_listen_addr("unix:/run/app.sock"), Ok(ListenAddr::Unix(_))));
+//! ```
 
 pub use peregrine_server::config::{parse_listen_addr, ConfigError, ListenAddr, MAX_TIMEOUT};
 use peregrine_server::ServerConfig;

@@ -1,10 +1,43 @@
-//! `Set-Cookie` values (RFC 6265), built and checked.
+//! `Set-Cookie` values (RFC 6265), built and checked. Reading a cookie is
+//! [`Request::cookie`](crate::Request::cookie).
+//!
+//! ```
+//! use peregrine::cookie::{SameSite, SetCookie};
+//! use peregrine::{get, post, App, Error, Request, Response};
+//!
+//! async fn login(_req: Request) -> Result<Response, Error> {
+//!     let sid = SetCookie::new("sid", "s3cr3t").path("/").http_only(true).same_site(SameSite::Lax);
+//!     Ok(Response::new(204).with_header("set-cookie", sid.to_header()?))
+//! }
+//!
+//! async fn me(req: Request) -> Result<String, Error> {
+//!     let sid = req.cookie("sid").ok_or_else(Error::unauthorized)?;
+//!     Ok(format!("session {sid}"))
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let client = App::new().route("/login", post(login)).route("/me", get(me)).test();
+//!
+//! let res = client.post("/login").send().await;
+//! assert_eq!(res.header("set-cookie"), Some("sid=s3cr3t; Path=/; HttpOnly; SameSite=Lax"));
+//!
+//! assert_eq!(client.get("/me").header("cookie", "theme=dark; sid=s3cr3t").send().await.text(), "session s3cr3t");
+//! assert_eq!(client.get("/me").send().await.status(), 401);
+//! # });
+//! ```
 
 use crate::error::Error;
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 /// The `SameSite` attribute.
+///
+/// ```
+/// use peregrine::cookie::{SameSite, SetCookie};
+/// // Browsers refuse `SameSite=None` without `Secure`, so it is added.
+/// let embed = SetCookie::new("widget", "1").same_site(SameSite::None);
+/// assert_eq!(embed.to_header().unwrap(), b"widget=1; Secure; SameSite=None");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SameSite {
     /// Sent only with same-site requests.
@@ -52,7 +85,15 @@ pub struct SetCookie {
 }
 
 impl SetCookie {
-    /// A session cookie `name=value`.
+    /// A session cookie `name=value` (no `Max-Age` or `Expires`: the browser drops it when it
+    /// closes).
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// assert_eq!(SetCookie::new("cart", "42").to_header().unwrap(), b"cart=42");
+    /// // A value may be quoted; the quotes are sent as they are.
+    /// assert_eq!(SetCookie::new("q", "\"v1\"").to_header().unwrap(), b"q=\"v1\"");
+    /// ```
     pub fn new(name: impl Into<Cow<'static, str>>, value: impl Into<Cow<'static, str>>) -> Self {
         SetCookie {
             name: name.into(),
@@ -77,43 +118,97 @@ impl SetCookie {
     pub fn removal(name: impl Into<Cow<'static, str>>) -> Self {
         Self::new(name, "").max_age(Duration::ZERO)
     }
-    /// `Path`.
+    /// `Path`: the cookie is sent only for requests under it.
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// let admin = SetCookie::new("admin_sid", "x9").path("/admin");
+    /// assert_eq!(admin.to_header().unwrap(), b"admin_sid=x9; Path=/admin");
+    /// // A `;` would end the attribute early: refused.
+    /// assert!(SetCookie::new("a", "1").path("/x; Domain=evil").to_header().is_err());
+    /// ```
     pub fn path(mut self, path: impl Into<Cow<'static, str>>) -> Self {
         self.path = Some(path.into());
         self
     }
-    /// `Domain`.
+    /// `Domain`: the cookie is also sent to the subdomains of `domain`.
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// let c = SetCookie::new("lang", "en").domain("example.com").path("/");
+    /// assert_eq!(c.to_header().unwrap(), b"lang=en; Path=/; Domain=example.com");
+    /// ```
     pub fn domain(mut self, domain: impl Into<Cow<'static, str>>) -> Self {
         self.domain = Some(domain.into());
         self
     }
-    /// `Max-Age` (whole seconds).
+    /// `Max-Age` (whole seconds; a fraction is dropped).
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// use std::time::Duration;
+    /// let remember = SetCookie::new("remember", "1").max_age(Duration::from_secs(30 * 24 * 3600));
+    /// assert_eq!(remember.to_header().unwrap(), b"remember=1; Max-Age=2592000");
+    /// ```
     pub fn max_age(mut self, age: Duration) -> Self {
         self.max_age = Some(age);
         self
     }
-    /// `Expires`.
+    /// `Expires`, as an HTTP date (for clients that ignore `Max-Age`).
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// use std::time::{Duration, SystemTime};
+    /// let at = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777);
+    /// let c = SetCookie::new("promo", "spring").expires(at);
+    /// assert_eq!(c.to_header().unwrap(), b"promo=spring; Expires=Sun, 06 Nov 1994 08:49:37 GMT");
+    /// ```
     pub fn expires(mut self, at: SystemTime) -> Self {
         self.expires = Some(at);
         self
     }
-    /// `Secure`.
+    /// `Secure`: sent over HTTPS only.
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// assert_eq!(SetCookie::new("sid", "1").secure(true).to_header().unwrap(), b"sid=1; Secure");
+    /// ```
     pub fn secure(mut self, yes: bool) -> Self {
         self.secure = yes;
         self
     }
-    /// `HttpOnly`.
+    /// `HttpOnly`: hidden from scripts (`document.cookie`).
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// assert_eq!(SetCookie::new("sid", "1").http_only(true).to_header().unwrap(), b"sid=1; HttpOnly");
+    /// ```
     pub fn http_only(mut self, yes: bool) -> Self {
         self.http_only = yes;
         self
     }
     /// `SameSite`.
+    ///
+    /// ```
+    /// use peregrine::cookie::{SameSite, SetCookie};
+    /// let csrf = SetCookie::new("csrf", "t0k").same_site(SameSite::Strict);
+    /// assert_eq!(csrf.to_header().unwrap(), b"csrf=t0k; SameSite=Strict");
+    /// ```
     pub fn same_site(mut self, s: SameSite) -> Self {
         self.same_site = Some(s);
         self
     }
 
-    /// The header value, or a 500 error if a part is not allowed in a cookie.
+    /// The header value, or a 500 error if a part is not allowed in a cookie (a value with `;`,
+    /// a space, a comma or a line break would split the cookie or inject attributes).
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// let user_input = "x; Domain=evil.example";
+    /// let err = SetCookie::new("name", user_input).to_header().unwrap_err();
+    /// assert_eq!(err.status(), 500);
+    /// assert!(SetCookie::new("bad name", "1").to_header().is_err());
+    /// ```
     pub fn to_header(&self) -> Result<Vec<u8>, Error> {
         let bad = |what: &str| {
             Err(Error::internal()

@@ -99,31 +99,143 @@ impl Error {
     }
 
     /// 400 Bad Request.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    ///
+    /// async fn search(req: Request) -> Result<String, Error> {
+    ///     let q = req.query_string().unwrap_or("");
+    ///     if q.len() > 100 {
+    ///         return Err(Error::bad_request().with_detail("query too long"));
+    ///     }
+    ///     Ok(format!("results for {q}"))
+    /// }
+    ///
+    /// let client = App::new().route("/search", get(search)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get(&format!("/search?{}", "q".repeat(101))).send().await;
+    /// assert_eq!(res.status(), 400);
+    /// assert_eq!(res.json::<serde_json::Value>()["detail"], "query too long");
+    /// # });
+    /// ```
     pub fn bad_request() -> Self {
         Self::new(400)
     }
-    /// 401 Unauthorized.
+    /// 401 Unauthorized (add the `WWW-Authenticate` challenge with [`Error::with_header`]).
+    ///
+    /// ```
+    /// let e = peregrine::Error::unauthorized().with_header("www-authenticate", "Bearer");
+    /// assert_eq!((e.status(), e.title()), (401, "Unauthorized"));
+    /// ```
     pub fn unauthorized() -> Self {
         Self::new(401)
     }
-    /// 403 Forbidden.
+    /// 403 Forbidden: authenticated, but not allowed.
+    ///
+    /// ```
+    /// use peregrine::{delete, App, Error, Request, StatusCode};
+    ///
+    /// async fn remove(req: Request) -> Result<StatusCode, Error> {
+    ///     if req.header("x-role") != Some("admin") {
+    ///         return Err(Error::forbidden().with_detail("only admins delete projects"));
+    ///     }
+    ///     Ok(StatusCode::NO_CONTENT)
+    /// }
+    ///
+    /// let client = App::new().route("/projects/{id}", delete(remove)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.delete("/projects/3").send().await.status(), 403);
+    /// assert_eq!(client.delete("/projects/3").header("x-role", "admin").send().await.status(), 204);
+    /// # });
+    /// ```
     pub fn forbidden() -> Self {
         Self::new(403)
     }
     /// 404 Not Found.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    ///
+    /// async fn user(req: Request) -> Result<&'static str, Error> {
+    ///     match req.param::<u64>("id")? {
+    ///         1 => Ok("ada"),
+    ///         _ => Err(Error::not_found().with_detail("no such user")),
+    ///     }
+    /// }
+    ///
+    /// let client = App::new().route("/users/{id}", get(user)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/users/2").send().await;
+    /// assert_eq!(res.status(), 404);
+    /// assert_eq!(res.header("content-type"), Some("application/problem+json"));
+    /// assert_eq!(
+    ///     res.json::<serde_json::Value>(),
+    ///     serde_json::json!({"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no such user"})
+    /// );
+    /// # });
+    /// ```
     pub fn not_found() -> Self {
         Self::new(404)
     }
-    /// 409 Conflict.
+    /// 409 Conflict: the request clashes with the resource's current state.
+    ///
+    /// ```
+    /// let e = peregrine::Error::conflict().with_detail("the username is taken");
+    /// assert_eq!((e.status(), e.detail()), (409, Some("the username is taken")));
+    /// ```
     pub fn conflict() -> Self {
         Self::new(409)
     }
     /// 422 Unprocessable Content: the usual answer to a validation failure (add the fields
     /// with [`Error::with_field_error`]).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request, StatusCode};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Signup { email: String, age: u8 }
+    ///
+    /// async fn signup(mut req: Request) -> Result<StatusCode, Error> {
+    ///     let s: Signup = req.json().await?; // 400 if it is not a Signup at all
+    ///     let mut problems = Vec::new();
+    ///     if !s.email.contains('@') { problems.push(("email", "must be an address")); }
+    ///     if s.age < 13 { problems.push(("age", "must be 13 or more")); }
+    ///     if !problems.is_empty() {
+    ///         return Err(problems.into_iter().fold(Error::unprocessable(), |e, (f, d)| e.with_field_error(f, d)));
+    ///     }
+    ///     Ok(StatusCode::CREATED)
+    /// }
+    ///
+    /// let client = App::new().route("/signup", post(signup)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.post("/signup").json(&serde_json::json!({"email": "ada", "age": 9})).send().await;
+    /// assert_eq!(res.status(), 422);
+    /// let body: serde_json::Value = res.json();
+    /// assert_eq!(body["errors"][0]["field"], "email");
+    /// assert_eq!(body["errors"][1]["pointer"], "#/age");
+    /// let ok = client.post("/signup").json(&serde_json::json!({"email": "a@b.c", "age": 30})).send().await;
+    /// assert_eq!(ok.status(), 201);
+    /// # });
+    /// ```
     pub fn unprocessable() -> Self {
         Self::new(422)
     }
-    /// 500 Internal Server Error.
+    /// 500 Internal Server Error. A detail given to it is logged, never sent.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    ///
+    /// async fn report(_req: Request) -> Result<String, Error> {
+    ///     Err(Error::internal().with_detail("template cache corrupt at slot 7"))
+    /// }
+    ///
+    /// let client = App::new().route("/report", get(report)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/report").send().await;
+    /// assert_eq!(res.status(), 500);
+    /// assert!(!res.text().contains("slot 7"));
+    /// # });
+    /// ```
     pub fn internal() -> Self {
         Self::new(500)
     }
@@ -155,12 +267,24 @@ impl Error {
     }
 
     /// Replaces the title (defaults to the reason phrase).
+    ///
+    /// ```
+    /// let e = peregrine::Error::new(402).with_title("Your trial has ended.");
+    /// assert_eq!(e.title(), "Your trial has ended.");
+    /// ```
     pub fn with_title(mut self, title: impl Into<Cow<'static, str>>) -> Self {
         self.title = title.into();
         self
     }
 
     /// Sets the `type` member: a URI identifying the problem type (default `about:blank`).
+    ///
+    /// ```
+    /// use peregrine::Error;
+    /// assert_eq!(Error::forbidden().type_uri(), "about:blank");
+    /// let e = Error::forbidden().with_type("https://example.com/problems/out-of-credit");
+    /// assert_eq!(e.type_uri(), "https://example.com/problems/out-of-credit");
+    /// ```
     pub fn with_type(mut self, uri: impl Into<Cow<'static, str>>) -> Self {
         self.extra().type_uri = Some(uri.into());
         self
@@ -168,6 +292,20 @@ impl Error {
 
     /// Sets the `instance` member: a URI identifying this occurrence (for example the request
     /// path, or a link to a log entry).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    ///
+    /// async fn account(req: Request) -> Result<String, Error> {
+    ///     Err(Error::forbidden().with_instance(req.path().to_owned()))
+    /// }
+    ///
+    /// let client = App::new().route("/accounts/{id}", get(account)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/accounts/12345").send().await;
+    /// assert_eq!(res.json::<serde_json::Value>()["instance"], "/accounts/12345");
+    /// # });
+    /// ```
     pub fn with_instance(mut self, uri: impl Into<Cow<'static, str>>) -> Self {
         self.extra().instance = Some(uri.into());
         self
@@ -212,6 +350,17 @@ impl Error {
     /// Adds a per-field error to the `errors` member: `{"pointer": "#/<field>", "field":
     /// <field>, "detail": <detail>}` (the pointer as in RFC 9457's example; a `field` given
     /// with `/` is taken as a path, `a/b` → `#/a/b`). Shown for 4xx only.
+    ///
+    /// ```
+    /// use peregrine::{Error, IntoResponse, ResponseBody};
+    ///
+    /// let e = Error::unprocessable().with_field_error("address/zip", "must be 5 digits");
+    /// let ResponseBody::Full(body) = e.into_response().body else { unreachable!() };
+    /// let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    /// assert_eq!(j["errors"], serde_json::json!([
+    ///     {"pointer": "#/address/zip", "field": "address/zip", "detail": "must be 5 digits"}
+    /// ]));
+    /// ```
     pub fn with_field_error(
         mut self,
         field: impl Into<Cow<'static, str>>,
@@ -225,6 +374,20 @@ impl Error {
 
     /// Adds a response header (for example `Allow` on a 405, `WWW-Authenticate` on a 401).
     /// A name or value that is not a valid header is dropped (and logged).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    ///
+    /// async fn export(_req: Request) -> Result<String, Error> {
+    ///     Err(Error::new(429).with_detail("one export per minute").with_header("retry-after", "60"))
+    /// }
+    ///
+    /// let client = App::new().route("/export", get(export)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/export").send().await;
+    /// assert_eq!((res.status(), res.header("retry-after")), (429, Some("60")));
+    /// # });
+    /// ```
     pub fn with_header(
         mut self,
         name: impl Into<Cow<'static, str>>,
@@ -239,19 +402,42 @@ impl Error {
         self
     }
 
-    /// The status code.
+    /// The status code (a status outside 400–599 given to [`Error::new`] becomes 500).
+    ///
+    /// ```
+    /// use peregrine::Error;
+    /// assert_eq!(Error::new(418).status(), 418);
+    /// assert_eq!(Error::new(302).status(), 500); // an error is never a redirect
+    /// ```
     pub fn status(&self) -> u16 {
         self.status
     }
     /// The title.
+    ///
+    /// ```
+    /// assert_eq!(peregrine::Error::new(429).title(), "Too Many Requests");
+    /// ```
     pub fn title(&self) -> &str {
         &self.title
     }
-    /// The detail, if any.
+    /// The detail, if any (kept even for 5xx, where it is logged rather than sent).
+    ///
+    /// ```
+    /// use peregrine::Error;
+    /// assert_eq!(Error::not_found().detail(), None);
+    /// assert_eq!(Error::internal().with_detail("pool exhausted").detail(), Some("pool exhausted"));
+    /// ```
     pub fn detail(&self) -> Option<&str> {
         self.detail.as_deref()
     }
     /// The `type` URI (`about:blank` unless set).
+    ///
+    /// ```
+    /// use peregrine::Error;
+    /// let e = Error::new(403).with_type("https://example.com/problems/quota");
+    /// assert_eq!(e.type_uri(), "https://example.com/problems/quota");
+    /// assert_eq!(Error::new(403).type_uri(), "about:blank");
+    /// ```
     pub fn type_uri(&self) -> &str {
         self.extra
             .as_ref()

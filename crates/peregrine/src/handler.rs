@@ -34,12 +34,61 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + 'static>>;
 /// # let _ = app;
 /// ```
 pub trait Handler: Send + Sync + 'static {
-    /// Answers `req`.
+    /// Answers `req`. Implement it for a handler with configuration of its own.
+    ///
+    /// ```
+    /// use peregrine::{get, App, BoxFuture, Handler, Request, Response, ResponseBody};
+    ///
+    /// /// Answers every request with one fixed document.
+    /// struct Fixed { content_type: &'static str, body: &'static str }
+    ///
+    /// impl Handler for Fixed {
+    ///     fn call(&self, _req: Request) -> BoxFuture<Response> {
+    ///         let res = Response::new(200)
+    ///             .with_header("content-type", self.content_type.as_bytes())
+    ///             .with_body(ResponseBody::Full(bytes::Bytes::from_static(self.body.as_bytes())));
+    ///         Box::pin(async move { res })
+    ///     }
+    /// }
+    ///
+    /// let manifest = Fixed { content_type: "application/manifest+json", body: r#"{"name":"Falcon"}"# };
+    /// let client = App::new().route("/app.webmanifest", get(manifest)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/app.webmanifest").send().await;
+    /// assert_eq!(res.header("content-type"), Some("application/manifest+json"));
+    /// assert_eq!(res.text(), r#"{"name":"Falcon"}"#);
+    /// # });
+    /// ```
     fn call(&self, req: Request) -> BoxFuture<Response>;
 
     /// Adds what this handler needs from the application (state types), checked when the
     /// application is built. Handlers taking [`Extract`] arguments report theirs; the default
     /// is nothing.
+    ///
+    /// ```
+    /// use peregrine::{get, App, BoxFuture, Handler, Need, Request, Response};
+    ///
+    /// struct Greeting(String);
+    ///
+    /// /// Reads the application's `Greeting`, so it says so.
+    /// struct Greeter;
+    ///
+    /// impl Handler for Greeter {
+    ///     fn call(&self, req: Request) -> BoxFuture<Response> {
+    ///         let text = req.state::<Greeting>().map(|g| g.0.clone());
+    ///         Box::pin(async move { peregrine::IntoResponse::into_response(text) })
+    ///     }
+    ///     fn needs(&self, needs: &mut Vec<Need>) {
+    ///         needs.push(Need::shared::<Greeting>());
+    ///     }
+    /// }
+    ///
+    /// assert!(App::new().route("/", get(Greeter)).try_into_service().is_err()); // caught at build
+    /// let client = App::new().with_state(Greeting("hello".into())).route("/", get(Greeter)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "hello");
+    /// # });
+    /// ```
     fn needs(&self, needs: &mut Vec<Need>) {
         let _ = needs;
     }

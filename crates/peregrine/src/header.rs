@@ -114,7 +114,32 @@ impl Headers {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Adds `name: value` (checked when the response is built).
+    /// Adds `name: value` (checked when the response is built: a malformed one, which would
+    /// split or corrupt the header block, turns the answer into a logged 500).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Headers, Request, StatusCode};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// async fn report(_req: Request) -> (StatusCode, Headers, &'static str) {
+    ///     let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777);
+    ///     let headers = Headers::new()
+    ///         .add("last-modified", modified) // an HTTP date
+    ///         .add("x-rows", 3u32);
+    ///     (StatusCode::OK, headers, "a,b\n1,2\n3,4\n")
+    /// }
+    ///
+    /// let client = App::new()
+    ///     .route("/report.csv", get(report))
+    ///     .route("/bad", get(|_r: Request| async { (Headers::new().add("x-bad", "line\r\nbreak"), "x") }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/report.csv").send().await;
+    /// assert_eq!(res.header("last-modified"), Some("Sun, 06 Nov 1994 08:49:37 GMT"));
+    /// assert_eq!(res.header("x-rows"), Some("3"));
+    /// assert_eq!(client.get("/bad").send().await.status(), 500);
+    /// # });
+    /// ```
     pub fn add(mut self, name: impl Into<Cow<'static, str>>, value: impl IntoHeaderValue) -> Self {
         self.0.push((name.into(), value.into_header_value()));
         self
@@ -123,6 +148,22 @@ impl Headers {
 
 /// Headers as response tuples accept them: an array or a `Vec` of `(name, value)` pairs, or
 /// [`Headers`].
+///
+/// ```
+/// use peregrine::{get, App, Request, StatusCode};
+///
+/// let client = App::new()
+///     .route("/a", get(|_r: Request| async { ([("cache-control", "no-store")], "array") }))
+///     .route("/v", get(|_r: Request| async {
+///         let links: Vec<(&'static str, String)> = (1..=2).map(|p| ("link", format!("</page/{p}>"))).collect();
+///         (StatusCode::OK, links, "vec")
+///     }))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/a").send().await.header("cache-control"), Some("no-store"));
+/// assert_eq!(client.get("/v").send().await.header_all("link"), ["</page/1>", "</page/2>"]);
+/// # });
+/// ```
 pub trait IntoHeaders {
     /// The pairs, not yet checked.
     fn into_headers(self) -> impl Iterator<Item = (Cow<'static, str>, Cow<'static, [u8]>)>;

@@ -33,6 +33,29 @@ use std::sync::Arc;
 
 /// The process's health: the engine's drain signal, plus an application switch for "not ready
 /// yet" (warming caches, a dependency down).
+///
+/// ```
+/// use peregrine::health::Health;
+/// use peregrine::{get, App, Request, ServerConfig};
+///
+/// let config = ServerConfig::default();
+/// let health = Health::new(&config);
+/// let client = App::new()
+///     .route("/", get(|_r: Request| async { "hi" }))
+///     .route("/livez", health.liveness())
+///     .route("/readyz", health.readiness())
+///     .hook(health.close_when_draining())
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/readyz").send().await.text(), "ready\n");
+///
+/// config.drain_signal.start(); // what SIGTERM or `ServerHandle::shutdown` does
+/// let ready = client.get("/readyz").send().await;
+/// assert_eq!((ready.status(), ready.text()), (503, "draining\n"));
+/// assert_eq!(client.get("/livez").send().await.status(), 200); // alive, only leaving
+/// assert_eq!(client.get("/").send().await.header("connection"), Some("close"));
+/// # });
+/// ```
 #[derive(Debug, Clone)]
 pub struct Health {
     drain: DrainSignal,
@@ -41,6 +64,17 @@ pub struct Health {
 
 impl Health {
     /// Health tied to the drain signal of `config` (the configuration the server will run with).
+    ///
+    /// ```
+    /// use peregrine::health::Health;
+    /// use peregrine::ServerConfig;
+    ///
+    /// let config = ServerConfig::default();
+    /// let health = Health::new(&config);
+    /// assert!(health.is_ready());
+    /// config.drain_signal.start();
+    /// assert!(!health.is_ready()); // the same signal the server raises on shutdown
+    /// ```
     pub fn new(config: &ServerConfig) -> Self {
         Health {
             drain: config.drain_signal.clone(),
@@ -69,18 +103,57 @@ impl Health {
     }
 
     /// Whether readiness answers 200: not draining and not marked unready.
+    ///
+    /// ```
+    /// use peregrine::health::Health;
+    ///
+    /// let health = Health::new(&peregrine::ServerConfig::default());
+    /// health.set_ready(false);
+    /// assert!(!health.is_ready());
+    /// health.set_ready(true);
+    /// assert!(health.is_ready());
+    /// ```
     pub fn is_ready(&self) -> bool {
         !self.drain.is_draining() && !self.not_ready.load(Ordering::Relaxed)
     }
 
     /// `GET` (and `HEAD`) answering `200 ok` while the process can serve at all. It stays 200
     /// during a drain: the process is alive, only leaving.
+    ///
+    /// ```
+    /// use peregrine::health::Health;
+    /// use peregrine::App;
+    ///
+    /// let health = Health::new(&peregrine::ServerConfig::default());
+    /// let client = App::new().route("/livez", health.liveness()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// health.set_ready(false); // not ready is not dead
+    /// let res = client.get("/livez").send().await;
+    /// assert_eq!((res.status(), res.text()), (200, "ok\n"));
+    /// assert_eq!(client.head("/livez").send().await.status(), 200);
+    /// # });
+    /// ```
     pub fn liveness(&self) -> MethodRouter {
         get(|_r: Request| async { plain(200, "ok\n") })
     }
 
     /// `GET` (and `HEAD`) answering `200 ready`, or `503 draining` / `503 not ready` (with
     /// `Connection: close`, so a checker's keep-alive connection does not pin it here).
+    ///
+    /// ```
+    /// use peregrine::health::Health;
+    /// use peregrine::{App, ServerConfig};
+    ///
+    /// let config = ServerConfig::default();
+    /// let health = Health::new(&config);
+    /// let client = App::new().route("/readyz", health.readiness()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// config.drain_signal.start();
+    /// let res = client.get("/readyz").send().await;
+    /// assert_eq!((res.status(), res.text()), (503, "draining\n"));
+    /// assert_eq!(res.header("connection"), Some("close"));
+    /// # });
+    /// ```
     pub fn readiness(&self) -> MethodRouter {
         let me = self.clone();
         get(move |_r: Request| {
@@ -98,6 +171,24 @@ impl Health {
     /// A hook that adds `Connection: close` to every response once draining has started, so
     /// keep-alive clients move to other instances during the drain delay instead of being cut
     /// off when the server stops.
+    ///
+    /// ```
+    /// use peregrine::health::Health;
+    /// use peregrine::{get, App, Request, ServerConfig};
+    ///
+    /// let config = ServerConfig::default();
+    /// let health = Health::new(&config);
+    /// let client = App::new()
+    ///     .route("/api/items", get(|_r: Request| async { "[]" }))
+    ///     .hook(health.close_when_draining())
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/api/items").send().await.header("connection"), None);
+    /// config.drain_signal.start();
+    /// let res = client.get("/api/items").send().await;
+    /// assert_eq!((res.text(), res.header("connection")), ("[]", Some("close")));
+    /// # });
+    /// ```
     pub fn close_when_draining(&self) -> CloseWhenDraining {
         CloseWhenDraining(self.drain.clone())
     }

@@ -11,16 +11,25 @@
 //! layer and gives the engine an [`EngineObserver`] (`ServerConfig::events`); without them the
 //! request path has no metrics code at all.
 //!
-//! ```no_run
+//! ```
 //! use peregrine::metrics::{self, Metrics};
 //! use peregrine::{get, App, Request};
 //!
 //! let prometheus = metrics::install().expect("no other metrics recorder installed");
 //! let app = App::new()
-//!     .route("/hello", get(|_r: Request| async { "hi" }))
+//!     .route("/hello/{name}", get(|_r: Request| async { "hi" }))
 //!     .route("/metrics", prometheus.endpoint())
 //!     .layer(Metrics::new());
-//! # let _ = app;
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let client = app.test();
+//! client.get("/hello/ada").send().await;
+//! client.get("/hello/bob").send().await;
+//!
+//! let scrape = client.get("/metrics").send().await;
+//! // Counted by route template, not by path, so the label set stays bounded.
+//! assert!(scrape.text().contains(r#"peregrine_http_requests_total{method="GET",route="/hello/{name}",status="2xx"} 2"#));
+//! assert!(scrape.text().contains("peregrine_http_request_duration_seconds_bucket{"));
+//! # });
 //! ```
 //!
 //! | metric | type | labels |
@@ -83,6 +92,18 @@ impl std::fmt::Debug for Prometheus {
 /// 5 s so memory stays bounded between scrapes).
 ///
 /// Fails if another `metrics` recorder was installed by someone else first.
+///
+/// ```
+/// use peregrine::metrics;
+///
+/// let prometheus = metrics::install()?;
+/// // Any library reporting through the `metrics` facade lands in the same scrape.
+/// ::metrics::counter!("orders_placed_total", "channel" => "web").increment(3);
+/// assert!(prometheus.render().contains(r#"orders_placed_total{channel="web"} 3"#));
+/// // Installing again gives the same recorder.
+/// assert!(metrics::install()?.render().contains("orders_placed_total"));
+/// # Ok::<(), String>(())
+/// ```
 pub fn install() -> Result<Prometheus, String> {
     if let Some(h) = INSTALLED.get() {
         return Ok(Prometheus { handle: h.clone() });
@@ -109,12 +130,48 @@ pub fn install() -> Result<Prometheus, String> {
 }
 
 impl Prometheus {
-    /// The current scrape, in the Prometheus text format.
+    /// The current scrape, in the Prometheus text format (to push it somewhere, or serve it
+    /// from a handler of your own).
+    ///
+    /// ```
+    /// use peregrine::metrics::{self, Prometheus};
+    /// use peregrine::{get, App, Error, Request, State};
+    ///
+    /// // A scrape behind a token, with the recorder kept as shared state.
+    /// async fn scrape(req: Request, State(p): State<Prometheus>) -> Result<String, Error> {
+    ///     if req.header("authorization") != Some("Bearer scrape-token") {
+    ///         return Err(Error::unauthorized());
+    ///     }
+    ///     Ok(p.render())
+    /// }
+    ///
+    /// let prometheus = metrics::install()?;
+    /// ::metrics::gauge!("queue_depth").set(4.0);
+    /// let client = App::new().with_state(prometheus).route("/internal/metrics", get(scrape)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/internal/metrics").send().await.status(), 401);
+    /// let res = client.get("/internal/metrics").header("authorization", "Bearer scrape-token").send().await;
+    /// assert!(res.text().contains("queue_depth 4"));
+    /// # });
+    /// # Ok::<(), String>(())
+    /// ```
     pub fn render(&self) -> String {
         self.handle.render()
     }
 
     /// A `GET` route answering the scrape (`text/plain; version=0.0.4`).
+    ///
+    /// ```
+    /// use peregrine::{metrics, App};
+    ///
+    /// let client = App::new().route("/metrics", metrics::install()?.endpoint()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/metrics").send().await;
+    /// assert_eq!(res.status(), 200);
+    /// assert_eq!(res.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    /// # });
+    /// # Ok::<(), String>(())
+    /// ```
     pub fn endpoint(&self) -> MethodRouter {
         let me = self.clone();
         get(move |_req: Request| {
@@ -138,6 +195,25 @@ impl Prometheus {
 ///
 /// Handles to the per-label series are cached per worker thread: after the first request of a
 /// kind, a request costs a small hash lookup and a few atomic adds.
+///
+/// ```
+/// use peregrine::metrics::{self, Metrics};
+/// use peregrine::{get, App, Request};
+///
+/// let prometheus = metrics::install()?;
+/// let client = App::new()
+///     .route("/orders/{id}", get(|_r: Request| async { "order" }))
+///     .layer(Metrics::new())
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// client.get("/orders/17").send().await;
+/// client.get("/no/such/page").send().await; // 404: route "-"
+/// let scrape = prometheus.render();
+/// assert!(scrape.contains(r#"peregrine_http_requests_total{method="GET",route="/orders/{id}",status="2xx"} 1"#));
+/// assert!(scrape.contains(r#"peregrine_http_requests_total{method="GET",route="-",status="4xx"} 1"#));
+/// # });
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Metrics {
     _private: (),

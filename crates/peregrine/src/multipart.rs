@@ -15,6 +15,13 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 /// Limits for [`Request::multipart_with`]. Past either limit the read fails with 413.
+///
+/// ```
+/// use peregrine::MultipartLimits;
+/// // Photo uploads: up to 50 MiB in all, no single photo over 20 MiB.
+/// let photos = MultipartLimits { total: 50 << 20, per_part: 20 << 20 };
+/// assert!(photos.per_part <= photos.total);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct MultipartLimits {
     /// The whole body (every part, headers and boundaries included).
@@ -24,12 +31,83 @@ pub struct MultipartLimits {
 }
 
 /// A `multipart/form-data` body, read part by part (see [`Request::multipart`]).
+///
+/// ```
+/// use peregrine::{post, App, Error, Request};
+///
+/// /// A contact form: `email` is required.
+/// async fn contact(mut req: Request) -> Result<String, Error> {
+///     let mut form = req.multipart()?;
+///     let (mut email, mut message) = (None, String::new());
+///     while let Some(mut field) = form.next_field().await? {
+///         match field.name() {
+///             Some("email") => email = Some(field.text().await?),
+///             Some("message") => message = field.text().await?,
+///             _ => {} // unknown parts are skipped
+///         }
+///     }
+///     let email = email.ok_or_else(|| Error::unprocessable().with_field_error("email", "required"))?;
+///     Ok(format!("{email}: {message}"))
+/// }
+///
+/// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+/// #     let mut b = String::new();
+/// #     for (name, file, ct, data) in parts {
+/// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+/// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+/// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+/// #     }
+/// #     b + "--XX--\r\n"
+/// # }
+/// let client = App::new().route("/contact", post(contact)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let send = |body: String| client.post("/contact").header("content-type", "multipart/form-data; boundary=XX").body(body);
+/// let ok = send(form(&[("email", None, "text/plain", "ada@example.com"), ("message", None, "text/plain", "hi")])).send().await;
+/// assert_eq!(ok.text(), "ada@example.com: hi");
+/// assert_eq!(send(form(&[("message", None, "text/plain", "hi")])).send().await.status(), 422);
+/// // Not multipart at all: 415.
+/// assert_eq!(client.post("/contact").body("email=x").send().await.status(), 415);
+/// # });
+/// ```
 pub struct Multipart {
     inner: multer::Multipart<'static>,
     pump: Pump,
 }
 
 /// One part of a [`Multipart`] body. Read it before asking for the next part.
+///
+/// ```
+/// use peregrine::{post, App, Error, Request};
+///
+/// /// Avatars: one PNG part, kept in memory (small).
+/// async fn avatar(mut req: Request) -> Result<String, Error> {
+///     let mut form = req.multipart()?;
+///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+///     if field.content_type().as_deref() != Some("image/png") {
+///         return Err(Error::new(415).with_detail("avatars must be PNG"));
+///     }
+///     let file_name = field.file_name().unwrap_or("unnamed").to_owned(); // for display only
+///     let data = field.bytes().await?;
+///     Ok(format!("{file_name}: {} bytes", data.len()))
+/// }
+///
+/// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+/// #     let mut b = String::new();
+/// #     for (name, file, ct, data) in parts {
+/// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+/// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+/// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+/// #     }
+/// #     b + "--XX--\r\n"
+/// # }
+/// let client = App::new().route("/me/avatar", post(avatar)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let send = |body: String| client.post("/me/avatar").header("content-type", "multipart/form-data; boundary=XX").body(body);
+/// let res = send(form(&[("file", Some("me.png"), "image/png", "PNGDATA")])).send().await;
+/// assert_eq!(res.text(), "me.png: 7 bytes");
+/// assert_eq!(send(form(&[("file", Some("me.gif"), "image/gif", "GIF")])).send().await.status(), 415);
+/// # });
+/// ```
 pub struct Field {
     inner: multer::Field<'static>,
     pump: Pump,
@@ -212,6 +290,43 @@ impl Field {
         self.inner.content_type().map(|m| m.to_string())
     }
     /// The next piece of the part's data, `None` at its end.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// /// Counts lines of an uploaded log as it streams in, never holding it whole.
+    /// async fn count_lines(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let mut lines = 0;
+    ///     while let Some(mut field) = form.next_field().await? {
+    ///         while let Some(chunk) = field.chunk().await? {
+    ///             lines += chunk.iter().filter(|&&b| b == b'\n').count();
+    ///         }
+    ///     }
+    ///     Ok(lines.to_string())
+    /// }
+    ///
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/logs", post(count_lines)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let log = "GET /\n".repeat(10_000);
+    /// let res = client
+    ///     .post("/logs")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("log", Some("access.log"), "text/plain", &log)]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), "10000");
+    /// # });
+    /// ```
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
         let pump = self.pump.clone();
         pump.drive(self.inner.chunk()).await.map_err(multer_error)
@@ -236,6 +351,37 @@ impl Field {
     /// Streams the part into a new file at `path` (created or truncated), chunk by chunk:
     /// the part is never held in memory. Returns the bytes written. On any failure (a limit,
     /// a broken body, a disk error) the partial file is removed.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, MultipartLimits, Request, State};
+    /// use std::path::PathBuf;
+    ///
+    /// struct Uploads(PathBuf);
+    ///
+    /// async fn upload(mut req: Request, State(dir): State<Uploads>) -> Result<String, Error> {
+    ///     let mut form = req.multipart_with(MultipartLimits { total: 1 << 20, per_part: 1024 })?;
+    ///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     // Never the client's file name as a path: a name of our own.
+    ///     let n = field.save_to(dir.0.join("upload-1.bin")).await?;
+    ///     Ok(format!("{n} bytes"))
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let client = App::new().with_state(Uploads(dir.path().into())).route("/upload", post(upload)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let send = |data: &str| {
+    ///     let body = format!("--XX\r\ncontent-disposition: form-data; name=\"f\"; filename=\"../../x\"\r\n\r\n{data}\r\n--XX--\r\n");
+    ///     client.post("/upload").header("content-type", "multipart/form-data; boundary=XX").body(body).send()
+    /// };
+    /// assert_eq!(send("hello").await.text(), "5 bytes");
+    /// assert_eq!(std::fs::read(dir.path().join("upload-1.bin")).unwrap(), b"hello");
+    /// // Over the per-part limit: 413, and no partial file is left behind.
+    /// std::fs::remove_file(dir.path().join("upload-1.bin")).unwrap();
+    /// assert_eq!(send(&"x".repeat(4096)).await.status(), 413);
+    /// assert!(!dir.path().join("upload-1.bin").exists());
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn save_to(&mut self, path: impl AsRef<Path>) -> Result<u64, Error> {
         use tokio::io::AsyncWriteExt;
         let path = path.as_ref();

@@ -45,6 +45,22 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// Why a path was refused (answered 400 before routing).
+///
+/// ```
+/// use peregrine::path::{normalize, PathError};
+/// use peregrine::{get, App, Request};
+///
+/// assert_eq!(normalize("/files/%2E%2E/secret"), Err(PathError::DotSegment));
+/// assert_eq!(normalize("/files/a%00b"), Err(PathError::EncodedSeparator));
+///
+/// // In an application the refusal is a 400 before routing: no handler, no middleware runs.
+/// let client = App::new().route("/files/{*rest}", get(|_r: Request| async { "file" })).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/files/../etc/passwd").send().await.status(), 400);
+/// assert_eq!(client.get("/files/a%2fb").send().await.status(), 400);
+/// assert_eq!(client.get("/files//a").send().await.text(), "file"); // merged, not refused
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathError {
     /// A `.` or `..` segment, literal or percent-encoded.
@@ -70,6 +86,25 @@ impl fmt::Display for PathError {
 impl std::error::Error for PathError {}
 
 /// What to do with `%2F` and `%5C` (encoded `/` and `\`) in a path.
+///
+/// ```
+/// use peregrine::path::EncodedSlashes;
+/// use peregrine::{get, App, Error, Request};
+///
+/// // GitLab-style ids: `/projects/group%2Fname/issues`.
+/// async fn issues(req: Request) -> Result<String, Error> {
+///     Ok(format!("issues of {}", req.param_str("id")?)) // decoded here, once
+/// }
+///
+/// let client = App::new()
+///     .encoded_slashes(EncodedSlashes::Keep)
+///     .route("/projects/{id}/issues", get(issues))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client.get("/projects/group%2Fname/issues").send().await;
+/// assert_eq!(res.text(), "issues of group/name");
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EncodedSlashes {
     /// Refuse the request with 400 (the default).
@@ -82,6 +117,19 @@ pub enum EncodedSlashes {
 
 /// The canonical form of `path` (see the [module documentation](self)), or why it is refused.
 /// Encoded slashes are refused; see [`normalize_with`].
+///
+/// ```
+/// use peregrine::path::normalize;
+/// use std::borrow::Cow;
+///
+/// // Already canonical: borrowed, nothing allocated.
+/// assert!(matches!(normalize("/api/v1/users/7"), Ok(Cow::Borrowed("/api/v1/users/7"))));
+/// // Escapes of unreserved characters decoded, others upper-cased, empty segments merged.
+/// assert_eq!(normalize("/api//v1/%7Eada/caf%c3%a9").unwrap(), "/api/v1/~ada/caf%C3%A9");
+/// // `*` (OPTIONS *) is left alone; an empty path is `/`.
+/// assert_eq!(normalize("*").unwrap(), "*");
+/// assert_eq!(normalize("").unwrap(), "/");
+/// ```
 pub fn normalize(path: &str) -> Result<Cow<'_, str>, PathError> {
     normalize_with(path, EncodedSlashes::Refuse)
 }

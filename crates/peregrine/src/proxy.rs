@@ -14,7 +14,11 @@
 //! let app = App::new()
 //!     .route("/", get(|req: Request| async move { req.client_addr().to_string() }))
 //!     .with_state(TrustedProxies::new(["10.0.0.0/8", "fd00::/8", "127.0.0.1"]).unwrap());
-//! # let _ = app;
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! // The test client's requests come from 127.0.0.1: a trusted proxy here.
+//! let res = app.test().get("/").header("forwarded", "for=198.51.100.17;proto=https").send().await;
+//! assert_eq!(res.text(), "198.51.100.17");
+//! # });
 //! ```
 //!
 //! Without a [`TrustedProxies`] state, [`Request::client_addr`] is the peer's address.
@@ -25,12 +29,53 @@ use std::net::IpAddr;
 
 /// The networks whose connections may tell who the client is. Add it to the application with
 /// [`App::with_state`](crate::App::with_state).
+///
+/// ```
+/// use peregrine::proxy::TrustedProxies;
+/// use peregrine::{get, App, Request};
+///
+/// let app = || App::new()
+///     .route("/ip", get(|req: Request| async move { req.client_addr().to_string() }))
+///     .with_state(TrustedProxies::new(["10.0.0.0/8"]).unwrap());
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // From the load balancer (10.0.0.5): its X-Forwarded-For is believed.
+/// let via_lb = app().test().with_peer("10.0.0.5:51000".parse().unwrap());
+/// let res = via_lb.get("/ip").header("x-forwarded-for", "203.0.113.7").send().await;
+/// assert_eq!(res.text(), "203.0.113.7");
+///
+/// // Straight from the internet: the header is the client's own claim, ignored.
+/// let direct = app().test().with_peer("192.0.2.44:40000".parse().unwrap());
+/// let res = direct.get("/ip").header("x-forwarded-for", "203.0.113.7").send().await;
+/// assert_eq!(res.text(), "192.0.2.44");
+/// # });
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct TrustedProxies {
     nets: Vec<IpNet>,
 }
 
 /// The scheme the client used, as forwarded by a trusted proxy.
+///
+/// ```
+/// use peregrine::proxy::{client_info, Scheme, TrustedProxies};
+/// use peregrine::{get, App, IntoResponse, Redirect, Request, Response};
+///
+/// /// Sends plain-HTTP visitors (as the TLS-terminating proxy reports) to HTTPS.
+/// async fn home(req: Request) -> Response {
+///     match client_info(&req).scheme {
+///         Some(Scheme::Https) => Response::text("secure"),
+///         _ => Redirect::permanent("https://example.com/").into_response(),
+///     }
+/// }
+///
+/// let client = App::new().route("/", get(home)).with_state(TrustedProxies::new(["127.0.0.1"]).unwrap()).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // What the proxy adds: the client's address and the scheme it used.
+/// let via = |proto: &'static str| client.get("/").header("x-forwarded-for", "203.0.113.7").header("x-forwarded-proto", proto);
+/// assert_eq!(via("https").send().await.text(), "secure");
+/// assert_eq!(via("http").send().await.status(), 308);
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     /// `http`
@@ -40,6 +85,24 @@ pub enum Scheme {
 }
 
 /// Who sent the request, after trusted proxies are accounted for.
+///
+/// ```
+/// use peregrine::proxy::{client_info, TrustedProxies};
+/// use peregrine::{get, App, Request};
+///
+/// async fn audit(req: Request) -> String {
+///     let who = client_info(&req);
+///     let how = if who.forwarded { "via proxy" } else { "direct" };
+///     format!("{} ({how})", who.addr)
+/// }
+///
+/// let client = App::new().route("/audit", get(audit)).with_state(TrustedProxies::new(["127.0.0.1"]).unwrap()).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/audit").send().await.text(), "127.0.0.1 (direct)");
+/// let res = client.get("/audit").header("x-forwarded-for", "2001:db8::7").send().await;
+/// assert_eq!(res.text(), "2001:db8::7 (via proxy)");
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientInfo {
     /// The client's address.
@@ -83,12 +146,40 @@ impl TrustedProxies {
     }
 
     /// Whether `ip` is in a trusted network (IPv4-mapped IPv6 addresses count as IPv4).
+    ///
+    /// ```
+    /// use peregrine::proxy::TrustedProxies;
+    /// let t = TrustedProxies::new(["10.0.0.0/8", "fd00::/8"]).unwrap();
+    /// assert!(t.contains("::ffff:10.9.8.7".parse().unwrap())); // a dual-stack socket's view of 10.9.8.7
+    /// assert!(t.contains("fd00::1".parse().unwrap()));
+    /// assert!(!t.contains("11.0.0.1".parse().unwrap()));
+    /// ```
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
         self.nets.iter().any(|n| n.contains(&ip))
     }
 
-    /// The client of `req` (see the module documentation for the rules).
+    /// The client of `req` (see the module documentation for the rules). For an application
+    /// that holds its trust elsewhere than in its state (otherwise use [`client_info`]).
+    ///
+    /// ```
+    /// use peregrine::proxy::TrustedProxies;
+    /// use peregrine::{get, App, Request};
+    /// use std::sync::Arc;
+    ///
+    /// let internal_lb = Arc::new(TrustedProxies::new(["127.0.0.0/8"]).unwrap());
+    /// let trust = internal_lb.clone();
+    /// let client = App::new()
+    ///     .route("/admin/whoami", get(move |req: Request| {
+    ///         let info = trust.resolve(&req);
+    ///         async move { info.addr.to_string() }
+    ///     }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/admin/whoami").header("x-forwarded-for", "10.20.30.40").send().await;
+    /// assert_eq!(res.text(), "10.20.30.40");
+    /// # });
+    /// ```
     pub fn resolve(&self, req: &Request) -> ClientInfo {
         let peer = req.peer_addr().ip().to_canonical();
         let direct = ClientInfo {

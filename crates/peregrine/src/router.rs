@@ -194,6 +194,20 @@ impl MethodRouter {
     ///
     /// # Panics
     /// If `method` is not a valid token or already has a handler.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/cache/{key}", get(|_r: Request| async { "value" }).on("PURGE", |_r: Request| async { "purged" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.request("PURGE", "/cache/home").send().await.text(), "purged");
+    /// let res = client.delete("/cache/home").send().await;
+    /// assert_eq!(res.status(), 405);
+    /// assert_eq!(res.header("allow"), Some("GET, HEAD, OPTIONS, PURGE"));
+    /// # });
+    /// ```
     pub fn on<M, H: IntoHandler<M>>(mut self, method: &str, handler: H) -> Self {
         assert!(
             peregrine_server::codec::grammar::is_token(method.as_bytes()),
@@ -212,6 +226,21 @@ impl MethodRouter {
     }
 
     /// Handles every method not otherwise set.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/webhook", get(|_r: Request| async { "send a POST" }).any(|req: Request| async move {
+    ///         format!("got {}", req.method())
+    ///     }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/webhook").send().await.text(), "send a POST");
+    /// assert_eq!(client.post("/webhook").send().await.text(), "got POST");
+    /// assert_eq!(client.request("PATCH", "/webhook").send().await.text(), "got PATCH");
+    /// # });
+    /// ```
     pub fn any<M, H: IntoHandler<M>>(mut self, handler: H) -> Self {
         self.any = Some(Endpoint::new(handler.into_handler()));
         self
@@ -231,6 +260,28 @@ impl MethodRouter {
 
     /// Wraps this route's handlers in a synchronous [`Hook`] (see there: consecutive hooks
     /// cost one allocation per request together, not one each).
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, Request, Response};
+    ///
+    /// /// Marks a deprecated endpoint (RFC 9745).
+    /// struct Deprecated;
+    /// impl Hook for Deprecated {
+    ///     fn after(&self, res: &mut Response) {
+    ///         res.headers.push(("deprecation".into(), b"@1735689600"[..].into()));
+    ///     }
+    /// }
+    ///
+    /// let client = App::new()
+    ///     .route("/v1/items", get(|_r: Request| async { "[]" }).hook(Deprecated))
+    ///     .route("/v2/items", get(|_r: Request| async { "[]" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/v1/items").send().await.header("deprecation"), Some("@1735689600"));
+    /// assert_eq!(client.get("/v2/items").send().await.header("deprecation"), None);
+    /// # });
+    /// ```
     pub fn hook<H: Hook>(self, hook: H) -> Self {
         self.push_layer(Layer::Hook(Arc::new(hook)))
     }
@@ -266,6 +317,28 @@ impl MethodRouter {
 
     /// No body limit for this route (see [`MethodRouter::body_limit`]): the handler decides
     /// how much it reads. The engine's timeouts and minimum rates still apply.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn ingest(mut req: Request) -> Result<String, Error> {
+    ///     let mut n = 0;
+    ///     while let Some(piece) = req.body_mut().chunk().await? {
+    ///         n += piece.len();
+    ///     }
+    ///     Ok(n.to_string())
+    /// }
+    ///
+    /// let client = App::new()
+    ///     .body_limit(1024)
+    ///     .route("/small", post(ingest))
+    ///     .route("/ingest", post(ingest).no_body_limit())
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/small").body(vec![0u8; 4096]).send().await.status(), 413);
+    /// assert_eq!(client.post("/ingest").body(vec![0u8; 4096]).send().await.text(), "4096");
+    /// # });
+    /// ```
     pub fn no_body_limit(self) -> Self {
         self.body_limit(u64::MAX)
     }
@@ -363,6 +436,22 @@ pub struct Router {
 
 impl Router {
     /// An empty group.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request, Router};
+    ///
+    /// fn users() -> Router {
+    ///     Router::new()
+    ///         .route("/", get(|_r: Request| async { "all users" }))
+    ///         .route("/{id}", get(|req: Request| async move { format!("user {}", req.param_raw("id").unwrap_or("")) }))
+    /// }
+    ///
+    /// let client = App::new().nest("/users", users()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/users").send().await.text(), "all users");
+    /// assert_eq!(client.get("/users/7").send().await.text(), "user 7");
+    /// # });
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
@@ -419,6 +508,24 @@ impl Router {
     }
 
     /// Adds the routes of `group` at the same level (its own layers stay its own).
+    ///
+    /// ```
+    /// use peregrine::middleware::Timeout;
+    /// use peregrine::{get, App, Request, Router};
+    /// use std::time::Duration;
+    ///
+    /// let reports = Router::new()
+    ///     .route("/reports/daily", get(|_r: Request| async { "daily" }))
+    ///     .layer(Timeout::new(Duration::from_secs(30))); // only on the reports
+    /// let site = Router::new()
+    ///     .route("/", get(|_r: Request| async { "home" }))
+    ///     .merge(reports);
+    /// let client = App::new().merge(site).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/reports/daily").send().await.text(), "daily");
+    /// assert_eq!(client.get("/").send().await.text(), "home");
+    /// # });
+    /// ```
     pub fn merge(mut self, group: Router) -> Self {
         self.nested.push((String::new(), group));
         self
@@ -443,6 +550,29 @@ impl Router {
 
     /// Wraps every route of this group in a synchronous [`Hook`]; layers and hooks nest in
     /// the order they are added.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, Error, IntoResponse, Request, Response, Router};
+    ///
+    /// /// Admin routes only for the internal network's header (set by the gateway).
+    /// struct InternalOnly;
+    /// impl Hook for InternalOnly {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         match req.header("x-internal") {
+    ///             Some("1") => Ok(()),
+    ///             _ => Err(Error::not_found().into_response()), // do not reveal the route
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let admin = Router::new().route("/stats", get(|_r: Request| async { "42 users" })).hook(InternalOnly);
+    /// let client = App::new().nest("/admin", admin).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/admin/stats").send().await.status(), 404);
+    /// assert_eq!(client.get("/admin/stats").header("x-internal", "1").send().await.text(), "42 users");
+    /// # });
+    /// ```
     pub fn hook<H: Hook>(mut self, hook: H) -> Self {
         self.layers.push(Layer::Hook(Arc::new(hook)));
         self

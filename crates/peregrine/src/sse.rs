@@ -1,6 +1,37 @@
 //! Server-sent events (`text/event-stream`, WHATWG HTML §9.2): events with `id`, `event`,
 //! `data` (split on newlines) and `retry`, keep-alive comments while idle, and an end when the
 //! client goes (the producer's `send` fails).
+//!
+//! ```
+//! use peregrine::sse::{Event, Sse};
+//! use peregrine::{get, App, Error, Request};
+//!
+//! /// Order status updates; resumes after the client's `Last-Event-ID`.
+//! async fn order_events(req: Request) -> Result<Sse, Error> {
+//!     let from: u32 = req.header("last-event-id").and_then(|v| v.parse().ok()).unwrap_or(0);
+//!     let (tx, sse) = Sse::channel(16);
+//!     tokio::task::spawn_local(async move {
+//!         for (id, status) in [(1, "paid"), (2, "packed"), (3, "shipped")] {
+//!             if id <= from {
+//!                 continue;
+//!             }
+//!             let ev = Event::data(status).event("status").id(id.to_string());
+//!             if tx.send(ev).await.is_err() {
+//!                 return; // the client went away
+//!             }
+//!         }
+//!     });
+//!     Ok(sse)
+//! }
+//!
+//! let client = App::new().route("/orders/{id}/events", get(order_events)).test();
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let res = client.get("/orders/9/events").header("last-event-id", "2").send().await;
+//! assert_eq!(res.header("content-type"), Some("text/event-stream"));
+//! assert_eq!(res.header("cache-control"), Some("no-cache"));
+//! assert_eq!(res.text(), "id: 3\nevent: status\ndata: shipped\n\n");
+//! # });
+//! ```
 
 use crate::response::{Disconnected, IntoResponse};
 use bytes::Bytes;
@@ -31,6 +62,13 @@ pub struct Event {
 
 impl Event {
     /// An event carrying `data` (the `message` type unless [`Event::event`] names another).
+    /// Each line of `data` becomes its own `data:` line; the client joins them back with `\n`.
+    ///
+    /// ```
+    /// use peregrine::sse::Event;
+    /// assert_eq!(Event::data("hello").to_bytes(), "data: hello\n\n");
+    /// assert_eq!(Event::data("a\r\nb").to_bytes(), "data: a\ndata: b\n\n");
+    /// ```
     pub fn data(data: impl Into<String>) -> Self {
         Event {
             data: Some(data.into()),
@@ -51,6 +89,11 @@ impl Event {
         ))
     }
     /// A comment line (`: text`): ignored by clients, keeps proxies from timing out.
+    ///
+    /// ```
+    /// use peregrine::sse::Event;
+    /// assert_eq!(Event::comment("connected").to_bytes(), ": connected\n\n");
+    /// ```
     pub fn comment(text: impl Into<String>) -> Self {
         Event {
             comment: Some(text.into()),
@@ -58,22 +101,49 @@ impl Event {
         }
     }
     /// Sets the event id (the client sends it back as `Last-Event-ID` when it reconnects).
+    /// A line break in it becomes a space, so it cannot start another field.
+    ///
+    /// ```
+    /// use peregrine::sse::Event;
+    /// assert_eq!(Event::data("x").id("41").to_bytes(), "id: 41\ndata: x\n\n");
+    /// assert_eq!(Event::data("x").id("1\ndata: forged").to_bytes(), "id: 1 data: forged\ndata: x\n\n");
+    /// ```
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self
     }
     /// Sets the event type (`addEventListener(type, ..)` on the client).
+    ///
+    /// ```
+    /// use peregrine::sse::Event;
+    /// let e = Event::data("{\"user\":\"ada\"}").event("joined");
+    /// assert_eq!(e.to_bytes(), "event: joined\ndata: {\"user\":\"ada\"}\n\n");
+    /// ```
     pub fn event(mut self, event: impl Into<String>) -> Self {
         self.event = Some(event.into());
         self
     }
-    /// Asks the client to wait this long before reconnecting.
+    /// Asks the client to wait this long before reconnecting (sent in milliseconds).
+    ///
+    /// ```
+    /// use peregrine::sse::Event;
+    /// use std::time::Duration;
+    /// let e = Event::comment("server busy").retry(Duration::from_secs(10));
+    /// assert_eq!(e.to_bytes(), ": server busy\nretry: 10000\n\n");
+    /// ```
     pub fn retry(mut self, after: Duration) -> Self {
         self.retry = Some(after);
         self
     }
 
-    /// The event as it goes on the wire.
+    /// The event as it goes on the wire: comment, `id`, `event`, `retry`, `data`, then the
+    /// blank line that ends it.
+    ///
+    /// ```
+    /// use peregrine::sse::Event;
+    /// let wire = Event::data("42").retry(std::time::Duration::from_millis(1500)).id("a").to_bytes();
+    /// assert_eq!(wire, "id: a\nretry: 1500\ndata: 42\n\n");
+    /// ```
     pub fn to_bytes(&self) -> String {
         let mut out = String::with_capacity(16 + self.data.as_ref().map_or(0, |d| d.len() + 8));
         if let Some(c) = &self.comment {
@@ -192,28 +262,114 @@ impl Sse {
             keep_alive: Some(Duration::from_secs(15)),
         }
     }
-    /// Events sent through a bounded channel (`send` waits while `capacity` are queued).
+    /// Events sent through a bounded channel (`send` waits while `capacity` are queued). The
+    /// response ends when every sender is dropped.
+    ///
+    /// ```
+    /// use peregrine::sse::{Event, Sse};
+    /// use peregrine::{get, App, Request};
+    ///
+    /// async fn progress(_req: Request) -> Sse {
+    ///     let (tx, sse) = Sse::channel(4);
+    ///     tokio::task::spawn_local(async move {
+    ///         for pct in [25, 50, 100] {
+    ///             let _ = tx.send(Event::data(pct.to_string()).event("progress")).await;
+    ///         }
+    ///         // `tx` dropped here: the stream ends.
+    ///     });
+    ///     sse
+    /// }
+    ///
+    /// let client = App::new().route("/jobs/{id}/progress", get(progress)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/jobs/1/progress").send().await;
+    /// assert_eq!(res.text().matches("event: progress").count(), 3);
+    /// assert!(res.text().ends_with("data: 100\n\n"));
+    /// # });
+    /// ```
     pub fn channel(capacity: usize) -> (SseSender, Sse) {
         let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
         (SseSender(tx), Sse::new(Receiver(rx)))
     }
     /// The keep-alive interval; `None` sends none.
+    ///
+    /// ```
+    /// use peregrine::sse::{Event, Sse};
+    /// use peregrine::{get, App, Request};
+    /// use std::time::Duration;
+    ///
+    /// async fn slow(_req: Request) -> Sse {
+    ///     let (tx, sse) = Sse::channel(1);
+    ///     tokio::task::spawn_local(async move {
+    ///         tokio::time::sleep(Duration::from_millis(250)).await; // quiet for a while
+    ///         let _ = tx.send(Event::data("done")).await;
+    ///     });
+    ///     sse.keep_alive(Some(Duration::from_millis(100)))
+    /// }
+    ///
+    /// let client = App::new().route("/slow", get(slow)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+    /// let text = client.get("/slow").send().await.text().to_owned();
+    /// assert!(text.starts_with(": keep-alive\n\n"), "{text}");
+    /// assert!(text.ends_with("data: done\n\n"));
+    /// # });
+    /// ```
     pub fn keep_alive(mut self, every: Option<Duration>) -> Self {
         self.keep_alive = every;
         self
     }
 }
 
-/// The sending half of [`Sse::channel`].
+/// The sending half of [`Sse::channel`]. Clone it to send from several tasks.
+///
+/// ```
+/// use peregrine::sse::{Event, Sse, SseSender};
+/// use peregrine::{get, App, Request};
+///
+/// // Two producers feeding one stream.
+/// async fn feed(_req: Request) -> Sse {
+///     let (tx, sse) = Sse::channel(8);
+///     for source in ["sensor-a", "sensor-b"] {
+///         let tx: SseSender = tx.clone();
+///         tokio::task::spawn_local(async move {
+///             let _ = tx.send(Event::data(source).event("reading")).await;
+///         });
+///     }
+///     sse // the original `tx` is dropped here; the clones keep the stream open
+/// }
+///
+/// let client = App::new().route("/feed", get(feed)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let text = client.get("/feed").send().await.text().to_owned();
+/// assert!(text.contains("data: sensor-a\n") && text.contains("data: sensor-b\n"));
+/// # });
+/// ```
 #[derive(Clone)]
 pub struct SseSender(tokio::sync::mpsc::Sender<Event>);
 
 impl SseSender {
     /// Sends one event; fails once the client is gone (the response was dropped).
+    ///
+    /// ```
+    /// use peregrine::sse::{Event, Sse};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let (tx, sse) = Sse::channel(1);
+    /// drop(sse); // what the engine does when the client disconnects
+    /// assert!(tx.send(Event::data("anyone?")).await.is_err());
+    /// # });
+    /// ```
     pub async fn send(&self, event: Event) -> Result<(), Disconnected> {
         self.0.send(event).await.map_err(|_| Disconnected)
     }
-    /// Whether the client is gone, without sending.
+    /// Whether the client is gone, without sending (to stop expensive work early).
+    ///
+    /// ```
+    /// use peregrine::sse::Sse;
+    /// let (tx, sse) = Sse::channel(1);
+    /// assert!(!tx.is_closed());
+    /// drop(sse);
+    /// assert!(tx.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.0.is_closed()
     }

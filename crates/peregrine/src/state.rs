@@ -20,6 +20,47 @@ use std::sync::Arc;
 pub(crate) type StateMap = Vec<(TypeId, Arc<dyn Any + Send + Sync>)>;
 
 /// Something a handler needs before it can run; checked when the application is built.
+///
+/// An extractor that reads application state declares it in [`Extract::needs`], so an
+/// application that forgot the state fails to build instead of answering 500.
+///
+/// ```
+/// use peregrine::{get, App, Error, Extract, Need, Request};
+/// use std::collections::HashMap;
+///
+/// /// API keys → tenant, registered with `App::with_state`.
+/// struct ApiKeys(HashMap<&'static str, &'static str>);
+///
+/// /// The tenant of the request's `x-api-key` (401 without a known key).
+/// struct Tenant(&'static str);
+///
+/// impl Extract for Tenant {
+///     fn extract(req: &Request) -> Result<Self, Error> {
+///         let keys = req.state::<ApiKeys>()?;
+///         let key = req.header("x-api-key").unwrap_or_default();
+///         keys.0.get(key).map(|t| Tenant(t)).ok_or_else(Error::unauthorized)
+///     }
+///     fn needs(needs: &mut Vec<Need>) {
+///         needs.push(Need::shared::<ApiKeys>());
+///     }
+/// }
+///
+/// async fn invoices(_req: Request, Tenant(t): Tenant) -> String {
+///     format!("invoices of {t}")
+/// }
+///
+/// let err = App::new().route("/invoices", get(invoices)).try_into_service().err().unwrap();
+/// assert!(err.contains("ApiKeys"), "{err}");
+///
+/// let client = App::new()
+///     .with_state(ApiKeys(HashMap::from([("k-acme", "acme")])))
+///     .route("/invoices", get(invoices))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/invoices").header("x-api-key", "k-acme").send().await.text(), "invoices of acme");
+/// assert_eq!(client.get("/invoices").header("x-api-key", "nope").send().await.status(), 401);
+/// # });
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Need {
     kind: NeedKind,
@@ -43,6 +84,47 @@ impl Need {
         }
     }
     /// Per-worker state of type `T` ([`App::on_worker_start`](crate::App::on_worker_start)).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Extract, Need, Request};
+    /// use std::cell::RefCell;
+    /// use std::collections::HashSet;
+    /// use std::rc::Rc;
+    ///
+    /// /// Nonces seen by this worker (a per-worker cache: no lock).
+    /// struct Seen(RefCell<HashSet<String>>);
+    ///
+    /// /// A request nonce not seen before on this worker (409 for a replay).
+    /// struct FreshNonce(String);
+    ///
+    /// impl Extract for FreshNonce {
+    ///     fn extract(req: &Request) -> Result<Self, Error> {
+    ///         let seen: Rc<Seen> = req.local_rc::<Seen>()?;
+    ///         let nonce = req.header("x-nonce").ok_or_else(Error::bad_request)?.to_owned();
+    ///         if !seen.0.borrow_mut().insert(nonce.clone()) {
+    ///             return Err(Error::conflict().with_detail("nonce already used"));
+    ///         }
+    ///         Ok(FreshNonce(nonce))
+    ///     }
+    ///     fn needs(needs: &mut Vec<Need>) {
+    ///         needs.push(Need::local::<Seen>());
+    ///     }
+    /// }
+    ///
+    /// async fn pay(_req: Request, FreshNonce(n): FreshNonce) -> String {
+    ///     format!("paid ({n})")
+    /// }
+    ///
+    /// assert!(App::new().route("/pay", get(pay)).try_into_service().is_err());
+    /// let client = App::new()
+    ///     .worker_local(|_w| Seen(RefCell::default()))
+    ///     .route("/pay", get(pay))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/pay").header("x-nonce", "n1").send().await.text(), "paid (n1)");
+    /// assert_eq!(client.get("/pay").header("x-nonce", "n1").send().await.status(), 409);
+    /// # });
+    /// ```
     pub fn local<T: 'static>() -> Self {
         Need {
             kind: NeedKind::Local,
@@ -108,6 +190,39 @@ impl fmt::Display for Need {
 /// ```
 pub trait Extract: Sized + 'static {
     /// Takes the value from the request; an `Err` is the answer (the handler does not run).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Extract, Request};
+    ///
+    /// /// A page number from `?page=` (1 when absent, 400 when not a positive number).
+    /// struct Page(u32);
+    ///
+    /// impl Extract for Page {
+    ///     fn extract(req: &Request) -> Result<Self, Error> {
+    ///         #[derive(serde::Deserialize)]
+    ///         struct Q { page: Option<u32> }
+    ///         match req.query::<Q>()?.page {
+    ///             None => Ok(Page(1)),
+    ///             Some(0) => Err(Error::bad_request().with_detail("page starts at 1")),
+    ///             Some(n) => Ok(Page(n)),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// async fn list(_req: Request, Page(p): Page) -> String {
+    ///     format!("page {p}")
+    /// }
+    ///
+    /// let client = App::new().route("/items", get(list)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/items").send().await.text(), "page 1");
+    /// assert_eq!(client.get("/items?page=3").send().await.text(), "page 3");
+    /// let bad = client.get("/items?page=0").send().await;
+    /// assert_eq!(bad.status(), 400);
+    /// assert_eq!(bad.header("content-type"), Some("application/problem+json"));
+    /// assert_eq!(client.get("/items?page=x").send().await.status(), 400);
+    /// # });
+    /// ```
     fn extract(req: &Request) -> Result<Self, Error>;
     /// Adds what this extractor needs from the application (default: nothing).
     fn needs(needs: &mut Vec<Need>) {
@@ -210,6 +325,30 @@ impl<T: 'static> Extract for Local<T> {
 
 /// What a per-worker initialiser gets: which worker it runs on, the shared states, and the
 /// per-worker values built by the initialisers registered before it.
+///
+/// ```
+/// use peregrine::{get, App, Local, Request, WorkerContext};
+///
+/// struct Settings { greeting: String }
+/// /// Built once per worker from the shared settings.
+/// struct Greeter { text: String, worker: usize }
+///
+/// async fn hello(_req: Request, Local(g): Local<Greeter>) -> String {
+///     format!("{} from worker {}", g.text, g.worker)
+/// }
+///
+/// let client = App::new()
+///     .with_state(Settings { greeting: "hello".into() })
+///     .on_worker_start(|w: WorkerContext| async move {
+///         let settings = w.state::<Settings>().expect("registered with with_state");
+///         Ok::<_, std::io::Error>(Greeter { text: settings.greeting.clone(), worker: w.index() })
+///     })
+///     .route("/", get(hello))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/").send().await.text(), "hello from worker 0");
+/// # });
+/// ```
 pub struct WorkerContext {
     index: usize,
     shared: Arc<StateMapHolder>,
@@ -235,6 +374,28 @@ impl WorkerContext {
         find_shared(&self.shared.0)
     }
     /// A per-worker value built by an initialiser registered earlier.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Local, Request};
+    /// use std::rc::Rc;
+    ///
+    /// struct Conn { id: u32 }
+    /// /// Needs the worker's `Conn`, so it is registered after it.
+    /// struct Repo { conn: Rc<Conn> }
+    ///
+    /// async fn show(_req: Request, Local(repo): Local<Repo>) -> String {
+    ///     format!("repo on conn {}", repo.conn.id)
+    /// }
+    ///
+    /// let client = App::new()
+    ///     .worker_local(|_w| Conn { id: 7 })
+    ///     .worker_local(|w| Repo { conn: w.local::<Conn>().expect("built before") })
+    ///     .route("/", get(show))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "repo on conn 7");
+    /// # });
+    /// ```
     pub fn local<T: 'static>(&self) -> Option<Rc<T>> {
         find_local(&self.built.borrow())
     }

@@ -30,6 +30,12 @@ macro_rules! status_codes {
             )*
 
             /// The reason phrase registered for this code, if it is one of the named ones.
+            ///
+            /// ```
+            /// use peregrine::StatusCode;
+            /// assert_eq!(StatusCode::TOO_MANY_REQUESTS.canonical_reason(), Some("Too Many Requests"));
+            /// assert_eq!(StatusCode::from_u16(599).unwrap().canonical_reason(), None);
+            /// ```
             pub fn canonical_reason(self) -> Option<&'static str> {
                 match self.0 {
                     $($code => Some($reason),)*
@@ -117,26 +123,58 @@ impl StatusCode {
         }
     }
     /// The number.
+    ///
+    /// ```
+    /// use peregrine::StatusCode;
+    /// assert_eq!(StatusCode::ACCEPTED.as_u16(), 202);
+    /// assert_eq!(u16::from(StatusCode::ACCEPTED), 202);
+    /// ```
     pub const fn as_u16(self) -> u16 {
         self.0
     }
     /// 1xx.
+    ///
+    /// ```
+    /// assert!(peregrine::StatusCode::CONTINUE.is_informational());
+    /// ```
     pub const fn is_informational(self) -> bool {
         self.0 >= 100 && self.0 < 200
     }
     /// 2xx.
+    ///
+    /// ```
+    /// use peregrine::StatusCode;
+    /// assert!(StatusCode::NO_CONTENT.is_success());
+    /// assert!(!StatusCode::NOT_MODIFIED.is_success());
+    /// ```
     pub const fn is_success(self) -> bool {
         self.0 >= 200 && self.0 < 300
     }
     /// 3xx.
+    ///
+    /// ```
+    /// assert!(peregrine::StatusCode::SEE_OTHER.is_redirection());
+    /// ```
     pub const fn is_redirection(self) -> bool {
         self.0 >= 300 && self.0 < 400
     }
-    /// 4xx.
+    /// 4xx: the client's mistake (what the problem document's `detail` is shown for).
+    ///
+    /// ```
+    /// use peregrine::StatusCode;
+    /// assert!(StatusCode::UNPROCESSABLE_CONTENT.is_client_error());
+    /// assert!(!StatusCode::SERVICE_UNAVAILABLE.is_client_error());
+    /// ```
     pub const fn is_client_error(self) -> bool {
         self.0 >= 400 && self.0 < 500
     }
-    /// 5xx.
+    /// 5xx: the server's failure (details logged, never sent).
+    ///
+    /// ```
+    /// use peregrine::StatusCode;
+    /// assert!(StatusCode::BAD_GATEWAY.is_server_error());
+    /// assert!(!StatusCode::NOT_FOUND.is_server_error());
+    /// ```
     pub const fn is_server_error(self) -> bool {
         self.0 >= 500 && self.0 < 600
     }

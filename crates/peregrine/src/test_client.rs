@@ -90,12 +90,36 @@ macro_rules! method_builders {
 impl TestClient {
     /// The peer address handlers see ([`Request::peer_addr`](crate::Request::peer_addr));
     /// `127.0.0.1:40000` by default.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/ip", get(|req: Request| async move { req.peer_addr().to_string() }))
+    ///     .test()
+    ///     .with_peer("[2001:db8::5]:61000".parse().unwrap());
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/ip").send().await.text(), "[2001:db8::5]:61000");
+    /// # });
+    /// ```
     pub fn with_peer(mut self, peer: SocketAddr) -> Self {
         self.peer = peer;
         self
     }
 
     /// A request with any method (`"PROPFIND"`, ...) to `target` (path and query).
+    ///
+    /// ```
+    /// use peregrine::{on, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/dav/{*path}", on("PROPFIND", |_r: Request| async { "<multistatus/>" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.request("PROPFIND", "/dav/notes").send().await.text(), "<multistatus/>");
+    /// assert_eq!(client.request("GET", "/dav/notes").send().await.status(), 405);
+    /// # });
+    /// ```
     pub fn request(&self, method: &str, target: &str) -> TestRequest<'_> {
         TestRequest {
             client: self,
@@ -118,6 +142,27 @@ impl TestClient {
 }
 
 /// A request being built; [`TestRequest::send`] answers it.
+///
+/// ```
+/// use peregrine::{put, App, Error, Request};
+///
+/// async fn rename(mut req: Request) -> Result<String, Error> {
+///     let id: u32 = req.param("id")?;
+///     let token = req.header("authorization").unwrap_or("-").to_owned();
+///     Ok(format!("{id} -> {} ({token})", req.text().await?))
+/// }
+///
+/// let client = App::new().route("/files/{id}", put(rename)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client
+///     .put("/files/3?notify=1")
+///     .header("authorization", "Bearer t0k")
+///     .body("report.pdf")
+///     .send()
+///     .await;
+/// assert_eq!(res.text(), "3 -> report.pdf (Bearer t0k)");
+/// # });
+/// ```
 #[must_use = "a test request does nothing until `send().await`"]
 pub struct TestRequest<'a> {
     client: &'a TestClient,
@@ -147,6 +192,24 @@ impl TestRequest<'_> {
     }
 
     /// A form body (`content-type: application/x-www-form-urlencoded` unless set).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Login { user: String, remember: bool }
+    ///
+    /// async fn login(mut req: Request) -> Result<String, Error> {
+    ///     let f: Login = req.form().await?;
+    ///     Ok(format!("{} remember={}", f.user, f.remember))
+    /// }
+    ///
+    /// let client = App::new().route("/login", post(login)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.post("/login").form(&[("user", "ada lovelace"), ("remember", "true")]).send().await;
+    /// assert_eq!(res.text(), "ada lovelace remember=true");
+    /// # });
+    /// ```
     pub fn form<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
         let body = serde_urlencoded::to_string(value).expect("test body serialises as a form");
         self.set_default_type("application/x-www-form-urlencoded");
@@ -297,6 +360,22 @@ impl TestResponse {
 
     /// Whether the body was a stream (the engine sends it chunked) rather than a full body
     /// (sent with `Content-Length`).
+    ///
+    /// ```
+    /// use peregrine::sse::{Event, Sse};
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/full", get(|_r: Request| async { "all at once" }))
+    ///     .route("/events", get(|_r: Request| async {
+    ///         Sse::new(futures_util::stream::iter([Event::data("one")])).keep_alive(None)
+    ///     }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert!(!client.get("/full").send().await.is_streamed());
+    /// assert!(client.get("/events").send().await.is_streamed());
+    /// # });
+    /// ```
     pub fn is_streamed(&self) -> bool {
         self.streamed
     }
@@ -318,6 +397,22 @@ impl TestResponse {
             .map(|(_, v)| &v[..])
     }
     /// Every value of header `name`, in order.
+    ///
+    /// ```
+    /// use peregrine::cookie::SetCookie;
+    /// use peregrine::{get, App, Error, Request, Response};
+    ///
+    /// async fn login(_req: Request) -> Result<Response, Error> {
+    ///     Ok(Response::new(204)
+    ///         .with_header("set-cookie", SetCookie::new("sid", "s1").to_header()?)
+    ///         .with_header("set-cookie", SetCookie::new("theme", "dark").to_header()?))
+    /// }
+    ///
+    /// let client = App::new().route("/login", get(login)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/login").send().await.header_all("set-cookie"), ["sid=s1", "theme=dark"]);
+    /// # });
+    /// ```
     pub fn header_all(&self, name: &str) -> Vec<&str> {
         self.headers
             .iter()
@@ -325,7 +420,19 @@ impl TestResponse {
             .filter_map(|(_, v)| std::str::from_utf8(v).ok())
             .collect()
     }
-    /// All headers the application set, in order.
+    /// All headers the application set, in order (not those the engine adds on the wire,
+    /// such as `date` and `content-length`).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Json, Request};
+    ///
+    /// let client = App::new().route("/", get(|_r: Request| async { Json(serde_json::json!({"ok": true})) })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").send().await;
+    /// let names: Vec<&str> = res.headers().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["content-type"]);
+    /// # });
+    /// ```
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
         self.headers.iter().map(|(n, v)| (n.as_str(), &v[..]))
     }
@@ -344,6 +451,21 @@ impl TestResponse {
     ///
     /// # Panics
     /// If it is not JSON of that shape (the message shows the body).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Json, Request};
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Todo { id: u32, title: String }
+    ///
+    /// let client = App::new()
+    ///     .route("/todos/1", get(|_r: Request| async { Json(Todo { id: 1, title: "fly".into() }) }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let todo: Todo = client.get("/todos/1").send().await.json();
+    /// assert_eq!(todo, Todo { id: 1, title: "fly".into() });
+    /// # });
+    /// ```
     pub fn json<T: DeserializeOwned>(&self) -> T {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
@@ -354,6 +476,25 @@ impl TestResponse {
     }
     /// The error of a streamed body that ended with one (the client would see a truncated
     /// response), if any.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use peregrine::{get, App, Request, StreamBody};
+    ///
+    /// async fn export(_req: Request) -> StreamBody {
+    ///     StreamBody::new(futures_util::stream::iter([
+    ///         Ok(Bytes::from_static(b"row 1\n")),
+    ///         Err(std::io::Error::other("database went away")),
+    ///     ]))
+    /// }
+    ///
+    /// let client = App::new().route("/export", get(export)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/export").send().await;
+    /// assert_eq!(res.text(), "row 1\n"); // what the client got before the cut
+    /// assert!(res.stream_error().unwrap().contains("database went away"));
+    /// # });
+    /// ```
     pub fn stream_error(&self) -> Option<&str> {
         self.aborted.as_deref()
     }

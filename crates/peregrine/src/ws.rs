@@ -43,6 +43,12 @@ use tokio_tungstenite::WebSocketStream;
 const VERSION: &str = "13";
 
 /// Limits of a WebSocket connection.
+///
+/// ```
+/// use peregrine::ws::WsConfig;
+/// let c = WsConfig::default();
+/// assert_eq!((c.max_message_size, c.max_frame_size), (1 << 20, 1 << 20));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct WsConfig {
     /// Largest message (all fragments together); larger → close 1009. Default 1 MiB.
@@ -73,6 +79,36 @@ impl WsConfig {
 }
 
 /// A validated WebSocket opening handshake (RFC 6455 §4.2.1), ready to be accepted.
+///
+/// The test client shows the handshake's answer (it has no connection to switch, so the
+/// WebSocket itself does not run there):
+///
+/// ```
+/// use peregrine::ws::{Message, WebSocketUpgrade};
+/// use peregrine::{get, App, Error, Request, Response};
+///
+/// async fn chat(req: Request) -> Result<Response, Error> {
+///     Ok(WebSocketUpgrade::from_request(&req)?.on_upgrade(|mut ws| async move {
+///         let _ = ws.send(Message::Text("hello".into())).await;
+///     }))
+/// }
+///
+/// let client = App::new().route("/chat", get(chat)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client
+///     .get("/chat")
+///     .header("upgrade", "websocket")
+///     .header("connection", "Upgrade")
+///     .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==") // RFC 6455's sample key
+///     .header("sec-websocket-version", "13")
+///     .send()
+///     .await;
+/// assert_eq!(res.status(), 101);
+/// assert_eq!(res.header("sec-websocket-accept"), Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));
+/// // A plain GET is not a handshake: 426 Upgrade Required.
+/// assert_eq!(client.get("/chat").send().await.status(), 426);
+/// # });
+/// ```
 #[derive(Debug, Clone)]
 pub struct WebSocketUpgrade {
     /// `Sec-WebSocket-Accept` (HTTP/1.1 only: RFC 8441 has no key exchange).
@@ -108,6 +144,38 @@ impl WebSocketUpgrade {
     /// which the engine hands over as a `GET` with `Upgrade: websocket`: the same route and
     /// handler serve both; there is no key (nor `Connection`), `Sec-WebSocket-Version: 13` is
     /// still required, and the engine answers `200` and runs the WebSocket on the stream.
+    ///
+    /// ```
+    /// use peregrine::ws::WebSocketUpgrade;
+    /// use peregrine::{get, App, Error, Request, Response};
+    ///
+    /// async fn ws(req: Request) -> Result<Response, Error> {
+    ///     Ok(WebSocketUpgrade::from_request(&req)?.on_upgrade(|_ws| async {}))
+    /// }
+    ///
+    /// let client = App::new().route("/ws", get(ws)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let old = client
+    ///     .get("/ws")
+    ///     .header("upgrade", "websocket")
+    ///     .header("connection", "Upgrade")
+    ///     .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+    ///     .header("sec-websocket-version", "8")
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(old.status(), 426);
+    /// assert_eq!(old.header("sec-websocket-version"), Some("13"));
+    /// let bad_key = client
+    ///     .get("/ws")
+    ///     .header("upgrade", "websocket")
+    ///     .header("connection", "Upgrade")
+    ///     .header("sec-websocket-key", "not-a-key")
+    ///     .header("sec-websocket-version", "13")
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(bad_key.status(), 400);
+    /// # });
+    /// ```
     pub fn from_request(req: &Request) -> Result<WebSocketUpgrade, Error> {
         Self::from_server_request(req.as_server_request())
     }
@@ -215,11 +283,57 @@ impl WebSocketUpgrade {
     }
 
     /// The subprotocol chosen by [`WebSocketUpgrade::protocols`].
+    ///
+    /// ```
+    /// use peregrine::ws::WebSocketUpgrade;
+    /// use peregrine::{get, App, Error, Request, Response};
+    ///
+    /// // Refuse clients that speak none of our subprotocols.
+    /// async fn rpc(req: Request) -> Result<Response, Error> {
+    ///     let upgrade = WebSocketUpgrade::from_request(&req)?.protocols(["jsonrpc.v2"]);
+    ///     if upgrade.protocol().is_none() {
+    ///         return Err(Error::bad_request().with_detail("speak jsonrpc.v2"));
+    ///     }
+    ///     Ok(upgrade.on_upgrade(|_ws| async {}))
+    /// }
+    ///
+    /// # fn handshake<'a>(client: &'a peregrine::TestClient, path: &'a str) -> peregrine::TestRequest<'a> {
+    /// #     client.get(path).header("upgrade", "websocket").header("connection", "Upgrade")
+    /// #         .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==").header("sec-websocket-version", "13")
+    /// # }
+    /// let client = App::new().route("/rpc", get(rpc)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let ok = handshake(&client, "/rpc").header("sec-websocket-protocol", "mqtt, jsonrpc.v2").send().await;
+    /// assert_eq!((ok.status(), ok.header("sec-websocket-protocol")), (101, Some("jsonrpc.v2")));
+    /// assert_eq!(handshake(&client, "/rpc").header("sec-websocket-protocol", "mqtt").send().await.status(), 400);
+    /// # });
+    /// ```
     pub fn protocol(&self) -> Option<&str> {
         self.protocol.as_deref()
     }
 
     /// Largest message accepted (default 1 MiB); larger → close 1009.
+    ///
+    /// ```
+    /// use peregrine::ws::WebSocketUpgrade;
+    /// use peregrine::{get, App, Error, Request, Response};
+    ///
+    /// async fn telemetry(req: Request) -> Result<Response, Error> {
+    ///     let upgrade = WebSocketUpgrade::from_request(&req)?.max_message_size(64 * 1024).max_frame_size(16 * 1024);
+    ///     let limits = upgrade.config();
+    ///     assert_eq!((limits.max_message_size, limits.max_frame_size), (65_536, 16_384));
+    ///     Ok(upgrade.on_upgrade(|_ws| async {}))
+    /// }
+    ///
+    /// # fn handshake<'a>(client: &'a peregrine::TestClient, path: &'a str) -> peregrine::TestRequest<'a> {
+    /// #     client.get(path).header("upgrade", "websocket").header("connection", "Upgrade")
+    /// #         .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==").header("sec-websocket-version", "13")
+    /// # }
+    /// let client = App::new().route("/telemetry", get(telemetry)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(handshake(&client, "/telemetry").send().await.status(), 101);
+    /// # });
+    /// ```
     pub fn max_message_size(mut self, bytes: usize) -> Self {
         self.config.max_message_size = bytes;
         self
@@ -281,6 +395,28 @@ impl WebSocketUpgrade {
 
     /// The `101 Switching Protocols` response accepting this handshake (without the callback
     /// that runs the connection; see [`WebSocketUpgrade::on_upgrade`]).
+    ///
+    /// ```
+    /// use peregrine::ws::WebSocketUpgrade;
+    /// use peregrine::{get, App, Error, Request, Response};
+    ///
+    /// async fn inspect(req: Request) -> Result<Response, Error> {
+    ///     let upgrade = WebSocketUpgrade::from_request(&req)?;
+    ///     let head = upgrade.response();
+    ///     assert_eq!(head.status, 101);
+    ///     assert!(head.headers.iter().any(|(n, v)| n == "Sec-WebSocket-Accept" && &v[..] == b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));
+    ///     Ok(upgrade.on_upgrade(|_ws| async {}))
+    /// }
+    ///
+    /// # fn handshake<'a>(client: &'a peregrine::TestClient, path: &'a str) -> peregrine::TestRequest<'a> {
+    /// #     client.get(path).header("upgrade", "websocket").header("connection", "Upgrade")
+    /// #         .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==").header("sec-websocket-version", "13")
+    /// # }
+    /// let client = App::new().route("/ws", get(inspect)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(handshake(&client, "/ws").send().await.status(), 101);
+    /// # });
+    /// ```
     pub fn response(&self) -> Response {
         // Over HTTP/2 the engine sends this as `200` without the connection-specific fields.
         let mut res = Response::new(101)
@@ -300,6 +436,22 @@ impl WebSocketUpgrade {
 }
 
 /// A close frame: code (RFC 6455 §7.4) and reason.
+///
+/// ```
+/// use peregrine::ws::{CloseFrame, Message};
+///
+/// /// Why the peer left, for the log.
+/// fn describe(msg: &Message) -> String {
+///     match msg {
+///         Message::Close(Some(CloseFrame { code: 1001, .. })) => "going away".into(),
+///         Message::Close(Some(CloseFrame { code, reason })) => format!("closed {code}: {reason}"),
+///         Message::Close(None) => "closed without a code".into(),
+///         _ => "still open".into(),
+///     }
+/// }
+/// let frame = CloseFrame { code: 1008, reason: "spam".into() };
+/// assert_eq!(describe(&Message::Close(Some(frame))), "closed 1008: spam");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloseFrame {
     /// Status code, e.g. 1000 (normal), 1001 (going away), 1008 (policy).
@@ -309,6 +461,22 @@ pub struct CloseFrame {
 }
 
 /// A WebSocket message.
+///
+/// ```
+/// use bytes::Bytes;
+/// use peregrine::ws::Message;
+///
+/// /// The payload size of a data message (control frames count as none).
+/// fn payload_len(m: &Message) -> usize {
+///     match m {
+///         Message::Text(t) => t.len(),
+///         Message::Binary(b) => b.len(),
+///         Message::Ping(_) | Message::Pong(_) | Message::Close(_) => 0,
+///     }
+/// }
+/// assert_eq!(payload_len(&Message::Text("héllo".into())), 6);
+/// assert_eq!(payload_len(&Message::Binary(Bytes::from_static(&[1, 2, 3]))), 3);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// A text message (valid UTF-8).
@@ -324,6 +492,22 @@ pub enum Message {
 }
 
 /// Why a WebSocket operation failed.
+///
+/// ```
+/// use peregrine::ws::WsError;
+///
+/// /// The close code the server sent for an error `recv` returned.
+/// fn close_code(e: &WsError) -> Option<u16> {
+///     match e {
+///         WsError::TooLarge => Some(1009),
+///         WsError::InvalidUtf8 => Some(1007),
+///         WsError::Protocol(_) => Some(1002),
+///         WsError::Closed | WsError::Io(_) => None,
+///     }
+/// }
+/// assert_eq!(close_code(&WsError::TooLarge), Some(1009));
+/// assert_eq!(WsError::InvalidUtf8.to_string(), "WebSocket text is not UTF-8");
+/// ```
 #[derive(Debug)]
 pub enum WsError {
     /// The connection is closed (after the close handshake, or the peer went away).
@@ -434,6 +618,38 @@ impl WebSocket {
     }
 
     /// Sends a message (and flushes it).
+    ///
+    /// A real server on a loopback port and a tokio-tungstenite client (the test client has no
+    /// connection to switch):
+    ///
+    /// ```
+    /// use futures_util::{SinkExt, StreamExt};
+    /// use peregrine::ws::{Message, WebSocketUpgrade};
+    /// use peregrine::{get, App, Error, Request, Response, ServerConfig};
+    /// use tokio_tungstenite::tungstenite::Message as ClientMessage;
+    ///
+    /// async fn shout(req: Request) -> Result<Response, Error> {
+    ///     Ok(WebSocketUpgrade::from_request(&req)?.on_upgrade(|mut ws| async move {
+    ///         while let Some(Ok(Message::Text(t))) = ws.recv().await {
+    ///             if ws.send(Message::Text(t.to_uppercase())).await.is_err() {
+    ///                 break;
+    ///             }
+    ///         }
+    ///     }))
+    /// }
+    ///
+    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 1, ..ServerConfig::default() };
+    /// let server = App::new().route("/shout", get(shout)).serve(config)?;
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let tcp = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    /// let (mut client, _) = tokio_tungstenite::client_async("ws://localhost/shout", tcp).await.unwrap();
+    /// client.send(ClientMessage::text("hello")).await.unwrap();
+    /// assert_eq!(client.next().await.unwrap().unwrap(), ClientMessage::text("HELLO"));
+    /// client.close(None).await.unwrap();
+    /// # });
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn send(&mut self, msg: Message) -> Result<(), WsError> {
         let msg = match msg {
             Message::Text(t) => tungstenite::Message::Text(t.into()),
@@ -450,6 +666,31 @@ impl WebSocket {
 
     /// Starts the close handshake with `code` and `reason`, then waits (reading and dropping
     /// messages) for the peer's close frame.
+    ///
+    /// ```
+    /// use futures_util::StreamExt;
+    /// use peregrine::ws::WebSocketUpgrade;
+    /// use peregrine::{get, App, Error, Request, Response, ServerConfig};
+    /// use tokio_tungstenite::tungstenite::Message as ClientMessage;
+    ///
+    /// // Full: refuse politely after the handshake, with a code the client can act on.
+    /// async fn room(req: Request) -> Result<Response, Error> {
+    ///     Ok(WebSocketUpgrade::from_request(&req)?.on_upgrade(|ws| async move {
+    ///         let _ = ws.close(1013, "room full, try later").await;
+    ///     }))
+    /// }
+    ///
+    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 1, ..ServerConfig::default() };
+    /// let server = App::new().route("/room", get(room)).serve(config)?;
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let tcp = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    /// let (mut client, _) = tokio_tungstenite::client_async("ws://localhost/room", tcp).await.unwrap();
+    /// let Some(Ok(ClientMessage::Close(Some(frame)))) = client.next().await else { panic!("no close frame") };
+    /// assert_eq!((u16::from(frame.code), frame.reason.as_str()), (1013, "room full, try later"));
+    /// # });
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn close(mut self, code: u16, reason: &str) -> Result<(), WsError> {
         self.inner
             .close(Some(TCloseFrame {

@@ -65,6 +65,23 @@ impl Default for App {
 
 impl App {
     /// An application with no routes (everything is 404).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/anything").send().await;
+    /// assert_eq!((res.status(), res.header("content-type")), (404, Some("application/problem+json")));
+    /// # });
+    ///
+    /// let client = App::new().route("/", get(|_r: Request| async { "home" })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "home");
+    /// assert_eq!(client.head("/").send().await.status(), 200); // HEAD from GET
+    /// assert_eq!(client.post("/").send().await.status(), 405);
+    /// # });
+    /// ```
     pub fn new() -> Self {
         App {
             router: Router::new(),

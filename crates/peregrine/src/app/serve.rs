@@ -33,6 +33,18 @@ impl App {
     ///
     /// Inside a tokio runtime (`#[tokio::main]`, `#[tokio::test]`) this returns an error
     /// instead of panicking; use [`App::run_async`] there.
+    ///
+    /// ```no_run
+    /// use peregrine::{get, App, Request};
+    ///
+    /// // ADDR, WORKERS, ... from the environment, or --addr, --workers flags.
+    /// let config = peregrine::config::from_env_and_args(std::env::args().skip(1))
+    ///     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    /// App::new()
+    ///     .route("/", get(|_r: Request| async { "hi" }))
+    ///     .run(config)?; // returns after SIGTERM/SIGINT and the drain
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn run(self, config: ServerConfig) -> std::io::Result<()> {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(std::io::Error::other(

@@ -307,6 +307,21 @@ async fn init_then_start(mut req: Request) -> Response {
 
 /// The future answering one request; a panic while polling it is turned into a 500 problem
 /// document and the connection carries on.
+///
+/// ```
+/// use peregrine::{get, App, Request};
+///
+/// let client = App::new()
+///     .route("/boom", get(|_r: Request| async { if true { panic!("bug") } else { "never" } }))
+///     .route("/ok", get(|_r: Request| async { "fine" }))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client.get("/boom").send().await;
+/// assert_eq!(res.status(), 500);
+/// assert!(!res.text().contains("bug")); // logged, not sent
+/// assert_eq!(client.get("/ok").send().await.text(), "fine"); // the worker carries on
+/// # });
+/// ```
 pub struct AppFuture {
     fut: Option<BoxFuture<Response>>,
     ready: Option<Response>,

@@ -4,6 +4,37 @@
 //! `Cache-Control` (immutable for hashed names), directory index, SPA fallback.
 //!
 //! What is refused, and why, is in `docs/security.md` ("Static files").
+//!
+//! ```
+//! use peregrine::fs::ServeDir;
+//! use peregrine::App;
+//!
+//! let root = tempfile::tempdir()?;
+//! std::fs::write(root.path().join("notes.txt"), "0123456789")?;
+//! let client = App::new().merge(ServeDir::new(root.path()).router("/files")).test();
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let res = client.get("/files/notes.txt").send().await;
+//! assert_eq!(res.status(), 200);
+//! assert_eq!(res.header("content-type"), Some("text/plain; charset=utf-8"));
+//! assert_eq!(res.text(), "0123456789");
+//!
+//! // A client that has the file already gets a 304 for its ETag.
+//! let etag = res.header("etag").unwrap().to_owned();
+//! let again = client.get("/files/notes.txt").header("if-none-match", etag).send().await;
+//! assert_eq!(again.status(), 304);
+//!
+//! // A range of it: 206 with `Content-Range`.
+//! let part = client.get("/files/notes.txt").header("range", "bytes=2-4").send().await;
+//! assert_eq!(part.status(), 206);
+//! assert_eq!(part.header("content-range"), Some("bytes 2-4/10"));
+//! assert_eq!(part.text(), "234");
+//!
+//! // Nothing outside the root: a `..` segment is refused before routing, a dotfile is not found.
+//! assert_eq!(client.get("/files/%2e%2e/etc/passwd").send().await.status(), 400);
+//! assert_eq!(client.get("/files/.env").send().await.status(), 404);
+//! # });
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 mod conditional;
 mod open;
@@ -105,7 +136,25 @@ impl Default for FileOptions {
 }
 
 impl ServeDir {
-    /// Serves `root` through the route parameter named `path`.
+    /// Serves `root` through the route parameter named `path` (route it as `{*path}`, or use
+    /// [`ServeDir::router`]).
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::{get, App};
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::create_dir(root.path().join("css"))?;
+    /// std::fs::write(root.path().join("css/site.css"), "body{margin:0}")?;
+    /// let client = App::new().route("/assets/{*path}", get(ServeDir::new(root.path()))).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/assets/css/site.css").send().await;
+    /// assert_eq!(res.header("content-type"), Some("text/css; charset=utf-8"));
+    /// assert_eq!(res.text(), "body{margin:0}");
+    /// assert_eq!(client.get("/assets/css/missing.css").send().await.status(), 404);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new(root: impl Into<PathBuf>) -> Self {
         ServeDir {
             inner: Arc::new(DirConfig {
@@ -122,17 +171,69 @@ impl ServeDir {
         Arc::make_mut(&mut self.inner)
     }
     /// Uses another catch-all parameter name (`/assets/{*file}` → `"file"`).
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::{get, App};
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("logo.svg"), "<svg/>")?;
+    /// let client = App::new().route("/img/{*file}", get(ServeDir::new(root.path()).param("file"))).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/img/logo.svg").send().await.header("content-type"), Some("image/svg+xml; charset=utf-8"));
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn param(mut self, name: &str) -> Self {
         self.cfg().param = name.into();
         self
     }
-    /// Index file for directories (`None` to answer directories with 404).
+    /// Index file for directories (`index.html` by default; `None` to answer directories with
+    /// 404).
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::create_dir(root.path().join("docs"))?;
+    /// std::fs::write(root.path().join("docs/README.txt"), "read me")?;
+    /// let client = App::new()
+    ///     .merge(ServeDir::new(root.path()).index(Some("README.txt")).router("/site"))
+    ///     .merge(ServeDir::new(root.path()).index(None).router("/raw"))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/site/docs/").send().await.text(), "read me");
+    /// // Without the slash, a redirect to it (so relative links in the index resolve).
+    /// assert_eq!(client.get("/site/docs").send().await.header("location"), Some("/site/docs/"));
+    /// assert_eq!(client.get("/raw/docs/").send().await.status(), 404);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn index(mut self, file: Option<&str>) -> Self {
         self.cfg().index = file.map(Into::into);
         self
     }
     /// Serves names starting with `.` (`.env`, `.git/…`, `.well-known/…`); off by default, so
     /// that a stray dotfile in the root is not published.
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::create_dir(root.path().join(".well-known"))?;
+    /// std::fs::write(root.path().join(".well-known/security.txt"), "Contact: mailto:sec@example.com")?;
+    /// let client = App::new()
+    ///     .merge(ServeDir::new(root.path()).router("/default"))
+    ///     .merge(ServeDir::new(root.path()).hidden(true).router("/public"))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/default/.well-known/security.txt").send().await.status(), 404);
+    /// assert_eq!(client.get("/public/.well-known/security.txt").send().await.status(), 200);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn hidden(mut self, serve: bool) -> Self {
         self.cfg().hidden = serve;
         self
@@ -167,12 +268,49 @@ impl ServeDir {
     }
     /// Serves `name.br` instead of `name` when the client accepts brotli and the sibling
     /// exists (and adds `Vary: Accept-Encoding` to every answer).
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("app.js"), "console.log(1)")?;
+    /// std::fs::write(root.path().join("app.js.br"), b"(brotli bytes made at build time)")?;
+    /// let client = App::new().merge(ServeDir::new(root.path()).precompressed_br().router("/js")).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/js/app.js").header("accept-encoding", "gzip, br").send().await;
+    /// assert_eq!(res.header("content-encoding"), Some("br"));
+    /// assert_eq!(res.header("content-type"), Some("text/javascript; charset=utf-8"));
+    /// assert_eq!(res.header("vary"), Some("Accept-Encoding"));
+    /// // A client without brotli gets the file itself.
+    /// let plain = client.get("/js/app.js").send().await;
+    /// assert_eq!(plain.header("content-encoding"), None);
+    /// assert_eq!(plain.text(), "console.log(1)");
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn precompressed_br(mut self) -> Self {
         self.cfg().files.precompressed_br = true;
         self
     }
     /// Serves `name.gz` when the client accepts gzip (after `.br`, if both are enabled and
     /// equally acceptable).
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("data.json"), "[1,2,3]")?;
+    /// std::fs::write(root.path().join("data.json.gz"), b"(gzip bytes)")?;
+    /// let client = App::new().merge(ServeDir::new(root.path()).precompressed_gzip().router("/d")).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/d/data.json").header("accept-encoding", "gzip").send().await;
+    /// assert_eq!(res.header("content-encoding"), Some("gzip"));
+    /// assert_eq!(res.header("content-type"), Some("application/json; charset=utf-8"));
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn precompressed_gzip(mut self) -> Self {
         self.cfg().files.precompressed_gzip = true;
         self
@@ -181,6 +319,22 @@ impl ServeDir {
     ///
     /// # Panics
     /// If `value` contains a control character.
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("report.pdf"), b"%PDF-1.7")?;
+    /// let dir = ServeDir::new(root.path()).cache_control("public, max-age=300");
+    /// let client = App::new().merge(dir.router("/reports")).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/reports/report.pdf").send().await;
+    /// assert_eq!(res.header("cache-control"), Some("public, max-age=300"));
+    /// assert_eq!(res.header("content-type"), Some("application/pdf"));
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn cache_control(mut self, value: &str) -> Self {
         self.cfg().files.cache_control = Some(checked_value(value));
         self
@@ -189,12 +343,47 @@ impl ServeDir {
     /// `.`/`-`/`_`-separated part of the stem has 8–64 letters and digits, at least one of
     /// each) get `Cache-Control: public, max-age=31536000, immutable`, overriding
     /// [`ServeDir::cache_control`].
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("app.3f2a9c1b.js"), "built")?;
+    /// std::fs::write(root.path().join("robots.txt"), "User-agent: *")?;
+    /// let dir = ServeDir::new(root.path()).immutable_hashed(true).cache_control("no-cache");
+    /// let client = App::new().merge(dir.router("/s")).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let hashed = client.get("/s/app.3f2a9c1b.js").send().await;
+    /// assert_eq!(hashed.header("cache-control"), Some("public, max-age=31536000, immutable"));
+    /// let plain = client.get("/s/robots.txt").send().await;
+    /// assert_eq!(plain.header("cache-control"), Some("no-cache"));
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn immutable_hashed(mut self, on: bool) -> Self {
         self.cfg().files.immutable_hashed = on;
         self
     }
     /// Bodies (or ranges) up to `bytes` are read whole (and may be compressed); larger ones are
     /// sent from the file (`sendfile(2)` on plain TCP). Both carry `Content-Length`. Default [`DEFAULT_MAX_IN_MEMORY`] (8 MiB).
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("video.bin"), vec![7u8; 64 * 1024])?;
+    /// // Anything past 16 KiB is sent from the file, not copied into memory first.
+    /// let dir = ServeDir::new(root.path()).max_in_memory(16 * 1024);
+    /// let client = App::new().merge(dir.router("/media")).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/media/video.bin").send().await;
+    /// assert_eq!(res.status(), 200);
+    /// assert_eq!(res.bytes().len(), 64 * 1024);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn max_in_memory(mut self, bytes: u64) -> Self {
         self.cfg().files.max_in_memory = bytes;
         self
@@ -205,6 +394,22 @@ impl ServeDir {
     ///
     /// # Panics
     /// If `prefix` does not start with `/` or ends with `/`.
+    ///
+    /// ```
+    /// use peregrine::fs::ServeDir;
+    /// use peregrine::App;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// std::fs::write(root.path().join("index.html"), "<h1>Docs</h1>")?;
+    /// let client = App::new().merge(ServeDir::new(root.path()).router("/docs")).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let moved = client.get("/docs?lang=en").send().await;
+    /// assert_eq!(moved.status(), 301);
+    /// assert_eq!(moved.header("location"), Some("/docs/?lang=en"));
+    /// assert_eq!(client.get("/docs/").send().await.text(), "<h1>Docs</h1>");
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn router(self, prefix: &str) -> Router {
         assert!(
             prefix.starts_with('/') && !prefix.ends_with('/'),
@@ -433,6 +638,22 @@ pub struct ServeFile {
 
 impl ServeFile {
     /// Serves `path`.
+    ///
+    /// ```
+    /// use peregrine::fs::ServeFile;
+    /// use peregrine::{get, App};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let page = dir.path().join("maintenance.html");
+    /// std::fs::write(&page, "<p>Back soon</p>")?;
+    /// let client = App::new().route("/", get(ServeFile::new(&page))).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").send().await;
+    /// assert_eq!(res.header("content-type"), Some("text/html; charset=utf-8"));
+    /// assert_eq!(res.text(), "<p>Back soon</p>");
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new(path: impl Into<PathBuf>) -> Self {
         ServeFile {
             path: Arc::new(path.into()),
@@ -443,6 +664,23 @@ impl ServeFile {
     ///
     /// # Panics
     /// If `value` contains a control character.
+    ///
+    /// ```
+    /// use peregrine::fs::ServeFile;
+    /// use peregrine::{get, App};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let icon = dir.path().join("favicon.ico");
+    /// std::fs::write(&icon, [0u8, 0, 1, 0])?;
+    /// let favicon = ServeFile::new(&icon).cache_control("public, max-age=86400");
+    /// let client = App::new().route("/favicon.ico", get(favicon)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/favicon.ico").send().await;
+    /// assert_eq!(res.header("cache-control"), Some("public, max-age=86400"));
+    /// assert_eq!(res.bytes().as_ref(), &[0u8, 0, 1, 0][..]);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn cache_control(mut self, value: &str) -> Self {
         Arc::make_mut(&mut self.files).cache_control = Some(checked_value(value));
         self

@@ -46,8 +46,26 @@ impl Coding {
 ///
 /// ```
 /// use peregrine::middleware::Compression;
-/// let app = peregrine::App::new().layer(Compression::new().min_size(512));
-/// # let _ = app;
+/// use peregrine::{get, App, Request};
+/// use std::io::Read;
+///
+/// let report = "quarterly numbers, ".repeat(100); // 1.9 kB of text
+/// let client = App::new()
+///     .route("/report", get(move |_r: Request| { let r = report.clone(); async move { r } }))
+///     .layer(Compression::new().min_size(512))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client.get("/report").header("accept-encoding", "gzip;q=1, br;q=0.5").send().await;
+/// assert_eq!(res.header("content-encoding"), Some("gzip"));
+/// assert_eq!(res.header("vary"), Some("Accept-Encoding"));
+/// assert!(res.bytes().len() < 200);
+/// let mut text = String::new();
+/// flate2::read::GzDecoder::new(&res.bytes()[..]).read_to_string(&mut text).unwrap();
+/// assert!(text.starts_with("quarterly numbers, quarterly"));
+///
+/// // A client that does not ask gets the body as it is.
+/// assert_eq!(client.get("/report").send().await.header("content-encoding"), None);
+/// # });
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Compression {
@@ -68,6 +86,23 @@ impl Default for Compression {
 
 impl Compression {
     /// gzip and brotli, bodies of 1 KiB and more.
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/big", get(|_r: Request| async { "x".repeat(4096) }))
+    ///     .route("/small", get(|_r: Request| async { "tiny" }))
+    ///     .layer(Compression::new())
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let big = client.get("/big").header("accept-encoding", "gzip, br").send().await;
+    /// assert_eq!(big.header("content-encoding"), Some("br")); // brotli preferred at equal q
+    /// let small = client.get("/small").header("accept-encoding", "gzip, br").send().await;
+    /// assert_eq!((small.header("content-encoding"), small.text()), (None, "tiny"));
+    /// # });
+    /// ```
     pub fn new() -> Self {
         Compression {
             min_size: 1024,
@@ -81,36 +116,144 @@ impl Compression {
     }
     /// Largest body compressed on the worker thread itself; larger ones are compressed on the
     /// blocking pool.
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// // Anything over 16 KiB is compressed off the worker thread; the answer is the same.
+    /// let client = App::new()
+    ///     .route("/export.csv", get(|_r: Request| async { "id,name\n1,ada\n".repeat(5000) }))
+    ///     .layer(Compression::new().inline_limit(16 * 1024))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/export.csv").header("accept-encoding", "gzip").send().await;
+    /// assert_eq!(res.header("content-encoding"), Some("gzip"));
+    /// assert!(res.bytes().len() < 75_000 / 10);
+    /// # });
+    /// ```
     pub fn inline_limit(mut self, bytes: usize) -> Self {
         self.inline_limit = bytes;
         self
     }
     /// Largest body compressed at all; larger bodies are sent uncompressed.
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/dump", get(|_r: Request| async { "y".repeat(300_000) }))
+    ///     .layer(Compression::new().max_size(256 * 1024))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/dump").header("accept-encoding", "gzip").send().await;
+    /// assert_eq!(res.header("content-encoding"), None);
+    /// assert_eq!(res.bytes().len(), 300_000);
+    /// # });
+    /// ```
     pub fn max_size(mut self, bytes: usize) -> Self {
         self.max_size = bytes;
         self
     }
     /// Smallest body (in bytes) worth compressing.
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/status", get(|_r: Request| async { "{\"ok\":true}".repeat(10) })) // 110 bytes
+    ///     .layer(Compression::new().min_size(100))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/status").header("accept-encoding", "gzip").send().await;
+    /// assert_eq!(res.header("content-encoding"), Some("gzip"));
+    /// # });
+    /// ```
     pub fn min_size(mut self, bytes: usize) -> Self {
         self.min_size = bytes;
         self
     }
-    /// gzip level 0–9.
+    /// gzip level 0–9 (default 5; more is clamped to 9).
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    /// use std::io::Read;
+    ///
+    /// let client = App::new()
+    ///     .route("/page", get(|_r: Request| async { "<li>item</li>".repeat(500) }))
+    ///     .layer(Compression::new().no_brotli().gzip_level(9))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/page").header("accept-encoding", "gzip").send().await;
+    /// let mut page = String::new();
+    /// flate2::read::GzDecoder::new(&res.bytes()[..]).read_to_string(&mut page).unwrap();
+    /// assert_eq!(page.len(), 13 * 500);
+    /// # });
+    /// ```
     pub fn gzip_level(mut self, level: u32) -> Self {
         self.gzip_level = level.min(9);
         self
     }
-    /// brotli quality 0–11.
+    /// brotli quality 0–11 (default 4; more is clamped to 11).
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    /// use std::io::Read;
+    ///
+    /// let client = App::new()
+    ///     .route("/app.css", get(|_r: Request| async { ".btn{color:red}".repeat(300) }))
+    ///     .layer(Compression::new().brotli_quality(9))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/app.css").header("accept-encoding", "br").send().await;
+    /// assert_eq!(res.header("content-encoding"), Some("br"));
+    /// let mut css = String::new();
+    /// brotli::Decompressor::new(&res.bytes()[..], 4096).read_to_string(&mut css).unwrap();
+    /// assert!(css.starts_with(".btn{color:red}.btn"));
+    /// # });
+    /// ```
     pub fn brotli_quality(mut self, q: u32) -> Self {
         self.brotli_quality = q.min(11);
         self
     }
     /// Disable gzip.
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|_r: Request| async { "z".repeat(2048) }))
+    ///     .layer(Compression::new().no_gzip())
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let gzip_only = client.get("/").header("accept-encoding", "gzip").send().await;
+    /// assert_eq!(gzip_only.header("content-encoding"), None);
+    /// # });
+    /// ```
     pub fn no_gzip(mut self) -> Self {
         self.gzip = false;
         self
     }
     /// Disable brotli.
+    ///
+    /// ```
+    /// use peregrine::middleware::Compression;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|_r: Request| async { "z".repeat(2048) }))
+    ///     .layer(Compression::new().no_brotli())
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").header("accept-encoding", "br, gzip").send().await;
+    /// assert_eq!(res.header("content-encoding"), Some("gzip"));
+    /// # });
+    /// ```
     pub fn no_brotli(mut self) -> Self {
         self.brotli = false;
         self

@@ -21,8 +21,25 @@ use std::sync::Arc;
 ///     .allow_headers(["content-type", "authorization"])
 ///     .allow_credentials(true)
 ///     .max_age(600);
-/// let app = peregrine::App::new().layer(cors);
-/// # let _ = app;
+/// let client = peregrine::App::new()
+///     .route("/api/me", peregrine::get(|_r: peregrine::Request| async { "{}" }))
+///     .layer(cors)
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // The browser's preflight is answered by the layer, not the routes.
+/// let pre = client.options("/api/me")
+///     .header("origin", "https://app.example")
+///     .header("access-control-request-method", "GET")
+///     .send().await;
+/// assert_eq!(pre.status(), 204);
+/// assert_eq!(pre.header("access-control-allow-origin"), Some("https://app.example"));
+/// assert_eq!(pre.header("access-control-allow-headers"), Some("content-type, authorization"));
+/// assert_eq!(pre.header("access-control-max-age"), Some("600"));
+///
+/// // Another site gets no CORS headers: its scripts cannot read the answer.
+/// let other = client.get("/api/me").header("origin", "https://evil.example").send().await;
+/// assert_eq!(other.header("access-control-allow-origin"), None);
+/// # });
 /// ```
 #[derive(Debug, Clone)]
 pub struct Cors {
@@ -49,6 +66,17 @@ impl Default for Cors {
 
 impl Cors {
     /// Any origin, the common methods, any request headers, no credentials.
+    ///
+    /// ```
+    /// use peregrine::middleware::Cors;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/data", get(|_r: Request| async { "[]" })).layer(Cors::new()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/data").header("origin", "https://anyone.example").send().await;
+    /// assert_eq!(res.header("access-control-allow-origin"), Some("*"));
+    /// # });
+    /// ```
     pub fn new() -> Self {
         Cors {
             inner: Arc::new(Config {
@@ -68,6 +96,19 @@ impl Cors {
 
     /// Allows `origin` (exact match, e.g. `https://app.example`); call again for more. Once an
     /// origin is given, only listed origins are allowed.
+    ///
+    /// ```
+    /// use peregrine::middleware::Cors;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let cors = Cors::new().allow_origin("https://app.example").allow_origin("https://admin.example");
+    /// let client = App::new().route("/data", get(|_r: Request| async { "[]" })).layer(cors).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/data").header("origin", "https://admin.example").send().await;
+    /// assert_eq!(res.header("access-control-allow-origin"), Some("https://admin.example"));
+    /// assert_eq!(res.header("vary"), Some("Origin"));
+    /// # });
+    /// ```
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
         self.cfg()
             .origins
@@ -75,17 +116,63 @@ impl Cors {
             .push(origin.into());
         self
     }
-    /// The methods allowed in preflight answers.
+    /// The methods allowed in preflight answers (default `GET, HEAD, POST, PUT, DELETE, PATCH`).
+    ///
+    /// ```
+    /// use peregrine::middleware::Cors;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let cors = Cors::new().allow_methods(["GET", "POST"]);
+    /// let client = App::new().route("/data", get(|_r: Request| async { "[]" })).layer(cors).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let pre = client.options("/data")
+    ///     .header("origin", "https://app.example")
+    ///     .header("access-control-request-method", "DELETE")
+    ///     .send().await;
+    /// // The browser compares: DELETE is not listed, so it will not send the request.
+    /// assert_eq!(pre.header("access-control-allow-methods"), Some("GET, POST"));
+    /// # });
+    /// ```
     pub fn allow_methods<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, methods: I) -> Self {
         self.cfg().methods = join(methods);
         self
     }
     /// The request headers allowed in preflight answers (default: whatever is asked).
+    ///
+    /// ```
+    /// use peregrine::middleware::Cors;
+    /// use peregrine::{post, App, Request};
+    ///
+    /// let client = App::new().route("/upload", post(|_r: Request| async { "ok" })).layer(Cors::new()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let pre = client.options("/upload")
+    ///     .header("origin", "https://app.example")
+    ///     .header("access-control-request-method", "POST")
+    ///     .header("access-control-request-headers", "x-upload-id")
+    ///     .send().await;
+    /// assert_eq!(pre.header("access-control-allow-headers"), Some("x-upload-id")); // mirrored
+    /// # });
+    /// ```
     pub fn allow_headers<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, headers: I) -> Self {
         self.cfg().headers = Some(join(headers));
         self
     }
-    /// Response headers scripts may read.
+    /// Response headers scripts may read (beyond the CORS-safelisted ones).
+    ///
+    /// ```
+    /// use peregrine::middleware::Cors;
+    /// use peregrine::{get, App, Request, Response};
+    ///
+    /// let cors = Cors::new().expose_headers(["x-total-count"]);
+    /// let client = App::new()
+    ///     .route("/items", get(|_r: Request| async { Response::text("[]").with_header("x-total-count", &b"0"[..]) }))
+    ///     .layer(cors)
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/items").header("origin", "https://app.example").send().await;
+    /// assert_eq!(res.header("access-control-expose-headers"), Some("x-total-count"));
+    /// # });
+    /// ```
     pub fn expose_headers<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, headers: I) -> Self {
         self.cfg().expose = Some(join(headers));
         self
@@ -93,11 +180,44 @@ impl Cors {
     /// Allow cookies and credentials. Requires explicit origins: with credentials the answer
     /// names the requesting origin, and doing that for any origin would let every site act
     /// as the user.
+    ///
+    /// ```
+    /// use peregrine::middleware::Cors;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let cors = Cors::new().allow_origin("https://app.example").allow_credentials(true);
+    /// let client = App::new().route("/me", get(|_r: Request| async { "{}" })).layer(cors).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/me").header("origin", "https://app.example").send().await;
+    /// assert_eq!(res.header("access-control-allow-origin"), Some("https://app.example"));
+    /// assert_eq!(res.header("access-control-allow-credentials"), Some("true"));
+    ///
+    /// // Without a list of origins, credentials allow no origin at all (never `*`).
+    /// let open = App::new().route("/me", get(|_r: Request| async { "{}" }))
+    ///     .layer(Cors::new().allow_credentials(true)).test();
+    /// let res = open.get("/me").header("origin", "https://app.example").send().await;
+    /// assert_eq!(res.header("access-control-allow-origin"), None);
+    /// # });
+    /// ```
     pub fn allow_credentials(mut self, yes: bool) -> Self {
         self.cfg().credentials = yes;
         self
     }
     /// How long browsers may cache a preflight answer, in seconds.
+    ///
+    /// ```
+    /// use peregrine::middleware::Cors;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/x", get(|_r: Request| async { "x" })).layer(Cors::new().max_age(3600)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let pre = client.options("/x")
+    ///     .header("origin", "https://app.example")
+    ///     .header("access-control-request-method", "GET")
+    ///     .send().await;
+    /// assert_eq!(pre.header("access-control-max-age"), Some("3600"));
+    /// # });
+    /// ```
     pub fn max_age(mut self, seconds: u32) -> Self {
         self.cfg().max_age = Some(seconds);
         self

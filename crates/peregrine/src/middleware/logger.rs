@@ -22,6 +22,34 @@ pub struct Logger {
 
 impl Logger {
     /// The logging layer.
+    ///
+    /// ```
+    /// use peregrine::middleware::Logger;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// # use std::sync::{Arc, Mutex};
+    /// # #[derive(Clone, Default)]
+    /// # struct Captured(Arc<Mutex<Vec<u8>>>);
+    /// # impl std::io::Write for Captured {
+    /// #     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().extend_from_slice(b); Ok(b.len()) }
+    /// #     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+    /// # }
+    /// # let log = Captured::default();
+    /// # let writer = log.clone();
+    /// // A subscriber (here one writing into `log`; in a service, `tracing_subscriber::fmt().init()`).
+    /// let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+    /// let _guard = tracing::subscriber::set_default(subscriber);
+    /// let client = App::new()
+    ///     .route("/users/{id}", get(|_r: Request| async { "ada" }))
+    ///     .layer(Logger::new())
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// client.get("/users/7").send().await;
+    /// # });
+    /// let line = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    /// assert!(line.contains("peregrine::request"), "{line}");
+    /// assert!(line.contains("method=GET path=/users/7 route=/users/{id} status=200 bytes=3"), "{line}");
+    /// ```
     pub fn new() -> Self {
         Logger { _private: () }
     }

@@ -23,7 +23,13 @@
 //!         res.headers.push(("x-checked".into(), b"1"[..].into()));
 //!         res
 //!     }));
-//! # let _ = app;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let client = app.test();
+//! assert_eq!(client.get("/").send().await.status(), 401);
+//! let res = client.get("/").header("authorization", "Bearer t").send().await;
+//! assert_eq!((res.text(), res.header("x-checked")), ("hi", Some("1")));
+//! # });
 //! ```
 
 pub(crate) mod compression;
@@ -79,6 +85,35 @@ pub trait Middleware: Send + Sync + 'static {
 }
 
 /// The rest of the middleware stack and the handler.
+///
+/// ```
+/// use peregrine::middleware::{from_fn, Next};
+/// use peregrine::{get, App, Request};
+///
+/// // Each layer records itself on the way in (a request header) and on the way out.
+/// fn mark(name: &'static str) -> impl Fn(Request, Next) -> peregrine::BoxFuture<peregrine::Response> + Send + Sync {
+///     move |mut req: Request, next: Next| {
+///         let seen = format!("{}{name}>", req.header("x-path").unwrap_or(""));
+///         req.set_header("x-path", seen).unwrap();
+///         Box::pin(async move {
+///             let mut res = next.run(req).await;
+///             res.headers.push(("x-out".into(), name.as_bytes().to_vec().into()));
+///             res
+///         })
+///     }
+/// }
+///
+/// let client = App::new()
+///     .route("/", get(|req: Request| async move { req.header("x-path").unwrap_or("").to_owned() }))
+///     .layer(from_fn(mark("inner")))
+///     .layer(from_fn(mark("outer"))) // added last: outermost
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client.get("/").send().await;
+/// assert_eq!(res.text(), "outer>inner>");
+/// assert_eq!(res.header_all("x-out"), ["inner", "outer"]);
+/// # });
+/// ```
 pub struct Next {
     inner: Arc<dyn Handler>,
 }
@@ -171,12 +206,73 @@ pub(crate) enum Layer {
 /// # let _ = app;
 /// ```
 pub trait Hook: Send + Sync + 'static {
-    /// Runs before the inner layers; `Err(response)` answers with it (short-circuit).
+    /// Runs before the inner layers; `Err(response)` answers with it (short-circuit). It may
+    /// also change the request.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, IntoResponse, Request, Response};
+    ///
+    /// /// Maps the legacy `x-api-version: 1` header onto the v1 routes.
+    /// struct LegacyVersion;
+    ///
+    /// impl Hook for LegacyVersion {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         if req.header("x-api-version") == Some("1") && !req.path().starts_with("/v1/") {
+    ///             let path = format!("/v1{}", req.path());
+    ///             req.set_path(&path).map_err(|e| e.into_response())?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let client = App::new()
+    ///     .route("/v1/users", get(|_r: Request| async { "v1 users" }))
+    ///     .hook_before_routing(LegacyVersion)
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/users").header("x-api-version", "1").send().await.text(), "v1 users");
+    /// assert_eq!(client.get("/users").send().await.status(), 404);
+    /// # });
+    /// ```
     fn before(&self, req: &mut Request) -> Result<(), Response> {
         let _ = req;
         Ok(())
     }
-    /// Runs on the response on its way out.
+    /// Runs on the response on its way out (also on answers from a `before` further in, and
+    /// on error answers).
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, Request, Response};
+    ///
+    /// /// Security headers on every answer, unless the handler set its own.
+    /// struct SecurityHeaders;
+    ///
+    /// impl Hook for SecurityHeaders {
+    ///     fn after(&self, res: &mut Response) {
+    ///         for (name, value) in [("x-content-type-options", "nosniff"), ("x-frame-options", "DENY")] {
+    ///             if !res.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+    ///                 res.headers.push((name.into(), value.as_bytes().into()));
+    ///             }
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|_r: Request| async { "home" }))
+    ///     .route("/embed", get(|_r: Request| async {
+    ///         Response::text("widget").with_header("x-frame-options", &b"SAMEORIGIN"[..])
+    ///     }))
+    ///     .hook(SecurityHeaders)
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let home = client.get("/").send().await;
+    /// assert_eq!(home.header("x-frame-options"), Some("DENY"));
+    /// assert_eq!(home.header("x-content-type-options"), Some("nosniff"));
+    /// assert_eq!(client.get("/embed").send().await.header("x-frame-options"), Some("SAMEORIGIN"));
+    /// # });
+    /// ```
     fn after(&self, res: &mut Response) {
         let _ = res;
     }

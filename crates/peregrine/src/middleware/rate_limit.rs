@@ -26,11 +26,21 @@ const SWEEP_EVERY: u64 = 4096;
 /// ```
 /// use peregrine::middleware::RateLimit;
 /// use peregrine::{get, App, Request};
-/// // 10 requests per second per client, bursts of up to 20.
-/// let app = App::new()
+/// use std::time::Duration;
+///
+/// // Each client may send 20 requests at once, then one a minute.
+/// let client = App::new()
 ///     .route("/", get(|_r: Request| async { "hi" }))
-///     .hook(RateLimit::per_second(10).burst(20));
-/// # let _ = app;
+///     .hook(RateLimit::every(Duration::from_secs(60)).burst(20))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// for _ in 0..20 {
+///     assert_eq!(client.get("/").send().await.status(), 200);
+/// }
+/// let refused = client.get("/").send().await; // the 21st at once
+/// assert_eq!(refused.status(), 429);
+/// assert_eq!(refused.header("retry-after"), Some("60"));
+/// # });
 /// ```
 pub struct RateLimit {
     limiter: DefaultKeyedRateLimiter<IpAddr>,
@@ -49,6 +59,24 @@ impl std::fmt::Debug for RateLimit {
 
 impl RateLimit {
     /// `n` requests per second per client (burst `n`). `n` of 0 is taken as 1.
+    ///
+    /// ```
+    /// use peregrine::middleware::RateLimit;
+    /// use peregrine::{post, App, Request};
+    ///
+    /// // Logins: one attempt a second per client, the rest of the app unlimited.
+    /// let login = peregrine::Router::new()
+    ///     .route("/login", post(|_r: Request| async { "welcome" }))
+    ///     .hook(RateLimit::per_second(1));
+    /// let client = App::new().merge(login).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let mut got = Vec::new();
+    /// for _ in 0..2 {
+    ///     got.push(client.post("/login").send().await.status());
+    /// }
+    /// assert_eq!(got, [200, 429]);
+    /// # });
+    /// ```
     pub fn per_second(n: u32) -> Self {
         Self::with_quota(Quota::per_second(nonzero(n)))
     }
@@ -57,11 +85,46 @@ impl RateLimit {
     ///
     /// # Panics
     /// If `period` is zero.
+    ///
+    /// ```
+    /// use peregrine::middleware::RateLimit;
+    /// use peregrine::{post, App, Request};
+    /// use std::time::Duration;
+    ///
+    /// // One password-reset mail per client per minute.
+    /// let client = App::new()
+    ///     .route("/password-reset", post(|_r: Request| async { "mail sent" }))
+    ///     .hook(RateLimit::every(Duration::from_secs(60)))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/password-reset").send().await.status(), 200);
+    /// let again = client.post("/password-reset").send().await;
+    /// assert_eq!((again.status(), again.header("retry-after")), (429, Some("60")));
+    /// # });
+    /// ```
     pub fn every(period: Duration) -> Self {
         Self::with_quota(Quota::with_period(period).expect("a non-zero period"))
     }
 
     /// Allows bursts of up to `n` requests (0 is taken as 1).
+    ///
+    /// ```
+    /// use peregrine::middleware::RateLimit;
+    /// use peregrine::{get, App, Request};
+    /// use std::time::Duration;
+    ///
+    /// // On average one request every 10 s, but a page load may fetch 5 at once.
+    /// let client = App::new()
+    ///     .route("/quota", get(|_r: Request| async { "ok" }))
+    ///     .hook(RateLimit::every(Duration::from_secs(10)).burst(5))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// for _ in 0..5 {
+    ///     assert_eq!(client.get("/quota").send().await.status(), 200);
+    /// }
+    /// assert_eq!(client.get("/quota").send().await.status(), 429);
+    /// # });
+    /// ```
     pub fn burst(self, n: u32) -> Self {
         Self::with_quota(self.quota.allow_burst(nonzero(n)))
     }

@@ -6,11 +6,45 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The id of the current request, stored as a request extension by [`RequestIdLayer`].
+///
+/// ```
+/// use peregrine::middleware::{RequestId, RequestIdLayer};
+/// use peregrine::{get, App, Error, Request};
+///
+/// async fn charge(req: Request) -> Result<String, Error> {
+///     let id = req.extension::<RequestId>().map_or("-", RequestId::as_str);
+///     // Quote it in errors so a support ticket can be matched with the logs.
+///     Err(Error::new(402).with_detail(format!("card declined (request {id})")))
+/// }
+///
+/// let client = App::new().route("/charge", get(charge)).layer(RequestIdLayer::new()).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client.get("/charge").header("x-request-id", "req-42").send().await;
+/// assert_eq!(res.json::<serde_json::Value>()["detail"], "card declined (request req-42)");
+/// # });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestId(String);
 
 impl RequestId {
     /// The id as text.
+    ///
+    /// ```
+    /// use peregrine::middleware::{RequestId, RequestIdLayer};
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|req: Request| async move {
+    ///         req.extension::<RequestId>().map(|id| id.as_str().to_owned()).unwrap_or_default()
+    ///     }))
+    ///     .layer(RequestIdLayer::new())
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").send().await;
+    /// assert_eq!(res.text().len(), 24); // a new id: 16 hex digits of prefix, 8 of counter
+    /// assert_eq!(res.header("x-request-id"), Some(res.text()));
+    /// # });
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -25,8 +59,17 @@ impl RequestId {
 ///
 /// ```
 /// use peregrine::middleware::RequestIdLayer;
-/// let app = peregrine::App::new().layer(RequestIdLayer::new());
-/// # let _ = app;
+/// use peregrine::{get, App, Request};
+///
+/// let client = App::new().route("/", get(|_r: Request| async { "hi" })).layer(RequestIdLayer::new()).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // A sane incoming id is kept and echoed (the caller's trace continues)...
+/// let kept = client.get("/").header("x-request-id", "lb-7f3a").send().await;
+/// assert_eq!(kept.header("x-request-id"), Some("lb-7f3a"));
+/// // ...anything else is replaced by a fresh one.
+/// let fresh = client.get("/").header("x-request-id", "has spaces").send().await;
+/// assert_ne!(fresh.header("x-request-id"), Some("has spaces"));
+/// # });
 /// ```
 #[derive(Debug)]
 pub struct RequestIdLayer {
@@ -43,10 +86,35 @@ impl Default for RequestIdLayer {
 
 impl RequestIdLayer {
     /// Uses the `x-request-id` header.
+    ///
+    /// ```
+    /// use peregrine::middleware::RequestIdLayer;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/", get(|_r: Request| async { "hi" })).layer(RequestIdLayer::new()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let a = client.get("/").send().await.header("x-request-id").unwrap().to_owned();
+    /// let b = client.get("/").send().await.header("x-request-id").unwrap().to_owned();
+    /// assert_ne!(a, b);
+    /// # });
+    /// ```
     pub fn new() -> Self {
         Self::with_header("x-request-id")
     }
     /// Uses another header name (e.g. `x-correlation-id`).
+    ///
+    /// ```
+    /// use peregrine::middleware::RequestIdLayer;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let layer = RequestIdLayer::with_header("x-correlation-id");
+    /// let client = App::new().route("/", get(|_r: Request| async { "hi" })).layer(layer).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").header("x-correlation-id", "c-19").send().await;
+    /// assert_eq!(res.header("x-correlation-id"), Some("c-19"));
+    /// assert_eq!(res.header("x-request-id"), None);
+    /// # });
+    /// ```
     pub fn with_header(header: &'static str) -> Self {
         RequestIdLayer {
             header,

@@ -11,8 +11,26 @@ use std::time::Duration;
 ///
 /// ```
 /// use peregrine::middleware::Timeout;
-/// let app = peregrine::App::new().layer(Timeout::new(std::time::Duration::from_secs(5)));
-/// # let _ = app;
+/// use peregrine::{get, App, Request};
+/// use std::time::Duration;
+///
+/// async fn slow_report(_req: Request) -> &'static str {
+///     tokio::time::sleep(Duration::from_secs(30)).await; // a stuck dependency
+///     "report"
+/// }
+///
+/// let client = App::new()
+///     .route("/report", get(slow_report))
+///     .route("/fast", get(|_r: Request| async { "fast" }))
+///     .layer(Timeout::new(Duration::from_secs(5)))
+///     .test();
+/// // (The clock is paused in this example, so it does not wait 5 s.)
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+/// let res = client.get("/report").send().await;
+/// assert_eq!(res.status(), 503);
+/// assert_eq!(res.header("content-type"), Some("application/problem+json"));
+/// assert_eq!(client.get("/fast").send().await.text(), "fast");
+/// # });
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Timeout {
@@ -21,11 +39,47 @@ pub struct Timeout {
 }
 
 impl Timeout {
-    /// A per-request time limit.
+    /// A per-request time limit (the handler and the layers inside this one; the body of a
+    /// streamed response is not counted).
+    ///
+    /// ```
+    /// use peregrine::middleware::Timeout;
+    /// use peregrine::{get, App, Request};
+    /// use std::time::Duration;
+    ///
+    /// // A tighter limit for one group of routes.
+    /// let search = peregrine::Router::new()
+    ///     .route("/search", get(|_r: Request| async {
+    ///         tokio::time::sleep(Duration::from_millis(800)).await;
+    ///         "results"
+    ///     }))
+    ///     .layer(Timeout::new(Duration::from_millis(500)));
+    /// let client = App::new().merge(search).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/search").send().await.status(), 503);
+    /// # });
+    /// ```
     pub fn new(limit: Duration) -> Self {
         Timeout { limit, status: 503 }
     }
     /// Answer with another status instead, e.g. 504 behind a gateway.
+    ///
+    /// ```
+    /// use peregrine::middleware::Timeout;
+    /// use peregrine::{get, App, Request};
+    /// use std::time::Duration;
+    ///
+    /// let client = App::new()
+    ///     .route("/upstream", get(|_r: Request| async {
+    ///         tokio::time::sleep(Duration::from_secs(60)).await;
+    ///         "late"
+    ///     }))
+    ///     .layer(Timeout::new(Duration::from_secs(10)).with_status(504))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/upstream").send().await.status(), 504);
+    /// # });
+    /// ```
     pub fn with_status(mut self, status: u16) -> Self {
         self.status = status;
         self

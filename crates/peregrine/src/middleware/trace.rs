@@ -58,6 +58,42 @@ pub struct Trace {
 
 impl Trace {
     /// The tracing layer.
+    ///
+    /// ```
+    /// use peregrine::middleware::Trace;
+    /// use peregrine::{get, App, Request};
+    ///
+    /// # use std::sync::{Arc, Mutex};
+    /// # #[derive(Clone, Default)]
+    /// # struct Captured(Arc<Mutex<Vec<u8>>>);
+    /// # impl std::io::Write for Captured {
+    /// #     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().extend_from_slice(b); Ok(b.len()) }
+    /// #     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+    /// # }
+    /// # let log = Captured::default();
+    /// # let writer = log.clone();
+    /// // A subscriber (here one writing into `log`; in a service, `tracing_subscriber::fmt().init()`).
+    /// let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+    /// let _guard = tracing::subscriber::set_default(subscriber);
+    /// async fn show(_req: Request) -> &'static str {
+    ///     tracing::info!("loading order"); // carries the request's span
+    ///     "order"
+    /// }
+    ///
+    /// let client = App::new().route("/orders/{id}", get(show)).layer(Trace::new()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// client
+    ///     .get("/orders/5")
+    ///     .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    ///     .send()
+    ///     .await;
+    /// # });
+    /// let out = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    /// let handler_line = out.lines().find(|l| l.contains("loading order")).unwrap();
+    /// assert!(handler_line.contains("route=/orders/{id}"), "{handler_line}");
+    /// assert!(handler_line.contains("trace_id=4bf92f3577b34da6a3ce929d0e0e4736"), "{handler_line}");
+    /// assert!(out.lines().any(|l| l.contains("completed") && l.contains("status=200")), "{out}");
+    /// ```
     pub fn new() -> Self {
         Trace { _private: () }
     }
@@ -189,6 +225,16 @@ impl TraceParent {
     /// Parses a `traceparent` value; `None` if it is not valid per the W3C recommendation
     /// (lower-case hex, version not `ff`, non-zero ids, version 00 exactly 55 characters;
     /// later versions may append `-`-separated data, which is ignored).
+    ///
+    /// ```
+    /// use peregrine::middleware::TraceParent;
+    /// let id = "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    /// assert!(TraceParent::parse(&format!("00-{id}")).is_some());
+    /// assert!(TraceParent::parse(&format!("00-{}", id.to_uppercase())).is_none()); // hex must be lower-case
+    /// assert!(TraceParent::parse(&format!("00-{id}-extra")).is_none()); // version 00 has no more
+    /// assert!(TraceParent::parse(&format!("01-{id}-extra")).is_some()); // a later version may
+    /// assert!(TraceParent::parse(&format!("ff-{id}")).is_none());
+    /// ```
     pub fn parse(v: &str) -> Option<TraceParent> {
         let b = v.as_bytes();
         if b.len() < 55 || b[2] != b'-' || b[35] != b'-' || b[52] != b'-' {
@@ -217,22 +263,66 @@ impl TraceParent {
         })
     }
 
-    /// Whether the caller sampled this trace.
+    /// Whether the caller sampled this trace (flag bit 0).
+    ///
+    /// ```
+    /// use peregrine::middleware::TraceParent;
+    /// let on = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+    /// let off = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
+    /// assert!(on.sampled() && !off.sampled());
+    /// ```
     pub fn sampled(&self) -> bool {
         self.flags & 1 == 1
     }
 
     /// The trace id in lower-case hex.
+    ///
+    /// ```
+    /// use peregrine::middleware::TraceParent;
+    /// let tp = TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+    /// assert_eq!(tp.trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");
+    /// ```
     pub fn trace_id_hex(&self) -> String {
         hex(&self.trace_id)
     }
 
-    /// The parent span id in lower-case hex.
+    /// The parent span id in lower-case hex (the caller's span).
+    ///
+    /// ```
+    /// use peregrine::middleware::TraceParent;
+    /// let tp = TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+    /// assert_eq!(tp.parent_id_hex(), "b7ad6b7169203331");
+    /// ```
     pub fn parent_id_hex(&self) -> String {
         hex(&self.parent_id)
     }
 
     /// The `traceparent` for an outgoing call made from span `span_id` of this trace.
+    ///
+    /// ```
+    /// use peregrine::middleware::{Trace, TraceParent};
+    /// use peregrine::{get, App, Request};
+    ///
+    /// // The handler calls another service: it passes the trace on, from a span id of its own.
+    /// async fn checkout(req: Request) -> String {
+    ///     match req.extension::<TraceParent>() {
+    ///         Some(tp) => tp.child(*b"\x11\x22\x33\x44\x55\x66\x77\x88"), // the header for the outgoing call
+    ///         None => "no trace".to_owned(),
+    ///     }
+    /// }
+    ///
+    /// # let _guard = tracing::subscriber::set_default(tracing_subscriber::fmt().with_writer(std::io::sink).finish());
+    /// // `Trace` stores the parsed header when a subscriber records requests.
+    /// let client = App::new().route("/checkout", get(checkout)).layer(Trace::new()).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .get("/checkout")
+    ///     .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), "00-4bf92f3577b34da6a3ce929d0e0e4736-1122334455667788-01");
+    /// # });
+    /// ```
     pub fn child(&self, span_id: [u8; 8]) -> String {
         format!(
             "00-{}-{}-{:02x}",

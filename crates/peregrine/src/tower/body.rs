@@ -8,7 +8,31 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The request body as tower layers see it: the engine's body, read on demand (no copy).
+/// The request body as tower layers see it: the engine's body, read on demand (no copy). A
+/// layer that does not read it hands it on to the handler untouched.
+///
+/// ```
+/// use peregrine::tower::{LocalBody, TowerLayer};
+/// use peregrine::{post, App, Error, Request};
+///
+/// async fn create(mut req: Request) -> Result<String, Error> {
+///     let tenant = req.header("x-tenant").unwrap_or("-").to_owned();
+///     let body = req.text().await?; // still all there after the tower layer
+///     Ok(format!("{tenant}: {body}"))
+/// }
+///
+/// // The layer's service sees `http::Request<LocalBody>`; this one only adds a header.
+/// let layer = tower::util::MapRequestLayer::new(|mut req: http::Request<LocalBody>| {
+///     if !req.headers().contains_key("x-tenant") {
+///         req.headers_mut().insert("x-tenant", http::HeaderValue::from_static("default"));
+///     }
+///     req
+/// });
+/// let client = App::new().route("/notes", post(create)).layer(TowerLayer::new(layer)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.post("/notes").body("buy milk").send().await.text(), "default: buy milk");
+/// # });
+/// ```
 pub struct LocalBody {
     state: LocalBodyState,
 }
@@ -76,6 +100,27 @@ impl HttpBody for LocalBody {
 /// The response body as tower layers see it: the peregrine body, passed through untouched
 /// unless a layer wraps it (compression). `Default` is the empty body (layers that answer
 /// themselves, like tower-http's `TimeoutLayer`, build one).
+///
+/// ```
+/// use http_body::Body as _;
+/// use peregrine::tower::{LocalBody, LocalResBody, NextService, TowerLayer};
+/// use peregrine::{get, App, Request};
+/// use tower::ServiceExt;
+///
+/// // A layer reading the response body's size without touching the body.
+/// let size = tower::layer::layer_fn(|inner: NextService| {
+///     ServiceExt::<http::Request<LocalBody>>::map_response(inner, |mut res: http::Response<LocalResBody>| {
+///         let n = res.body().size_hint().exact().unwrap_or(0);
+///         res.headers_mut().insert("x-body-bytes", n.into());
+///         res
+///     })
+/// });
+/// let client = App::new().route("/", get(|_r: Request| async { "twelve bytes" })).layer(TowerLayer::new(size)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/").send().await.header("x-body-bytes"), Some("12"));
+/// # });
+/// assert!(LocalResBody::default().is_end_stream());
+/// ```
 #[derive(Default)]
 pub struct LocalResBody(pub(super) Option<ResponseBody>);
 

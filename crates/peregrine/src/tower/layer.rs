@@ -25,10 +25,49 @@ use tower_service::Service;
 ///
 /// A service error (for example tower's own `Timeout` elapsing) is answered 500 and logged;
 /// prefer layers that answer with a response (tower-http's `TimeoutLayer` answers 408).
+///
+/// ```
+/// use http::header::{HeaderValue, CACHE_CONTROL};
+/// use peregrine::tower::TowerLayer;
+/// use peregrine::{get, App, Request, Response, Router};
+/// use tower_http::set_header::SetResponseHeaderLayer;
+///
+/// // Private answers for the account routes, unless a handler says otherwise.
+/// let account = Router::new()
+///     .route("/account", get(|_r: Request| async { "balance: 10" }))
+///     .route("/account/avatar", get(|_r: Request| async {
+///         Response::text("png").with_header("cache-control", &b"max-age=60"[..])
+///     }))
+///     .layer(TowerLayer::new(SetResponseHeaderLayer::if_not_present(
+///         CACHE_CONTROL,
+///         HeaderValue::from_static("private, no-store"),
+///     )));
+/// let client = App::new().merge(account).route("/", get(|_r: Request| async { "home" })).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/account").send().await.header("cache-control"), Some("private, no-store"));
+/// assert_eq!(client.get("/account/avatar").send().await.header("cache-control"), Some("max-age=60"));
+/// assert_eq!(client.get("/").send().await.header("cache-control"), None);
+/// # });
+/// ```
 pub struct TowerLayer<L>(L);
 
 impl<L> TowerLayer<L> {
     /// Wraps `layer`.
+    ///
+    /// ```
+    /// use peregrine::tower::TowerLayer;
+    /// use peregrine::{get, App, Request};
+    /// use tower_http::normalize_path::NormalizePathLayer;
+    ///
+    /// // Before routing, so that `/users/` is routed as `/users`.
+    /// let client = App::new()
+    ///     .route("/users", get(|_r: Request| async { "users" }))
+    ///     .layer_before_routing(TowerLayer::new(NormalizePathLayer::trim_trailing_slash()))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/users/").send().await.text(), "users");
+    /// # });
+    /// ```
     pub fn new(layer: L) -> Self {
         TowerLayer(layer)
     }
@@ -67,6 +106,24 @@ where
 }
 
 /// The rest of the stack as a `tower::Service`: what a [`TowerLayer`]'s layer wraps.
+///
+/// ```
+/// use peregrine::tower::{LocalBody, LocalResBody, NextService, TowerLayer};
+/// use peregrine::{get, App, Request};
+/// use tower::ServiceExt;
+///
+/// // Any tower layer whose service takes `NextService`; here one from `tower::util`.
+/// let stamp = tower::layer::layer_fn(|inner: NextService| {
+///     ServiceExt::<http::Request<LocalBody>>::map_response(inner, |mut res: http::Response<LocalResBody>| {
+///         res.headers_mut().insert("x-served-by", http::HeaderValue::from_static("edge-1"));
+///         res
+///     })
+/// });
+/// let client = App::new().route("/", get(|_r: Request| async { "hi" })).layer(TowerLayer::new(stamp)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.get("/").send().await.header("x-served-by"), Some("edge-1"));
+/// # });
+/// ```
 pub struct NextService {
     next: Option<Next>,
 }

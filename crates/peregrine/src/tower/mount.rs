@@ -19,6 +19,19 @@ use tower_service::Service;
 
 /// The request body a mounted service sees: `Send` (axum requires it), fed from the engine's
 /// body as the service reads it, with backpressure (a channel of one chunk).
+///
+/// ```
+/// use peregrine::App;
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // An axum handler reading the whole body (`String`), mounted under `/legacy`.
+/// let legacy = axum::Router::new().route("/echo", axum::routing::post(|body: String| async move {
+///     format!("axum got {} bytes", body.len())
+/// }));
+/// let client = App::new().mount_service("/legacy", legacy).test();
+/// let res = client.post("/legacy/echo").body("x".repeat(100_000)).send().await;
+/// assert_eq!(res.text(), "axum got 100000 bytes");
+/// # });
+/// ```
 pub struct SendBody {
     rx: tokio::sync::mpsc::Receiver<Result<Bytes, BodyError>>,
     exact: Option<u64>,
