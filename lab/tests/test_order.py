@@ -175,8 +175,10 @@ def test_a_failed_server_in_a_block_does_not_stop_the_others(monkeypatch, how):
 
 
 def test_report_order_row_says_which_scheme_and_old_results_still_render():
-    res = json.loads((config.LAB_DIR / "results" / "engine" / "results.json").read_text())
-    assert res["settings"]["order"] == "interleaved"  # committed before the blocked order
+    # The engine run committed before the blocked order (lab/tests/fixtures, see test_pair_gap).
+    old_run = config.LAB_DIR / "tests" / "fixtures" / "engine-interleaved-2026-11-24"
+    res = json.loads((old_run / "results.json").read_text())
+    assert res["settings"]["order"] == "interleaved"
     assert "cells run in a random order per round (seed 1795506934)" in report.render(res)
     res["settings"]["order"] = order.SCHEME
     md = report.render(res)

@@ -91,8 +91,13 @@ def test_spread_grows_with_distance_when_the_machine_drifts():
     assert pair_gap.permutation_p(devs, 1, n=200) < 0.05
 
 
+# The engine profile's run of 2026-11-24 07:55 UTC (20 rounds, interleaved order), as committed
+# in lab/results/engine until the blocked order's first run replaced it.
+OLD_ENGINE_RUN = config.LAB_DIR / "tests" / "fixtures" / "engine-interleaved-2026-11-24"
+
+
 def test_committed_engine_run_is_replayed_and_the_table_renders():
-    path = config.LAB_DIR / "results" / "engine" / "results.json"
+    path = OLD_ENGINE_RUN / "results.json"
     res = json.loads(path.read_text())
     slots, estimated = pair_gap.run_slots(res)
     assert estimated and len(slots) == 16 * 20
