@@ -66,6 +66,32 @@ pub enum Method {
     Other,
 }
 
+impl Method {
+    /// The method a request line's token names ([`Method::Other`] for any other token); the
+    /// token's syntax is not checked here.
+    ///
+    /// ```
+    /// use peregrine_codec::request::Method;
+    /// assert_eq!(Method::from_token(b"GET"), Method::Get);
+    /// assert_eq!(Method::from_token(b"get"), Method::Other); // methods are case-sensitive
+    /// ```
+    #[inline(always)]
+    pub fn from_token(m: &[u8]) -> Method {
+        match m {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"OPTIONS" => Method::Options,
+            b"PATCH" => Method::Patch,
+            b"CONNECT" => Method::Connect,
+            b"TRACE" => Method::Trace,
+            _ => Method::Other,
+        }
+    }
+}
+
 /// HTTP version of the request (only 1.0 and 1.1 are accepted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Version {

@@ -158,22 +158,6 @@ pub(crate) struct PartsInfo {
     pub(crate) body: Body,
 }
 
-#[cfg_attr(not(feature = "http2"), allow(dead_code))]
-fn method_kind(m: &[u8]) -> Method {
-    match m {
-        b"GET" => Method::Get,
-        b"HEAD" => Method::Head,
-        b"POST" => Method::Post,
-        b"PUT" => Method::Put,
-        b"DELETE" => Method::Delete,
-        b"OPTIONS" => Method::Options,
-        b"PATCH" => Method::Patch,
-        b"CONNECT" => Method::Connect,
-        b"TRACE" => Method::Trace,
-        _ => Method::Other,
-    }
-}
-
 /// A request as handed to a [`crate::Service`]. The head is parsed and validated already; the
 /// body is read on demand through [`Request::body_mut`].
 ///
@@ -317,7 +301,7 @@ impl Request {
         let head = RequestHead {
             head_len: p.bytes.len(),
             method: method_span,
-            method_kind: method_kind(method),
+            method_kind: Method::from_token(method),
             target: target_span,
             path,
             query,

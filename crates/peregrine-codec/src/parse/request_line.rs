@@ -48,7 +48,10 @@ pub(super) fn method<S: Scan>(
     if buf.len() >= m_start + 4 && &buf[m_start..m_start + 4] == b"GET " {
         return Ok(Some((m_start + 3, Method::Get)));
     }
-    Ok(scan_method(s, buf, m_start)?.map(|m_end| (m_end, method_kind(&buf[m_start..m_end]))))
+    Ok(
+        scan_method(s, buf, m_start)?
+            .map(|m_end| (m_end, Method::from_token(&buf[m_start..m_end]))),
+    )
 }
 
 /// Scans `1*tchar SP` from `m_start`; `Ok(Some(end))` is the index of the SP.
@@ -73,22 +76,6 @@ fn scan_method<S: Scan>(s: S, buf: &[u8], m_start: usize) -> Result<Option<usize
         bad!("empty method");
     }
     Ok(Some(m_end))
-}
-
-#[inline(always)]
-fn method_kind(m: &[u8]) -> Method {
-    match m {
-        b"GET" => Method::Get,
-        b"HEAD" => Method::Head,
-        b"POST" => Method::Post,
-        b"PUT" => Method::Put,
-        b"DELETE" => Method::Delete,
-        b"OPTIONS" => Method::Options,
-        b"PATCH" => Method::Patch,
-        b"CONNECT" => Method::Connect,
-        b"TRACE" => Method::Trace,
-        _ => Method::Other,
-    }
 }
 
 /// The version at `v`: exactly `HTTP/1.1` or `HTTP/1.0`, then CRLF (10 bytes in all).
