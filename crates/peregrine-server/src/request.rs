@@ -114,17 +114,13 @@ impl Pending {
     }
 
     /// The request, once [`Pending::parse`] found a complete head in `buf`: its bytes and its
-    /// `fields` (from the parse's table) are copied in. `body: None` for a request without a
-    /// body: the box already holds an empty one (every box starts with one, and
-    /// [`Parts::recycle`] puts one back), so nothing is written (a 40-byte copy and the drop
-    /// check of the old body, per request).
-    pub(crate) fn finish(
-        mut self,
-        buf: &[u8],
-        fields: &[FieldSpan],
-        peer: SocketAddr,
-        body: Option<Body>,
-    ) -> Request {
+    /// `fields` (from the parse's table) are copied in. Its body is empty: the box already
+    /// holds an empty one (every box starts with one, and [`Parts::recycle`] puts one back), so
+    /// nothing is written for a request without a body (a 40-byte copy and the drop check of
+    /// the old body, per request); one with a body gets it from [`Request::set_body`]. (Passed
+    /// in here as an `Option<Body>`, the `None` went through the stack and was read back in a
+    /// wider load than it was written with: a store-forwarding stall per request.)
+    pub(crate) fn finish(mut self, buf: &[u8], fields: &[FieldSpan], peer: SocketAddr) -> Request {
         let p = &mut *self.0;
         let head_len = p.head().head_len;
         p.bytes.extend_from_slice(&buf[..head_len]);
@@ -134,9 +130,6 @@ impl Pending {
             p.body.is_empty_kind(),
             "a recycled request box kept its body"
         );
-        if let Some(body) = body {
-            p.body = body;
-        }
         Request {
             parts: ManuallyDrop::new(self.0),
         }
@@ -242,7 +235,9 @@ impl Request {
         };
         let mut pending = Pending::take();
         pending.0.parsed = Ok(Parsed::Complete(head));
-        Ok(pending.finish(raw, &table[..head.field_count], peer, Some(body)))
+        let mut req = pending.finish(raw, &table[..head.field_count], peer);
+        *req.body_mut() = body;
+        Ok(req)
     }
 
     /// A request from already-separated parts (HTTP/2: pseudo-header fields and a field list

@@ -240,7 +240,8 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     }
     io.gen += 1;
     let gen = io.gen;
-    let body = match framing {
+    // The body's declared length (`None`: chunked), for a request with one.
+    let body_len = match framing {
         BodyFraming::None | BodyFraming::Length(0) => {
             io.body = BodyState::Done;
             // No body to wait for: no `100 Continue` either.
@@ -254,18 +255,21 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
-            Some(Body::from_conn(conn.clone(), gen, Some(n)))
+            Some(Some(n))
         }
         BodyFraming::Chunked => {
             io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
-            Some(Body::from_conn(conn.clone(), gen, None))
+            Some(None)
         }
     };
     // The request copies the head's bytes and fields; the read buffer moves on.
-    let req = pending.finish(&io.rbuf, &table[..field_count], peer, body);
+    let mut req = pending.finish(&io.rbuf, &table[..field_count], peer);
+    if let Some(len) = body_len {
+        *req.body_mut() = Body::from_conn(conn.clone(), gen, len);
+    }
     io.rbuf.advance(head_len);
     if cfg
         .max_requests_per_connection
