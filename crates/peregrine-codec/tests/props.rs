@@ -1,6 +1,7 @@
 //! Property tests: no input panics; every scanning path gives the same result; a prefix of an
-//! input never succeeds where the whole fails; generated valid requests parse as generated (and
-//! as httparse reads them); chunked bodies decode the same however they are split.
+//! input never succeeds where the whole fails; an accepted head's method and target are ASCII;
+//! generated valid requests parse as generated (and as httparse reads them); chunked bodies
+//! decode the same however they are split.
 
 mod common;
 use common::*;
@@ -37,7 +38,18 @@ fn check_consistency(buf: &[u8], limits: &Limits) {
         assert!(!e.reason.is_empty());
     }
     let end = match whole {
-        Ok(Parsed::Complete(h)) => h.head_len,
+        Ok(Parsed::Complete(h)) => {
+            // The engine relies on this to hand these out as `&str` without a check.
+            for span in [Some(h.method), Some(h.target), Some(h.path), h.query] {
+                let text = span.map_or(&b""[..], |s| s.slice(buf));
+                assert!(
+                    text.is_ascii(),
+                    "non-ASCII request line part in {:?}",
+                    show(buf)
+                );
+            }
+            h.head_len
+        }
         _ => buf.len(),
     };
     for k in 0..end {

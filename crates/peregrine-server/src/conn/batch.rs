@@ -93,6 +93,9 @@ impl<'a, S: Service> Batch<'a, S> {
         let (service, conn, peer) = (self.service, self.conn, self.peer);
         let served = &mut *self.served;
         let max_pending = conn.shared.config.max_pending_output;
+        // Read once per poll, not per request: the flag is set only by the worker's main task,
+        // which cannot run while this synchronous loop does.
+        let shutting_down = conn.shared.is_shutting_down();
         let mut cur = self.cur;
         let mut took = false;
         let mut answered: Option<Answered> = None;
@@ -119,7 +122,7 @@ impl<'a, S: Service> Batch<'a, S> {
             };
             match fut.poll(cx) {
                 Poll::Ready(mut r) => {
-                    if conn.shared.is_shutting_down() {
+                    if shutting_down {
                         cur.keep_alive.disable(CloseReason::ShuttingDown);
                     }
                     answered = Some(conn.answer(

@@ -518,6 +518,9 @@ impl<S: Service> CallH2 for S {
                 body,
             },
         );
+        let Some(request) = request else {
+            return Start::Answer(Response::new(400));
+        };
         Start::Call(self.call(request), head_request, shared_recv, None)
     }
 }
@@ -550,6 +553,9 @@ fn extended_connect<S: Service>(
             body: Body::empty(),
         },
     );
+    let Some(request) = request else {
+        return Start::Answer(Response::new(400));
+    };
     Start::Call(service.call(request), false, None, Some(recv))
 }
 
