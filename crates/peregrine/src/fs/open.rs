@@ -154,6 +154,16 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, Miss> {
     })
 }
 
+/// Runs blocking file work on tokio's blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Miss> + Send + 'static,
+) -> Result<T, Miss> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(Miss::Io(std::io::Error::other(e))),
+    }
+}
+
 /// Reads `len` bytes at `offset` (positioned reads; the file's cursor is not used).
 pub(crate) fn read_at(file: &File, offset: u64, len: u64) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];

@@ -1,0 +1,214 @@
+//! Reading the request body: whole (`bytes`, `text`, `json`, `form`, decoded when sent
+//! compressed) or as a raw stream, all held to the request's body limit, whose per-request
+//! override and count of bytes already streamed are kept among the extensions. Also the
+//! problem answers for body errors.
+
+use super::media_type::{is_json_content_type, media_type_is};
+use super::{Extensions, Request};
+use crate::error::Error;
+use bytes::Bytes;
+use peregrine_server::BodyError;
+use serde::de::DeserializeOwned;
+use std::any::TypeId;
+
+/// A request's own body limit ([`Request::set_body_limit`]) and what its raw stream has read,
+/// kept among the extensions: most requests never touch either, and the request (moved into
+/// every future) stays as small as before.
+#[derive(Default)]
+struct BodyBudget {
+    limit: Option<u64>,
+    read: u64,
+}
+
+/// The request's [`BodyBudget`], created on first use.
+fn budget_mut(extensions: &mut Option<Box<Extensions>>) -> &mut BodyBudget {
+    let ext = extensions.get_or_insert_with(Default::default);
+    let id = TypeId::of::<BodyBudget>();
+    let i = match ext.iter().position(|(t, _)| *t == id) {
+        Some(i) => i,
+        None => {
+            ext.push((id, Box::new(BodyBudget::default())));
+            ext.len() - 1
+        }
+    };
+    match ext[i].1.downcast_mut::<BodyBudget>() {
+        Some(b) => b,
+        None => unreachable!("stored under its own type id"),
+    }
+}
+
+impl Request {
+    /// Declared body length, `None` for a chunked body.
+    pub fn content_length(&self) -> Option<u64> {
+        self.inner.content_length()
+    }
+
+    /// The whole body, up to the request's body limit ([`Request::body_limit`]: the route's
+    /// or the application's, default 1 MiB). 413 past the limit, 400
+    /// for broken framing, 408 if the client stalls. A body sent with `Content-Encoding: gzip`,
+    /// `deflate` or `br` is decoded, the decoded size held to the same limit (see
+    /// [`App::decode_request_bodies`](crate::App::decode_request_bodies)).
+    pub async fn bytes(&mut self) -> Result<Bytes, Error> {
+        // What the raw stream already handed out counts against the same limit.
+        let read = self.extension::<BodyBudget>().map_or(0, |b| b.read);
+        let left = self.body_limit().saturating_sub(read);
+        self.bytes_limited(usize::try_from(left).unwrap_or(usize::MAX))
+            .await
+    }
+
+    /// The body limit for this request, in bytes: the one [`Request::bytes`], `json`, `form`,
+    /// `multipart` and the raw [`Request::body_mut`] stream are held to. It is the route's
+    /// ([`MethodRouter::body_limit`](crate::MethodRouter::body_limit)) if it has one, else the
+    /// application's ([`App::body_limit`](crate::App::body_limit)).
+    pub fn body_limit(&self) -> u64 {
+        self.extension::<BodyBudget>()
+            .and_then(|b| b.limit)
+            .unwrap_or(self.shared.body_limit as u64)
+    }
+
+    /// Sets this request's body limit (for middleware that decides it per request, such as a
+    /// larger limit for authenticated uploaders); `u64::MAX` lifts it. Set it before the body
+    /// is read.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{Request, Response};
+    /// struct TrustedUploads;
+    /// impl Hook for TrustedUploads {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         if req.header("x-uploader-token").is_some() {
+    ///             req.set_body_limit(1 << 30);
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn set_body_limit(&mut self, bytes: u64) {
+        budget_mut(&mut self.extensions).limit = Some(bytes);
+    }
+
+    /// The whole body, failing with 413 past `limit` bytes.
+    ///
+    /// ```
+    /// # use peregrine::{Error, Request};
+    /// async fn upload(mut req: Request) -> Result<String, Error> {
+    ///     let data = req.bytes_limited(64 * 1024).await?;
+    ///     Ok(format!("{} bytes", data.len()))
+    /// }
+    /// # let _ = upload;
+    /// ```
+    pub async fn bytes_limited(&mut self, limit: usize) -> Result<Bytes, Error> {
+        let coding = if self.shared.decode_bodies {
+            crate::decode::coding_of(self.header_bytes("content-encoding"))?
+        } else {
+            None
+        };
+        // The compressed form is held to the limit too (it is in memory at once).
+        let raw = self
+            .inner
+            .body_mut()
+            .to_bytes(limit)
+            .await
+            .map_err(body_error)?;
+        match coding {
+            None => Ok(raw),
+            Some(c) => crate::decode::decode(c, &raw, limit),
+        }
+    }
+
+    /// The body as UTF-8 text (400 if it is not UTF-8).
+    pub async fn text(&mut self) -> Result<String, Error> {
+        let b = self.bytes().await?;
+        String::from_utf8(b.into())
+            .map_err(|_| Error::bad_request().with_detail("request body is not valid UTF-8"))
+    }
+
+    /// The body parsed as JSON into `T`. 415 unless the content type is `application/json` or
+    /// `application/*+json`; 400 for malformed JSON or JSON of the wrong shape; 413 past the
+    /// body limit.
+    ///
+    /// ```
+    /// # use peregrine::{Error, Json, Request};
+    /// #[derive(serde::Deserialize, serde::Serialize)]
+    /// struct NewUser { name: String, age: u8 }
+    /// async fn create(mut req: Request) -> Result<(u16, Json<NewUser>), Error> {
+    ///     let user: NewUser = req.json().await?;
+    ///     Ok((201, Json(user)))
+    /// }
+    /// # let _ = create;
+    /// ```
+    pub async fn json<T: DeserializeOwned>(&mut self) -> Result<T, Error> {
+        if !is_json_content_type(self.header_bytes("content-type")) {
+            return Err(Error::new(415).with_detail("expected content type application/json"));
+        }
+        let body = self.bytes().await?;
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::bad_request().with_detail(format!("invalid JSON body: {e}")))
+    }
+
+    /// The body parsed as `application/x-www-form-urlencoded` into `T`. 415 for another
+    /// content type, 400 if malformed, 413 past the body limit.
+    ///
+    /// ```
+    /// # use peregrine::{Error, Request};
+    /// #[derive(serde::Deserialize)]
+    /// struct Login { user: String, password: String }
+    /// async fn login(mut req: Request) -> Result<String, Error> {
+    ///     let form: Login = req.form().await?;
+    ///     Ok(format!("hello {}", form.user))
+    /// }
+    /// # let _ = login;
+    /// ```
+    pub async fn form<T: DeserializeOwned>(&mut self) -> Result<T, Error> {
+        if !media_type_is(
+            self.header_bytes("content-type"),
+            "application/x-www-form-urlencoded",
+        ) {
+            return Err(Error::new(415)
+                .with_detail("expected content type application/x-www-form-urlencoded"));
+        }
+        let body = self.bytes().await?;
+        serde_urlencoded::from_bytes(&body)
+            .map_err(|e| Error::bad_request().with_detail(format!("invalid form body: {e}")))
+    }
+
+    /// The raw body, to read piece by piece (streaming uploads): as sent (not decoded), held
+    /// to the request's [body limit](Request::body_limit) like every other way of reading the
+    /// body (413 problem document past it; see [`BodyStream`](crate::BodyStream)). A route
+    /// taking larger uploads raises its own limit with
+    /// [`MethodRouter::body_limit`](crate::MethodRouter::body_limit) or
+    /// [`MethodRouter::no_body_limit`](crate::MethodRouter::no_body_limit).
+    pub fn body_mut(&mut self) -> crate::body::BodyStream<'_> {
+        let declared = self.inner.content_length();
+        let limit = self.body_limit();
+        crate::body::BodyStream {
+            body: self.inner.body_mut(),
+            limit,
+            read: &mut budget_mut(&mut self.extensions).read,
+            declared,
+        }
+    }
+}
+
+pub(crate) fn body_error(e: BodyError) -> Error {
+    let err = Error::new(e.status());
+    match e {
+        BodyError::TooLarge => err.with_detail("request body exceeds the size limit"),
+        BodyError::Timeout => err.with_detail("timed out waiting for the request body"),
+        BodyError::Incomplete => err.with_detail("request body incomplete"),
+        BodyError::Invalid(r) => err.with_detail(format!("invalid request body: {r}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_errors_map_to_statuses() {
+        assert_eq!(body_error(BodyError::TooLarge).status(), 413);
+        assert_eq!(body_error(BodyError::Invalid("x")).status(), 400);
+        assert_eq!(body_error(BodyError::Timeout).status(), 408);
+        assert_eq!(body_error(BodyError::Incomplete).status(), 400);
+    }
+}

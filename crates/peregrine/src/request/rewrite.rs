@@ -1,0 +1,159 @@
+//! Middleware rewriting a request before the handler (and inner layers) see it: header fields
+//! set, appended, replaced or removed, the method overridden, the path changed before
+//! routing. The engine's parsed request is never edited: changes live in [`Rewrites`], the
+//! headers copied out of the engine's request on the first change.
+
+use super::{Request, PRE_ROUTING};
+use crate::error::Error;
+use peregrine_server::Method;
+
+/// What middleware changed in a request. Headers are copied out of the engine's request on
+/// the first change, then edited here.
+#[derive(Default)]
+pub(super) struct Rewrites {
+    pub(super) method: Option<(Box<str>, Method)>,
+    pub(super) headers: Option<Vec<OwnedField>>,
+}
+
+/// A header field owned by the request (after a rewrite).
+pub(super) type OwnedField = (Box<str>, Box<[u8]>);
+
+impl Request {
+    /// The headers, copied out of the engine's request on the first change.
+    fn headers_mut(&mut self) -> &mut Vec<OwnedField> {
+        let inner = &self.inner;
+        let rw = self.rewrites.get_or_insert_with(Default::default);
+        rw.headers.get_or_insert_with(|| {
+            inner
+                .headers()
+                .map(|(n, v)| (Box::from(n), Box::from(v)))
+                .collect()
+        })
+    }
+
+    /// Replaces every field named `name` with one `name: value` (middleware rewriting the
+    /// request; handlers and inner layers see the change). Fails with 500 if the name is not a
+    /// token or the value has control characters (a header block must stay well-formed).
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{Request, Response};
+    /// /// Trusts a proxy's forwarded tenant, under the header name handlers expect.
+    /// struct Tenant;
+    /// impl Hook for Tenant {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         use peregrine::IntoResponse;
+    ///         let t = req.header("x-forwarded-tenant").unwrap_or("public").to_owned();
+    ///         req.remove_header("x-forwarded-tenant");
+    ///         req.set_header("x-tenant", t).map_err(|e| e.into_response())
+    ///     }
+    /// }
+    /// # let _ = Tenant;
+    /// ```
+    pub fn set_header(
+        &mut self,
+        name: &str,
+        value: impl crate::header::IntoHeaderValue,
+    ) -> Result<(), Error> {
+        let value = checked_header(name, value)?;
+        let h = self.headers_mut();
+        h.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        h.push((name.into(), value));
+        Ok(())
+    }
+
+    /// Adds a field `name: value`, keeping the ones already there (checked like
+    /// [`Request::set_header`]).
+    pub fn append_header(
+        &mut self,
+        name: &str,
+        value: impl crate::header::IntoHeaderValue,
+    ) -> Result<(), Error> {
+        let value = checked_header(name, value)?;
+        self.headers_mut().push((name.into(), value));
+        Ok(())
+    }
+
+    /// Replaces all header fields (a tower layer's view of the request coming back).
+    #[cfg(feature = "tower")]
+    pub(crate) fn replace_headers<'a>(
+        &mut self,
+        fields: impl Iterator<Item = (&'a str, &'a [u8])>,
+    ) {
+        let h = self.headers_mut();
+        h.clear();
+        h.extend(fields.map(|(n, v)| (Box::from(n), Box::from(v))));
+    }
+
+    /// Removes every field named `name` (case-insensitive); returns whether there was one.
+    pub fn remove_header(&mut self, name: &str) -> bool {
+        if self.header_bytes(name).is_none() {
+            return false;
+        }
+        self.headers_mut()
+            .retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        true
+    }
+
+    /// Rewrites the method (method-override middleware: `POST` + `X-HTTP-Method-Override:
+    /// DELETE`). To change which handler runs, do it before routing
+    /// ([`App::layer_before_routing`](crate::App::layer_before_routing)). 500 if `method` is
+    /// not a token.
+    pub fn set_method(&mut self, method: &str) -> Result<(), Error> {
+        if !crate::header::valid_name(method) {
+            return Err(Error::internal().with_detail(format!("invalid method {method:?}")));
+        }
+        let kind = method_kind_of(method);
+        self.rewrites.get_or_insert_with(Default::default).method = Some((method.into(), kind));
+        Ok(())
+    }
+
+    /// Rewrites the path, before routing only
+    /// ([`App::layer_before_routing`](crate::App::layer_before_routing) /
+    /// [`App::hook_before_routing`](crate::App::hook_before_routing)): the new path is then
+    /// normalised and routed like one sent by the client (a path that normalisation refuses is
+    /// answered 400). After routing it fails with a (logged) 500, because the route and its
+    /// parameters were found on the old path. `path` must start with `/` and contain no `?`,
+    /// `#` or whitespace; the query string is kept.
+    pub fn set_path(&mut self, path: &str) -> Result<(), Error> {
+        if self.route != PRE_ROUTING {
+            return Err(Error::internal()
+                .with_detail("Request::set_path after routing; rewrite before routing instead"));
+        }
+        let ok = path.starts_with('/')
+            && path
+                .bytes()
+                .all(|b| b > 0x20 && b != 0x7f && b != b'?' && b != b'#');
+        if !ok {
+            return Err(Error::internal().with_detail(format!("invalid rewritten path {path:?}")));
+        }
+        self.normalized_path = Some(path.into());
+        Ok(())
+    }
+}
+
+fn checked_header(
+    name: &str,
+    value: impl crate::header::IntoHeaderValue,
+) -> Result<Box<[u8]>, Error> {
+    let value = value.into_header_value();
+    if !crate::header::valid_name(name) || !crate::header::valid_value(&value) {
+        return Err(Error::internal().with_detail(format!("invalid request header {name:?}")));
+    }
+    Ok(value.into_owned().into_boxed_slice())
+}
+
+fn method_kind_of(m: &str) -> Method {
+    match m {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "OPTIONS" => Method::Options,
+        "PATCH" => Method::Patch,
+        "CONNECT" => Method::Connect,
+        "TRACE" => Method::Trace,
+        _ => Method::Other,
+    }
+}
