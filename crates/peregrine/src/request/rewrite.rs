@@ -103,7 +103,7 @@ impl Request {
         if !crate::header::valid_name(method) {
             return Err(Error::internal().with_detail(format!("invalid method {method:?}")));
         }
-        let kind = method_kind_of(method);
+        let kind = Method::from_token(method.as_bytes());
         self.rewrites.get_or_insert_with(Default::default).method = Some((method.into(), kind));
         Ok(())
     }
@@ -141,19 +141,4 @@ fn checked_header(
         return Err(Error::internal().with_detail(format!("invalid request header {name:?}")));
     }
     Ok(value.into_owned().into_boxed_slice())
-}
-
-fn method_kind_of(m: &str) -> Method {
-    match m {
-        "GET" => Method::Get,
-        "HEAD" => Method::Head,
-        "POST" => Method::Post,
-        "PUT" => Method::Put,
-        "DELETE" => Method::Delete,
-        "OPTIONS" => Method::Options,
-        "PATCH" => Method::Patch,
-        "CONNECT" => Method::Connect,
-        "TRACE" => Method::Trace,
-        _ => Method::Other,
-    }
 }
