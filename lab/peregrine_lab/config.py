@@ -321,15 +321,15 @@ PROFILES: dict[str, Profile] = {
                 "--before-ref (peregrine-hello-before; default 5b5bd28, the last commit of "
                 "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
                 "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
-                "pipelined; 15 interleaved rounds of 3 s per cell with bootstrap 95% intervals; "
-                "idle memory with 1000 connections (about 13 minutes of measuring on 2 CPUs: "
-                "12 min 50 s on a busy machine)"
+                "pipelined; 40 rounds of 2 s per cell in blocks (a cell's servers back to back, "
+                "in a random order) with bootstrap 95% intervals of the per-round ratios; idle "
+                "memory with 1000 connections (about 25 minutes on 2 CPUs)"
             ),
             servers=ENGINE_SERVERS,
             scenarios=("plaintext",),
             cells=ENGINE_LANES,
-            runs=15,
-            duration=3.0,
+            runs=40,
+            duration=2.0,
             warmup=1.0,
             idle_connections=1000,
             probe=None,
