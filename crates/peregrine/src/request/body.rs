@@ -39,6 +39,19 @@ fn budget_mut(extensions: &mut Option<Box<Extensions>>) -> &mut BodyBudget {
 
 impl Request {
     /// Declared body length, `None` for a chunked body.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", post(|req: Request| async move { format!("{:?}", req.content_length()) }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/").body("hello").send().await.text(), "Some(5)");
+    /// let chunked = client.post("/").header("transfer-encoding", "chunked").body("5\r\nhello\r\n0\r\n\r\n");
+    /// assert_eq!(chunked.send().await.text(), "None");
+    /// # });
+    /// ```
     pub fn content_length(&self) -> Option<u64> {
         self.inner.content_length()
     }
@@ -48,6 +61,19 @@ impl Request {
     /// for broken framing, 408 if the client stalls. A body sent with `Content-Encoding: gzip`,
     /// `deflate` or `br` is decoded, the decoded size held to the same limit (see
     /// [`App::decode_request_bodies`](crate::App::decode_request_bodies)).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn size(mut req: Request) -> Result<String, Error> {
+    ///     Ok(req.bytes().await?.len().to_string())
+    /// }
+    /// let client = App::new().body_limit(8).route("/", post(size)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/").body(&b"\x00\x01\x02"[..]).send().await.text(), "3");
+    /// assert_eq!(client.post("/").body("0123456789").send().await.status(), 413);
+    /// # });
+    /// ```
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
         // What the raw stream already handed out counts against the same limit.
         let read = self.extension::<BodyBudget>().map_or(0, |b| b.read);
@@ -60,6 +86,19 @@ impl Request {
     /// `multipart` and the raw [`Request::body_mut`] stream are held to. It is the route's
     /// ([`MethodRouter::body_limit`](crate::MethodRouter::body_limit)) if it has one, else the
     /// application's ([`App::body_limit`](crate::App::body_limit)).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", post(|req: Request| async move { req.body_limit().to_string() }))
+    ///     .route("/big", post(|req: Request| async move { req.body_limit().to_string() }).body_limit(1 << 30))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/").send().await.text(), "1048576"); // the default, 1 MiB
+    /// assert_eq!(client.post("/big").send().await.text(), "1073741824");
+    /// # });
+    /// ```
     pub fn body_limit(&self) -> u64 {
         self.extension::<BodyBudget>()
             .and_then(|b| b.limit)
@@ -117,6 +156,19 @@ impl Request {
     }
 
     /// The body as UTF-8 text (400 if it is not UTF-8).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn shout(mut req: Request) -> Result<String, Error> {
+    ///     Ok(req.text().await?.to_uppercase())
+    /// }
+    /// let client = App::new().route("/", post(shout)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/").body("hi").send().await.text(), "HI");
+    /// assert_eq!(client.post("/").body(&b"\xff"[..]).send().await.status(), 400); // not UTF-8
+    /// # });
+    /// ```
     pub async fn text(&mut self) -> Result<String, Error> {
         let b = self.bytes().await?;
         String::from_utf8(b.into())
@@ -178,6 +230,25 @@ impl Request {
     /// taking larger uploads raises its own limit with
     /// [`MethodRouter::body_limit`](crate::MethodRouter::body_limit) or
     /// [`MethodRouter::no_body_limit`](crate::MethodRouter::no_body_limit).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// /// Counts the body's lines without holding it in memory.
+    /// async fn count_lines(mut req: Request) -> Result<String, Error> {
+    ///     let mut body = req.body_mut();
+    ///     let mut lines = 0;
+    ///     while let Some(piece) = body.chunk().await? {
+    ///         lines += piece.iter().filter(|&&b| b == b'\n').count();
+    ///     }
+    ///     Ok(lines.to_string())
+    /// }
+    /// let client = App::new().body_limit(16).route("/", post(count_lines)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/").body("a\nb\nc\n").send().await.text(), "3");
+    /// assert_eq!(client.post("/").body("x".repeat(17)).send().await.status(), 413);
+    /// # });
+    /// ```
     pub fn body_mut(&mut self) -> crate::body::BodyStream<'_> {
         let declared = self.inner.content_length();
         let limit = self.body_limit();

@@ -36,6 +36,21 @@ impl Request {
     }
 
     /// Shared state of type `T` as an owned handle (what [`State<T>`](crate::State) holds).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    /// use std::sync::Arc;
+    ///
+    /// struct Greeting(String);
+    /// async fn greet(req: Request) -> Result<String, Error> {
+    ///     let g: Arc<Greeting> = req.state_arc()?; // owned: may outlive `req`, move into a task
+    ///     Ok(tokio::task::spawn_local(async move { g.0.clone() }).await.unwrap())
+    /// }
+    /// let client = App::new().with_state(Greeting("hello".into())).route("/", get(greet)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "hello");
+    /// # });
+    /// ```
     pub fn state_arc<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, Error> {
         crate::state::find_shared::<T>(self.shared.states_map())
             .ok_or_else(|| missing_state("application", std::any::type_name::<T>()))
@@ -68,6 +83,25 @@ impl Request {
 
     /// This worker's value of type `T` as an owned handle (what [`Local<T>`](crate::Local)
     /// holds).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    /// use std::cell::Cell;
+    /// use std::rc::Rc;
+    ///
+    /// struct Served(Cell<u64>);
+    /// async fn count(req: Request) -> Result<String, Error> {
+    ///     let served: Rc<Served> = req.local_rc()?; // owned: kept after `req` is gone
+    ///     drop(req);
+    ///     served.0.set(served.0.get() + 1);
+    ///     Ok(served.0.get().to_string())
+    /// }
+    /// let client = App::new().worker_local(|_w| Served(Cell::new(0))).route("/", get(count)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "1");
+    /// assert_eq!(client.get("/").send().await.text(), "2");
+    /// # });
+    /// ```
     pub fn local_rc<T: 'static>(&self) -> Result<Rc<T>, Error> {
         self.locals
             .as_ref()
@@ -77,6 +111,31 @@ impl Request {
 
     /// Stores a per-request value (middleware passing data to handlers, e.g. the request id).
     /// Replaces a previous value of the same type.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, Request, Response};
+    ///
+    /// #[derive(Clone)]
+    /// struct User(String);
+    /// /// Leaves the caller's name for the handler.
+    /// struct Auth;
+    /// impl Hook for Auth {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         let name = req.header("x-user").unwrap_or("anonymous").to_owned();
+    ///         req.insert_extension(User(name));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// async fn me(req: Request) -> String {
+    ///     req.extension::<User>().map(|u| u.0.clone()).unwrap_or_default()
+    /// }
+    /// let client = App::new().route("/me", get(me)).hook(Auth).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/me").header("x-user", "ada").send().await.text(), "ada");
+    /// assert_eq!(client.get("/me").send().await.text(), "anonymous");
+    /// # });
+    /// ```
     pub fn insert_extension<T: 'static>(&mut self, value: T) {
         let ext = self.extensions.get_or_insert_with(Default::default);
         let id = TypeId::of::<T>();

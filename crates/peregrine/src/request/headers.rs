@@ -21,6 +21,18 @@ impl Request {
     }
 
     /// First value of header `name` (case-insensitive), byte-exact.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|req: Request| async move { req.header_bytes("x-raw").unwrap_or_default().len().to_string() }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // Not UTF-8, so `header` would say `None`; the bytes are still there.
+    /// assert_eq!(client.get("/").header("x-raw", &b"caf\xe9"[..]).send().await.text(), "4");
+    /// # });
+    /// ```
     #[inline]
     pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
         match self.rewritten_headers() {
@@ -33,6 +45,19 @@ impl Request {
     }
 
     /// All header fields in the order received (with middleware's changes, if any).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// async fn names(req: Request) -> String {
+    ///     req.headers().map(|(name, _)| name).collect::<Vec<_>>().join(",")
+    /// }
+    /// let client = App::new().route("/", get(names)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").header("x-a", "1").header("x-b", "2").send().await;
+    /// assert_eq!(res.text(), "host,x-a,x-b"); // the test client sends `host` first
+    /// # });
+    /// ```
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
         let (engine, rewritten) = match self.rewritten_headers() {
             None => (Some(self.inner.headers()), None),

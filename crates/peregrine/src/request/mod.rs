@@ -97,6 +97,20 @@ impl Request {
     }
 
     /// The engine's request underneath.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// // The engine's request has the path as sent; the framework's, as routed (normalised).
+    /// let client = App::new()
+    ///     .route("/a/b", get(|req: Request| async move {
+    ///         format!("{} {}", req.as_server_request().path(), req.path())
+    ///     }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/a//b").send().await.text(), "/a//b /a/b");
+    /// # });
+    /// ```
     pub fn as_server_request(&self) -> &peregrine_server::Request {
         &self.inner
     }

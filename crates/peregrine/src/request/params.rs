@@ -12,6 +12,17 @@ use std::str::FromStr;
 impl Request {
     /// The pattern of the matched route, e.g. `"/users/{id}"`; `None` when no route matched
     /// (seen by application-wide middleware on a 404).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/users/{id}", get(|req: Request| async move { req.route().unwrap_or("-").to_owned() }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/users/7").send().await.text(), "/users/{id}");
+    /// # });
+    /// ```
     pub fn route(&self) -> Option<&str> {
         self.shared
             .routes
@@ -20,6 +31,17 @@ impl Request {
     }
 
     /// The raw (still percent-encoded) value of path parameter `name`.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/tags/{tag}", get(|req: Request| async move { req.param_raw("tag").unwrap_or("-").to_owned() }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/tags/caf%C3%A9").send().await.text(), "caf%C3%A9");
+    /// # });
+    /// ```
     pub fn param_raw(&self, name: &str) -> Option<&str> {
         let route = self.shared.routes.get(self.route as usize)?;
         let i = route.param_names.iter().position(|n| &**n == name)?;
@@ -32,6 +54,19 @@ impl Request {
     ///
     /// Fails with 400 if the decoded bytes are not UTF-8, and with 500 if the route has no such
     /// parameter (a programming error, logged).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    ///
+    /// async fn tag(req: Request) -> Result<String, Error> {
+    ///     Ok(req.param_str("tag")?.into_owned())
+    /// }
+    /// let client = App::new().route("/tags/{tag}", get(tag)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/tags/caf%C3%A9").send().await.text(), "café");
+    /// assert_eq!(client.get("/tags/%FF").send().await.status(), 400); // not UTF-8
+    /// # });
+    /// ```
     pub fn param_str(&self, name: &str) -> Result<Cow<'_, str>, Error> {
         let raw = self.param_raw(name).ok_or_else(|| missing_param(name))?;
         if !raw.contains('%') {
@@ -67,6 +102,18 @@ impl Request {
     }
 
     /// All path parameters as `(name, raw value)` pairs in pattern order.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// async fn list(req: Request) -> String {
+    ///     req.params().map(|(name, value)| format!("{name}={value}")).collect::<Vec<_>>().join(",")
+    /// }
+    /// let client = App::new().route("/orgs/{org}/repos/{repo}", get(list)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/orgs/acme/repos/web").send().await.text(), "org=acme,repo=web");
+    /// # });
+    /// ```
     pub fn params(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         let names: &[Box<str>] = self
             .shared

@@ -64,6 +64,27 @@ impl Request {
 
     /// Adds a field `name: value`, keeping the ones already there (checked like
     /// [`Request::set_header`]).
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, IntoResponse, Request, Response};
+    ///
+    /// struct Via;
+    /// impl Hook for Via {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         req.append_header("via", "1.1 gateway").map_err(|e| e.into_response())
+    ///     }
+    /// }
+    /// async fn vias(req: Request) -> String {
+    ///     let v: Vec<&[u8]> = req.headers().filter(|(n, _)| *n == "via").map(|(_, v)| v).collect();
+    ///     String::from_utf8_lossy(&v.join(&b"; "[..])).into_owned()
+    /// }
+    /// let client = App::new().route("/", get(vias)).hook(Via).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").header("via", "1.1 cdn").send().await;
+    /// assert_eq!(res.text(), "1.1 cdn; 1.1 gateway"); // the field sent is kept
+    /// # });
+    /// ```
     pub fn append_header(
         &mut self,
         name: &str,
@@ -86,6 +107,27 @@ impl Request {
     }
 
     /// Removes every field named `name` (case-insensitive); returns whether there was one.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, Request, Response};
+    ///
+    /// /// Handlers must not trust a client-sent `x-internal-user`.
+    /// struct StripInternal;
+    /// impl Hook for StripInternal {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         req.remove_header("x-internal-user");
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let client = App::new()
+    ///     .route("/", get(|req: Request| async move { req.header("x-internal-user").unwrap_or("none").to_owned() }))
+    ///     .hook(StripInternal)
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").header("X-Internal-User", "root").send().await.text(), "none");
+    /// # });
+    /// ```
     pub fn remove_header(&mut self, name: &str) -> bool {
         if self.header_bytes(name).is_none() {
             return false;
@@ -99,6 +141,31 @@ impl Request {
     /// DELETE`). To change which handler runs, do it before routing
     /// ([`App::layer_before_routing`](crate::App::layer_before_routing)). 500 if `method` is
     /// not a token.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{delete, App, IntoResponse, Request, Response};
+    ///
+    /// /// HTML forms can only POST: honour `X-HTTP-Method-Override`.
+    /// struct MethodOverride;
+    /// impl Hook for MethodOverride {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         if let Some(m) = req.header("x-http-method-override").map(str::to_owned) {
+    ///             req.set_method(&m).map_err(|e| e.into_response())?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let client = App::new()
+    ///     .route("/todos/{id}", delete(|req: Request| async move { format!("{} done", req.method()) }))
+    ///     .hook_before_routing(MethodOverride)
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.post("/todos/1").header("x-http-method-override", "DELETE").send().await;
+    /// assert_eq!(res.text(), "DELETE done");
+    /// assert_eq!(client.post("/todos/1").send().await.status(), 405);
+    /// # });
+    /// ```
     pub fn set_method(&mut self, method: &str) -> Result<(), Error> {
         if !crate::header::valid_name(method) {
             return Err(Error::internal().with_detail(format!("invalid method {method:?}")));
@@ -115,6 +182,30 @@ impl Request {
     /// answered 400). After routing it fails with a (logged) 500, because the route and its
     /// parameters were found on the old path. `path` must start with `/` and contain no `?`,
     /// `#` or whitespace; the query string is kept.
+    ///
+    /// ```
+    /// use peregrine::middleware::Hook;
+    /// use peregrine::{get, App, IntoResponse, Request, Response};
+    ///
+    /// /// Old clients call `/v1/...`; the routes live under `/api/v1/`.
+    /// struct Prefix;
+    /// impl Hook for Prefix {
+    ///     fn before(&self, req: &mut Request) -> Result<(), Response> {
+    ///         if let Some(rest) = req.path().strip_prefix("/v1/") {
+    ///             let new = format!("/api/v1/{rest}");
+    ///             req.set_path(&new).map_err(|e| e.into_response())?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let client = App::new()
+    ///     .route("/api/v1/ping", get(|req: Request| async move { format!("pong {}", req.target()) }))
+    ///     .hook_before_routing(Prefix)
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/v1/ping?x=1").send().await.text(), "pong /v1/ping?x=1");
+    /// # });
+    /// ```
     pub fn set_path(&mut self, path: &str) -> Result<(), Error> {
         if self.route != PRE_ROUTING {
             return Err(Error::internal()
