@@ -67,6 +67,16 @@ impl App {
     /// # Panics
     /// If the application does not build (route conflict, missing state): the message says
     /// why, as [`App::try_into_service`] would.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/health", get(|_r: Request| async { "ok" })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/health").send().await.text(), "ok");
+    /// assert_eq!(client.get("/nope").send().await.status(), 404);
+    /// # });
+    /// ```
     pub fn test(self) -> TestClient {
         TestClient {
             service: self.into_service(),
@@ -80,6 +90,18 @@ macro_rules! method_builders {
     ($($name:ident => $method:expr;)*) => {
         $(
             #[doc = concat!("A `", $method, "` request to `target` (path and query).")]
+            #[doc = ""]
+            #[doc = "```"]
+            #[doc = "use peregrine::{any, App, Request};"]
+            #[doc = ""]
+            #[doc = "let client = App::new()"]
+            #[doc = "    .route(\"/\", any(|req: Request| async move { ([(\"x-method\", req.method().to_owned())], \"\") }))"]
+            #[doc = "    .test();"]
+            #[doc = "# tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {"]
+            #[doc = concat!("let res = client.", stringify!($name), "(\"/\").send().await;")]
+            #[doc = concat!("assert_eq!(res.header(\"x-method\"), Some(\"", $method, "\"));")]
+            #[doc = "# });"]
+            #[doc = "```"]
             pub fn $name(&self, target: &str) -> TestRequest<'_> {
                 self.request($method, target)
             }
@@ -174,6 +196,17 @@ pub struct TestRequest<'a> {
 
 impl TestRequest<'_> {
     /// Adds a header (`Host: test` is sent unless one is given).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|req: Request| async move { req.header("accept-language").unwrap_or("-").to_owned() }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").header("Accept-Language", "fr").send().await.text(), "fr");
+    /// # });
+    /// ```
     pub fn header(
         mut self,
         name: impl Into<Cow<'static, str>>,
@@ -184,6 +217,20 @@ impl TestRequest<'_> {
     }
 
     /// A JSON body (`content-type: application/json` unless set).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn echo(mut req: Request) -> Result<String, Error> {
+    ///     let ct = req.header("content-type").unwrap_or("-").to_owned();
+    ///     Ok(format!("{ct} {}", req.text().await?))
+    /// }
+    /// let client = App::new().route("/", post(echo)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.post("/").json(&serde_json::json!({"title": "fly"})).send().await;
+    /// assert_eq!(res.text(), r#"application/json {"title":"fly"}"#);
+    /// # });
+    /// ```
     pub fn json<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
         let body = serde_json::to_vec(value).expect("test body serialises to JSON");
         self.set_default_type("application/json");
@@ -218,6 +265,19 @@ impl TestRequest<'_> {
     }
 
     /// A raw body (no content type is added).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn echo(mut req: Request) -> Result<String, Error> {
+    ///     let ct = req.header("content-type").unwrap_or("none").to_owned();
+    ///     Ok(format!("{ct} {}", req.text().await?))
+    /// }
+    /// let client = App::new().route("/", post(echo)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/").body("raw bytes").send().await.text(), "none raw bytes");
+    /// # });
+    /// ```
     pub fn body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = Some(body.into().to_vec());
         self
@@ -267,6 +327,17 @@ impl TestRequest<'_> {
     /// # Panics
     /// If the request is not valid HTTP/1.1 (a bad header name or value, a target with
     /// spaces): a test bug, reported with the parser's reason.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/users/{id}", get(|_r: Request| async { "found" })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/users/1").send().await;
+    /// assert_eq!((res.status(), res.text()), (200, "found"));
+    /// assert_eq!(client.delete("/users/1").send().await.status(), 405);
+    /// # });
+    /// ```
     pub async fn send(self) -> TestResponse {
         let raw = self.to_bytes();
         let req =
@@ -289,6 +360,20 @@ impl TestRequest<'_> {
 }
 
 /// A whole answer: status, headers (those the application set) and body.
+///
+/// ```
+/// use peregrine::{get, App, Request};
+///
+/// let client = App::new()
+///     .route("/", get(|_r: Request| async { (201, [("x-id", "9")], "made") }))
+///     .test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client.get("/").send().await;
+/// assert_eq!(res.status(), 201);
+/// assert_eq!(res.header("x-id"), Some("9"));
+/// assert_eq!(res.text(), "made");
+/// # });
+/// ```
 #[derive(Debug, Clone)]
 pub struct TestResponse {
     status: u16,
@@ -381,15 +466,50 @@ impl TestResponse {
     }
 
     /// The status code.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Error, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/teapot", get(|_r: Request| async { Err::<(), _>(Error::new(418)) }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/teapot").send().await.status(), 418);
+    /// # });
+    /// ```
     pub fn status(&self) -> u16 {
         self.status
     }
     /// First value of header `name` (case-insensitive) as text; `None` if absent or not UTF-8.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/", get(|_r: Request| async { "hi" })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").send().await;
+    /// assert_eq!(res.header("Content-Type"), Some("text/plain; charset=utf-8"));
+    /// assert_eq!(res.header("x-missing"), None);
+    /// # });
+    /// ```
     pub fn header(&self, name: &str) -> Option<&str> {
         self.header_bytes(name)
             .and_then(|v| std::str::from_utf8(v).ok())
     }
     /// First value of header `name` (case-insensitive), byte-exact.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|_r: Request| async { ([("x-raw", &b"caf\xe9"[..])], "") }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.get("/").send().await;
+    /// assert_eq!(res.header_bytes("x-raw"), Some(&b"caf\xe9"[..]));
+    /// assert_eq!(res.header("x-raw"), None); // not UTF-8
+    /// # });
+    /// ```
     pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
         self.headers
             .iter()
@@ -437,6 +557,15 @@ impl TestResponse {
         self.headers.iter().map(|(n, v)| (n.as_str(), &v[..]))
     }
     /// The body.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/bin", get(|_r: Request| async { vec![0u8, 159, 255] })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(&client.get("/bin").send().await.bytes()[..], [0, 159, 255]);
+    /// # });
+    /// ```
     pub fn bytes(&self) -> &Bytes {
         &self.body
     }
@@ -444,6 +573,15 @@ impl TestResponse {
     ///
     /// # Panics
     /// If it is not UTF-8.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request};
+    ///
+    /// let client = App::new().route("/", get(|_r: Request| async { String::from("héllo") })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "héllo");
+    /// # });
+    /// ```
     pub fn text(&self) -> &str {
         std::str::from_utf8(&self.body).expect("response body is UTF-8")
     }
