@@ -346,7 +346,8 @@ impl Redirect {
     ///
     /// let r = Redirect::temporary("/maintenance").into_response();
     /// assert_eq!(r.status, 307);
-    /// assert_eq!(&r.headers[0].1[..], b"/maintenance");
+    /// let (name, value) = &r.headers[0];
+    /// assert_eq!((&name[..], &value[..]), ("location", &b"/maintenance"[..]));
     /// ```
     pub fn temporary(to: impl Into<Cow<'static, str>>) -> Self {
         Redirect {
@@ -361,7 +362,8 @@ impl Redirect {
     ///
     /// let r = Redirect::permanent("/new").into_response();
     /// assert_eq!(r.status, 308);
-    /// assert_eq!(&r.headers[0].1[..], b"/new");
+    /// let (name, value) = &r.headers[0];
+    /// assert_eq!((&name[..], &value[..]), ("location", &b"/new"[..]));
     /// ```
     pub fn permanent(to: impl Into<Cow<'static, str>>) -> Self {
         Redirect {
@@ -376,7 +378,8 @@ impl Redirect {
     ///
     /// let r = Redirect::see_other("/todos/1").into_response();
     /// assert_eq!(r.status, 303);
-    /// assert_eq!(&r.headers[0].1[..], b"/todos/1");
+    /// let (name, value) = &r.headers[0];
+    /// assert_eq!((&name[..], &value[..]), ("location", &b"/todos/1"[..]));
     /// ```
     pub fn see_other(to: impl Into<Cow<'static, str>>) -> Self {
         Redirect {
@@ -391,7 +394,8 @@ impl Redirect {
     ///
     /// let r = Redirect::with_status(301, "https://example.com/").into_response();
     /// assert_eq!(r.status, 301);
-    /// assert_eq!(&r.headers[0].1[..], b"https://example.com/");
+    /// let (name, value) = &r.headers[0];
+    /// assert_eq!((&name[..], &value[..]), ("location", &b"https://example.com/"[..]));
     /// ```
     pub fn with_status(status: u16, to: impl Into<Cow<'static, str>>) -> Self {
         Redirect {
