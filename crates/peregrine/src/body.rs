@@ -40,6 +40,25 @@ pub struct BodyStream<'a> {
 impl BodyStream<'_> {
     /// The next piece of the body, `None` at the end. 413 past the body limit, 400 for broken
     /// framing, 408 if the client stalls.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// /// Sums the sizes of the pieces as they arrive.
+    /// async fn total(mut req: Request) -> Result<String, Error> {
+    ///     let mut body = req.body_mut();
+    ///     let mut n = 0;
+    ///     while let Some(piece) = body.chunk().await? {
+    ///         n += piece.len();
+    ///     }
+    ///     Ok(n.to_string())
+    /// }
+    /// let client = App::new().body_limit(100).route("/", post(total)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/").body("x".repeat(100)).send().await.text(), "100");
+    /// assert_eq!(client.post("/").body("x".repeat(101)).send().await.status(), 413);
+    /// # });
+    /// ```
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
         if self.declared.is_some_and(|n| n > self.limit) {
             return Err(body_error(BodyError::TooLarge));

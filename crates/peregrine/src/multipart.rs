@@ -266,6 +266,38 @@ impl Request {
 
 impl Multipart {
     /// The next part, `None` after the last.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let mut names = Vec::new();
+    ///     while let Some(field) = form.next_field().await? {
+    ///         names.push(field.name().unwrap_or("?").to_owned());
+    ///     }
+    ///     Ok(names.join(","))
+    /// }
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .post("/")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("title", None, "text/plain", "Notes"), ("tags", None, "text/plain", "a b")]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), "title,tags");
+    /// # });
+    /// ```
     pub async fn next_field(&mut self) -> Result<Option<Field>, Error> {
         let pump = self.pump.clone();
         let next = pump
@@ -278,14 +310,101 @@ impl Multipart {
 
 impl Field {
     /// The part's `name` (from `Content-Disposition`).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     Ok(format!("{:?}", field.name()))
+    /// }
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .post("/")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("avatar", Some("me.png"), "image/png", "PNG")]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), r#"Some("avatar")"#);
+    /// # });
+    /// ```
     pub fn name(&self) -> Option<&str> {
         self.inner.name()
     }
     /// The part's `filename`, if it is a file. Client-chosen: never use it as a path.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     Ok(format!("{:?}", field.file_name()))
+    /// }
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .post("/")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("avatar", Some("me.png"), "image/png", "PNG")]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), r#"Some("me.png")"#);
+    /// # });
+    /// ```
     pub fn file_name(&self) -> Option<&str> {
         self.inner.file_name()
     }
     /// The part's content type, as sent.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     Ok(format!("{:?}", field.content_type()))
+    /// }
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .post("/")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("avatar", Some("me.png"), "image/png", "PNG")]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), r#"Some("image/png")"#);
+    /// # });
+    /// ```
     pub fn content_type(&self) -> Option<String> {
         self.inner.content_type().map(|m| m.to_string())
     }
@@ -332,6 +451,35 @@ impl Field {
         pump.drive(self.inner.chunk()).await.map_err(multer_error)
     }
     /// The whole part in memory (within the per-part limit).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     Ok(format!("{} bytes", field.bytes().await?.len()))
+    /// }
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .post("/")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("file", Some("a.bin"), "application/octet-stream", "0123456789")]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), "10 bytes");
+    /// # });
+    /// ```
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
         let mut out = Vec::new();
         while let Some(c) = self.chunk().await? {
@@ -340,6 +488,35 @@ impl Field {
         Ok(Bytes::from(out))
     }
     /// The whole part as UTF-8 text (400 otherwise).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     Ok(field.text().await?.to_uppercase())
+    /// }
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .post("/")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("note", None, "text/plain", "héllo")]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), "HÉLLO");
+    /// # });
+    /// ```
     pub async fn text(&mut self) -> Result<String, Error> {
         String::from_utf8(self.bytes().await?.into()).map_err(|_| {
             Error::bad_request().with_detail(format!(
