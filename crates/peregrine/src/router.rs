@@ -136,18 +136,118 @@ method_fns! {
     /// ```
     get => 0;
     /// Handle `HEAD` explicitly.
+    ///
+    /// ```
+    /// use peregrine::{get, head, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/file", get(|_r: Request| async { "contents" }).head(|_r: Request| async { ([("x-size", "8")], "") }))
+    ///     .route("/probe", head(|_r: Request| async { ([("x-alive", "yes")], "") }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.head("/file").send().await.header("x-size"), Some("8"));
+    /// assert_eq!(client.get("/file").send().await.text(), "contents");
+    /// assert_eq!(client.head("/probe").send().await.header("x-alive"), Some("yes"));
+    /// # });
+    /// ```
     head => 1;
     /// Handle `POST`.
+    ///
+    /// ```
+    /// use peregrine::{get, post, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/items/{id}", get(|_r: Request| async { "item" }).post(|_r: Request| async { (202, "post ok") }))
+    ///     .route("/only", post(|_r: Request| async { "only post" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/items/1").send().await.status(), 202);
+    /// assert_eq!(client.post("/only").send().await.text(), "only post");
+    /// assert_eq!(client.get("/only").send().await.status(), 405);
+    /// # });
+    /// ```
     post => 2;
     /// Handle `PUT`.
+    ///
+    /// ```
+    /// use peregrine::{get, put, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/items/{id}", get(|_r: Request| async { "item" }).put(|_r: Request| async { (202, "put ok") }))
+    ///     .route("/only", put(|_r: Request| async { "only put" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.put("/items/1").send().await.status(), 202);
+    /// assert_eq!(client.put("/only").send().await.text(), "only put");
+    /// assert_eq!(client.get("/only").send().await.status(), 405);
+    /// # });
+    /// ```
     put => 3;
     /// Handle `DELETE`.
+    ///
+    /// ```
+    /// use peregrine::{get, delete, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/items/{id}", get(|_r: Request| async { "item" }).delete(|_r: Request| async { (202, "delete ok") }))
+    ///     .route("/only", delete(|_r: Request| async { "only delete" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.delete("/items/1").send().await.status(), 202);
+    /// assert_eq!(client.delete("/only").send().await.text(), "only delete");
+    /// assert_eq!(client.get("/only").send().await.status(), 405);
+    /// # });
+    /// ```
     delete => 4;
     /// Handle `OPTIONS` (otherwise answered automatically: 204 with `Allow`).
+    ///
+    /// ```
+    /// use peregrine::{get, options, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/auto", get(|_r: Request| async { "x" }))
+    ///     .route("/custom", get(|_r: Request| async { "x" }).options(|_r: Request| async { (200, "custom") }))
+    ///     .route("/only", options(|_r: Request| async { "options only" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let auto = client.options("/auto").send().await;
+    /// assert_eq!(auto.status(), 204);
+    /// assert!(auto.header("allow").is_some_and(|a| a.contains("GET")));
+    /// assert_eq!(client.options("/custom").send().await.text(), "custom");
+    /// assert_eq!(client.options("/only").send().await.text(), "options only");
+    /// # });
+    /// ```
     options => 5;
     /// Handle `PATCH`.
+    ///
+    /// ```
+    /// use peregrine::{get, patch, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/items/{id}", get(|_r: Request| async { "item" }).patch(|_r: Request| async { (202, "patch ok") }))
+    ///     .route("/only", patch(|_r: Request| async { "only patch" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.patch("/items/1").send().await.status(), 202);
+    /// assert_eq!(client.patch("/only").send().await.text(), "only patch");
+    /// assert_eq!(client.get("/only").send().await.status(), 405);
+    /// # });
+    /// ```
     patch => 6;
     /// Handle `TRACE`.
+    ///
+    /// ```
+    /// use peregrine::{get, trace, App, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/", get(|_r: Request| async { "x" }).trace(|req: Request| async move { req.method().to_owned() }))
+    ///     .route("/t", trace(|_r: Request| async { "traced" }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.request("TRACE", "/").send().await.text(), "TRACE");
+    /// assert_eq!(client.request("TRACE", "/t").send().await.text(), "traced");
+    /// # });
+    /// ```
     trace => 8;
 }
 
