@@ -111,6 +111,13 @@ pub struct Headers(pub(crate) Vec<(Cow<'static, str>, Cow<'static, [u8]>)>);
 
 impl Headers {
     /// No headers.
+    ///
+    /// ```
+    /// use peregrine::{Headers, IntoResponse};
+    ///
+    /// let r = (Headers::new(), "no extra headers").into_response();
+    /// assert_eq!(r.headers.len(), 1); // only the body's content-type
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }

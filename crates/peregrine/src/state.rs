@@ -361,6 +361,19 @@ pub(crate) struct StateMapHolder(pub(crate) StateMap);
 impl WorkerContext {
     /// This worker's number for this application: 0, 1, ... in the order the workers started
     /// initialising.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Local, Request, WorkerContext};
+    ///
+    /// struct Shard(usize);
+    /// let client = App::new()
+    ///     .on_worker_start(|w: WorkerContext| async move { Ok::<_, std::io::Error>(Shard(w.index())) })
+    ///     .route("/", get(|_r: Request, Local(s): Local<Shard>| async move { format!("shard {}", s.0) }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "shard 0"); // the test client is one worker
+    /// # });
+    /// ```
     pub fn index(&self) -> usize {
         self.index
     }
@@ -370,6 +383,24 @@ impl WorkerContext {
     }
     /// Shared state of type `T` registered with [`App::with_state`](crate::App::with_state)
     /// (for example the configuration a pool is built from).
+    ///
+    /// ```
+    /// use peregrine::{get, App, Local, Request, WorkerContext};
+    ///
+    /// struct Config { pool_size: usize }
+    /// struct Pool { size: usize }
+    /// let client = App::new()
+    ///     .with_state(Config { pool_size: 4 })
+    ///     .on_worker_start(|w: WorkerContext| async move {
+    ///         let size = w.state::<Config>().map_or(1, |c| c.pool_size);
+    ///         Ok::<_, std::io::Error>(Pool { size })
+    ///     })
+    ///     .route("/", get(|_r: Request, Local(p): Local<Pool>| async move { p.size.to_string() }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").send().await.text(), "4");
+    /// # });
+    /// ```
     pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
         find_shared(&self.shared.0)
     }

@@ -104,8 +104,20 @@ status_codes! {
 
 impl StatusCode {
     /// `413`, under its older name (as in `http::StatusCode`).
+    ///
+    /// ```
+    /// use peregrine::StatusCode;
+    /// assert_eq!(StatusCode::PAYLOAD_TOO_LARGE, StatusCode::CONTENT_TOO_LARGE);
+    /// assert_eq!(StatusCode::PAYLOAD_TOO_LARGE.as_u16(), 413);
+    /// ```
     pub const PAYLOAD_TOO_LARGE: StatusCode = StatusCode::CONTENT_TOO_LARGE;
     /// `422`, under its older name (as in `http::StatusCode`).
+    ///
+    /// ```
+    /// use peregrine::StatusCode;
+    /// assert_eq!(StatusCode::UNPROCESSABLE_ENTITY, StatusCode::UNPROCESSABLE_CONTENT);
+    /// assert_eq!(StatusCode::UNPROCESSABLE_ENTITY.as_u16(), 422);
+    /// ```
     pub const UNPROCESSABLE_ENTITY: StatusCode = StatusCode::UNPROCESSABLE_CONTENT;
 
     /// A status from its number; `None` outside 100-999.

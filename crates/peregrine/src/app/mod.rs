@@ -25,6 +25,16 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// Default limit for [`Request::bytes`], `text`, `json` and `form`.
+///
+/// ```
+/// use peregrine::{post, App, Request, DEFAULT_BODY_LIMIT};
+///
+/// assert_eq!(DEFAULT_BODY_LIMIT, 1 << 20);
+/// let client = App::new().route("/", post(|req: Request| async move { req.body_limit().to_string() })).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// assert_eq!(client.post("/").send().await.text(), DEFAULT_BODY_LIMIT.to_string());
+/// # });
+/// ```
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
 /// A web application: a route table, shared state and middleware, served by the engine.

@@ -120,6 +120,26 @@ pub struct Next {
 
 impl Next {
     /// Runs the inner layers and the handler.
+    ///
+    /// ```
+    /// use peregrine::middleware::{from_fn, Next};
+    /// use peregrine::{get, App, Error, IntoResponse, Request};
+    ///
+    /// // Runs the rest only for callers with a key; the others never reach the handler.
+    /// let client = App::new()
+    ///     .route("/", get(|_r: Request| async { "secret" }))
+    ///     .layer(from_fn(|req: Request, next: Next| async move {
+    ///         if req.header("x-key").is_none() {
+    ///             return Error::new(401).into_response();
+    ///         }
+    ///         next.run(req).await
+    ///     }))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/").header("x-key", "k").send().await.text(), "secret");
+    /// assert_eq!(client.get("/").send().await.status(), 401);
+    /// # });
+    /// ```
     #[inline]
     pub fn run(self, req: Request) -> BoxFuture<Response> {
         self.inner.call(req)
