@@ -117,7 +117,7 @@ impl Pending {
     /// `fields` (from the parse's table) are copied in. Its body is empty: the box already
     /// holds an empty one (every box starts with one, and [`Parts::recycle`] puts one back), so
     /// nothing is written for a request without a body (a 40-byte copy and the drop check of
-    /// the old body, per request); one with a body gets it from [`Request::set_body`]. (Passed
+    /// the old body, per request); one with a body gets it through [`Request::body_mut`]. (Passed
     /// in here as an `Option<Body>`, the `None` went through the stack and was read back in a
     /// wider load than it was written with: a store-forwarding stall per request.)
     pub(crate) fn finish(mut self, buf: &[u8], fields: &[FieldSpan], peer: SocketAddr) -> Request {
