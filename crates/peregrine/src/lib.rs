@@ -61,6 +61,7 @@ mod router;
 pub mod sse;
 mod state;
 mod status;
+mod stream_body;
 mod test_client;
 #[cfg(feature = "tower")]
 pub mod tower;
