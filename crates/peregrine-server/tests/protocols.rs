@@ -175,6 +175,48 @@ async fn tls_serves_http11_and_http2_by_alpn() {
     shutdown(handle).await;
 }
 
+/// Counts what the engine reports, so the accept path with a listener is the one exercised.
+#[derive(Default)]
+struct Opened(std::sync::atomic::AtomicU64);
+
+impl peregrine_server::events::EngineEvents for Opened {
+    fn connection_opened(&self, _: &peregrine_server::events::ConnectionOpened) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// With an events listener set, the accept path is another branch; ALPN `h2` must still reach the
+/// HTTP/2 driver (it used to reach the HTTP/1.1 driver and get 505).
+#[tokio::test]
+async fn tls_h2_by_alpn_with_engine_events_listening() {
+    let ca = Ca::new("server-alpn-events");
+    let leaf = ca.server("srv", &["localhost"]);
+    let acceptor = TlsAcceptor::new(&TlsConfig::new(vec![CertificateFiles::new(
+        leaf.cert_path,
+        leaf.key_path,
+    )]))
+    .unwrap();
+    let opened = std::sync::Arc::new(Opened::default());
+    let handle = Server::new(ServerConfig {
+        events: Some(opened.clone()),
+        ..config()
+    })
+    .with_acceptor(acceptor)
+    .serve(service())
+    .unwrap();
+    let tls = tls_connect(&handle, &ca, &[b"h2", b"http/1.1"]).await;
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    assert_eq!(h2_get(tls, "/version").await, (200, Bytes::from("Http2")));
+    let mut tls = tls_connect(&handle, &ca, &[b"http/1.1"]).await;
+    tls.write_all(b"GET /version HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let resp = read_response(&mut tls).await;
+    assert!(resp.ends_with("\r\n\r\nHttp11"), "{resp}");
+    assert_eq!(opened.0.load(std::sync::atomic::Ordering::Relaxed), 2);
+    shutdown(handle).await;
+}
+
 #[tokio::test]
 async fn plaintext_listener_serves_h2c_with_prior_knowledge_and_http11() {
     let handle = Server::new(config()).serve(service()).unwrap();

@@ -77,7 +77,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                     },
                 };
                 match stream {
-                    Some((stream, peer)) => conn::serve(service, held, stream, peer).await,
+                    Some((stream, peer)) => serve_negotiated(service, held, stream, peer).await,
                     None => drop(held),
                 }
                 events.connection_closed(&ConnectionClosed {
@@ -109,7 +109,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 tokio::task::spawn_local(async move {
                     let _hold = hold;
                     if let Ok((stream, real)) = proxied.await {
-                        conn::serve(service, held, stream, real.unwrap_or(peer)).await
+                        serve_negotiated(service, held, stream, real.unwrap_or(peer)).await
                     }
                 });
             }
@@ -118,18 +118,30 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 tokio::task::spawn_local(async move {
                     let _hold = hold;
                     if let Ok(stream) = handshake.await {
-                        #[cfg(feature = "http2")]
-                        if crate::transport::Transport::http2(&stream) {
-                            let read = bytes::Bytes::new();
-                            return crate::h2::serve_stream(service, held, stream, read, peer)
-                                .await;
-                        }
-                        conn::serve(service, held, stream, peer).await
+                        serve_negotiated(service, held, stream, peer).await
                     }
                 });
             }
         }
     }
+}
+
+/// Serves a stream that came out of an acceptor step (a TLS handshake, a PROXY header, both):
+/// HTTP/2 when the handshake chose `h2` by ALPN, else the HTTP/1.1 driver (which still switches
+/// to h2c on a prior-knowledge preface). Every accept path that can carry TLS goes through here,
+/// so none of them can forget the ALPN choice.
+async fn serve_negotiated<S: Service>(
+    service: Rc<S>,
+    held: ConnShared,
+    stream: Stream,
+    peer: std::net::SocketAddr,
+) {
+    #[cfg(feature = "http2")]
+    if crate::transport::Transport::http2(&stream) {
+        let read = bytes::Bytes::new();
+        return crate::h2::serve_stream(service, held, stream, read, peer).await;
+    }
+    conn::serve(service, held, stream, peer).await
 }
 
 /// Reports a connection closed because its PROXY header was malformed, too large or late (a
