@@ -48,6 +48,8 @@
 //! against. Their names and signatures are fixed; internals are free.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+// docs.rs (nightly) shows beside each item the cargo feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 pub mod body;

@@ -282,7 +282,7 @@ pub fn choose_transport(
     }
     let missing: Vec<&str> = ["TLS_CERT", "TLS_KEY"]
         .into_iter()
-        .filter(|v| !var(v).is_some_and(|value| !value.trim().is_empty()))
+        .filter(|v| var(v).is_none_or(|value| value.trim().is_empty()))
         .collect();
     match missing[..] {
         [] => Ok(Transport::Tls),

@@ -226,10 +226,10 @@ impl SetCookie {
             return bad("value");
         }
         let attr_ok = |s: &str| s.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b';');
-        if !self.path.as_deref().map_or(true, attr_ok) {
+        if !self.path.as_deref().is_none_or(attr_ok) {
             return bad("path");
         }
-        if !self.domain.as_deref().map_or(true, attr_ok) {
+        if !self.domain.as_deref().is_none_or(attr_ok) {
             return bad("domain");
         }
         let mut out = format!("{}={}", self.name, self.value);

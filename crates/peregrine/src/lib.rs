@@ -35,6 +35,8 @@
 //! Handler futures run on the worker thread that owns the connection and need not be `Send`.
 
 #![forbid(unsafe_code)]
+// docs.rs (nightly) shows beside each item the cargo feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod app;

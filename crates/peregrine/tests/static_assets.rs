@@ -557,7 +557,11 @@ fn symlink_swaps_never_leak_files_outside_the_root() {
             let tmp = link.with_extension("tmp");
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let target = if n % 2 == 0 { &secret } else { &inside };
+                let target = if n.is_multiple_of(2) {
+                    &secret
+                } else {
+                    &inside
+                };
                 let _ = std::fs::remove_file(&tmp);
                 std::os::unix::fs::symlink(target, &tmp).unwrap();
                 std::fs::rename(&tmp, &link).unwrap();

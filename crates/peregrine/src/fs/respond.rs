@@ -100,9 +100,9 @@ pub(super) async fn serve(
     // Range applies to GET only (RFC 9110 §14.2), and only while If-Range holds.
     let ranges = match req.header("range") {
         Some(r) if method == Method::Get && res.status == 200 => {
-            let if_range_ok = req.header("if-range").map_or(true, |ir| {
-                conditional::if_range_holds(ir, &etag, last_modified.as_deref())
-            });
+            let if_range_ok = req
+                .header("if-range")
+                .is_none_or(|ir| conditional::if_range_holds(ir, &etag, last_modified.as_deref()));
             if if_range_ok {
                 range::parse(r, len)
             } else {
