@@ -191,7 +191,7 @@ impl From<ConfigError> for std::io::Error {
 }
 
 /// The settings read by [`ServerConfig::from_env_and_args`]: (environment variable, flag).
-const SETTINGS: [(&str, &str); 12] = [
+const SETTINGS: [(&str, &str); 13] = [
     ("ADDR", "addr"),
     ("WORKERS", "workers"),
     ("STEER", "steer"),
@@ -200,6 +200,7 @@ const SETTINGS: [(&str, &str); 12] = [
     ("IDLE_TIMEOUT", "idle-timeout"),
     ("HEADER_TIMEOUT", "header-timeout"),
     ("BODY_TIMEOUT", "body-timeout"),
+    ("WRITE_TIMEOUT", "write-timeout"),
     ("SHUTDOWN_TIMEOUT", "shutdown-timeout"),
     ("MAX_CONNECTIONS", "max-connections"),
     ("SERVER_NAME", "server-name"),
@@ -220,6 +221,7 @@ impl ServerConfig {
     /// | `IDLE_TIMEOUT` | `--idle-timeout SECS` | `idle_timeout` |
     /// | `HEADER_TIMEOUT` | `--header-timeout SECS` | `header_timeout` |
     /// | `BODY_TIMEOUT` | `--body-timeout SECS` | `body_timeout` |
+    /// | `WRITE_TIMEOUT` | `--write-timeout SECS` | `write_timeout` |
     /// | `SHUTDOWN_TIMEOUT` | `--shutdown-timeout SECS` | `shutdown_timeout` |
     /// | `MAX_CONNECTIONS` | `--max-connections N` | `max_connections` |
     /// | `SERVER_NAME` | `--server-name NAME` | `server_name` (empty: none) |
@@ -353,6 +355,7 @@ impl ServerConfig {
             "idle-timeout" => self.idle_timeout = secs(v)?,
             "header-timeout" => self.header_timeout = secs(v)?,
             "body-timeout" => self.body_timeout = secs(v)?,
+            "write-timeout" => self.write_timeout = secs(v)?,
             "shutdown-timeout" => self.shutdown_timeout = secs(v)?,
             "max-connections" => {
                 self.max_connections = usize::try_from(num(v)?).map_err(|e| e.to_string())?
@@ -497,7 +500,11 @@ mod tests {
     #[test]
     fn flags_parse_and_errors_are_clear() {
         let (c, _) = parse(
-            &[("IDLE_TIMEOUT", "9"), ("HEADER_TIMEOUT", "7")],
+            &[
+                ("IDLE_TIMEOUT", "9"),
+                ("HEADER_TIMEOUT", "7"),
+                ("WRITE_TIMEOUT", "6"),
+            ],
             &[
                 "--idle-timeout",
                 "5",
@@ -507,6 +514,7 @@ mod tests {
             ],
         )
         .unwrap();
+        assert_eq!(c.write_timeout, Duration::from_secs(6));
         assert_eq!(c.idle_timeout, Duration::from_secs(5));
         assert_eq!(c.header_timeout, Duration::from_secs(7));
         assert_eq!(

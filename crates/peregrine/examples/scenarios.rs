@@ -27,6 +27,10 @@
 //! * `GET /events`: server-sent events: three events (`id`, `event`, `data`, one of them with
 //!   multi-line data), then a keep-alive comment every second until the client goes.
 //!
+//! * `GET /files/{*path}` when `STATIC_DIR` names a directory: its files through `ServeDir`
+//!   (ranges, conditional requests, large files streamed from the descriptor). The probe's
+//!   resource attacks (`probe/run_attacks.sh`) read a large file slowly through it.
+//!
 //! Stops gracefully on SIGTERM / SIGINT. With `DATABASE_URL` set it also serves the database
 //! scenarios of `lab/contract/db.json` (`scenarios-db/db.rs`); without it, exactly the above.
 
@@ -194,6 +198,10 @@ pub fn app() -> App {
         .merge(layered);
     #[cfg(feature = "ws")]
     let app = app.route("/ws", get(ws_echo));
+    let app = match std::env::var_os("STATIC_DIR") {
+        Some(dir) => app.merge(peregrine::fs::ServeDir::new(dir).router("/files")),
+        None => app,
+    };
     db::routes(app)
 }
 
