@@ -28,16 +28,17 @@
 //!     .unwrap()
 //!     .client_ip_from(ForwardedHeader::XForwardedFor)
 //!     .proto_from(ProtoHeader::XForwardedProto);
-//! let app = App::new()
+//! let client = App::new()
 //!     .route("/", get(|req: Request| async move { req.client_addr().to_string() }))
-//!     .with_state(trust);
+//!     .with_state(trust)
+//!     .test();
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! // The test client's requests come from 127.0.0.1: the proxy here. The client wrote
 //! // "6.6.6.6" itself; nginx appended the address it saw.
-//! let res = app.test().get("/").header("x-forwarded-for", "6.6.6.6, 198.51.100.17").send().await;
+//! let res = client.get("/").header("x-forwarded-for", "6.6.6.6, 198.51.100.17").send().await;
 //! assert_eq!(res.text(), "198.51.100.17");
 //! // `Forwarded` is not the header this proxy sets: a client's copy of it is not read.
-//! let res = app.test().get("/").header("forwarded", "for=6.6.6.6").send().await;
+//! let res = client.get("/").header("forwarded", "for=6.6.6.6").send().await;
 //! assert_eq!(res.text(), "127.0.0.1");
 //! # });
 //! ```
