@@ -15,7 +15,8 @@
 //!   baseline for `bench/cpu-per-request.sh`);
 //! * `OTEL_STDOUT=0` keeps the OpenTelemetry pipeline but drops the exported spans (for
 //!   measuring without a terminal's cost);
-//! * `TRUSTED_PROXIES` = comma-separated networks (default `127.0.0.1,::1`);
+//! * `TRUSTED_PROXIES` = comma-separated networks (default `127.0.0.1,::1`) whose
+//!   `X-Forwarded-For` / `X-Forwarded-Proto` are believed;
 //! * `DRAIN_DELAY_MS` (here default 2000, `peregrine::config`): how long readiness is off
 //!   before the listener closes;
 //! * `RATE_LIMIT` requests per second per client (default 0: no limit).
@@ -25,7 +26,7 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use peregrine::health::Health;
 use peregrine::metrics::{self, EngineObserver, Metrics};
 use peregrine::middleware::{RateLimit, RequestIdLayer, Trace};
-use peregrine::proxy::TrustedProxies;
+use peregrine::proxy::{ForwardedHeader, ProtoHeader, TrustedProxies};
 use peregrine::{get, App, Error, Json, Request};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,7 +68,9 @@ fn main() -> std::io::Result<()> {
     }
     let trusted = std::env::var("TRUSTED_PROXIES").unwrap_or_else(|_| "127.0.0.1,::1".into());
     let trusted = TrustedProxies::new(trusted.split(',').filter(|s| !s.is_empty()))
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?
+        .client_ip_from(ForwardedHeader::XForwardedFor)
+        .proto_from(ProtoHeader::XForwardedProto);
     let health = Health::new(&config);
 
     let mut app = App::new()

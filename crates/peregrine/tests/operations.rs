@@ -7,11 +7,19 @@ use common::{request, TestServer};
 use peregrine::health::Health;
 use peregrine::metrics::{self, Metrics};
 use peregrine::middleware::RateLimit;
-use peregrine::proxy::{client_info, Scheme, TrustedProxies};
+use peregrine::proxy::{client_info, ForwardedHeader, ProtoHeader, Scheme, TrustedProxies};
 use peregrine::server::ServerConfig;
 use peregrine::{get, App, Request};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+
+/// Trusts `nets`, reading the address from `ip` and the scheme from `proto`.
+fn trust(nets: &[&str], ip: ForwardedHeader, proto: ProtoHeader) -> TrustedProxies {
+    TrustedProxies::new(nets)
+        .unwrap()
+        .client_ip_from(ip)
+        .proto_from(proto)
+}
 
 fn whoami(req: Request) -> std::future::Ready<String> {
     let info = client_info(&req);
@@ -26,9 +34,11 @@ fn whoami(req: Request) -> std::future::Ready<String> {
 #[test]
 fn forwarding_headers_from_an_untrusted_peer_are_ignored() {
     // The test client connects from 127.0.0.1, which this application does not trust.
-    let app = App::new()
-        .route("/", get(whoami))
-        .with_state(TrustedProxies::new(["10.0.0.0/8"]).unwrap());
+    let app = App::new().route("/", get(whoami)).with_state(trust(
+        &["10.0.0.0/8"],
+        ForwardedHeader::XForwardedFor,
+        ProtoHeader::XForwardedProto,
+    ));
     let s = TestServer::start(app);
     for spoof in [
         "X-Forwarded-For: 203.0.113.66",
@@ -42,9 +52,11 @@ fn forwarding_headers_from_an_untrusted_peer_are_ignored() {
 
 #[test]
 fn forwarding_headers_from_a_trusted_proxy_are_followed_to_the_first_untrusted_hop() {
-    let app = App::new()
-        .route("/", get(whoami))
-        .with_state(TrustedProxies::new(["127.0.0.0/8", "10.0.0.0/8"]).unwrap());
+    let app = App::new().route("/", get(whoami)).with_state(trust(
+        &["127.0.0.0/8", "10.0.0.0/8"],
+        ForwardedHeader::XForwardedFor,
+        ProtoHeader::XForwardedProto,
+    ));
     let s = TestServer::start(app);
     // The client itself sent "1.1.1.1"; the trusted edge appended the real address.
     let r = s.get(
@@ -55,9 +67,22 @@ fn forwarding_headers_from_a_trusted_proxy_are_followed_to_the_first_untrusted_h
         ],
     );
     assert_eq!(r.text(), "198.51.100.4 https");
+    // Not the header named: a `Forwarded` passed through is not read.
+    let r = s.get("/", &[r#"Forwarded: for="[2001:db8::9]:1234";proto=https"#]);
+    assert_eq!(r.text(), "127.0.0.1 -");
+    let r = s.get("/", &[]);
+    assert_eq!(r.text(), "127.0.0.1 -");
+
+    // A proxy that appends RFC 7239 `Forwarded` (HAProxy `option forwarded`).
+    let app = App::new().route("/", get(whoami)).with_state(trust(
+        &["127.0.0.0/8"],
+        ForwardedHeader::Forwarded,
+        ProtoHeader::Forwarded,
+    ));
+    let s = TestServer::start(app);
     let r = s.get("/", &[r#"Forwarded: for="[2001:db8::9]:1234";proto=https"#]);
     assert_eq!(r.text(), "2001:db8::9 https");
-    let r = s.get("/", &[]);
+    let r = s.get("/", &["X-Forwarded-For: 198.51.100.4"]);
     assert_eq!(r.text(), "127.0.0.1 -");
 }
 
@@ -117,7 +142,11 @@ fn the_rate_limit_answers_429_with_retry_after_per_client() {
     let app = App::new()
         .route("/", get(|_r: Request| async { "hi" }))
         .hook(RateLimit::every(Duration::from_secs(30)).burst(2))
-        .with_state(TrustedProxies::new(["127.0.0.1"]).unwrap());
+        .with_state(trust(
+            &["127.0.0.1"],
+            ForwardedHeader::XForwardedFor,
+            ProtoHeader::XForwardedProto,
+        ));
     let s = TestServer::start(app);
     let from = |ip: &str| format!("X-Forwarded-For: {ip}");
     assert_eq!(s.get("/", &[&from("192.0.2.1")]).status, 200);

@@ -7,7 +7,7 @@
 mod common;
 use common::TestServer;
 use peregrine::middleware::{Logger, RequestIdLayer, Trace};
-use peregrine::proxy::TrustedProxies;
+use peregrine::proxy::{ForwardedHeader, TrustedProxies};
 use peregrine::{get, App, Request, Response, StreamBody};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -103,7 +103,11 @@ fn spans_fields_nesting_traceparent_and_wire_status() {
         )
         .layer(RequestIdLayer::new())
         .layer(Trace::new())
-        .with_state(TrustedProxies::new(["127.0.0.1"]).unwrap());
+        .with_state(
+            TrustedProxies::new(["127.0.0.1"])
+                .unwrap()
+                .client_ip_from(ForwardedHeader::XForwardedFor),
+        );
     let s = TestServer::start(app);
 
     let r = s.get(

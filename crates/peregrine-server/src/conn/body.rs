@@ -224,13 +224,20 @@ impl Conn {
     }
 }
 
-/// Whether a chunked body already breaks `max_body`: the data delivered, plus what the current
-/// chunk still declares, plus every chunk-extension byte so far (issue 17: an oversized chunk
-/// is answered 413 at once, and extensions cannot carry unbounded input).
+/// Chunk-extension bytes a body may carry beyond its data bytes (see [`chunked_over_limit`]).
+pub(super) const CHUNK_EXT_ALLOWANCE: u64 = 64 * 1024;
+
+/// Whether a chunked body already breaks its limits: the data delivered, plus what the current
+/// chunk still declares, plus every chunk-extension byte so far is over `max_body` (an
+/// oversized chunk is answered 413 at once); or the extensions outgrow the data delivered by
+/// more than [`CHUNK_EXT_ALLOWANCE`]. The second bound holds whatever `max_body` is: the
+/// framework lifts `max_body_size` to `u64::MAX` and limits data bytes itself, which it can
+/// see, while the extensions never reach it.
 #[inline]
 fn chunked_over_limit(dec: &ChunkedDecoder, delivered: u64, max_body: u64) -> bool {
     delivered
         .saturating_add(dec.chunk_data_remaining())
         .saturating_add(dec.extension_bytes())
         > max_body
+        || dec.extension_bytes() > delivered.saturating_add(CHUNK_EXT_ALLOWANCE)
 }

@@ -135,8 +135,9 @@ impl Request {
 
     /// The client's address: the peer's, or, when the application has a
     /// [`TrustedProxies`](crate::proxy::TrustedProxies) state and the peer is one of those
-    /// proxies, the address they forwarded (`Forwarded`, else `X-Forwarded-For`). Headers from
-    /// any other peer are ignored. See [`crate::proxy`].
+    /// proxies, the address they forwarded in the one header the application named
+    /// ([`TrustedProxies::client_ip_from`](crate::proxy::TrustedProxies::client_ip_from)).
+    /// Headers from any other peer are ignored. See [`crate::proxy`].
     ///
     /// ```
     /// use peregrine::{get, App, Request};

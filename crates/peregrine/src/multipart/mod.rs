@@ -1,6 +1,6 @@
 //! `multipart/form-data` request bodies (feature `multipart`, on the `multer` crate), streamed
 //! part by part with a limit per part and for the whole body, and saved to disk without being
-//! held in memory.
+//! held in memory (`files.rs`: client file names made safe, `save_in` / `save_to`).
 
 use crate::error::Error;
 use crate::request::{body_error, Request};
@@ -9,10 +9,11 @@ use futures_core::Stream;
 use peregrine_server::{Body, BodyError};
 use std::cell::RefCell;
 use std::future::Future;
-use std::path::Path;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+
+mod files;
 
 /// Limits for [`Request::multipart_with`]. Past either limit the read fails with 413.
 ///
@@ -111,6 +112,8 @@ pub struct Multipart {
 pub struct Field {
     inner: multer::Field<'static>,
     pump: Pump,
+    /// `file_name()`: the client's name made safe once, so it can be lent out.
+    safe_name: Option<String>,
 }
 
 /// Feeds multer (which wants a `Send` stream) from the engine's body (which is not `Send`)
@@ -304,7 +307,11 @@ impl Multipart {
             .drive(self.inner.next_field())
             .await
             .map_err(multer_error)?;
-        Ok(next.map(|inner| Field { inner, pump }))
+        Ok(next.map(|inner| Field {
+            safe_name: inner.file_name().and_then(files::safe_file_name),
+            inner,
+            pump,
+        }))
     }
 }
 
@@ -341,39 +348,6 @@ impl Field {
     /// ```
     pub fn name(&self) -> Option<&str> {
         self.inner.name()
-    }
-    /// The part's `filename`, if it is a file. Client-chosen: never use it as a path.
-    ///
-    /// ```
-    /// use peregrine::{post, App, Error, Request};
-    ///
-    /// async fn handler(mut req: Request) -> Result<String, Error> {
-    ///     let mut form = req.multipart()?;
-    ///     let field = form.next_field().await?.ok_or_else(Error::bad_request)?;
-    ///     Ok(format!("{:?}", field.file_name()))
-    /// }
-    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
-    /// #     let mut b = String::new();
-    /// #     for (name, file, ct, data) in parts {
-    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
-    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
-    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
-    /// #     }
-    /// #     b + "--XX--\r\n"
-    /// # }
-    /// let client = App::new().route("/", post(handler)).test();
-    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// let res = client
-    ///     .post("/")
-    ///     .header("content-type", "multipart/form-data; boundary=XX")
-    ///     .body(form(&[("avatar", Some("me.png"), "image/png", "PNG")]))
-    ///     .send()
-    ///     .await;
-    /// assert_eq!(res.text(), r#"Some("me.png")"#);
-    /// # });
-    /// ```
-    pub fn file_name(&self) -> Option<&str> {
-        self.inner.file_name()
     }
     /// The part's content type, as sent.
     ///
@@ -524,63 +498,6 @@ impl Field {
                 self.name().unwrap_or("")
             ))
         })
-    }
-    /// Streams the part into a new file at `path` (created or truncated), chunk by chunk:
-    /// the part is never held in memory. Returns the bytes written. On any failure (a limit,
-    /// a broken body, a disk error) the partial file is removed.
-    ///
-    /// ```
-    /// use peregrine::{post, App, Error, MultipartLimits, Request, State};
-    /// use std::path::PathBuf;
-    ///
-    /// struct Uploads(PathBuf);
-    ///
-    /// async fn upload(mut req: Request, State(dir): State<Uploads>) -> Result<String, Error> {
-    ///     let mut form = req.multipart_with(MultipartLimits { total: 1 << 20, per_part: 1024 })?;
-    ///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
-    ///     // Never the client's file name as a path: a name of our own.
-    ///     let n = field.save_to(dir.0.join("upload-1.bin")).await?;
-    ///     Ok(format!("{n} bytes"))
-    /// }
-    ///
-    /// let dir = tempfile::tempdir()?;
-    /// let client = App::new().with_state(Uploads(dir.path().into())).route("/upload", post(upload)).test();
-    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// let send = |data: &str| {
-    ///     let body = format!("--XX\r\ncontent-disposition: form-data; name=\"f\"; filename=\"../../x\"\r\n\r\n{data}\r\n--XX--\r\n");
-    ///     client.post("/upload").header("content-type", "multipart/form-data; boundary=XX").body(body).send()
-    /// };
-    /// assert_eq!(send("hello").await.text(), "5 bytes");
-    /// assert_eq!(std::fs::read(dir.path().join("upload-1.bin")).unwrap(), b"hello");
-    /// // Over the per-part limit: 413, and no partial file is left behind.
-    /// std::fs::remove_file(dir.path().join("upload-1.bin")).unwrap();
-    /// assert_eq!(send(&"x".repeat(4096)).await.status(), 413);
-    /// assert!(!dir.path().join("upload-1.bin").exists());
-    /// # });
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub async fn save_to(&mut self, path: impl AsRef<Path>) -> Result<u64, Error> {
-        use tokio::io::AsyncWriteExt;
-        let path = path.as_ref();
-        let mut file = tokio::fs::File::create(path)
-            .await
-            .map_err(Error::internal_from)?;
-        let mut written = 0u64;
-        let res: Result<(), Error> = async {
-            while let Some(c) = self.chunk().await? {
-                file.write_all(&c).await.map_err(Error::internal_from)?;
-                written += c.len() as u64;
-            }
-            file.flush().await.map_err(Error::internal_from)?;
-            Ok(())
-        }
-        .await;
-        if let Err(e) = res {
-            drop(file);
-            let _ = tokio::fs::remove_file(path).await;
-            return Err(e);
-        }
-        Ok(written)
     }
 }
 

@@ -1,0 +1,288 @@
+//! A part's file: its client-chosen name made safe to use as one path component, and saving
+//! it to disk without ever leaving the chosen directory or leaving a partial file behind.
+
+use super::Field;
+use crate::error::Error;
+use std::path::{Path, PathBuf};
+
+/// The longest name most filesystems accept for one component (`NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+impl Field {
+    /// The part's `filename`, made safe to use as one path component: the client's name
+    /// reduced to its final component (after the last `/` or `\\`), without a drive prefix
+    /// (`C:`), control bytes (NUL included) or surrounding spaces and trailing dots, `:`
+    /// replaced by `_`, at most 255 bytes. `None` if the part is not a file, or if nothing
+    /// usable is left (`..`, `.`, empty). `dir.join(name)` stays in `dir`; prefer
+    /// [`save_in`](Self::save_in), which also never overwrites. The client's own bytes are
+    /// [`raw_file_name`](Self::raw_file_name).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     Ok(format!("{:?}", field.file_name()))
+    /// }
+    /// # fn form(parts: &[(&str, Option<&str>, &str, &str)]) -> String {
+    /// #     let mut b = String::new();
+    /// #     for (name, file, ct, data) in parts {
+    /// #         b += &format!("--XX\r\ncontent-disposition: form-data; name=\"{name}\"");
+    /// #         if let Some(f) = file { b += &format!("; filename=\"{f}\""); }
+    /// #         b += &format!("\r\ncontent-type: {ct}\r\n\r\n{data}\r\n");
+    /// #     }
+    /// #     b + "--XX--\r\n"
+    /// # }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client
+    ///     .post("/")
+    ///     .header("content-type", "multipart/form-data; boundary=XX")
+    ///     .body(form(&[("avatar", Some("../../home/me.png"), "image/png", "PNG")]))
+    ///     .send()
+    ///     .await;
+    /// assert_eq!(res.text(), r#"Some("me.png")"#);
+    /// # });
+    /// ```
+    pub fn file_name(&self) -> Option<&str> {
+        self.safe_name.as_deref()
+    }
+    /// The part's `filename` exactly as the client sent it.
+    ///
+    /// **Warning:** client-chosen bytes: `../../etc/cron.d/x`, `/etc/passwd`, `C:\\x`,
+    /// control characters. Never use it in a path (use [`file_name`](Self::file_name) or
+    /// [`save_in`](Self::save_in)); escape it before showing it.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn handler(mut req: Request) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     Ok(format!("{:?} {:?}", field.raw_file_name(), field.file_name()))
+    /// }
+    /// let client = App::new().route("/", post(handler)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let body = "--XX\r\ncontent-disposition: form-data; name=\"f\"; filename=\"../x\"\r\n\r\nhi\r\n--XX--\r\n";
+    /// let res = client.post("/").header("content-type", "multipart/form-data; boundary=XX").body(body).send().await;
+    /// assert_eq!(res.text(), r#"Some("../x") Some("x")"#);
+    /// # });
+    /// ```
+    pub fn raw_file_name(&self) -> Option<&str> {
+        self.inner.file_name()
+    }
+
+    /// Streams the part into a file at `path` (created or truncated), chunk by chunk: the
+    /// part is never held in memory. Returns the bytes written. On any failure (a limit, a
+    /// broken body, a disk error) or if the handler is dropped mid-upload, the partial file is
+    /// removed. `path` is the caller's: to keep the client's name, use
+    /// [`save_in`](Self::save_in).
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, MultipartLimits, Request, State};
+    /// use std::path::PathBuf;
+    ///
+    /// struct Uploads(PathBuf);
+    ///
+    /// async fn upload(mut req: Request, State(dir): State<Uploads>) -> Result<String, Error> {
+    ///     let mut form = req.multipart_with(MultipartLimits { total: 1 << 20, per_part: 1024 })?;
+    ///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     // Never the client's file name as a path: a name of our own.
+    ///     let n = field.save_to(dir.0.join("upload-1.bin")).await?;
+    ///     Ok(format!("{n} bytes"))
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let client = App::new().with_state(Uploads(dir.path().into())).route("/upload", post(upload)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let send = |data: &str| {
+    ///     let body = format!("--XX\r\ncontent-disposition: form-data; name=\"f\"; filename=\"../../x\"\r\n\r\n{data}\r\n--XX--\r\n");
+    ///     client.post("/upload").header("content-type", "multipart/form-data; boundary=XX").body(body).send()
+    /// };
+    /// assert_eq!(send("hello").await.text(), "5 bytes");
+    /// assert_eq!(std::fs::read(dir.path().join("upload-1.bin")).unwrap(), b"hello");
+    /// // Over the per-part limit: 413, and no partial file is left behind.
+    /// std::fs::remove_file(dir.path().join("upload-1.bin")).unwrap();
+    /// assert_eq!(send(&"x".repeat(4096)).await.status(), 413);
+    /// assert!(!dir.path().join("upload-1.bin").exists());
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn save_to(&mut self, path: impl AsRef<Path>) -> Result<u64, Error> {
+        let path = path.as_ref();
+        // Declared before the file, so that the file is closed before a removal.
+        let mut partial = RemoveOnDrop(None);
+        let mut file = tokio::fs::File::create(path)
+            .await
+            .map_err(Error::internal_from)?;
+        partial.0 = Some(path.to_owned());
+        let written = self.copy_into(&mut file).await;
+        drop(file);
+        if written.is_ok() {
+            partial.0 = None;
+        }
+        written
+    }
+
+    /// Streams the part into a new file named [`file_name`](Self::file_name) in `dir`, and
+    /// returns the bytes written. It cannot write outside `dir`: the name is one safe
+    /// component, the file is created new (`409 Conflict` if the name exists, a symbolic link
+    /// included: it is never followed), and a part without a usable name is `400`. On any
+    /// failure, or if the handler is dropped mid-upload (the client went away), the partial
+    /// file is removed.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request, State};
+    /// use std::path::PathBuf;
+    ///
+    /// struct Uploads(PathBuf);
+    ///
+    /// async fn upload(mut req: Request, State(dir): State<Uploads>) -> Result<String, Error> {
+    ///     let mut form = req.multipart()?;
+    ///     let mut field = form.next_field().await?.ok_or_else(Error::bad_request)?;
+    ///     let n = field.save_in(&dir.0).await?;
+    ///     Ok(format!("{}: {n} bytes", field.file_name().unwrap_or_default()))
+    /// }
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let uploads = dir.path().join("uploads");
+    /// std::fs::create_dir(&uploads)?;
+    /// let client = App::new().with_state(Uploads(uploads.clone())).route("/upload", post(upload)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let send = |name: &str| {
+    ///     let body = format!("--XX\r\ncontent-disposition: form-data; name=\"f\"; filename=\"{name}\"\r\n\r\nhello\r\n--XX--\r\n");
+    ///     client.post("/upload").header("content-type", "multipart/form-data; boundary=XX").body(body).send()
+    /// };
+    /// assert_eq!(send("../notes.txt").await.text(), "notes.txt: 5 bytes");
+    /// assert_eq!(std::fs::read(uploads.join("notes.txt")).unwrap(), b"hello");
+    /// assert!(!dir.path().join("notes.txt").exists());
+    /// assert_eq!(send("notes.txt").await.status(), 409); // never overwritten
+    /// assert_eq!(send("..").await.status(), 400);
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn save_in(&mut self, dir: impl AsRef<Path>) -> Result<u64, Error> {
+        let name = self.safe_name.clone().ok_or_else(|| {
+            Error::bad_request().with_detail(format!(
+                "part `{}` has no usable file name",
+                self.name().unwrap_or("")
+            ))
+        })?;
+        let path = dir.as_ref().join(&name);
+        let mut options = tokio::fs::OpenOptions::new();
+        // create_new is O_CREAT|O_EXCL: it fails on any existing entry, a symbolic link
+        // included, so a planted link cannot redirect the write; O_NOFOLLOW says so twice.
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        options.custom_flags(libc::O_NOFOLLOW);
+        let mut partial = RemoveOnDrop(None);
+        let mut file = match options.open(&path).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::new(409).with_detail(format!("`{name}` already exists")));
+            }
+            Err(e) => return Err(Error::internal_from(e)),
+        };
+        // Armed only once the file is ours: an existing one is never removed.
+        partial.0 = Some(path);
+        let written = self.copy_into(&mut file).await;
+        drop(file);
+        if written.is_ok() {
+            partial.0 = None;
+        }
+        written
+    }
+
+    /// Writes the rest of the part to `file`; the bytes written.
+    async fn copy_into(&mut self, file: &mut tokio::fs::File) -> Result<u64, Error> {
+        use tokio::io::AsyncWriteExt;
+        let mut written = 0u64;
+        while let Some(c) = self.chunk().await? {
+            file.write_all(&c).await.map_err(Error::internal_from)?;
+            written += c.len() as u64;
+        }
+        file.flush().await.map_err(Error::internal_from)?;
+        Ok(written)
+    }
+}
+
+/// Removes the file at its path when dropped, unless disarmed (`None`): the cleanup of a failed
+/// upload, and of one whose handler future was dropped (there is no `.await` in a drop, hence
+/// the blocking call, once).
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The client's file name reduced to one safe path component (see [`Field::file_name`]).
+pub(super) fn safe_file_name(raw: &str) -> Option<String> {
+    let clean: String = raw.chars().filter(|c| !c.is_control()).collect();
+    // Both separators: Windows clients send `C:\dir\name`, and either one splits a path there.
+    let last = clean.rsplit(['/', '\\']).next().unwrap_or("");
+    // `C:name` is relative to drive C's current directory on Windows.
+    let last = match last.as_bytes() {
+        [d, b':', ..] if d.is_ascii_alphabetic() => &last[2..],
+        _ => last,
+    };
+    // Windows drops trailing dots and spaces (`x.` is `x`, `...` is nothing); `:` names an
+    // alternate data stream there.
+    let name = last
+        .trim_start()
+        .trim_end_matches(['.', ' '])
+        .replace(':', "_");
+    if name.is_empty() {
+        return None;
+    }
+    let mut end = name.len().min(NAME_MAX);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(name[..end].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_file_name;
+
+    #[test]
+    fn names_are_one_safe_component() {
+        let cases = [
+            ("report.pdf", Some("report.pdf")),
+            ("../x", Some("x")),
+            ("../../x", Some("x")),
+            ("/etc/x", Some("x")),
+            ("C:\\x", Some("x")),
+            ("C:x", Some("x")),
+            ("c:\\Users\\me\\photo.jpg", Some("photo.jpg")),
+            ("a/b", Some("b")),
+            ("a\\b", Some("b")),
+            ("x\0y", Some("xy")),
+            ("x\r\n.txt", Some("x.txt")),
+            (".\0.", None),
+            ("..", None),
+            (".", None),
+            ("...", None),
+            ("x/..", None),
+            ("dir/", None),
+            ("", None),
+            ("  ", None),
+            ("name.  ", Some("name")),
+            ("a:b", Some("b")), // drive a:
+            ("ab:c", Some("ab_c")),
+            (".env", Some(".env")),
+            ("ünïcødé.txt", Some("ünïcødé.txt")),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(safe_file_name(raw).as_deref(), want, "{raw:?}");
+        }
+        let long = "é".repeat(200);
+        let name = safe_file_name(&long).unwrap();
+        assert!(name.len() <= 255 && name.chars().all(|c| c == 'é'));
+    }
+}
