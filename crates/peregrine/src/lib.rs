@@ -122,3 +122,13 @@ pub mod tls {
         TlsTransport, ALPN_H2, ALPN_HTTP11,
     };
 }
+
+// The migration guides' Peregrine snippets run as doc tests. Under `cfg(doctest)` only: the
+// files live outside the crate directory, which a packaged crate would not contain.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-axum.md")]
+pub struct ComingFromAxum;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-actix.md")]
+pub struct ComingFromActix;
