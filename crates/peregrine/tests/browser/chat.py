@@ -301,6 +301,10 @@ def main() -> int:
         asyncio.run(
             drive(profile / "DevToolsActivePort", f"https://localhost:{tls}", out)
         )
+        # The browser goes first: its open WebSocket and SSE streams would hold the drain
+        # until the shutdown timeout.
+        procs[1].terminate()
+        procs[1].wait(timeout=WAIT)
         # SIGTERM: App::run drains and returns, so the example exits 0.
         procs[0].terminate()
         code = procs[0].wait(timeout=WAIT)
