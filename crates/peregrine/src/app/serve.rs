@@ -122,7 +122,9 @@ impl App {
     /// With TLS in the configuration (feature `tls`) the listener speaks HTTPS, HTTP/2 or
     /// HTTP/1.1 by ALPN (`h2` offered with the `http2` feature), and while it waits for
     /// `shutdown` every SIGHUP reads the certificate files again (new handshakes use them; a
-    /// reload that fails is logged and the old certificates stay):
+    /// reload that fails is logged and the old certificates stay). Listening for SIGHUP takes
+    /// the runtime's I/O driver: build the runtime with `enable_all` (as `#[tokio::main]` and
+    /// `#[tokio::test]` do).
     ///
     /// ```no_run
     /// # #[cfg(feature = "tls")] {
