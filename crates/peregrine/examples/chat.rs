@@ -5,16 +5,19 @@
 //! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
 //!   -subj /CN=localhost -addext subjectAltName=DNS:localhost -keyout key.pem -out cert.pem
 //! TLS_CERT=cert.pem TLS_KEY=key.pem cargo run --example chat --features tls,http2,ws
-//! # open https://localhost:8443/ in two tabs (WebSocket), or, in two terminals:
+//! # open https://localhost:8443/ in two tabs (WebSocket), https://localhost:8443/feed (the
+//! # room over server-sent events), or, in two terminals:
 //! curl -k -N https://localhost:8443/events                         # the room, as SSE
 //! curl -k --http2 https://localhost:8443/say -d 'hello from curl'  # sent to 1 listener(s)
 //! ```
 //!
-//! `ADDR` (default 127.0.0.1:8080) serves HTTP/1.1 and h2c; `TLS_ADDR` (default
-//! 127.0.0.1:8443) serves TLS when `TLS_CERT`/`TLS_KEY` are set; `H2C_ADDR`, if set, serves
-//! HTTP/2 only (cleartext). `/echo` is a plain WebSocket echo (for conformance clients);
-//! `/big` answers 128 KiB, more than HTTP/2's 65,535-byte initial window (h2spec's path, so its
-//! flow-control cases are decided by the window, not by how fast the stream ends).
+//! Configured by `peregrine::config::from_env_and_args`: `ADDR` (default 127.0.0.1:8080) serves
+//! HTTP/1.1 and h2c; `TLS_ADDR` (default 127.0.0.1:8443) serves TLS when `TLS_CERT`/`TLS_KEY`
+//! (or `--tls-cert`/`--tls-key`) are set, certificates reloaded on SIGHUP; `H2C_ADDR`, if set,
+//! serves HTTP/2 only (cleartext). SIGTERM / SIGINT drain every listener. `/echo` is a plain
+//! WebSocket echo (for conformance clients); `/big` answers 128 KiB, more than HTTP/2's
+//! 65,535-byte initial window (h2spec's path, so its flow-control cases are decided by the
+//! window, not by how fast the stream ends).
 
 use peregrine::sse::{Event, Sse};
 use peregrine::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -112,11 +115,11 @@ async fn big(_req: Request) -> &'static str {
         .as_str()
 }
 
-fn app() -> App {
-    let (room, _) = broadcast::channel(256);
+fn app(room: &broadcast::Sender<String>) -> App {
     App::new()
-        .with_state(Room(room))
+        .with_state(Room(room.clone()))
         .route("/", get(page))
+        .route("/feed", get(feed))
         .route("/ws", get(join))
         .route("/say", post(say))
         .route("/events", get(events))
@@ -144,80 +147,63 @@ document.getElementById("f").onsubmit = (e) => {
 </script>
 "#;
 
-fn main() -> std::io::Result<()> {
-    use peregrine::server::tls::{TlsAcceptor, TlsConfig};
-    use peregrine::server::Server;
-    let plain: std::net::SocketAddr = std::env::var("ADDR")
-        .unwrap_or_else(|_| "127.0.0.1:8080".into())
-        .parse()
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let workers = std::env::var("WORKERS")
-        .ok()
-        .and_then(|w| w.parse().ok())
-        .unwrap_or(1);
-    let config = peregrine::ServerConfig {
-        addr: plain,
-        workers,
-        ..peregrine::ServerConfig::default()
-    };
-    let service = app().into_service();
-    // Cleartext: HTTP/1.1, and HTTP/2 for clients that start with the h2 preface.
-    let mut handles = vec![Server::new(config.clone()).serve(service.clone())?];
-    println!("http://{} (HTTP/1.1 and h2c)", handles[0].local_addr());
-    // Optionally a cleartext port that speaks only HTTP/2 (h2c with prior knowledge).
-    if let Ok(addr) = std::env::var("H2C_ADDR") {
-        let h2c_config = peregrine::ServerConfig {
-            addr: addr
-                .parse()
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
-            ..config.clone()
-        };
-        let handle = Server::new(h2c_config)
-            .with_acceptor(peregrine::server::h2::Http2OnlyAcceptor)
-            .serve(service.clone())?;
-        println!("http://{} (HTTP/2 only)", handle.local_addr());
-        handles.push(handle);
-    }
-    // TLS: HTTP/2 or HTTP/1.1 by ALPN, certificates reloaded on SIGHUP.
-    if let Some(tls) = TlsConfig::from_env()? {
-        let acceptor = TlsAcceptor::new(&tls)?;
-        peregrine::server::tls::reload_on_sighup(acceptor.certificates().clone())?;
-        let addr = std::env::var("TLS_ADDR").unwrap_or_else(|_| "127.0.0.1:8443".into());
-        let tls_config = peregrine::ServerConfig {
-            addr: addr
-                .parse()
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
-            ..config
-        };
-        let handle = Server::new(tls_config)
-            .with_acceptor(acceptor)
-            .serve(service)?;
-        println!(
-            "https://{} (HTTP/2 and HTTP/1.1 by ALPN)",
-            handle.local_addr()
-        );
-        handles.push(handle);
-    }
-    wait_for_signal()?;
-    for h in handles {
-        h.shutdown();
-    }
-    Ok(())
+async fn feed(_req: Request) -> Html<&'static str> {
+    Html(FEED)
 }
 
-/// Blocks until SIGTERM or SIGINT.
-fn wait_for_signal() -> std::io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+/// The room read-only, over server-sent events (the browser's `EventSource`).
+const FEED: &str = r#"<!doctype html>
+<meta charset="utf-8"><title>Peregrine chat feed</title>
+<style>body{font:16px system-ui;max-width:40em;margin:2em auto}#log{height:20em;overflow:auto;border:1px solid #ccc;padding:.5em}</style>
+<h1>Peregrine chat feed (SSE)</h1>
+<div id="log"></div>
+<script>
+const log = document.getElementById("log");
+const events = new EventSource("/events");
+events.onopen = () => document.body.dataset.open = "1";
+events.onmessage = (e) => { const p = document.createElement("div"); p.textContent = e.data; log.append(p); };
+</script>
+"#;
+
+fn main() -> std::io::Result<()> {
+    use peregrine::server::h2::Http2OnlyAcceptor;
+    let bad = |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    // ADDR, WORKERS, TLS_CERT / TLS_KEY... from the environment, or --addr, --tls-cert... flags.
+    let config = peregrine::config::from_env_and_args(std::env::args().skip(1)).map_err(bad)?;
+    let (room, _) = broadcast::channel(256);
+    let mut others = Vec::new();
+    // Optionally a cleartext port that speaks only HTTP/2 (h2c with prior knowledge): an
+    // acceptor of the engine's own, so through `into_server`.
+    if let Ok(addr) = std::env::var("H2C_ADDR") {
+        let addr = addr.parse().map_err(|e| bad(format!("H2C_ADDR: {e}")))?;
+        let h2c = peregrine::ServerConfig {
+            addr,
+            ..config.server.clone()
+        };
+        let (server, service) = app(&room).into_server(h2c)?;
+        let handle = server.with_acceptor(Http2OnlyAcceptor).serve(service)?;
+        println!("http://{} (HTTP/2 only)", handle.local_addr());
+        others.push(handle);
+    }
+    // ADDR always serves cleartext (HTTP/1.1, and h2c for clients starting with its preface);
+    // with certificates, TLS_ADDR serves TLS: HTTP/2 or HTTP/1.1 by ALPN, reloaded on SIGHUP.
+    let main = match &config.tls {
+        None => config,
+        Some(_) => {
+            let plain = app(&room).serve(config.server.clone())?;
+            println!("http://{} (HTTP/1.1 and h2c)", plain.local_addr());
+            others.push(plain);
+            let addr = std::env::var("TLS_ADDR").unwrap_or_else(|_| "127.0.0.1:8443".into());
+            let mut tls = config;
+            tls.server.addr = addr.parse().map_err(|e| bad(format!("TLS_ADDR: {e}")))?;
+            println!("https://{} (HTTP/2 and HTTP/1.1 by ALPN)", tls.server.addr);
+            tls
         }
-        Ok(())
-    })
+    };
+    // Until SIGTERM / SIGINT; then every listener drains.
+    let result = app(&room).run(main);
+    for handle in others {
+        handle.shutdown();
+    }
+    result
 }

@@ -39,7 +39,7 @@ fn main() -> std::io::Result<()> {
     }
     let config = peregrine::config::from_env_and_args(args)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    println!("listening on http://{}", config.addr);
+    println!("listening on http://{}", config.server.addr);
 
     App::new()
         .with_state(Visits(AtomicU64::new(0)))

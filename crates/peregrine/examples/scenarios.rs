@@ -310,7 +310,11 @@ fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
     let transport = choose_transport(&mut args, env).and_then(|transport| {
-        peregrine::config::from_env_and_args(args).map(|config| (transport, config))
+        // TLS is chosen by `--tls` alone: the framework's reading of the TLS variables is
+        // left out, so a stray TLS_CERT neither switches nor fails the cleartext peer.
+        let engine_vars = |name: &str| (!TLS_VARS.contains(&name)).then(|| env(name)).flatten();
+        peregrine::config::from_vars_and_args(engine_vars, args)
+            .map(|config| (transport, config.server))
     });
     let (transport, config) = match transport {
         Ok(chosen) => chosen,

@@ -32,7 +32,8 @@ fn main() -> std::io::Result<()> {
         args.extend(["--addr".into(), "127.0.0.1:3000".into()]);
     }
     let config = peregrine::config::from_env_and_args(args)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?
+        .server;
     let service = App::new()
         .merge(ServeDir::new(dir).router("/static"))
         .into_service();

@@ -353,7 +353,7 @@ async fn main() -> std::io::Result<()> {
     let config = peregrine::config::from_env_and_args(args)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let token = std::env::var("TODO_TOKEN").unwrap_or_else(|_| "dev-token".into());
-    println!("todo service on http://{}", config.addr);
+    println!("todo service on http://{}", config.server.addr);
     // Until SIGTERM / SIGINT; in-flight requests finish (config.shutdown_timeout).
     app(AppState::new(token)).run_async(config).await
 }

@@ -86,6 +86,49 @@ pub use state::{Extract, Local, Need, State, WorkerContext};
 pub use status::StatusCode;
 pub use test_client::{TestClient, TestRequest, TestResponse};
 
-/// The engine underneath (configuration, raw request/response types).
+/// The engine underneath (configuration, raw request/response types, acceptors, listeners).
+#[doc(inline)]
 pub use peregrine_server as server;
-pub use peregrine_server::{Response, ResponseBody, ServerConfig};
+#[doc(inline)]
+pub use peregrine_server::{
+    DrainSignal, Listener, Response, ResponseBody, Server, ServerConfig, ServerHandle,
+};
+
+/// TLS termination with rustls (feature `tls`): what [`config::Config::tls`] holds and what
+/// [`App::run`] builds from it, for code that sets TLS up itself. The engine's
+/// [`server::tls`], shown here.
+///
+/// ```no_run
+/// use peregrine::config::Config;
+/// use peregrine::tls::{CertificateFiles, TlsConfig};
+/// use peregrine::{get, App, Request};
+///
+/// // Two certificates on one listener, chosen by SNI; the first is the default.
+/// let tls = TlsConfig::new(vec![
+///     CertificateFiles::new("example.com.crt", "example.com.key"),
+///     CertificateFiles::new("api.example.net.crt", "api.example.net.key"),
+/// ]);
+/// App::new()
+///     .route("/", get(|_r: Request| async { "hi" }))
+///     .run(Config::new(peregrine::ServerConfig::default()).with_tls(tls))?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(feature = "tls")]
+pub mod tls {
+    #[doc(inline)]
+    pub use peregrine_server::tls::{
+        negotiated, read_certs, read_key, read_roots, reload_on_sighup, reload_when_changed,
+        CertStore, CertificateFiles, ClientAuth, Negotiated, TlsAcceptor, TlsConfig, TlsStream,
+        TlsTransport, ALPN_H2, ALPN_HTTP11,
+    };
+}
+
+// The migration guides' Peregrine snippets run as doc tests. Under `cfg(doctest)` only: the
+// files live outside the crate directory, which a packaged crate would not contain.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-axum.md")]
+pub struct ComingFromAxum;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-actix.md")]
+pub struct ComingFromActix;
