@@ -65,7 +65,8 @@ impl App {
             let mut methods = methods.build();
             let auto_layers = std::mem::take(&mut methods.auto_layers);
             // Without layers the automatic answers stay ready responses (nothing boxed).
-            let auto = (!auto_layers.is_empty())
+            // (A path with an `any` handler has no automatic answers.)
+            let auto = (!auto_layers.is_empty() && methods.any.is_none())
                 .then(|| middleware::wrap(Arc::new(AutoAnswer), &auto_layers));
             let allow = methods.allow();
             for m in String::from_utf8_lossy(&allow).split(", ") {
