@@ -146,3 +146,40 @@ fn method_not_allowed_takes_the_application_format() {
     );
     assert_eq!(server.get("/nowhere", &[]).status, 404);
 }
+
+#[test]
+fn groups_sharing_a_path_guard_it_with_the_layered_one() {
+    // `/docs` is read by anyone and deleted by admins: its method list names DELETE, so the
+    // automatic answers take the guarded group's hook (the first group with layers).
+    let public = Router::new().route("/docs", get(|_r: Request| async { "read me" }));
+    let admin = Router::new()
+        .route(
+            "/docs",
+            peregrine::delete(|_r: Request| async { "deleted" }),
+        )
+        .hook(BearerAuth);
+    let server = TestServer::start(App::new().merge(public).merge(admin));
+    assert_eq!(server.get("/docs", &[]).text(), "read me");
+    let res = server.send(&request("OPTIONS", "/docs", &[], ""));
+    assert_eq!(res.status, 401);
+    let auth = ["Authorization: Bearer secret"];
+    let res = server.send(&request("OPTIONS", "/docs", &auth, ""));
+    assert_eq!(res.status, 204);
+    assert_eq!(res.header("allow"), Some("GET, HEAD, DELETE, OPTIONS"));
+}
+
+#[test]
+fn a_route_layer_wraps_its_automatic_answers() {
+    let app = App::new().route(
+        "/report",
+        get(|_r: Request| async { "numbers" })
+            .layer(Cors::new().allow_origin("https://app.example")),
+    );
+    let server = TestServer::start(app);
+    let res = server.send(&request("OPTIONS", "/report", PREFLIGHT, ""));
+    assert_eq!(res.status, 204);
+    assert_eq!(
+        res.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+}
