@@ -81,7 +81,7 @@ pub use listener::Listener;
 pub use peregrine_codec as codec;
 pub use peregrine_codec::{Limits, Method, Version};
 pub use request::Request;
-pub use response::{Response, ResponseBody};
+pub use response::{FieldValue, Response, ResponseBody};
 pub use server::{DrainSignal, Server, ServerHandle};
 pub use service::{service_fn, Service};
 pub use transport::{Accept, Accepted, Acceptor, PlainAcceptor, Stream, Transport};

@@ -244,17 +244,47 @@ impl Response {
             body: body.into(),
         }
     }
-    /// Adds a header field (builder style).
+    /// Adds a header field (builder style), after any of the same name. The value is text or
+    /// bytes, `'static` or owned ([`FieldValue`]).
+    ///
+    /// ```
+    /// use peregrine_server::Response;
+    /// let id = 7;
+    /// let r = Response::new(204)
+    ///     .with_header("x-request-id", format!("req-{id}"))
+    ///     .with_header("vary", "origin")
+    ///     .with_header("vary", &b"accept-encoding"[..]);
+    /// assert_eq!(r.headers.len(), 3);
+    /// ```
     pub fn with_header(
         mut self,
         name: impl Into<Cow<'static, str>>,
-        value: impl Into<Cow<'static, [u8]>>,
+        value: impl FieldValue,
     ) -> Self {
         if self.headers.capacity() == 0 {
             self.headers = spare_fields();
         }
-        self.headers.push((name.into(), value.into()));
+        self.headers.push((name.into(), value.into_field_value()));
         self
+    }
+    /// Sets a header field, replacing every field of that name (compared without case)
+    /// already there; [`Response::with_header`] adds one instead.
+    ///
+    /// ```
+    /// use peregrine_server::Response;
+    /// let mut r = Response::text("hi").with_header("Cache-Control", "no-store");
+    /// r.insert_header("cache-control", "max-age=60");
+    /// let values: Vec<_> = r.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("cache-control")).collect();
+    /// assert_eq!(values.len(), 1);
+    /// assert_eq!(&*values[0].1, b"max-age=60");
+    /// ```
+    pub fn insert_header(&mut self, name: impl Into<Cow<'static, str>>, value: impl FieldValue) {
+        let name = name.into();
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+        if self.headers.capacity() == 0 {
+            self.headers = spare_fields();
+        }
+        self.headers.push((name, value.into_field_value()));
     }
     /// Sets the status (builder style).
     pub fn with_status(mut self, status: u16) -> Self {
@@ -265,6 +295,56 @@ impl Response {
     pub fn with_body(mut self, body: ResponseBody) -> Self {
         self.body = body;
         self
+    }
+}
+
+/// A header field's value as [`Response::with_header`] and [`Response::insert_header`] take
+/// it: text or bytes, `'static` (not copied) or owned.
+///
+/// ```
+/// use peregrine_server::FieldValue;
+/// assert_eq!(&*"text/plain".into_field_value(), b"text/plain");
+/// assert_eq!(&*String::from("7").into_field_value(), b"7");
+/// assert_eq!(&*(&b"raw"[..]).into_field_value(), b"raw");
+/// ```
+pub trait FieldValue {
+    /// The value's bytes.
+    fn into_field_value(self) -> Cow<'static, [u8]>;
+}
+
+impl FieldValue for &'static str {
+    fn into_field_value(self) -> Cow<'static, [u8]> {
+        Cow::Borrowed(self.as_bytes())
+    }
+}
+impl FieldValue for String {
+    fn into_field_value(self) -> Cow<'static, [u8]> {
+        Cow::Owned(self.into_bytes())
+    }
+}
+impl FieldValue for &'static [u8] {
+    fn into_field_value(self) -> Cow<'static, [u8]> {
+        Cow::Borrowed(self)
+    }
+}
+impl<const N: usize> FieldValue for &'static [u8; N] {
+    fn into_field_value(self) -> Cow<'static, [u8]> {
+        Cow::Borrowed(self)
+    }
+}
+impl FieldValue for Vec<u8> {
+    fn into_field_value(self) -> Cow<'static, [u8]> {
+        Cow::Owned(self)
+    }
+}
+impl FieldValue for Cow<'static, [u8]> {
+    fn into_field_value(self) -> Cow<'static, [u8]> {
+        self
+    }
+}
+impl FieldValue for Bytes {
+    fn into_field_value(self) -> Cow<'static, [u8]> {
+        Cow::Owned(self.to_vec())
     }
 }
 

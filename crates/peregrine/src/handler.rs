@@ -148,6 +148,70 @@ impl<H: Handler> IntoHandler<IsHandler> for H {
     }
 }
 
+/// A handler argument taken from the request, rejecting with a response type of its own
+/// (axum's `FromRequestParts` with its `Rejection`). Every [`Extract`] is one, rejecting with
+/// [`Error`](crate::Error); implement this trait instead when the rejection should be your
+/// own [`IntoResponse`] type (your API's error format).
+///
+/// ```
+/// use peregrine::{get, App, IntoResponse, Json, Request, Response, TryExtract};
+///
+/// /// The caller's token from `Authorization: Bearer ...`.
+/// struct Bearer(String);
+///
+/// /// The API's own error body.
+/// struct ApiError(&'static str);
+/// impl IntoResponse for ApiError {
+///     fn into_response(self) -> Response {
+///         (401, Json(serde_json::json!({ "error": self.0 }))).into_response()
+///     }
+/// }
+///
+/// impl TryExtract for Bearer {
+///     type Rejection = ApiError;
+///     fn try_extract(req: &Request) -> Result<Self, ApiError> {
+///         let h = req.header("authorization").ok_or(ApiError("missing token"))?;
+///         let token = h.strip_prefix("Bearer ").ok_or(ApiError("not a bearer token"))?;
+///         Ok(Bearer(token.to_owned()))
+///     }
+/// }
+///
+/// async fn me(_req: Request, Bearer(token): Bearer) -> String {
+///     format!("token {token}")
+/// }
+///
+/// let client = App::new().route("/me", get(me)).test();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let res = client.get("/me").send().await;
+/// assert_eq!(res.status(), 401);
+/// assert_eq!(res.text(), r#"{"error":"missing token"}"#);
+/// let res = client.get("/me").header("authorization", "Bearer abc").send().await;
+/// assert_eq!(res.text(), "token abc");
+/// # });
+/// ```
+pub trait TryExtract: Sized + 'static {
+    /// What answers the request when extraction fails (the handler does not run).
+    type Rejection: IntoResponse;
+    /// Takes the value from the request.
+    fn try_extract(req: &Request) -> Result<Self, Self::Rejection>;
+    /// Adds what this extractor needs from the application (default: nothing); see
+    /// [`Extract::needs`].
+    fn needs(needs: &mut Vec<Need>) {
+        let _ = needs;
+    }
+}
+
+impl<T: Extract> TryExtract for T {
+    type Rejection = crate::Error;
+    #[inline]
+    fn try_extract(req: &Request) -> Result<Self, crate::Error> {
+        T::extract(req)
+    }
+    fn needs(needs: &mut Vec<Need>) {
+        <T as Extract>::needs(needs);
+    }
+}
+
 /// A function of the request and extractors, as a [`Handler`].
 struct WithExtractors<F, A> {
     f: F,
@@ -162,11 +226,11 @@ macro_rules! extractor_handlers {
             F: Fn(Request, $($a),+) -> Fut + Send + Sync + 'static,
             Fut: Future<Output = R> + 'static,
             R: IntoResponse,
-            $($a: Extract),+
+            $($a: TryExtract),+
         {
             fn call(&self, req: Request) -> BoxFuture<Response> {
                 #[allow(non_snake_case)]
-                let ($($a,)+) = ($(match $a::extract(&req) {
+                let ($($a,)+) = ($(match $a::try_extract(&req) {
                     Ok(v) => v,
                     Err(e) => return Box::pin(std::future::ready(e.into_response())),
                 },)+);
@@ -183,7 +247,7 @@ macro_rules! extractor_handlers {
             F: Fn(Request, $($a),+) -> Fut + Send + Sync + 'static,
             Fut: Future<Output = R> + 'static,
             R: IntoResponse,
-            $($a: Extract),+
+            $($a: TryExtract),+
         {
             fn into_handler(self) -> Arc<dyn Handler> {
                 Arc::new(WithExtractors::<F, ($($a,)+)> { f: self, _args: PhantomData })

@@ -73,7 +73,7 @@ pub mod ws;
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
 pub use body::BodyStream;
 pub use error::Error;
-pub use handler::{BoxFuture, Handler, IntoHandler, IsHandler};
+pub use handler::{BoxFuture, Handler, IntoHandler, IsHandler, TryExtract};
 pub use header::{Headers, IntoHeaderValue, IntoHeaders};
 #[cfg(feature = "multipart")]
 pub use multipart::{Field, Multipart, MultipartLimits};

@@ -172,6 +172,28 @@ impl IntoResponse for StatusCode {
     }
 }
 
+/// A bare status number, as [`StatusCode`] answers it: an error status (400 and up) is its
+/// problem document, another an empty response; a number that is no status is a 500.
+///
+/// ```
+/// use peregrine::IntoResponse;
+/// assert_eq!(204u16.into_response().status, 204);
+/// let r = 404u16.into_response();
+/// assert_eq!(r.status, 404);
+/// assert!(r.headers.iter().any(|(_, v)| &**v == b"application/problem+json"));
+/// assert_eq!(7u16.into_response().status, 500);
+/// ```
+impl IntoResponse for u16 {
+    fn into_response(self) -> Response {
+        match StatusCode::from_u16(self) {
+            Some(code) => code.into_response(),
+            None => Error::internal()
+                .with_detail(format!("{self} is not a status code"))
+                .into_response(),
+        }
+    }
+}
+
 /// `(status, body)`.
 impl<T: IntoResponse> IntoResponse for (u16, T) {
     #[inline]

@@ -480,6 +480,24 @@ impl TestResponse {
     pub fn status(&self) -> u16 {
         self.status
     }
+
+    /// The status as a [`StatusCode`](crate::StatusCode) (with its name in assertion
+    /// messages: `404 Not Found`); it compares with plain numbers too.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request, StatusCode};
+    ///
+    /// let client = App::new().route("/", get(|_r: Request| async { "home" })).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.post("/").send().await;
+    /// assert_eq!(res.status_code(), StatusCode::METHOD_NOT_ALLOWED);
+    /// assert_eq!(res.status_code(), 405);
+    /// assert!(res.status_code().is_client_error());
+    /// # });
+    /// ```
+    pub fn status_code(&self) -> crate::StatusCode {
+        crate::StatusCode::from_u16(self.status).unwrap_or(crate::StatusCode::INTERNAL_SERVER_ERROR)
+    }
     /// First value of header `name` (case-insensitive) as text; `None` if absent or not UTF-8.
     ///
     /// ```

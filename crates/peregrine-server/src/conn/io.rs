@@ -28,6 +28,9 @@ pub(crate) const READ_SPARE: usize = 1024;
 /// closing, so the client reads the answer rather than a reset (nginx `lingering_close`).
 const LINGER_TIME: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1024 * 1024;
+/// Most input kept while a streamed response watches its client for a close
+/// ([`Conn::poll_peer_gone`]).
+const WATCH_BUFFER_MAX: usize = 64 * 1024;
 
 /// Mutable per-connection state.
 pub(crate) struct Io {
@@ -56,6 +59,9 @@ pub(crate) struct Io {
     write_sent: u64,
     /// The handler's upgrade function, between its 101 and the hand-over.
     pub(super) upgrade: Option<crate::upgrade::OnUpgrade>,
+    /// The streamed body being written is an event stream (`text/event-stream`): endless by
+    /// design, it ends when shutdown starts (see `Conn::write_stream`).
+    pub(super) event_stream: bool,
 }
 
 /// One connection, shared by the driver and the body of the request being answered.
@@ -99,6 +105,7 @@ impl Conn {
                 write_waited: None,
                 write_sent: 0,
                 upgrade: None,
+                event_stream: false,
             }),
         }
     }
@@ -113,6 +120,7 @@ impl Conn {
         io.body = BodyState::Done;
         io.continue_pending = false;
         io.write_waited = None;
+        io.event_stream = false;
         // `gen` goes on counting: a body of an earlier request can never match a later one.
     }
 
@@ -394,6 +402,37 @@ impl Conn {
             off += n as u64;
         }
         Ok(())
+    }
+
+    /// While a streamed response waits for its next piece: whether the client is gone (its
+    /// end of input, or a reset), registering `cx` for the socket's readability otherwise.
+    /// Input that arrives meanwhile (a pipelined request) is not a close: it stays in the read
+    /// buffer for after the response, up to [`WATCH_BUFFER_MAX`] bytes; past that the socket
+    /// is no longer watched (the next write tells). Not while the request body is unread: its
+    /// bytes are the body reader's.
+    pub(super) fn poll_peer_gone(&self, cx: &mut Context<'_>) -> bool {
+        loop {
+            {
+                let io = self.io.borrow();
+                if io.eof {
+                    return true;
+                }
+                if !matches!(io.body, BodyState::Done) || io.rbuf.len() >= WATCH_BUFFER_MAX {
+                    return false;
+                }
+            }
+            match self.stream().poll_read_ready(cx) {
+                Poll::Pending => return false,
+                Poll::Ready(Err(_)) => return true,
+                Poll::Ready(Ok(())) => {}
+            }
+            match self.try_fill() {
+                Err(_) | Ok(Some(Fill::Eof)) => return true,
+                // Readiness was spurious (and is cleared): poll again to register `cx`.
+                Ok(None) => {}
+                Ok(Some(_)) => {}
+            }
+        }
     }
 
     /// Makes non-blocking progress on pending output while a handler is waiting on something

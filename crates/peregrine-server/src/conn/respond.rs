@@ -13,7 +13,7 @@ use peregrine_codec::response::{
     CONTINUE_100, INVALID_RESPONSE_REASON,
 };
 use peregrine_codec::Version;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Poll;
@@ -185,6 +185,8 @@ impl Conn {
             keep_alive.disable(CloseReason::CloseDelimited);
         }
         let framing = Framing::choose(status, body, version);
+        // Looked at before the fields are recycled; for streamed bodies only.
+        let event_stream = matches!(body, BodyKind::Stream) && is_event_stream(&resp.headers);
         let sends_body = !head_request && !status_forbids_body(status);
         // A small `'static` body goes to the head memo, which may append it with the head.
         let static_body: &'static [u8] = match resp.body {
@@ -256,6 +258,9 @@ impl Conn {
         // other than 101 (encoded above like any response, with no body) is dropped, not run.
         if matches!(resp.body, ResponseBody::Upgrade(_)) {
             return None;
+        }
+        if matches!(resp.body, ResponseBody::Stream(_)) {
+            self.io.borrow_mut().event_stream = event_stream;
         }
         Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
     }
@@ -342,26 +347,46 @@ impl Conn {
     ) -> io::Result<()> {
         let limit = self.shared.config.max_pending_output.max(COPY_BODY_MAX);
         let mut encoder = ChunkedEncoder::new();
+        // An event stream never ends by itself: it ends (cleanly) when shutdown starts, so
+        // that graceful shutdown does not wait `shutdown_timeout` for it.
+        let event_stream = std::mem::take(&mut self.io.borrow_mut().event_stream);
+        let mut shutdown = std::pin::pin!(async {
+            if event_stream {
+                self.shared.shutdown_started().await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        });
         loop {
             // Take what the stream has ready; when it has nothing, first send what is pending
-            // (the client should not wait for bytes we hold), then wait for the stream.
+            // (the client should not wait for bytes we hold), then wait for the stream, for
+            // the client's close (the stream is dropped then: an SSE sender sees its client
+            // leave at once, not at its next write) and, for an event stream, for shutdown.
             let step =
                 poll_fn(
                     |cx| match catch_unwind(AssertUnwindSafe(|| s.as_mut().poll_next(cx))) {
-                        Ok(Poll::Ready(item)) => Poll::Ready(Ok(Some(item))),
-                        Ok(Poll::Pending) if self.pending_output() > 0 => Poll::Ready(Ok(None)),
-                        Ok(Poll::Pending) => Poll::Pending,
-                        Err(_) => Poll::Ready(Err(())),
+                        Ok(Poll::Ready(item)) => Poll::Ready(Step::Item(item)),
+                        Ok(Poll::Pending) if self.pending_output() > 0 => Poll::Ready(Step::Flush),
+                        Ok(Poll::Pending) if self.poll_peer_gone(cx) => Poll::Ready(Step::PeerGone),
+                        Ok(Poll::Pending) => match shutdown.as_mut().poll(cx) {
+                            Poll::Ready(()) => Poll::Ready(Step::Item(None)),
+                            Poll::Pending => Poll::Pending,
+                        },
+                        Err(_) => Poll::Ready(Step::Panicked),
                     },
                 )
                 .await;
             let item = match step {
-                Ok(Some(item)) => item,
-                Ok(None) => {
+                Step::Item(item) => item,
+                Step::Flush => {
                     self.flush().await?;
                     continue;
                 }
-                Err(()) => {
+                Step::PeerGone => {
+                    tracing::debug!("client closed the connection during a streamed response");
+                    return Err(io::ErrorKind::ConnectionAborted.into());
+                }
+                Step::Panicked => {
                     tracing::error!("response body stream panicked");
                     return Err(io::Error::other("body stream panicked"));
                 }
@@ -422,4 +447,31 @@ impl Conn {
             }
         }
     }
+}
+
+/// Whether a response's fields say `Content-Type: text/event-stream`.
+#[inline(never)]
+fn is_event_stream(
+    fields: &[(
+        std::borrow::Cow<'static, str>,
+        std::borrow::Cow<'static, [u8]>,
+    )],
+) -> bool {
+    fields.iter().any(|(n, v)| {
+        n.eq_ignore_ascii_case("content-type")
+            && v.len() >= 17
+            && v[..17].eq_ignore_ascii_case(b"text/event-stream")
+    })
+}
+
+/// What a streamed body's writer does next (see [`Conn::write_stream`]).
+enum Step {
+    /// The stream's next item (`None`: its end, or shutdown ending an event stream).
+    Item(Option<io::Result<bytes::Bytes>>),
+    /// The stream has nothing ready: send what is pending first.
+    Flush,
+    /// The client closed or reset the connection.
+    PeerGone,
+    /// The stream panicked.
+    Panicked,
 }

@@ -1,7 +1,7 @@
 //! Compiling an [`App`] into its [`AppService`]: the route table, the layer stacks, and the
 //! check that every handler's state needs are met.
 
-use super::service::{Dispatch, Route, RouteThenStart, Shared};
+use super::service::{AutoAnswer, Dispatch, Route, RouteThenStart, Shared};
 use super::{App, AppService, DEFAULT_BODY_LIMIT};
 use crate::middleware;
 use crate::router::{self, MethodRouter};
@@ -62,7 +62,12 @@ impl App {
             matcher
                 .insert(path.as_str(), routes.len() as u32)
                 .map_err(|e| format!("route {path}: {e}"))?;
-            let methods = methods.build();
+            let mut methods = methods.build();
+            let auto_layers = std::mem::take(&mut methods.auto_layers);
+            // Without layers the automatic answers stay ready responses (nothing boxed).
+            // (A path with an `any` handler has no automatic answers.)
+            let auto = (!auto_layers.is_empty() && methods.any.is_none())
+                .then(|| middleware::wrap(Arc::new(AutoAnswer), &auto_layers));
             let allow = methods.allow();
             for m in String::from_utf8_lossy(&allow).split(", ") {
                 if !all_methods.iter().any(|x| x == m) {
@@ -74,16 +79,21 @@ impl App {
                 pattern: path.into_boxed_str(),
                 allow,
                 methods,
+                auto,
             });
         }
-        if let Some(f) = &self.fallback {
+        for (what, h) in [
+            ("fallback", &self.fallback),
+            ("method_not_allowed", &self.method_not_allowed),
+        ] {
+            let Some(f) = h else { continue };
             needs.clear();
             f.needs(&mut needs);
             if let Some(n) = needs
                 .iter()
                 .find(|n| !n.met(&self.states, &self.worker_inits))
             {
-                return Err(format!("fallback handler needs {n}"));
+                return Err(format!("{what} handler needs {n}"));
             }
         }
         let states = Arc::new(StateMapHolder(self.states));
@@ -111,6 +121,8 @@ impl App {
                 decode_bodies: self.decode_bodies,
                 chain,
                 fallback: self.fallback,
+                method_not_allowed: self.method_not_allowed,
+                auto_answer: Arc::new(AutoAnswer),
                 encoded_slashes: self.encoded_slashes,
                 pre_routing,
                 all_allow: all_methods.join(", ").into_bytes(),

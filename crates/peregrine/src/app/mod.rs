@@ -64,6 +64,7 @@ pub struct App {
     body_limit: Option<usize>,
     decode_bodies: bool,
     fallback: Option<Arc<dyn Handler>>,
+    method_not_allowed: Option<Arc<dyn Handler>>,
     encoded_slashes: EncodedSlashes,
 }
 
@@ -102,6 +103,7 @@ impl App {
             body_limit: None,
             decode_bodies: true,
             fallback: None,
+            method_not_allowed: None,
             encoded_slashes: EncodedSlashes::Refuse,
         }
     }
@@ -438,6 +440,33 @@ impl App {
     /// ```
     pub fn fallback<M, H: IntoHandler<M>>(mut self, handler: H) -> Self {
         self.fallback = Some(handler.into_handler());
+        self
+    }
+
+    /// Answers requests for a known path with a method it has no handler for (instead of the
+    /// 405 problem document), so that they take the application's own error format. The
+    /// `Allow` header is added to the handler's answer unless it sets one. Like the automatic
+    /// `OPTIONS` answer, it runs inside the layers and hooks of the path's group.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Json, Request};
+    ///
+    /// let client = App::new()
+    ///     .route("/items", get(|_r: Request| async { "[]" }))
+    ///     .method_not_allowed(|req: Request| async move {
+    ///         let msg = format!("{} is not supported here", req.method());
+    ///         (405, Json(serde_json::json!({ "error": msg })))
+    ///     })
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let res = client.delete("/items").send().await;
+    /// assert_eq!(res.status(), 405);
+    /// assert_eq!(res.header("allow"), Some("GET, HEAD, OPTIONS"));
+    /// assert_eq!(res.text(), r#"{"error":"DELETE is not supported here"}"#);
+    /// # });
+    /// ```
+    pub fn method_not_allowed<M, H: IntoHandler<M>>(mut self, handler: H) -> Self {
+        self.method_not_allowed = Some(handler.into_handler());
         self
     }
 }

@@ -27,6 +27,9 @@ pub(crate) struct Route {
     pub(crate) param_names: Box<[Box<str>]>,
     pub(super) allow: Vec<u8>,
     pub(super) methods: MethodRouter,
+    /// The automatic `OPTIONS` / 405 answer inside the path's group and route layers; `None`
+    /// when it has none.
+    pub(super) auto: Option<Arc<dyn Handler>>,
 }
 
 /// Everything compiled at startup, shared (read-only) by every worker.
@@ -44,6 +47,10 @@ pub(crate) struct Shared {
     /// case calls the handler directly.
     pub(super) chain: Option<Arc<dyn Handler>>,
     pub(super) fallback: Option<Arc<dyn Handler>>,
+    /// [`App::method_not_allowed`](super::App::method_not_allowed)'s handler.
+    pub(super) method_not_allowed: Option<Arc<dyn Handler>>,
+    /// [`AutoAnswer`] unlayered: for a 405 that needs the handler above.
+    pub(super) auto_answer: Arc<dyn Handler>,
     pub(super) encoded_slashes: EncodedSlashes,
     /// Layers before routing around [`RouteThenStart`]; `None` when there are none, so the
     /// common case routes right away.
@@ -142,15 +149,57 @@ impl Shared {
                 m.other.iter().find(|(n, _)| &**n == name).map(|(_, h)| h)
             }
         };
-        match found.or(m.any.as_ref()) {
-            Some(e) => Selected::Handler(&e.handler),
-            None if kind == Method::Options => Selected::Ready(allow_response(&route.allow)),
-            None => Selected::Ready(
-                Error::new(405)
-                    .with_header("allow", Cow::Owned(route.allow.clone()))
-                    .into_response(),
-            ),
+        match (found.or(m.any.as_ref()), &route.auto) {
+            (Some(e), _) => Selected::Handler(&e.handler),
+            (None, Some(auto)) => Selected::Handler(auto),
+            (None, None) if kind == Method::Options => {
+                Selected::Ready(allow_response(&route.allow))
+            }
+            (None, None) if self.method_not_allowed.is_some() => {
+                Selected::Handler(&self.auto_answer)
+            }
+            (None, None) => Selected::Ready(not_allowed(&route.allow)),
         }
+    }
+}
+
+fn not_allowed(allow: &[u8]) -> Response {
+    Error::new(405)
+        .with_header("allow", Cow::Owned(allow.to_vec()))
+        .into_response()
+}
+
+/// The automatic answer for a method a route has no handler for: `204` with `Allow` to
+/// `OPTIONS`, `405` (or [`App::method_not_allowed`](super::App::method_not_allowed)'s answer)
+/// otherwise. It is a handler so that the path's group and route layers wrap it.
+pub(super) struct AutoAnswer;
+
+impl Handler for AutoAnswer {
+    fn call(&self, req: Request) -> BoxFuture<Response> {
+        let shared = req.shared.clone();
+        let Some(route) = shared.routes.get(req.route as usize) else {
+            return Box::pin(std::future::ready(Error::not_found().into_response()));
+        };
+        if req.method_kind() == Method::Options {
+            return Box::pin(std::future::ready(allow_response(&route.allow)));
+        }
+        let Some(h) = &shared.method_not_allowed else {
+            return Box::pin(std::future::ready(not_allowed(&route.allow)));
+        };
+        let allow = route.allow.clone();
+        let fut = h.call(req);
+        Box::pin(async move {
+            let mut res = fut.await;
+            if !res
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("allow"))
+            {
+                res.headers
+                    .push((Cow::Borrowed("allow"), Cow::Owned(allow)));
+            }
+            res
+        })
     }
 }
 

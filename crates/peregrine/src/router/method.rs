@@ -52,6 +52,9 @@ pub struct MethodRouter {
     pub(crate) slots: [Option<Endpoint>; METHOD_SLOTS],
     pub(crate) other: Vec<(Box<str>, Endpoint)>,
     pub(crate) any: Option<Endpoint>,
+    /// The layers (innermost first) the path's automatic `OPTIONS` and 405 answers go
+    /// through: the same group and route layers its handlers get.
+    pub(crate) auto_layers: Vec<Layer>,
 }
 
 /// A handler and the layers around it (innermost first). Layers are only collected while
@@ -448,6 +451,9 @@ impl MethodRouter {
         for e in self.endpoints_mut() {
             e.layers.push(layer.clone());
         }
+        // The automatic answers are the path's too: a group's CORS answers their preflight,
+        // its auth hook guards the method list.
+        self.auto_layers.push(layer);
         self
     }
 
@@ -491,6 +497,11 @@ impl MethodRouter {
                 "route {path}: `any` handler registered twice"
             );
             self.any = Some(h);
+        }
+        // Groups sharing a path: the automatic answers take the layers of the first one that
+        // has any (a layered group is never skipped for an unlayered one).
+        if self.auto_layers.is_empty() {
+            self.auto_layers = other.auto_layers;
         }
     }
 

@@ -130,7 +130,8 @@ impl Router {
     }
 
     /// Wraps every route of this group (including nested groups) in `layer`; the layer added
-    /// last is the outermost.
+    /// last is the outermost. The automatic `OPTIONS` and 405 answers of the group's paths go
+    /// through it too, so a CORS layer here answers their preflights.
     ///
     /// ```
     /// use peregrine::{get, Request, Router};
@@ -147,7 +148,8 @@ impl Router {
     }
 
     /// Wraps every route of this group in a synchronous [`Hook`]; layers and hooks nest in
-    /// the order they are added.
+    /// the order they are added. The automatic `OPTIONS` and 405 answers of the group's paths
+    /// go through it too: an auth hook keeps their method lists private.
     ///
     /// ```
     /// use peregrine::middleware::Hook;

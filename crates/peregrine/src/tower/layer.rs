@@ -4,6 +4,7 @@
 use super::body::{LocalBody, LocalResBody};
 use super::request::{back_to_peregrine, to_http};
 use super::response::{from_http, to_http_response};
+use super::stash::StashKey;
 use super::{service_error, BoxError};
 use crate::error::Error;
 use crate::handler::BoxFuture;
@@ -144,6 +145,7 @@ where
 
     fn call(&mut self, http_req: http::Request<B>) -> Self::Future {
         let next = self.next.take();
+        let key = http_req.extensions().get::<StashKey>().map(|k| k.0);
         Box::pin(async move {
             let res = match (next, back_to_peregrine(http_req).await) {
                 (Some(next), Ok(req)) => next.run(req).await,
@@ -152,7 +154,7 @@ where
                     .into_response(),
                 (_, Err(res)) => res,
             };
-            Ok(to_http_response(res))
+            Ok(to_http_response(res, key))
         })
     }
 }

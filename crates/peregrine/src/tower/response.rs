@@ -13,9 +13,22 @@ use std::borrow::Cow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// A peregrine response as an `http::Response` (for the layer to see and change).
-pub(super) fn to_http_response(res: Response) -> http::Response<LocalResBody> {
-    let mut out = http::Response::new(LocalResBody(Some(res.body)));
+/// A peregrine response as an `http::Response` (for the layer to see and change). A protocol
+/// switch cannot travel in a body a layer may wrap (and is not `Send`, so not in the
+/// extensions either): it waits in the worker's stash under the request's `key`, marked in the
+/// extensions as hyper marks its `OnUpgrade`, and [`from_http`] puts it back.
+pub(super) fn to_http_response(res: Response, key: Option<u64>) -> http::Response<LocalResBody> {
+    let (body, stashed) = match (res.body, key) {
+        (ResponseBody::Upgrade(up), Some(key)) => {
+            BODY_STASH.with(|s| s.borrow_mut().push((key, ResponseBody::Upgrade(up))));
+            (ResponseBody::Empty, Some(StashedBody(key)))
+        }
+        (body, _) => (body, None),
+    };
+    let mut out = http::Response::new(LocalResBody(Some(body)));
+    if let Some(mark) = stashed {
+        out.extensions_mut().insert(mark);
+    }
     *out.status_mut() =
         http::StatusCode::from_u16(res.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let h = out.headers_mut();
@@ -75,10 +88,14 @@ where
             let Ok(other) = other.downcast::<B>() else {
                 unreachable!("the body is a B")
             };
-            if other.is_end_stream() {
+            // A layer's wrapper keeps the inner size when it does not change the bytes
+            // (`TraceLayer`, `CompressionLayer` on what it leaves alone): the size goes out as
+            // `Content-Length`, never chunked.
+            let exact = other.size_hint().exact();
+            if other.is_end_stream() || exact == Some(0) {
                 ResponseBody::Empty
             } else {
-                ready_or_stream(Box::pin(*other))
+                ready_or_stream(Box::pin(*other), exact)
             }
         }
     };
@@ -91,13 +108,28 @@ where
 
 /// A layer's body that is all there at once (a wrapped full body: `TraceLayer`,
 /// `SetResponseHeader`...) goes out as a full body with a `Content-Length`, not chunked: it is
-/// polled once without a waker that matters, and streamed only if it is not ready.
-fn ready_or_stream<B>(mut body: Pin<Box<B>>) -> ResponseBody
+/// polled once without a waker that matters, and streamed only if it is not ready. A body of
+/// `exact` size is streamed as a sized body (`Content-Length`, also to HEAD); one past
+/// [`READY_MAX`] is streamed at once rather than read into memory first.
+fn ready_or_stream<B>(mut body: Pin<Box<B>>, exact: Option<u64>) -> ResponseBody
 where
     B: HttpBody + 'static,
     B::Data: Buf,
     B::Error: Into<BoxError>,
 {
+    let streamed = |first: Option<Bytes>, body: Pin<Box<B>>| {
+        let stream = Box::pin(Prefixed {
+            first,
+            rest: BodyStream(body),
+        });
+        match exact {
+            Some(len) => ResponseBody::SizedStream { len, stream },
+            None => ResponseBody::Stream(stream),
+        }
+    };
+    if exact.is_some_and(|n| n > READY_MAX as u64) {
+        return streamed(None, body);
+    }
     let waker = noop_waker();
     let mut cx = Context::from_waker(&waker);
     let mut data: Option<Bytes> = None;
@@ -121,10 +153,7 @@ where
                     // A body that keeps being ready (an endless generator) is streamed, not
                     // gathered without bound.
                     if data.as_ref().is_some_and(|d| d.len() > READY_MAX) {
-                        return ResponseBody::Stream(Box::pin(Prefixed {
-                            first: data,
-                            rest: BodyStream(body),
-                        }));
+                        return streamed(data, body);
                     }
                 }
             }
@@ -134,12 +163,7 @@ where
                 let err = std::iter::once(Err(std::io::Error::other(e.into())));
                 return ResponseBody::Stream(Box::pin(Iter(first.chain(err))));
             }
-            Poll::Pending => {
-                return ResponseBody::Stream(Box::pin(Prefixed {
-                    first: data,
-                    rest: BodyStream(body),
-                }));
-            }
+            Poll::Pending => return streamed(data, body),
         }
     }
 }
