@@ -198,3 +198,52 @@ impl Drop for TempFile {
 pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }
+
+/// How a response the client gives no window to ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// `RST_STREAM`, or a GOAWAY naming the stream, with this reason.
+    Reset(h2::Reason),
+    /// The server closed the connection (after its GOAWAY) with the stream open.
+    ConnectionClosed,
+    /// The response ended normally, with this many body bytes.
+    Complete(usize),
+}
+
+impl End {
+    /// Ended by the server's stall rules: `CANCEL` for the stream, or the connection's GOAWAY
+    /// (`ENHANCE_YOUR_CALM` or, for an idle close, `NO_ERROR`) and close.
+    pub fn by_server(self) -> bool {
+        matches!(
+            self,
+            End::Reset(h2::Reason::CANCEL)
+                | End::Reset(h2::Reason::ENHANCE_YOUR_CALM)
+                | End::Reset(h2::Reason::NO_ERROR)
+                | End::ConnectionClosed
+        )
+    }
+}
+
+fn end_of(e: h2::Error) -> End {
+    match e.reason() {
+        Some(r) => End::Reset(r),
+        None if e.is_io() => End::ConnectionClosed,
+        None => panic!("stream failed: {e:?}"),
+    }
+}
+
+/// Waits for the end of a response the client gives no window to.
+pub async fn stream_end(resp: h2::client::ResponseFuture) -> End {
+    let mut body = match resp.await {
+        Ok(resp) => resp.into_body(),
+        Err(e) => return end_of(e),
+    };
+    let mut n = 0;
+    loop {
+        match body.data().await {
+            Some(Ok(chunk)) => n += chunk.len(),
+            Some(Err(e)) => return end_of(e),
+            None => return End::Complete(n),
+        }
+    }
+}
