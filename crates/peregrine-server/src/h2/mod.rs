@@ -138,7 +138,7 @@ const RESET_WINDOW: Duration = Duration::from_secs(10);
 /// Per-connection view of the settings (shared by its streams).
 struct Ctx {
     max_body_size: u64,
-    body_timeout: Duration,
+    body_rules: body::BodyRules,
     server_name: Option<&'static str>,
     watch: Rc<Watch>,
 }
@@ -222,7 +222,12 @@ where
     };
     let ctx = Rc::new(Ctx {
         max_body_size: config.max_body_size,
-        body_timeout: config.body_timeout,
+        body_rules: body::BodyRules {
+            timeout: config.body_timeout,
+            min_rate: config.body_min_rate,
+            grace: config.body_rate_grace,
+            total: config.body_total_timeout,
+        },
         server_name: config.server_name,
         watch,
     });
@@ -237,6 +242,9 @@ where
     // Armed only while the socket refuses writes.
     let mut write_stall: Option<Pin<Box<tokio::time::Sleep>>> = None;
     let mut last_grants = 0;
+    // Requests accepted, against `max_requests_per_connection`.
+    let mut requests: u64 = 0;
+    let mut conn_going_away = false;
 
     poll_fn(|cx| {
         if draining.is_none() && shutdown.as_mut().poll(cx).is_ready() {
@@ -278,6 +286,7 @@ where
                             ctx.clone(),
                         )));
                         accepted = true;
+                        requests += 1;
                     }
                     Poll::Ready(Some(Err(e))) => {
                         if closed == Closed::Normally {
@@ -293,6 +302,16 @@ where
             if !accepted {
                 break;
             }
+        }
+        if config
+            .max_requests_per_connection
+            .is_some_and(|max| requests >= max)
+            && draining.is_none()
+            && !conn_going_away
+        {
+            // As HTTP/1.1's last `Connection: close`: GOAWAY(NO_ERROR), open streams finish.
+            conn.graceful_shutdown();
+            conn_going_away = true;
         }
         let watch = &ctx.watch;
         let refusal = if watch.flood() {
@@ -535,7 +554,7 @@ async fn stream<F: Future<Output = Response>>(
     {
         Ok(()) => {
             if let Some(recv) = recv {
-                body::drain(recv, ctx.body_timeout).await;
+                body::drain(recv, ctx.body_rules).await;
             }
             Outcome::Done
         }

@@ -1,7 +1,7 @@
 //! Turning an h2 request into an engine [`Request`]: pseudo-fields, split cookies, the body's
 //! framing, and RFC 8441 extended CONNECT.
 
-use super::body::{H2Body, SharedRecv};
+use super::body::{H2Body, Recv, SharedRecv};
 use super::{cookies, Ctx};
 use crate::request::PartsInfo;
 use crate::{Body, Request, Response, Service, Version};
@@ -59,13 +59,8 @@ impl<S: Service> CallH2 for S {
         let (body, shared_recv) = if recv.is_end_stream() {
             (Body::empty(), None)
         } else {
-            let shared: SharedRecv = Rc::new(std::cell::RefCell::new(recv));
-            let body = H2Body::new(
-                shared.clone(),
-                declared,
-                ctx.max_body_size,
-                ctx.body_timeout,
-            );
+            let shared: SharedRecv = Rc::new(std::cell::RefCell::new(Recv::new(recv)));
+            let body = H2Body::new(shared.clone(), declared, ctx.max_body_size, ctx.body_rules);
             (Body::from_h2(body), Some(shared))
         };
         let target = match parts.uri.path_and_query() {
