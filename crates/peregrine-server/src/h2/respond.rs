@@ -200,7 +200,8 @@ pub(crate) async fn open_tunnel(
     let stream = respond
         .send_response(head, false)
         .map_err(|_| SendError::Reset)?;
-    let io = crate::upgrade::Upgraded::new(Tunnel::new(recv, stream), Bytes::new());
+    let tunnel = Tunnel::new(recv, stream, watch.rules);
+    let io = crate::upgrade::Upgraded::new(tunnel, Bytes::new());
     let mut run = upgrade(io);
     // A panicking upgrade ends its stream only, as a panicking handler does.
     let finished = poll_fn(|cx| {
