@@ -120,3 +120,68 @@ async fn max_requests_per_connection_ends_the_connection_gracefully() {
     let (status, _, _) = fetch(&mut other, get("/hello"), None).await.unwrap();
     assert_eq!(status, 200);
 }
+
+/// An endless streamed body of 64 KiB chunks, counting the chunks the server pulled.
+struct Endless(Arc<std::sync::atomic::AtomicUsize>);
+
+impl futures_core::Stream for Endless {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::task::Poll::Ready(Some(Ok(Bytes::from(vec![b's'; 64 * 1024]))))
+    }
+}
+
+/// 20 streams whose client gives no window: the server pulls from the handlers' streams only
+/// while less than `max_pending_output` (256 KiB) waits unsent on the connection, so 4 or 5
+/// chunks of 64 KiB, not one per stream (20).
+#[tokio::test]
+async fn bytes_pulled_from_handlers_are_capped_by_max_pending_output() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let counter = pulled.clone();
+    let service = peregrine_server::service_fn(move |_req: peregrine_server::Request| {
+        let counter = counter.clone();
+        async move {
+            peregrine_server::Response::new(200).with_body(peregrine_server::ResponseBody::Stream(
+                Box::pin(Endless(counter)),
+            ))
+        }
+    });
+    let cfg = ServerConfig {
+        max_pending_output: 256 * 1024,
+        write_timeout: Duration::from_secs(30),
+        ..ServerConfig::default()
+    };
+    let srv = start(service, cfg, Http2Config::default());
+    let tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let (send, conn) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut heads = Vec::new();
+    for _ in 0..20 {
+        let mut send = send.clone().ready().await.unwrap();
+        let (resp, _) = send.send_request(get("/endless"), true).unwrap();
+        heads.push(resp);
+    }
+    // Kept: a response dropped by the client resets its stream, which frees its bytes.
+    let mut open = Vec::new();
+    for resp in heads {
+        let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        open.push(resp);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n = pulled.load(Ordering::SeqCst);
+    assert!((4..=5).contains(&n), "{n} chunks pulled");
+    drop(open);
+}
