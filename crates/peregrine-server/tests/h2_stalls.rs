@@ -1,5 +1,6 @@
 //! HTTP/2 clients that do not take what they asked for, over real sockets (h2c and TLS) with
-//! the h2 crate's client: streams stalled by a zero window are reset and the connection closed
+//! the h2 crate's client: streams stalled by a zero window (file, in-memory and endless
+//! streamed bodies, the last as an SSE stream is) are reset and the connection closed
 //! within the write timeout, their bodies freed; a stalled stream does not keep a connection
 //! alive past the idle timeout; a socket that takes nothing is closed within the write
 //! timeout.
@@ -40,8 +41,21 @@ impl Drop for Counted {
     }
 }
 
+/// An endless streamed body (as an SSE stream is), in 64 KiB chunks.
+struct Endless;
+
+impl futures_core::Stream for Endless {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Ready(Some(Ok(Bytes::from(vec![b's'; 64 * 1024]))))
+    }
+}
+
 /// `/file`: the whole file as `ResponseBody::File`; `/full`: an 8 MiB `Full` body whose drop is
-/// counted in `dropped`; `/hello`: a short text.
+/// counted in `dropped`; `/stream`: an endless `Stream` body; `/hello`: a short text.
 fn app(file: Arc<PathBuf>, dropped: Arc<AtomicUsize>) -> impl Service {
     let shared = Arc::new(vec![7u8; 8 * MIB]);
     service_fn(move |req: Request| {
@@ -64,6 +78,7 @@ fn app(file: Arc<PathBuf>, dropped: Arc<AtomicUsize>) -> impl Service {
                     });
                     Response::new(200).with_body(ResponseBody::Full(body))
                 }
+                "/stream" => Response::new(200).with_body(ResponseBody::Stream(Box::pin(Endless))),
                 _ => Response::text("hello"),
             }
         }
@@ -145,6 +160,16 @@ async fn zero_window_file_streams_are_reset_within_the_write_timeout_h2c() {
 #[tokio::test]
 async fn zero_window_file_streams_are_reset_within_the_write_timeout_tls() {
     stalls_end_within_the_write_timeout(Via::Tls, "/file").await;
+}
+
+#[tokio::test]
+async fn zero_window_streamed_bodies_are_reset_within_the_write_timeout_h2c() {
+    stalls_end_within_the_write_timeout(Via::H2c, "/stream").await;
+}
+
+#[tokio::test]
+async fn zero_window_streamed_bodies_are_reset_within_the_write_timeout_tls() {
+    stalls_end_within_the_write_timeout(Via::Tls, "/stream").await;
 }
 
 #[tokio::test]

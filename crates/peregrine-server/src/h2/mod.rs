@@ -14,6 +14,16 @@
 //! * PING and SETTINGS floods: h2 keeps at most one pending PONG and one pending SETTINGS ACK and
 //!   writes it before reading further, so a client that floods without reading stalls only
 //!   itself (no queue grows);
+//! * control frames (WINDOW_UPDATE, PING, SETTINGS, PRIORITY, RST_STREAM, empty DATA, unknown
+//!   types), which h2 does not rate-limit: more than [`Http2Config::max_control_frames`] per
+//!   10 s beyond what the client earns (8 per request, 1 per KiB of response data) →
+//!   `GOAWAY(ENHANCE_YOUR_CALM)`, so a flood of 1-byte WINDOW_UPDATEs cannot keep a worker busy;
+//! * clients that do not take what they asked for: every wait for send capacity follows
+//!   `write_timeout` / `write_min_rate` (as an HTTP/1.1 write); past them the stream is reset
+//!   (`CANCEL`) and its queued data dropped, and when no stream moved meanwhile the connection
+//!   gets `GOAWAY(ENHANCE_YOUR_CALM)`; a socket that takes nothing as long is closed. Response
+//!   bodies are pulled from handlers only while less than `max_pending_output` waits unsent on
+//!   the connection, and a file body is read 64 KiB at a time as windows open;
 //! * RFC 8441 extended CONNECT (`SETTINGS_ENABLE_CONNECT_PROTOCOL`): a `CONNECT` with a
 //!   `:protocol` is handed to the service as a `GET` carrying `Upgrade: <protocol>` (the
 //!   translation proxies make to HTTP/1.1; h2 refuses a real `upgrade` field in HTTP/2, so the
@@ -23,9 +33,12 @@
 //! * a response HTTP/2 cannot carry (a 101 to any other request: HTTP/2 has no 101, RFC 9113
 //!   §8.6; another 1xx as the final status; a field name or value no field may have) is
 //!   answered 500, with an ERROR log line naming the cause;
-//! * the preface must arrive within `header_timeout`; a connection without streams is closed
-//!   after `idle_timeout`; graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish
-//!   for up to `shutdown_timeout`, then closes.
+//! * request bodies follow `body_timeout`, `body_min_rate` and `body_total_timeout` per stream;
+//!   `max_requests_per_connection` ends a connection with a graceful GOAWAY;
+//! * the preface must arrive within `header_timeout`; a connection where nothing runs (no
+//!   stream, or only streams waiting for the client's window) is closed after `idle_timeout`;
+//!   graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish for up to
+//!   `shutdown_timeout`, then closes.
 
 mod body;
 mod cookies;
@@ -79,7 +92,18 @@ pub fn detect_preface(buf: &[u8]) -> Option<bool> {
     }
 }
 
-/// HTTP/2 settings and limits.
+/// HTTP/2 settings and limits (the engine's timeouts and `max_pending_output` apply too; see
+/// [`ServerConfig`]).
+///
+/// ```
+/// use peregrine_server::h2::Http2Config;
+/// let h2 = Http2Config {
+///     max_concurrent_streams: 64,
+///     max_control_frames: 500,
+///     ..Http2Config::default()
+/// };
+/// assert_eq!(h2.max_send_buffer, 64 * 1024);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Http2Config {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`. Default 128 (nginx `http2_max_concurrent_streams`).
@@ -94,7 +118,8 @@ pub struct Http2Config {
     pub initial_connection_window: u32,
     /// `SETTINGS_MAX_FRAME_SIZE`. Default 16 KiB (the protocol's minimum and default).
     pub max_frame_size: u32,
-    /// Response bytes buffered per stream beyond what the client's window allows. Default 64 KiB.
+    /// Response bytes h2 queues per stream, within the client's windows, until the socket takes
+    /// them. Default 64 KiB.
     pub max_send_buffer: usize,
     /// Streams reset by the client before they were accepted that may wait in h2's queue;
     /// more → `GOAWAY(ENHANCE_YOUR_CALM)`. Default 20 (h2's).
