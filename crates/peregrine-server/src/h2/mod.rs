@@ -1,6 +1,6 @@
 //! HTTP/2 with the `h2` crate (framing, HPACK, flow control): each stream becomes an engine
-//! [`Request`] (with `version() == Version::Http2`) for the same [`Service`] as HTTP/1.1, and its
-//! [`crate::Response`] is sent back as HEADERS and DATA frames.
+//! [`crate::Request`] (with `version() == Version::Http2`) for the same [`Service`] as
+//! HTTP/1.1, and its [`crate::Response`] is sent back as HEADERS and DATA frames.
 //!
 //! Limits and protections (defaults in [`Http2Config`], in the spirit of nginx and h2o):
 //! * at most 128 concurrent streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`; more →
@@ -607,7 +607,7 @@ mod tests {
                 .await
                 .unwrap();
             let io = crate::upgrade::TransportIo::new(Stream::Tcp(c));
-            let svc = crate::service_fn(|_r: Request| async { Response::text("x") });
+            let svc = crate::service_fn(|_r: crate::Request| async { Response::text("x") });
             let config = ServerConfig::default();
             let h2config = Http2Config::default();
             let fut = serve_connection(
