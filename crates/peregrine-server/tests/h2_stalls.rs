@@ -191,7 +191,7 @@ async fn stalled_stream_idles_out(via: Via) {
     let srv = serve(via, cfg, app(Arc::new(file.path.clone()), Arc::default()));
     let (mut send, conn) = connect(&srv, &zero_window()).await;
     let start = Instant::now();
-    let (resp, _) = send.send_request(request("GET", "/file"), true).unwrap();
+    let (resp, _) = send.send_request(request("GET", "/full"), true).unwrap();
     let end = tokio::time::timeout(Duration::from_secs(10), stream_end(resp))
         .await
         .unwrap_or_else(|_| panic!("{via:?}: the stalled connection is still open after 10 s"));

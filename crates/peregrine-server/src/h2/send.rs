@@ -212,8 +212,10 @@ impl<'a> Sender<'a> {
             let n = self.capacity(want).await?;
             let mut buf = vec![0u8; n];
             if let Err(e) = file.read_exact_at(&mut buf, at) {
+                // A file shorter than announced reads as UnexpectedEof.
                 tracing::warn!(error = %e, "response file could not be read; resetting the stream");
-                return Err(self.fail("file read failed"));
+                self.stream.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(SendError::Body);
             }
             at += n as u64;
             left -= n as u64;
