@@ -100,8 +100,8 @@ pub struct ServerConfig {
     /// HTTP/2: every wait of a stream for send capacity (its window or the connection's closed,
     /// or the socket not taking what is queued) follows this and `write_min_rate`; past them
     /// the stream is reset (`RST_STREAM(CANCEL)`) and what was queued for it is dropped; if no
-    /// stream of the connection moved meanwhile, the connection gets `GOAWAY(ENHANCE_YOUR_CALM)`
-    /// and closes. A socket that takes nothing for as long is closed at once (it could not
+    /// stream moved meanwhile and every other stream waits for the client too, the connection
+    /// gets `GOAWAY(ENHANCE_YOUR_CALM)` and closes. A socket that takes nothing for as long is closed at once (it could not
     /// take a GOAWAY either). RFC 8441 tunnels' writes follow the same rules (`TimedOut`).
     /// WebSocket over HTTP/1.1 is not covered: after the 101 the connection is the handler's.
     pub write_timeout: Duration,

@@ -55,7 +55,8 @@ impl futures_core::Stream for Endless {
 }
 
 /// `/file`: the whole file as `ResponseBody::File`; `/full`: an 8 MiB `Full` body whose drop is
-/// counted in `dropped`; `/stream`: an endless `Stream` body; `/hello`: a short text.
+/// counted in `dropped`; `/stream`: an endless `Stream` body; `/wait`: 204 after 2.5 s;
+/// `/hello`: a short text.
 fn app(file: Arc<PathBuf>, dropped: Arc<AtomicUsize>) -> impl Service {
     let shared = Arc::new(vec![7u8; 8 * MIB]);
     service_fn(move |req: Request| {
@@ -79,6 +80,10 @@ fn app(file: Arc<PathBuf>, dropped: Arc<AtomicUsize>) -> impl Service {
                     Response::new(200).with_body(ResponseBody::Full(body))
                 }
                 "/stream" => Response::new(200).with_body(ResponseBody::Stream(Box::pin(Endless))),
+                "/wait" => {
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                    Response::new(204)
+                }
                 _ => Response::text("hello"),
             }
         }
@@ -281,4 +286,45 @@ async fn a_socket_that_takes_nothing_is_closed_after_the_write_timeout() {
     }
     assert!(got < 256 * MIB, "read {got} bytes");
     let _ = std::fs::remove_file(&path);
+}
+
+/// One stalled stream next to one whose handler still runs: only the stalled stream is reset
+/// (after the 1 s write timeout); the other is answered at 2.5 s and the connection serves on.
+#[tokio::test]
+async fn a_stalled_stream_is_reset_alone_while_another_stream_runs() {
+    let cfg = config(
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+        Http2Config::default(),
+    );
+    let file = TempFile::new("alone", 1024);
+    let srv = serve(
+        Via::H2c,
+        cfg,
+        app(Arc::new(file.path.clone()), Arc::default()),
+    );
+    let (send, conn) = connect(&srv, &zero_window()).await;
+    let mut s = send.clone().ready().await.unwrap();
+    let (stalled, _) = s.send_request(request("GET", "/full"), true).unwrap();
+    let mut s = send.clone().ready().await.unwrap();
+    let (running, _) = s.send_request(request("GET", "/wait"), true).unwrap();
+    let start = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(10), stream_end(stalled))
+        .await
+        .expect("the stalled stream ends");
+    assert_eq!(end, h2_limits_support::End::Reset(h2::Reason::CANCEL));
+    assert!(
+        start.elapsed() < Duration::from_millis(2400),
+        "{:?}",
+        start.elapsed()
+    );
+    let resp = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the running stream is answered")
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert!(!conn.is_finished(), "the connection is still open");
+    let (status, _, _, _) = fetch(&send, "GET", "/wait").await.unwrap();
+    assert_eq!(status, 204);
+    srv.stop().await;
 }

@@ -12,6 +12,8 @@ use h2_limits_support::{config, connect, serve, Via};
 use peregrine_server::h2::Http2Config;
 use peregrine_server::upgrade::Upgraded;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, Service};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -22,7 +24,7 @@ fn app(failed: Arc<Mutex<Option<std::io::ErrorKind>>>) -> impl Service {
     service_fn(move |_req: Request| {
         let failed = failed.clone();
         async move {
-            let run = move |mut io: Upgraded| -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+            let run = move |mut io: Upgraded| -> Pin<Box<dyn Future<Output = ()>>> {
                 Box::pin(async move {
                     let piece = vec![b'w'; 16 * 1024];
                     loop {

@@ -87,7 +87,8 @@ pub(super) struct Watch {
     /// Send capacity grants to any stream so far: a stream that timed out sees whether any
     /// stream moved during its wait.
     grants: Cell<u64>,
-    /// A stream timed out while no stream of the connection moved: close the connection.
+    /// A stream timed out while no stream of the connection moved: the connection is closed
+    /// if every stream left waits for the client too.
     stalled: Cell<bool>,
     /// When the socket started refusing writes, if it does now.
     write_blocked: Cell<Option<Instant>>,
@@ -149,8 +150,9 @@ impl Watch {
         self.stalled.set(true);
     }
 
-    pub(super) fn stalled(&self) -> bool {
-        self.stalled.get()
+    /// Whether a stream timed out with no stream moving since the last call.
+    pub(super) fn take_stalled(&self) -> bool {
+        self.stalled.replace(false)
     }
 
     /// Waits until fewer than `max_pending` pulled bytes wait to be handed to h2.

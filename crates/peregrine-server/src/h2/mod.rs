@@ -20,8 +20,8 @@
 //!   `GOAWAY(ENHANCE_YOUR_CALM)`, so a flood of 1-byte WINDOW_UPDATEs cannot keep a worker busy;
 //! * clients that do not take what they asked for: every wait for send capacity follows
 //!   `write_timeout` / `write_min_rate` (as an HTTP/1.1 write); past them the stream is reset
-//!   (`CANCEL`) and its queued data dropped, and when no stream moved meanwhile the connection
-//!   gets `GOAWAY(ENHANCE_YOUR_CALM)`; a socket that takes nothing as long is closed. Response
+//!   (`CANCEL`) and its queued data dropped; when no stream moved meanwhile and all the others
+//!   wait for the client too, the connection gets `GOAWAY(ENHANCE_YOUR_CALM)`; a socket that takes nothing as long is closed. Response
 //!   bodies are pulled from handlers only while less than `max_pending_output` waits unsent on
 //!   the connection, and a file body is read 64 KiB at a time as windows open;
 //! * RFC 8441 extended CONNECT (`SETTINGS_ENABLE_CONNECT_PROTOCOL`): a `CONNECT` with a
@@ -341,8 +341,14 @@ where
         let watch = &ctx.watch;
         let refusal = if watch.flood() {
             Some((Closed::ControlFlood, "too many control frames"))
-        } else if watch.stalled() {
-            Some((Closed::Stalled, "no stream took data within the write timeout"))
+        } else if watch.take_stalled() && streams.len() <= watch.waiting() {
+            // No stream moved during the stalled one's wait and every stream left waits for the
+            // client too; a stream still running its handler or producing (an SSE stream
+            // between events) keeps the connection, and only the stalled stream was reset.
+            Some((
+                Closed::Stalled,
+                "no stream took data within the write timeout",
+            ))
         } else {
             None
         };
@@ -361,12 +367,13 @@ where
         match watch.write_deadline() {
             None => write_stall = None,
             Some(at) => {
-                let timer = write_stall.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                let timer =
+                    write_stall.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
                 if timer.deadline() != at {
                     timer.as_mut().reset(at);
                 }
                 if timer.as_mut().poll(cx).is_ready() {
-                    tracing::debug!(%peer, "HTTP/2: the client took nothing within the write timeout");
+                    tracing::debug!(%peer, "HTTP/2: the socket took nothing in time");
                     closed = Closed::Stalled;
                     return Poll::Ready(());
                 }

@@ -5,8 +5,8 @@
 //! used up, or the socket does not take what h2 queued), bounded like an HTTP/1.1 write: each
 //! wait by `write_timeout`, all waits of an episode by `write_rate_grace + sent /
 //! write_min_rate`. A stream past that is reset (`CANCEL`) and its buffered data dropped; if no
-//! stream of the connection moved meanwhile, the whole connection is stalled and the driver
-//! closes it.
+//! stream of the connection moved meanwhile and every other stream waits for the client too,
+//! the whole connection is stalled and the driver closes it.
 
 use super::limits::{Held, Pace, Watch};
 use super::respond::SendError;
