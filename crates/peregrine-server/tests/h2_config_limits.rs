@@ -109,10 +109,10 @@ async fn max_requests_per_connection_ends_the_connection_gracefully() {
         .expect("the connection ends after its 3 requests")
         .unwrap();
     assert!(
-        ended
-            .as_ref()
-            .err()
-            .map_or(true, |e| e.reason() == Some(h2::Reason::NO_ERROR)),
+        match &ended {
+            Ok(()) => true,
+            Err(e) => e.reason() == Some(h2::Reason::NO_ERROR),
+        },
         "{ended:?}"
     );
     assert!(fetch(&mut send, get("/hello"), None).await.is_err());

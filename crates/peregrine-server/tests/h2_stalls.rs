@@ -212,10 +212,10 @@ async fn stalled_stream_idles_out(via: Via) {
         .unwrap();
     // GOAWAY(NO_ERROR): the connection idled out, no error on either side.
     assert!(
-        outcome
-            .as_ref()
-            .err()
-            .map_or(true, |e| e.reason() == Some(h2::Reason::NO_ERROR)),
+        match &outcome {
+            Ok(()) => true,
+            Err(e) => e.reason() == Some(h2::Reason::NO_ERROR),
+        },
         "{via:?}: {outcome:?}"
     );
     srv.stop().await;

@@ -287,9 +287,11 @@ impl Drop for Held<'_> {
 /// Frame types (RFC 9113 §6) the budget looks at.
 const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
+const SETTINGS: u8 = 0x4;
 const GOAWAY: u8 = 0x7;
 const CONTINUATION: u8 = 0x9;
 const END_STREAM: u8 = 0x1;
+const ACK: u8 = 0x1;
 
 /// The connection's I/O as h2 sees it, reporting to [`Watch`]: writes the socket refuses
 /// (and writes it takes), and the header of each frame read, to count control frames. Only
@@ -305,6 +307,8 @@ pub(super) struct Metered<T> {
     payload_left: usize,
     /// The budget was passed: reads stay pending (one wake-up for the driver to see it).
     stopped: bool,
+    /// The client's first SETTINGS (part of its preface) was read.
+    settings_seen: bool,
 }
 
 impl<T> Metered<T> {
@@ -317,6 +321,7 @@ impl<T> Metered<T> {
             head_len: 0,
             payload_left: 0,
             stopped: false,
+            settings_seen: false,
         }
     }
 
@@ -352,10 +357,15 @@ impl<T> Metered<T> {
     }
 
     /// One frame header: whether it passes the budget.
-    fn frame(&self, kind: u8, flags: u8, len: usize) -> bool {
+    fn frame(&mut self, kind: u8, flags: u8, len: usize) -> bool {
         match kind {
             HEADERS => {
                 self.watch.request_frame();
+                false
+            }
+            // The preface's SETTINGS is due; an ACK answers ours (h2 refuses unexpected ones).
+            SETTINGS if !self.settings_seen || flags & ACK != 0 => {
+                self.settings_seen = true;
                 false
             }
             // An empty DATA frame that does not end the stream carries nothing.
@@ -482,6 +492,19 @@ mod tests {
             "the 12th control frame passes 3 + 8"
         );
         assert!(w.flood());
+    }
+
+    /// With no free budget, the preface's SETTINGS and SETTINGS ACKs still pass; a second
+    /// SETTINGS does not.
+    #[test]
+    fn the_preface_settings_and_acks_are_free() {
+        let w = Rc::new(watch(0));
+        let mut m = Metered::new((), w.clone());
+        let mut input = super::super::PREFACE.to_vec();
+        input.extend(frame(SETTINGS, 0, &[0, 4, 0, 0, 0, 0]));
+        input.extend(frame(SETTINGS, ACK, &[]));
+        assert!(!m.scan(&input));
+        assert!(m.scan(&frame(SETTINGS, 0, &[])));
     }
 
     #[test]
