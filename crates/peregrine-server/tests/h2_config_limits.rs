@@ -121,8 +121,18 @@ async fn max_requests_per_connection_ends_the_connection_gracefully() {
     assert_eq!(status, 200);
 }
 
-/// An endless streamed body of 64 KiB chunks, counting the chunks the server pulled.
-struct Endless(Arc<std::sync::atomic::AtomicUsize>);
+/// An endless streamed body of 64 KiB chunks, counting the chunks the server pulled and, in
+/// the second counter, the bodies dropped.
+struct Endless(
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::atomic::AtomicUsize>,
+);
+
+impl Drop for Endless {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 impl futures_core::Stream for Endless {
     type Item = Result<Bytes, std::io::Error>;
@@ -137,17 +147,19 @@ impl futures_core::Stream for Endless {
 
 /// 20 streams whose client gives no window: the server pulls from the handlers' streams only
 /// while less than `max_pending_output` (256 KiB) waits unsent on the connection, so 4 or 5
-/// chunks of 64 KiB, not one per stream (20).
+/// chunks of 64 KiB, not one per stream (20). When the client resets them all, the streams
+/// waiting for room end at once, without pulling more.
 #[tokio::test]
 async fn bytes_pulled_from_handlers_are_capped_by_max_pending_output() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let pulled = Arc::new(AtomicUsize::new(0));
-    let counter = pulled.clone();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (counter, drops) = (pulled.clone(), dropped.clone());
     let service = peregrine_server::service_fn(move |_req: peregrine_server::Request| {
-        let counter = counter.clone();
+        let (counter, drops) = (counter.clone(), drops.clone());
         async move {
             peregrine_server::Response::new(200).with_body(peregrine_server::ResponseBody::Stream(
-                Box::pin(Endless(counter)),
+                Box::pin(Endless(counter, drops)),
             ))
         }
     });
@@ -183,5 +195,16 @@ async fn bytes_pulled_from_handlers_are_capped_by_max_pending_output() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let n = pulled.load(Ordering::SeqCst);
     assert!((4..=5).contains(&n), "{n} chunks pulled");
+    // Dropped responses: the client resets every stream.
     drop(open);
+    let since = Instant::now();
+    while dropped.load(Ordering::SeqCst) < 20 && since.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(dropped.load(Ordering::SeqCst), 20, "bodies dropped");
+    assert_eq!(
+        pulled.load(Ordering::SeqCst),
+        n,
+        "chunks pulled after the resets"
+    );
 }

@@ -141,8 +141,15 @@ impl<'a> Sender<'a> {
         }
         loop {
             self.caught_up();
-            // No more is pulled while the connection holds `max_pending_output` unsent bytes.
-            self.watch.room().await;
+            // No more is pulled while the connection holds `max_pending_output` unsent bytes
+            // (a client's reset meanwhile ends the wait).
+            let (watch, stream) = (self.watch, &mut self.stream);
+            tokio::select! {
+                // A reset seen in the same turn as the room wins: nothing is pulled for it.
+                biased;
+                _ = poll_fn(|cx| stream.poll_reset(cx)) => return Err(SendError::Reset),
+                _ = watch.room() => {}
+            }
             // A panicking stream is treated like a failing one (the HTTP/1.1 driver does the
             // same).
             let next = poll_fn(|cx| {
