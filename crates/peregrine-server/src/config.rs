@@ -15,6 +15,9 @@ use std::time::Duration;
 /// Every `Duration` may be as large as a caller likes (`Duration::MAX` included): deadlines are
 /// computed saturating, so a huge value means "practically never", never a panic.
 ///
+/// Each limit says how it applies to HTTP/2 (feature `http2`) when that differs from HTTP/1.1;
+/// `docs/security.md` has the table of every limit by protocol, with the test of each.
+///
 /// ```
 /// use peregrine_server::ServerConfig;
 /// use std::time::Duration;
@@ -48,18 +51,27 @@ pub struct ServerConfig {
     /// and cpusets are honoured); workers past the number of allowed CPUs, or a CPU the kernel
     /// refuses, run unpinned with a log line. Default `false`.
     pub pin: bool,
-    /// Parser limits.
+    /// Parser limits (HTTP/1.1 request line and header section). HTTP/2 has no request line and
+    /// h2 decodes the header block: [`crate::h2::Http2Config::max_header_list_size`] bounds it
+    /// instead (431 past it).
     pub limits: Limits,
     /// Largest request body accepted; a larger Content-Length is answered 413 before reading, a
-    /// chunked body is answered 413 once it passes this. Default 1 MiB.
+    /// chunked body is answered 413 once it passes this. Default 1 MiB. HTTP/2 alike, per
+    /// stream (a body without `content-length` is cut when it passes it).
     pub max_body_size: u64,
     /// The header section must arrive within this after the first byte of a request → 408.
     /// A new connection that sends nothing is closed silently after it too (the idle timeout
     /// applies only between requests). Default 10 s.
+    ///
+    /// HTTP/2: the preface and the first SETTINGS must arrive within it. A stream's header block
+    /// is read whole by h2 (HEADERS and CONTINUATION, bounded in size), and a connection with
+    /// no request in progress is closed at `idle_timeout`, which bounds a slow header block.
     pub header_timeout: Duration,
     /// Longest wait for the next body bytes → 408 (nginx `client_body_timeout`: restarts with
     /// every read, so on its own it does not bound a trickling client; see `body_min_rate`).
-    /// Default 10 s.
+    /// Default 10 s. This and the three body settings below apply to an HTTP/2 request body
+    /// alike, per stream: the handler sees [`crate::BodyError::Timeout`] (408), the connection
+    /// and its other streams go on.
     pub body_timeout: Duration,
     /// Minimum rate of a request body, in bytes per second, after `body_rate_grace` (Apache
     /// `mod_reqtimeout` `MinRate`): the time spent waiting for the body's bytes may not pass
@@ -76,20 +88,35 @@ pub struct ServerConfig {
     /// body), whatever its rate → 408. Default 300 s.
     pub body_total_timeout: Duration,
     /// Idle keep-alive connections are closed silently after this. Default 60 s.
+    ///
+    /// HTTP/2: a connection is idle while no stream runs its handler or sends, and streams that
+    /// only wait for the client's window (or for the socket) do not count; it then gets
+    /// `GOAWAY(NO_ERROR)` and is closed. An RFC 8441 tunnel (WebSocket over HTTP/2) counts as
+    /// activity while it is open, as an upgraded HTTP/1.1 connection is no longer idle-timed.
     pub idle_timeout: Duration,
     /// A write that makes no progress for this long closes the connection (restarts with every
     /// wait; see `write_min_rate`). Default 10 s.
+    ///
+    /// HTTP/2: every wait of a stream for send capacity (its window or the connection's closed,
+    /// or the socket not taking what is queued) follows this and `write_min_rate`; past them
+    /// the stream is reset (`RST_STREAM(CANCEL)`) and what was queued for it is dropped; if no
+    /// stream moved meanwhile and every other stream waits for the client too, the connection
+    /// gets `GOAWAY(ENHANCE_YOUR_CALM)` and closes. A socket that takes nothing for as long is closed at once (it could not
+    /// take a GOAWAY either). RFC 8441 tunnels' writes follow the same rules (`TimedOut`).
+    /// WebSocket over HTTP/1.1 is not covered: after the 101 the connection is the handler's.
     pub write_timeout: Duration,
     /// Minimum rate, in bytes per second, at which a client must take what the server writes:
     /// from a blocked write until everything pending is written, the time spent waiting for
     /// the socket may not pass `write_rate_grace + written / write_min_rate`, or the connection
     /// is reset. Only waits for the client count, and the account closes whenever the output
     /// is fully written, so a long-lived stream that produces slowly is not penalised for its
-    /// own pace. `0` turns the check off. Default 1024 bytes/s.
+    /// own pace. `0` turns the check off. Default 1024 bytes/s. HTTP/2: per stream, the account
+    /// closes when everything the handler gave so far was handed to h2 (see `write_timeout`).
     pub write_min_rate: u32,
     /// Waiting time a blocked write gets before `write_min_rate` applies. Default 10 s.
     pub write_rate_grace: Duration,
-    /// Most open connections across all workers; past it the server stops accepting (the backlog
+    /// Most open connections across all workers (HTTP/2 connections included, one each whatever
+    /// their streams); past it the server stops accepting (the backlog
     /// holds new clients), after first closing the idle keep-alive connection that waited
     /// longest (on the accepting worker, else on another worker at its next idle tick) to make
     /// room. Default 25 000.
@@ -100,12 +127,20 @@ pub struct ServerConfig {
     /// (for example 256).
     pub max_connections_per_addr: Option<usize>,
     /// Close after this many requests on one connection (last response says `Connection: close`).
-    /// Default: unlimited.
+    /// Default: unlimited. HTTP/2: after this many streams the connection gets a graceful
+    /// `GOAWAY(NO_ERROR)`; streams the client opened before seeing it are still answered.
     pub max_requests_per_connection: Option<u64>,
     /// Stop reading from a pipelining client once this many response bytes wait to be written.
     /// Default 256 KiB.
+    ///
+    /// HTTP/2: the most response bytes a connection pulls from handlers' streamed bodies and
+    /// has not yet handed to h2; a stream waits before pulling more. h2 then queues at most
+    /// [`crate::h2::Http2Config::max_send_buffer`] per stream, within the client's windows; a
+    /// file body is read 64 KiB at a time as windows open, and a `Full` body is the handler's
+    /// (held until the response is sent or its stream reset by `write_timeout`).
     pub max_pending_output: usize,
     /// Graceful shutdown deadline after which connections are force-closed. Default 10 s.
+    /// HTTP/2 alike: `GOAWAY(NO_ERROR)`, open streams finish until then.
     pub shutdown_timeout: Duration,
     /// Value of the `Server` header; `None` sends none. Default `Some("peregrine")`. Must be a
     /// valid field value without control characters ([`ServerConfig::validate`]).

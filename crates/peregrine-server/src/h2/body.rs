@@ -1,38 +1,101 @@
 //! A request body read from an HTTP/2 stream's DATA frames.
 
+use super::limits::deadline_after;
 use crate::BodyError;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// The stream's receiving half, shared by the request's body and the stream's task: when the
 /// handler drops the body early, the task still drains it after the response (see [`drain`]).
-pub(crate) type SharedRecv = Rc<RefCell<h2::RecvStream>>;
+pub(crate) type SharedRecv = Rc<RefCell<Recv>>;
+
+/// A request body's DATA and the account of the time spent waiting for them, which the
+/// handler's reads and the engine's drain share (as over HTTP/1.1).
+pub(crate) struct Recv {
+    stream: h2::RecvStream,
+    waited: Duration,
+    received: u64,
+}
+
+impl Recv {
+    pub(crate) fn new(stream: h2::RecvStream) -> Self {
+        Recv {
+            stream,
+            waited: Duration::ZERO,
+            received: 0,
+        }
+    }
+}
+
+/// The request-body rules of `ServerConfig`: `body_timeout` per wait; `body_min_rate` after
+/// `body_rate_grace`, and `body_total_timeout`, over all the waits of one body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyRules {
+    pub(crate) timeout: Duration,
+    pub(crate) min_rate: u32,
+    pub(crate) grace: Duration,
+    pub(crate) total: Duration,
+}
+
+impl BodyRules {
+    /// When a wait starting `now` must end, given what the body waited and received so far.
+    fn deadline(&self, now: Instant, recv: &Recv) -> Instant {
+        let mut budget = self.timeout.min(self.total.saturating_sub(recv.waited));
+        if self.min_rate > 0 {
+            let rate = u64::from(self.min_rate);
+            let earned = Duration::from_secs(recv.received / rate).saturating_add(
+                Duration::from_nanos((recv.received % rate) * 1_000_000_000 / rate),
+            );
+            let allowance = self.grace.saturating_add(earned);
+            budget = budget.min(allowance.saturating_sub(recv.waited));
+        }
+        deadline_after(now, budget)
+    }
+}
+
+/// The next DATA of `recv` (its window given back), waiting within `rules`; `Err(())` when the
+/// rules' time is up.
+async fn next_data(
+    recv: &SharedRecv,
+    rules: &BodyRules,
+) -> Result<Option<Result<Bytes, h2::Error>>, ()> {
+    let start = Instant::now();
+    let deadline = rules.deadline(start, &recv.borrow());
+    let next = tokio::time::timeout_at(
+        deadline,
+        poll_fn(|cx| recv.borrow_mut().stream.poll_data(cx)),
+    )
+    .await;
+    let mut r = recv.borrow_mut();
+    r.waited = r.waited.saturating_add(start.elapsed());
+    let next = next.map_err(|_| ())?;
+    if let Some(Ok(data)) = &next {
+        let _ = r.stream.flow_control().release_capacity(data.len());
+        r.received = r.received.saturating_add(data.len() as u64);
+    }
+    Ok(next)
+}
 
 /// What is drained of a request body the handler did not read, at most (as over HTTP/1.1).
 const DRAIN_MAX: usize = 256 * 1024;
 
 /// Reads and drops what is left of a request body after the response, up to [`DRAIN_MAX`] and
 /// `timeout` per wait, so the client's request completes (its trailers, errors included, are
-/// still checked by h2) instead of being cancelled. Past either bound the stream is reset
+/// still checked by h2) instead of being cancelled. Past either bound (the time under the
+/// body's rules, whose account the handler's reads started) the stream is reset
 /// (`CANCEL`) when the last reference goes.
-pub(crate) async fn drain(recv: SharedRecv, timeout: Duration) {
+pub(crate) async fn drain(recv: SharedRecv, rules: BodyRules) {
     let mut left = DRAIN_MAX;
-    while !recv.borrow().is_end_stream() {
-        let next = tokio::time::timeout(timeout, poll_fn(|cx| recv.borrow_mut().poll_data(cx)));
-        match next.await {
-            Ok(Some(Ok(data))) => {
-                let _ = recv
-                    .borrow_mut()
-                    .flow_control()
-                    .release_capacity(data.len());
-                match left.checked_sub(data.len()) {
-                    Some(l) => left = l,
-                    None => return,
-                }
-            }
+    while !recv.borrow().stream.is_end_stream() {
+        match next_data(&recv, &rules).await {
+            Ok(Some(Ok(data))) => match left.checked_sub(data.len()) {
+                Some(l) => left = l,
+                None => return,
+            },
             _ => return,
         }
     }
@@ -46,7 +109,7 @@ pub(crate) struct H2Body {
     content_length: Option<u64>,
     limit: u64,
     read: u64,
-    timeout: Duration,
+    rules: BodyRules,
 }
 
 impl H2Body {
@@ -54,14 +117,14 @@ impl H2Body {
         recv: SharedRecv,
         content_length: Option<u64>,
         limit: u64,
-        timeout: Duration,
+        rules: BodyRules,
     ) -> Self {
         H2Body {
             recv,
             content_length,
             limit,
             read: 0,
-            timeout,
+            rules,
         }
     }
 
@@ -71,22 +134,15 @@ impl H2Body {
 
     pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
         loop {
-            let recv = &self.recv;
-            let next =
-                tokio::time::timeout(self.timeout, poll_fn(|cx| recv.borrow_mut().poll_data(cx)))
-                    .await
-                    .map_err(|_| BodyError::Timeout)?;
+            let next = next_data(&self.recv, &self.rules)
+                .await
+                .map_err(|_| BodyError::Timeout)?;
             let data = match next {
                 None => return Ok(None),
                 // Reset by the client, or the connection failed.
                 Some(Err(_)) => return Err(BodyError::Incomplete),
                 Some(Ok(data)) => data,
             };
-            let _ = self
-                .recv
-                .borrow_mut()
-                .flow_control()
-                .release_capacity(data.len());
             self.read += data.len() as u64;
             if self.read > self.limit {
                 return Err(BodyError::TooLarge);

@@ -1,6 +1,6 @@
 //! HTTP/2 with the `h2` crate (framing, HPACK, flow control): each stream becomes an engine
-//! [`Request`] (with `version() == Version::Http2`) for the same [`Service`] as HTTP/1.1, and its
-//! [`crate::Response`] is sent back as HEADERS and DATA frames.
+//! [`crate::Request`] (with `version() == Version::Http2`) for the same [`Service`] as
+//! HTTP/1.1, and its [`crate::Response`] is sent back as HEADERS and DATA frames.
 //!
 //! Limits and protections (defaults in [`Http2Config`], in the spirit of nginx and h2o):
 //! * at most 128 concurrent streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`; more →
@@ -14,6 +14,16 @@
 //! * PING and SETTINGS floods: h2 keeps at most one pending PONG and one pending SETTINGS ACK and
 //!   writes it before reading further, so a client that floods without reading stalls only
 //!   itself (no queue grows);
+//! * control frames (WINDOW_UPDATE, PING, SETTINGS, PRIORITY, RST_STREAM, empty DATA, unknown
+//!   types), which h2 does not rate-limit: more than [`Http2Config::max_control_frames`] per
+//!   10 s beyond what the client earns (8 per request, 1 per KiB of response data) →
+//!   `GOAWAY(ENHANCE_YOUR_CALM)`, so a flood of 1-byte WINDOW_UPDATEs cannot keep a worker busy;
+//! * clients that do not take what they asked for: every wait for send capacity follows
+//!   `write_timeout` / `write_min_rate` (as an HTTP/1.1 write); past them the stream is reset
+//!   (`CANCEL`) and its queued data dropped; when no stream moved meanwhile and all the others
+//!   wait for the client too, the connection gets `GOAWAY(ENHANCE_YOUR_CALM)`; a socket that takes nothing as long is closed. Response
+//!   bodies are pulled from handlers only while less than `max_pending_output` waits unsent on
+//!   the connection, and a file body is read 64 KiB at a time as windows open;
 //! * RFC 8441 extended CONNECT (`SETTINGS_ENABLE_CONNECT_PROTOCOL`): a `CONNECT` with a
 //!   `:protocol` is handed to the service as a `GET` carrying `Upgrade: <protocol>` (the
 //!   translation proxies make to HTTP/1.1; h2 refuses a real `upgrade` field in HTTP/2, so the
@@ -23,29 +33,36 @@
 //! * a response HTTP/2 cannot carry (a 101 to any other request: HTTP/2 has no 101, RFC 9113
 //!   §8.6; another 1xx as the final status; a field name or value no field may have) is
 //!   answered 500, with an ERROR log line naming the cause;
-//! * the preface must arrive within `header_timeout`; a connection without streams is closed
-//!   after `idle_timeout`; graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish
-//!   for up to `shutdown_timeout`, then closes.
+//! * request bodies follow `body_timeout`, `body_min_rate` and `body_total_timeout` per stream;
+//!   `max_requests_per_connection` ends a connection with a graceful GOAWAY;
+//! * the preface must arrive within `header_timeout`; a connection where nothing runs (no
+//!   stream, or only streams waiting for the client's window) is closed after `idle_timeout`;
+//!   graceful shutdown sends `GOAWAY(NO_ERROR)`, lets open streams finish for up to
+//!   `shutdown_timeout`, then closes.
 
 mod body;
 mod cookies;
+mod limits;
+mod only;
+mod request;
 mod respond;
+mod send;
 mod tunnel;
 
 pub(crate) use body::H2Body;
-use body::SharedRecv;
+pub use only::Http2OnlyAcceptor;
 
-use crate::request::PartsInfo;
 use crate::transport::Stream;
 use crate::upgrade::Rewind;
 use crate::worker::ConnShared;
-use crate::{Body, Request, Response, ServerConfig, Service, Version};
+use crate::{Response, ServerConfig, Service};
 use bytes::Bytes;
 use bytes::BytesMut;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use h2::server::SendResponse;
-use peregrine_codec::BodyFraming;
+use limits::{Metered, Watch, WriteRules};
+use request::{CallH2, Start};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -75,7 +92,18 @@ pub fn detect_preface(buf: &[u8]) -> Option<bool> {
     }
 }
 
-/// HTTP/2 settings and limits.
+/// HTTP/2 settings and limits (the engine's timeouts and `max_pending_output` apply too; see
+/// [`ServerConfig`]).
+///
+/// ```
+/// use peregrine_server::h2::Http2Config;
+/// let h2 = Http2Config {
+///     max_concurrent_streams: 64,
+///     max_control_frames: 500,
+///     ..Http2Config::default()
+/// };
+/// assert_eq!(h2.max_send_buffer, 64 * 1024);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Http2Config {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`. Default 128 (nginx `http2_max_concurrent_streams`).
@@ -90,7 +118,8 @@ pub struct Http2Config {
     pub initial_connection_window: u32,
     /// `SETTINGS_MAX_FRAME_SIZE`. Default 16 KiB (the protocol's minimum and default).
     pub max_frame_size: u32,
-    /// Response bytes buffered per stream beyond what the client's window allows. Default 64 KiB.
+    /// Response bytes h2 queues per stream, within the client's windows, until the socket takes
+    /// them. Default 64 KiB.
     pub max_send_buffer: usize,
     /// Streams reset by the client before they were accepted that may wait in h2's queue;
     /// more → `GOAWAY(ENHANCE_YOUR_CALM)`. Default 20 (h2's).
@@ -103,6 +132,11 @@ pub struct Http2Config {
     pub max_client_resets: u32,
     /// Announce RFC 8441 extended CONNECT (WebSocket over HTTP/2). Default on.
     pub enable_connect_protocol: bool,
+    /// Control frames (frames that carry no data: WINDOW_UPDATE, PING, SETTINGS, PRIORITY,
+    /// RST_STREAM, empty DATA, unknown types) a client may send per 10 s beyond what it earns
+    /// (8 per request, 1 per KiB of response data sent); more → `GOAWAY(ENHANCE_YOUR_CALM)`
+    /// and close. A flood of 1-byte WINDOW_UPDATEs earns almost nothing. Default 1000.
+    pub max_control_frames: u32,
 }
 
 impl Default for Http2Config {
@@ -118,6 +152,7 @@ impl Default for Http2Config {
             max_local_error_reset_streams: 128,
             max_client_resets: 200,
             enable_connect_protocol: true,
+            max_control_frames: 1000,
         }
     }
 }
@@ -128,8 +163,9 @@ const RESET_WINDOW: Duration = Duration::from_secs(10);
 /// Per-connection view of the settings (shared by its streams).
 struct Ctx {
     max_body_size: u64,
-    body_timeout: Duration,
+    body_rules: body::BodyRules,
     server_name: Option<&'static str>,
+    watch: Rc<Watch>,
 }
 
 /// How a connection ended.
@@ -144,6 +180,13 @@ pub enum Closed {
     RapidReset,
     /// A connection error (h2 sent `GOAWAY` with its code, or the transport failed).
     Error(Option<h2::Reason>),
+    /// The client took no response data past the write rules (`write_timeout`,
+    /// `write_min_rate`): every stream with data to send was stalled (`GOAWAY(ENHANCE_YOUR_CALM)`
+    /// was sent), or the socket refused writes (closed without one).
+    Stalled,
+    /// More control frames than [`Http2Config::max_control_frames`]:
+    /// `GOAWAY(ENHANCE_YOUR_CALM)` was sent.
+    ControlFlood,
     /// Streams were still open at the shutdown deadline.
     ForcedShutdown,
 }
@@ -180,7 +223,17 @@ where
             return Closed::Handshake;
         }
     };
-    let io = Rewind::new(io, read);
+    let rules = WriteRules {
+        timeout: config.write_timeout,
+        min_rate: config.write_min_rate,
+        grace: config.write_rate_grace,
+    };
+    let watch = Rc::new(Watch::new(
+        rules,
+        config.max_pending_output,
+        h2config.max_control_frames,
+    ));
+    let io = Metered::new(Rewind::new(io, read), watch.clone());
     // The builder is not kept across the awaits below (it would size the connection's future).
     let handshake = builder(h2config).handshake::<_, Bytes>(io);
     let handshake = tokio::time::timeout(config.header_timeout, handshake);
@@ -194,8 +247,14 @@ where
     };
     let ctx = Rc::new(Ctx {
         max_body_size: config.max_body_size,
-        body_timeout: config.body_timeout,
+        body_rules: body::BodyRules {
+            timeout: config.body_timeout,
+            min_rate: config.body_min_rate,
+            grace: config.body_rate_grace,
+            total: config.body_total_timeout,
+        },
         server_name: config.server_name,
+        watch,
     });
     let mut streams: FuturesUnordered<Pin<Box<dyn Future<Output = Outcome>>>> =
         FuturesUnordered::new();
@@ -205,6 +264,12 @@ where
     let mut idle = pin!(idle);
     let mut resets = ResetCounter::new(h2config.max_client_resets);
     let mut closed = Closed::Normally;
+    // Armed only while the socket refuses writes.
+    let mut write_stall: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut last_grants = 0;
+    // Requests accepted, against `max_requests_per_connection`.
+    let mut requests: u64 = 0;
+    let mut conn_going_away = false;
 
     poll_fn(|cx| {
         if draining.is_none() && shutdown.as_mut().poll(cx).is_ready() {
@@ -215,7 +280,7 @@ where
             // Past the deadline the connection is closed even if the client never answers the
             // GOAWAY's PING (h2's two-step graceful shutdown).
             if deadline.as_mut().poll(cx).is_ready() {
-                if !streams.is_empty() {
+                if !streams.is_empty() && closed == Closed::Normally {
                     closed = Closed::ForcedShutdown;
                 }
                 return Poll::Ready(());
@@ -246,6 +311,7 @@ where
                             ctx.clone(),
                         )));
                         accepted = true;
+                        requests += 1;
                     }
                     Poll::Ready(Some(Err(e))) => {
                         if closed == Closed::Normally {
@@ -262,17 +328,71 @@ where
                 break;
             }
         }
-        if streams.is_empty() {
-            if idle.as_mut().poll(cx).is_ready() && draining.is_none() {
-                // No stream open: GOAWAY(NO_ERROR) naming the last stream processed, then close
-                // (a request crossing it is known unprocessed by the client, which retries).
-                conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+        if config
+            .max_requests_per_connection
+            .is_some_and(|max| requests >= max)
+            && draining.is_none()
+            && !conn_going_away
+        {
+            // As HTTP/1.1's last `Connection: close`: GOAWAY(NO_ERROR), open streams finish.
+            conn.graceful_shutdown();
+            conn_going_away = true;
+        }
+        let watch = &ctx.watch;
+        let refusal = if watch.flood() {
+            Some((Closed::ControlFlood, "too many control frames"))
+        } else if watch.take_stalled() && streams.len() <= watch.waiting() {
+            // No stream moved during the stalled one's wait and every stream left waits for the
+            // client too; a stream still running its handler or producing (an SSE stream
+            // between events) keeps the connection, and only the stalled stream was reset.
+            Some((
+                Closed::Stalled,
+                "no stream took data within the write timeout",
+            ))
+        } else {
+            None
+        };
+        if let Some((why, what)) = refusal {
+            if !matches!(closed, Closed::ControlFlood | Closed::Stalled) {
+                tracing::debug!(%peer, what, "HTTP/2: closing with ENHANCE_YOUR_CALM");
+                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                closed = why;
                 draining = Some(Box::pin(sleep(config.shutdown_timeout)));
                 // Poll again so the GOAWAY is written and the connection ends.
                 cx.waker().wake_by_ref();
             }
-        } else {
+        }
+        // A socket that refuses writes past the write rules cannot take a GOAWAY either: the
+        // connection is dropped, and with it everything queued for the client.
+        match watch.write_deadline() {
+            None => write_stall = None,
+            Some(at) => {
+                let timer =
+                    write_stall.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                if timer.deadline() != at {
+                    timer.as_mut().reset(at);
+                }
+                if timer.as_mut().poll(cx).is_ready() {
+                    tracing::debug!(%peer, "HTTP/2: the socket took nothing in time");
+                    closed = Closed::Stalled;
+                    return Poll::Ready(());
+                }
+            }
+        }
+        // Busy while a stream runs its handler or sends; streams that only wait for the client
+        // (window closed, socket full) do not keep the connection from idling out, though
+        // every grant of window does.
+        let grants = watch.grants();
+        if streams.len() > watch.waiting() || grants != last_grants {
+            last_grants = grants;
             idle.as_mut().reset(Instant::now() + config.idle_timeout);
+        } else if idle.as_mut().poll(cx).is_ready() && draining.is_none() {
+            // Nothing in progress: GOAWAY(NO_ERROR) naming the last stream processed, then
+            // close (a request crossing it is known unprocessed by the client, which retries).
+            conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+            draining = Some(Box::pin(sleep(config.shutdown_timeout)));
+            // Poll again so the GOAWAY is written and the connection ends.
+            cx.waker().wake_by_ref();
         }
         Poll::Pending
     })
@@ -415,150 +535,6 @@ enum Outcome {
     ResetByClient,
 }
 
-/// What to do for one stream: call the service with this request, or answer at once.
-enum Start<F> {
-    /// The handler's future, whether the request is HEAD, and the request body's stream to
-    /// drain after the response (when it did not end with the head); or, for an extended
-    /// CONNECT, the stream's receiving half for the tunnel.
-    Call(F, bool, Option<SharedRecv>, Option<h2::RecvStream>),
-    Answer(Response),
-}
-
-/// Turns an h2 request into an engine request and starts the service on it.
-trait CallH2: Service {
-    fn call_h2(
-        &self,
-        req: http::Request<h2::RecvStream>,
-        peer: SocketAddr,
-        ctx: &Ctx,
-    ) -> Start<Self::Future>;
-}
-
-impl<S: Service> CallH2 for S {
-    fn call_h2(
-        &self,
-        req: http::Request<h2::RecvStream>,
-        peer: SocketAddr,
-        ctx: &Ctx,
-    ) -> Start<Self::Future> {
-        let (parts, recv) = req.into_parts();
-        // RFC 8441: h2 accepts `:protocol` only on CONNECT, and only as we announced it.
-        let protocol = parts.extensions.get::<h2::ext::Protocol>().cloned();
-        if let Some(protocol) = protocol {
-            return extended_connect(self, parts, recv, protocol, peer);
-        }
-        // h2 has checked that content-length is a number and will check it against the DATA.
-        let declared = parts
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > ctx.max_body_size) {
-            return Start::Answer(Response::new(413));
-        }
-        let framing = match declared {
-            Some(n) => BodyFraming::Length(n),
-            None if recv.is_end_stream() => BodyFraming::None,
-            // Length unknown, more DATA to come (the HTTP/1.1 equivalent is chunked).
-            None => BodyFraming::Chunked,
-        };
-        let (body, shared_recv) = if recv.is_end_stream() {
-            (Body::empty(), None)
-        } else {
-            let shared: SharedRecv = Rc::new(std::cell::RefCell::new(recv));
-            let body = H2Body::new(
-                shared.clone(),
-                declared,
-                ctx.max_body_size,
-                ctx.body_timeout,
-            );
-            (Body::from_h2(body), Some(shared))
-        };
-        let target = match parts.uri.path_and_query() {
-            Some(pq) => pq.as_str(),
-            // CONNECT has only an authority (RFC 9113 §8.5).
-            None => parts.uri.authority().map_or("", |a| a.as_str()),
-        };
-        let head_request = parts.method == http::Method::HEAD;
-        // RFC 9113 §8.2.3: cookie fields split for compression are joined again for an
-        // HTTP/1.1-style consumer.
-        let mut cookies: Option<Vec<u8>> = None;
-        if parts.headers.get_all(http::header::COOKIE).iter().count() > 1 {
-            let joined = parts
-                .headers
-                .get_all(http::header::COOKIE)
-                .iter()
-                .map(|v| v.as_bytes())
-                .collect::<Vec<_>>()
-                .join(&b"; "[..]);
-            cookies = Some(joined);
-        }
-        let mut cookie_done = false;
-        let fields = parts.headers.iter().filter_map(|(n, v)| {
-            if n == http::header::COOKIE {
-                if let Some(c) = &cookies {
-                    if cookie_done {
-                        return None;
-                    }
-                    cookie_done = true;
-                    return Some((n.as_str().as_bytes(), c.as_slice()));
-                }
-            }
-            Some((n.as_str().as_bytes(), v.as_bytes()))
-        });
-        let request = Request::from_parts(
-            parts.method.as_str().as_bytes(),
-            target.as_bytes(),
-            parts.uri.authority().map(|a| a.as_str().as_bytes()),
-            fields,
-            PartsInfo {
-                version: Version::Http2,
-                framing,
-                peer,
-                body,
-            },
-        );
-        let Some(request) = request else {
-            return Start::Answer(Response::new(400));
-        };
-        Start::Call(self.call(request), head_request, shared_recv, None)
-    }
-}
-
-/// An extended CONNECT as the service sees it: `GET` with `Upgrade: <protocol>` and no
-/// body; the stream's DATA is the tunnel's, kept for the upgrade.
-fn extended_connect<S: Service>(
-    service: &S,
-    parts: http::request::Parts,
-    recv: h2::RecvStream,
-    protocol: h2::ext::Protocol,
-    peer: SocketAddr,
-) -> Start<S::Future> {
-    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    // Split cookie fields joined, as for any other request (RFC 9113 §8.2.3).
-    let cookies = cookies::JoinedCookies::of(&parts.headers);
-    let fields = cookies.fields(&parts.headers).chain(std::iter::once((
-        &b"upgrade"[..],
-        protocol.as_str().as_bytes(),
-    )));
-    let request = Request::from_parts(
-        b"GET",
-        target.as_bytes(),
-        parts.uri.authority().map(|a| a.as_str().as_bytes()),
-        fields,
-        PartsInfo {
-            version: Version::Http2,
-            framing: BodyFraming::None,
-            peer,
-            body: Body::empty(),
-        },
-    );
-    let Some(request) = request else {
-        return Start::Answer(Response::new(400));
-    };
-    Start::Call(service.call(request), false, None, Some(recv))
-}
-
 /// One stream: the service's answer (or the client's reset, whichever comes first), then the
 /// response. A panicking handler is answered 500, as over HTTP/1.1.
 async fn stream<F: Future<Output = Response>>(
@@ -592,67 +568,30 @@ async fn stream<F: Future<Output = Response>>(
         }
     };
     if let Some(tunnel) = tunnel {
-        return match respond::open_tunnel(&mut respond, response, tunnel, ctx.server_name).await {
-            Ok(()) => Outcome::Done,
+        let opened =
+            respond::open_tunnel(&mut respond, response, tunnel, ctx.server_name, &ctx.watch);
+        return match opened.await {
+            Ok(()) | Err(respond::SendError::Stalled) => Outcome::Done,
             Err(_) => Outcome::ResetByClient,
         };
     }
-    match respond::send(&mut respond, response, head_request, ctx.server_name).await {
+    match respond::send(
+        &mut respond,
+        response,
+        head_request,
+        ctx.server_name,
+        &ctx.watch,
+    )
+    .await
+    {
         Ok(()) => {
             if let Some(recv) = recv {
-                body::drain(recv, ctx.body_timeout).await;
+                body::drain(recv, ctx.body_rules).await;
             }
             Outcome::Done
         }
         Err(respond::SendError::Reset) => Outcome::ResetByClient,
-        Err(respond::SendError::Body) => Outcome::Done,
-    }
-}
-
-/// An [`Acceptor`](crate::transport::Acceptor) for a cleartext listener that speaks only HTTP/2
-/// (h2c with prior knowledge, like h2o's or Go's h2c-only servers): every connection goes to the
-/// HTTP/2 driver, and one that does not start with the preface gets `GOAWAY(PROTOCOL_ERROR)`.
-/// (A listener with the default acceptor serves HTTP/1.1 and recognises the preface itself.)
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Http2OnlyAcceptor;
-
-impl crate::transport::Acceptor for Http2OnlyAcceptor {
-    fn accept(&self, conn: crate::transport::Accepted) -> crate::transport::Accept {
-        let stream = Stream::Other(Box::new(Http2Only(conn.stream)));
-        crate::transport::Accept::Handshake(Box::pin(async move { Ok(stream) }))
-    }
-}
-
-/// A stream marked as HTTP/2 (see [`Http2OnlyAcceptor`]); everything else is the stream's own.
-struct Http2Only(Stream);
-
-impl crate::transport::Transport for Http2Only {
-    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        self.0.poll_read_ready(cx)
-    }
-    fn poll_write_ready(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        self.0.poll_write_ready(cx)
-    }
-    fn try_read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
-        self.0.try_read_buf(buf)
-    }
-    fn try_read_into(&self, out: &mut tokio::io::ReadBuf<'_>) -> std::io::Result<usize> {
-        self.0.try_read_into(out)
-    }
-    fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
-        self.0.try_write(data)
-    }
-    fn clear_read_ready(&self) {
-        self.0.clear_read_ready()
-    }
-    fn shutdown_write(&self) -> std::io::Result<()> {
-        self.0.shutdown_write()
-    }
-    fn reset_on_close(&self) -> std::io::Result<()> {
-        self.0.reset_on_close()
-    }
-    fn http2(&self) -> bool {
-        true
+        Err(respond::SendError::Body | respond::SendError::Stalled) => Outcome::Done,
     }
 }
 
@@ -675,7 +614,7 @@ mod tests {
                 .await
                 .unwrap();
             let io = crate::upgrade::TransportIo::new(Stream::Tcp(c));
-            let svc = crate::service_fn(|_r: Request| async { Response::text("x") });
+            let svc = crate::service_fn(|_r: crate::Request| async { Response::text("x") });
             let config = ServerConfig::default();
             let h2config = Http2Config::default();
             let fut = serve_connection(

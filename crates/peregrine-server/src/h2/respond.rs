@@ -1,25 +1,28 @@
 //! Sending an engine [`Response`] on an HTTP/2 stream: HEADERS, then DATA within the flow-control
 //! windows the client grants.
 
+use super::limits::Watch;
+use super::send::Sender;
 use super::tunnel::Tunnel;
 use crate::response::ResponseBody;
 use crate::Response;
 use bytes::Bytes;
-use futures_core::Stream;
 use h2::server::SendResponse;
-use h2::SendStream;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, DATE, SERVER};
 use std::cell::RefCell;
 use std::future::poll_fn;
-use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Why a response could not be sent completely.
 pub(crate) enum SendError {
     /// The client reset the stream (or the connection went away).
     Reset,
-    /// The handler's streamed body failed: the stream was reset with `INTERNAL_ERROR`.
+    /// The handler's streamed body failed, or did not match its length: the stream was reset
+    /// with `INTERNAL_ERROR`.
     Body,
+    /// The client took nothing for longer than the write rules allow: the stream was reset
+    /// with `CANCEL`.
+    Stalled,
 }
 
 /// Connection-specific fields have no meaning in HTTP/2 and make a message malformed
@@ -141,9 +144,10 @@ fn head(
     if !forbids_body(res.status) {
         let len = match &res.body {
             ResponseBody::Empty => Some(0),
-            ResponseBody::Full(b) => Some(b.len()),
-            ResponseBody::Static(b) => Some(b.len()),
-            _ => None,
+            ResponseBody::Full(b) => Some(b.len() as u64),
+            ResponseBody::Static(b) => Some(b.len() as u64),
+            ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. } => Some(*len),
+            ResponseBody::Stream(_) | ResponseBody::Upgrade(_) => None,
         };
         if let Some(len) = len {
             fields.insert(CONTENT_LENGTH, HeaderValue::from(len));
@@ -162,6 +166,7 @@ pub(crate) async fn open_tunnel(
     mut res: Response,
     recv: h2::RecvStream,
     server_name: Option<&'static str>,
+    watch: &Watch,
 ) -> Result<(), SendError> {
     let upgrade = match std::mem::replace(&mut res.body, ResponseBody::Empty) {
         ResponseBody::Upgrade(f) if res.status == 101 => f,
@@ -177,7 +182,7 @@ pub(crate) async fn open_tunnel(
                 );
                 res = Response::new(501);
             }
-            return send(respond, res, false, server_name).await;
+            return send(respond, res, false, server_name, watch).await;
         }
     };
     res.status = 200;
@@ -186,7 +191,7 @@ pub(crate) async fn open_tunnel(
         Err(why) => {
             // Only a field can fail here (the status is 200 now); the handler's was 101.
             why.log(101);
-            return send(respond, Response::new(500), false, server_name).await;
+            return send(respond, Response::new(500), false, server_name, watch).await;
         }
     };
     // The tunnel's DATA is not a body of known length (RFC 8441 §5: a 2xx opens the tunnel).
@@ -195,7 +200,8 @@ pub(crate) async fn open_tunnel(
     let stream = respond
         .send_response(head, false)
         .map_err(|_| SendError::Reset)?;
-    let io = crate::upgrade::Upgraded::new(Tunnel::new(recv, stream), Bytes::new());
+    let tunnel = Tunnel::new(recv, stream, watch.rules);
+    let io = crate::upgrade::Upgraded::new(tunnel, Bytes::new());
     let mut run = upgrade(io);
     // A panicking upgrade ends its stream only, as a panicking handler does.
     let finished = poll_fn(|cx| {
@@ -217,6 +223,7 @@ pub(crate) async fn send(
     mut res: Response,
     head_request: bool,
     server_name: Option<&'static str>,
+    watch: &Watch,
 ) -> Result<(), SendError> {
     let head = match head(&mut res, server_name) {
         Ok(head) => head,
@@ -236,80 +243,29 @@ pub(crate) async fn send(
     };
     crate::response::recycle_fields(std::mem::take(&mut res.headers));
     let no_body = head_request || forbids_body(res.status);
-    match body {
-        ResponseBody::Full(data) if !no_body && !data.is_empty() => {
-            let mut stream = respond
-                .send_response(head, false)
-                .map_err(|_| SendError::Reset)?;
-            send_data(&mut stream, data, true).await
-        }
-        ResponseBody::Stream(s) if !no_body => {
-            let mut stream = respond
-                .send_response(head, false)
-                .map_err(|_| SendError::Reset)?;
-            send_stream(&mut stream, s).await
-        }
-        _ => respond
+    let has_body = !no_body
+        && match &body {
+            ResponseBody::Full(data) => !data.is_empty(),
+            ResponseBody::Stream(_) => true,
+            ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. } => *len > 0,
+            _ => false,
+        };
+    if !has_body {
+        return respond
             .send_response(head, true)
             .map(|_| ())
-            .map_err(|_| SendError::Reset),
+            .map_err(|_| SendError::Reset);
     }
-}
-
-/// Sends `data` as DATA frames, waiting for window capacity (bounded buffering per stream).
-async fn send_data(
-    stream: &mut SendStream<Bytes>,
-    mut data: Bytes,
-    end: bool,
-) -> Result<(), SendError> {
-    while !data.is_empty() {
-        stream.reserve_capacity(data.len());
-        let granted = match poll_fn(|cx| stream.poll_capacity(cx)).await {
-            Some(Ok(n)) => n,
-            _ => return Err(SendError::Reset),
-        };
-        if granted == 0 {
-            continue;
-        }
-        let piece = data.split_to(granted.min(data.len()));
-        stream
-            .send_data(piece, end && data.is_empty())
-            .map_err(|_| SendError::Reset)?;
-    }
-    Ok(())
-}
-
-async fn send_stream(
-    stream: &mut SendStream<Bytes>,
-    mut body: crate::response::BodyStream,
-) -> Result<(), SendError> {
-    loop {
-        // A panicking stream is treated like a failing one (the HTTP/1.1 driver does the same).
-        let next = poll_fn(|cx| {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Pin::new(&mut body).poll_next(cx)
-            })) {
-                Ok(p) => p,
-                Err(_) => std::task::Poll::Ready(Some(Err(std::io::Error::other("panic")))),
-            }
-        });
-        // Waits for the next chunk, or for the client to reset the stream meanwhile.
-        let next = tokio::select! {
-            next = next => next,
-            _ = poll_fn(|cx| stream.poll_reset(cx)) => return Err(SendError::Reset),
-        };
-        match next {
-            None => {
-                return stream
-                    .send_data(Bytes::new(), true)
-                    .map_err(|_| SendError::Reset)
-            }
-            Some(Ok(chunk)) => send_data(stream, chunk, false).await?,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "response body stream failed; resetting the stream");
-                stream.send_reset(h2::Reason::INTERNAL_ERROR);
-                return Err(SendError::Body);
-            }
-        }
+    let stream = respond
+        .send_response(head, false)
+        .map_err(|_| SendError::Reset)?;
+    let mut sender = Sender::new(stream, watch);
+    match body {
+        ResponseBody::Full(data) => sender.data(data, true).await,
+        ResponseBody::Stream(s) => sender.stream(s, None).await,
+        ResponseBody::SizedStream { len, stream } => sender.stream(stream, Some(len)).await,
+        ResponseBody::File { file, offset, len } => sender.file(&file, offset, len).await,
+        // Not reached: `has_body` is false for the others.
+        _ => sender.data(Bytes::new(), true).await,
     }
 }

@@ -1,13 +1,18 @@
 //! An HTTP/2 stream as a byte stream, after an RFC 8441 extended CONNECT was accepted: the
 //! stream's DATA frames both ways carry the tunnelled protocol (WebSocket, or whatever the
-//! handler's upgrade speaks), within the stream's flow-control windows.
+//! handler's upgrade speaks), within the stream's flow-control windows. A write the client
+//! holds up (its window closed) waits within the write rules, as a response body's DATA do;
+//! past them the stream is reset (`CANCEL`) and the write fails with `TimedOut`.
 
+use super::limits::{Pace, WriteRules};
 use bytes::{Buf, Bytes};
 use h2::{RecvStream, SendStream};
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
 
 /// `AsyncRead` over the client's DATA frames, `AsyncWrite` as DATA frames to it. Shut down (or
 /// dropped) it ends the stream with an empty DATA frame carrying `END_STREAM`.
@@ -17,15 +22,64 @@ pub(crate) struct Tunnel {
     /// The rest of the last DATA frame read (its window already given back).
     pending: Bytes,
     ended: bool,
+    rules: WriteRules,
+    /// The waits for the client since it last kept up.
+    pace: Pace,
+    /// The wait under way: since when, and its deadline (boxed: only a blocked write has one).
+    wait: Option<(Instant, Pin<Box<Sleep>>)>,
 }
 
 impl Tunnel {
-    pub(crate) fn new(recv: RecvStream, send: SendStream<Bytes>) -> Self {
+    pub(crate) fn new(recv: RecvStream, send: SendStream<Bytes>, rules: WriteRules) -> Self {
         Tunnel {
             recv,
             send,
             pending: Bytes::new(),
             ended: false,
+            rules,
+            pace: Pace::default(),
+            wait: None,
+        }
+    }
+
+    /// Send capacity, or `Pending` within the write rules; past them the stream is reset.
+    fn poll_capacity(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<usize>>> {
+        match self.send.poll_capacity(cx) {
+            Poll::Ready(got) => {
+                match self.wait.take() {
+                    Some((since, _)) => {
+                        self.pace.waited = self.pace.waited.saturating_add(since.elapsed());
+                    }
+                    // Granted without waiting: the client keeps up, the account starts over.
+                    None => self.pace = Pace::default(),
+                }
+                if let Some(Ok(n)) = &got {
+                    self.pace.sent = self.pace.sent.saturating_add(*n as u64);
+                }
+                Poll::Ready(got.map(|r| r.map_err(to_io)))
+            }
+            Poll::Pending => {
+                let (pace, rules) = (self.pace, self.rules);
+                let (_, timer) = self.wait.get_or_insert_with(|| {
+                    let now = Instant::now();
+                    (
+                        now,
+                        Box::pin(tokio::time::sleep_until(pace.deadline(now, &rules))),
+                    )
+                });
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.wait = None;
+                self.ended = true;
+                // Reset drops what h2 queued for the stream.
+                self.send.send_reset(h2::Reason::CANCEL);
+                tracing::debug!("HTTP/2 tunnel stalled past the write timeout; reset");
+                Poll::Ready(Some(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "write timeout",
+                ))))
+            }
         }
     }
 }
@@ -83,16 +137,20 @@ impl AsyncWrite for Tunnel {
         // What h2 buffers for the stream is bounded by `max_send_buffer` and the client's
         // window: capacity is granted only as it allows.
         self.send.reserve_capacity(buf.len());
-        match ready!(self.send.poll_capacity(cx)) {
-            Some(Ok(granted)) => {
-                let n = granted.min(buf.len());
-                self.send
-                    .send_data(Bytes::copy_from_slice(&buf[..n]), false)
-                    .map_err(to_io)?;
-                Poll::Ready(Ok(n))
+        loop {
+            match ready!(self.poll_capacity(cx)) {
+                // Capacity taken back (a SETTINGS change) before this write: wait again.
+                Some(Ok(0)) => continue,
+                Some(Ok(granted)) => {
+                    let n = granted.min(buf.len());
+                    self.send
+                        .send_data(Bytes::copy_from_slice(&buf[..n]), false)
+                        .map_err(to_io)?;
+                    return Poll::Ready(Ok(n));
+                }
+                Some(Err(e)) => return Poll::Ready(Err(e)),
+                None => return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
             }
-            Some(Err(e)) => Poll::Ready(Err(to_io(e))),
-            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
         }
     }
 
