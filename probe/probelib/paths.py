@@ -1,4 +1,4 @@
-"""Path-spelling scenarios (issue 17, the routing bypass): the same resource spelled otherwise.
+"""Path-spelling scenarios (the routing bypass): the same resource spelled otherwise.
 
 A bypass happens when one layer (a router, an auth check, a proxy) and another (the file or
 handler lookup) disagree about which resource a spelling names. From outside, the probe sees the

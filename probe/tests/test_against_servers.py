@@ -132,7 +132,7 @@ def test_cli_report_and_require_must(lenient_port, tmp_path):
 
 
 class _SplitRouting(http.server.BaseHTTPRequestHandler):
-    """A server with the routing bypass of issue 17: it routes the raw path, so `/plaintext` is
+    """A server with a routing bypass: it routes the raw path, so `/plaintext` is
     the canonical resource, while any other spelling reaches a different handler that answers
     200 with something else (the "private file")."""
 

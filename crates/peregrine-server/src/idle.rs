@@ -54,7 +54,7 @@ pub(crate) struct IdleSet {
     /// An entry expires after this many whole ticks.
     ticks_to_expire: u32,
     /// A new connection's first wait is registered this many ticks in the past, so it expires
-    /// after the header timeout instead of the idle timeout (issue 17: a connection that sends
+    /// after the header timeout instead of the idle timeout (a connection that sends
     /// nothing is not an idle keep-alive connection).
     first_wait_backdate: u32,
     tick_len: Duration,
@@ -205,7 +205,7 @@ impl IdleSet {
         }
     }
 
-    /// Closes the connection that has waited longest (issue 17: at `max_connections`, an idle
+    /// Closes the connection that has waited longest (at `max_connections`, an idle
     /// connection makes room for a new one). `false` if none is waiting. A scan of the
     /// registry: this runs only when the server is full.
     pub(crate) fn evict_oldest(&self) -> bool {
@@ -243,7 +243,7 @@ impl IdleSet {
 /// No registry entry yet, and no input yet (see [`IdleWait`]).
 pub(crate) const NO_KEY: u32 = u32::MAX;
 /// No registry entry yet, but input was received: the first wait is an idle wait, not a new
-/// connection's (issue 17).
+/// connection's.
 pub(crate) const NO_KEY_SERVED: u32 = u32::MAX - 1;
 
 /// Whether `key` names a registry entry (to remove when the connection closes).

@@ -1,4 +1,4 @@
-//! The connection driver fed by arbitrary split reads (issue 17): random pipelined batches of
+//! The connection driver fed by arbitrary split reads: random pipelined batches of
 //! requests (no body, Content-Length, chunked with extensions and trailers; bodies read, echoed
 //! or left for the engine to drain) are cut at random points and sent piece by piece over a
 //! real socket. Every request must get exactly its own response, in order, whatever the cuts:

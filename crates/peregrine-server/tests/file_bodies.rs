@@ -1,4 +1,4 @@
-//! Bodies of known length that are not in memory (issue 13 item 6): `ResponseBody::File`
+//! Bodies of known length that are not in memory: `ResponseBody::File`
 //! (`sendfile(2)` on plain TCP, read and written over a Unix socket) and
 //! `ResponseBody::SizedStream`, through real sockets: `Content-Length` for GET and HEAD, a range
 //! of a large file, a pipelined request after a file body, a source shorter or longer than

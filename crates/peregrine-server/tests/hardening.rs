@@ -1,4 +1,4 @@
-//! Issue 17, engine side: the per-address connection cap, closing idle connections to make
+//! Hostile clients, engine side: the per-address connection cap, closing idle connections to make
 //! room at `max_connections`, oversized chunks and chunk extensions against the body limit, and
 //! panics while dropping a handler's future or a response stream.
 

@@ -1,4 +1,4 @@
-//! Slow clients (issue 17): a body trickled under the per-read timeout, a response read slowly
+//! Slow clients: a body trickled under the per-read timeout, a response read slowly
 //! under the per-wait write timeout, a new connection that sends nothing, and timeouts too large
 //! for `Instant + Duration`. Timeouts are a few hundred milliseconds; the client only waits for
 //! an outcome (bounded), never asserts a duration.
@@ -157,7 +157,7 @@ fn huge_stream_service() -> impl peregrine_server::Service {
 #[test]
 fn response_read_slowly_under_the_write_timeout_is_cut_by_min_rate() {
     // The client reads 32 KiB every 50 ms (about 600 KB/s): each wait for writability sees
-    // progress within the 5 s write timeout (before issue 17 the server went on sending for as
+    // progress within the 5 s write timeout (without it the server went on sending for as
     // long as the client read), but the rate is under the 8 MB/s minimum.
     let cfg = ServerConfig {
         write_timeout: Duration::from_secs(5),

@@ -1,5 +1,5 @@
 //! The lab's scenario application ("peregrine" in the lab): exactly the contract of
-//! `lab/contract/scenarios.json`, plus the protocols a deployment needs (issue 11), none of
+//! `lab/contract/scenarios.json`, plus the protocols a deployment needs, none of
 //! which any contract scenario uses.
 //!
 //! ```sh

@@ -1,5 +1,5 @@
 //! Request-path normalisation, applied once before routing so that every spelling of a path
-//! reaches the same route, and its middleware, as the canonical one (issue 17: a protected route
+//! reaches the same route, and its middleware, as the canonical one (a protected route
 //! was reachable as `/static/%70rivate/x`, `/static//private/x`, `/static/./private/x` and
 //! `/static/private%2fx`).
 //!

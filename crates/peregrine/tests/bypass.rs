@@ -1,4 +1,4 @@
-//! Issue 17 (High): a route protected by an auth hook must not be reachable by spelling its
+//! A route protected by an auth hook must not be reachable by spelling its
 //! path differently. `/static/{*path}` serves a directory; `/static/private/{*path}` is the
 //! same directory behind a hook that answers 401 without a token.
 

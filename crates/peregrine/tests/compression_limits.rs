@@ -1,4 +1,4 @@
-//! Issue 17 (Low): compression of large bodies is capped and leaves the worker thread.
+//! Compression of large bodies is capped and leaves the worker thread.
 
 mod common;
 use common::{gunzip_text, TestServer};

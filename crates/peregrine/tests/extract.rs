@@ -211,7 +211,7 @@ fn bytes_and_limits() {
 
 #[test]
 fn the_app_body_limit_is_the_one_limit_when_set() {
-    // One limit (issue 12): App::body_limit (64 here) wins over the engine's max_body_size,
+    // One limit: App::body_limit (64 here) wins over the engine's max_body_size,
     // which the framework lifts; past it the framework answers with problem+json.
     let s = TestServer::start_with(app(), |c| c.max_body_size = 10);
     let r = s.send(&request("POST", "/bytes", &[], &"x".repeat(11)));

@@ -1,4 +1,4 @@
-//! Bounded property-test twins of the fuzz targets in `crates/peregrine/fuzz` (issue 17): the
+//! Bounded property-test twins of the fuzz targets in `crates/peregrine/fuzz`: the
 //! same checks (`peregrine::fuzzing`), run on generated inputs by `cargo test`, so that
 //! `./scripts/test` catches regressions without nightly. Each property runs a fixed number of
 //! cases (set below); the fuzz targets explore far more.

@@ -1,4 +1,4 @@
-//! The lab's scenario application (examples/scenarios.rs) over the protocols of issue 11, with
+//! The lab's scenario application (examples/scenarios.rs) over TLS, HTTP/2, WebSocket and SSE, with
 //! clients we did not write, over real sockets: its WebSocket echo (tokio-tungstenite's client,
 //! over HTTP/1.1 and over HTTP/2 extended CONNECT), its server-sent events parsed from real
 //! responses, h2c with prior knowledge (the h2 crate's client), and the app over TLS with a

@@ -21,7 +21,7 @@ impl std::fmt::Display for AppError {
         write!(f, "{self:?}")
     }
 }
-// The trap of issue 12: with std::error::Error implemented, the old blanket conversion made
+// A trap: with std::error::Error implemented, a blanket conversion made
 // every AppError a bare 500. Now the Result's own IntoResponse is used.
 impl std::error::Error for AppError {}
 

@@ -1,4 +1,4 @@
-//! The connection driver fed arbitrary bytes cut into arbitrary reads (issue 17): bodies,
+//! The connection driver fed arbitrary bytes cut into arbitrary reads: bodies,
 //! pipelining, the drain of unread bodies, the re-parse shortcut. The driver owns a real
 //! `TcpStream`, so the input goes through a loopback connection to a server running in this
 //! process (one worker, started once).

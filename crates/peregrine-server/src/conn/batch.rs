@@ -132,7 +132,7 @@ impl<'a, S: Service> Batch<'a, S> {
                         cur.head_request,
                     ));
                     // The handler's future (and the request it may hold) goes now, inside the
-                    // `catch_unwind`: a panic in its drop is caught (issue 17).
+                    // `catch_unwind`: a panic in its drop is caught.
                     slot.set(None);
                     drop_answered(r);
                 }
@@ -254,7 +254,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
         }
         BodyFraming::Length(n) => {
             io.body = BodyState::Length(n);
-            // The body's slow-client account starts empty (issue 17).
+            // The body's slow-client account starts empty.
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;

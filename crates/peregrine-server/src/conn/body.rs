@@ -41,7 +41,7 @@ impl Conn {
     /// `body_timeout` bounds one wait; over all the waits for this body, `body_total_timeout`
     /// bounds their sum and `body_min_rate` the rate after `body_rate_grace` (mod_reqtimeout's
     /// `body=grace,MinRate=rate`: every `rate` bytes received buy one more second). Covers the
-    /// drain of an unread body too (issue 17).
+    /// drain of an unread body too.
     fn body_wait_deadline(&self) -> (Instant, Instant) {
         let cfg = &self.shared.config;
         let now = Instant::now();
@@ -90,7 +90,7 @@ impl Conn {
                     Ok(ChunkedStep::NeedMore { consumed }) => {
                         io.rbuf.advance(consumed);
                         // A chunk that declares more than the limit allows is refused now, not
-                        // after its data trickled in (issue 17).
+                        // after its data trickled in.
                         if chunked_over_limit(dec, *delivered, max_body) {
                             io.body = BodyState::Failed(BodyError::TooLarge);
                             return Step::Err(BodyError::TooLarge);
@@ -204,7 +204,7 @@ impl Conn {
                 Ok(None) => return true,
                 Ok(Some(b)) => {
                     drained += b.len() as u64;
-                    // Chunk extensions are input to skip too (issue 17).
+                    // Chunk extensions are input to skip too.
                     let ext = self.chunk_extension_bytes().saturating_sub(ext_before);
                     if drained.saturating_add(ext) > DRAIN_MAX {
                         return false;

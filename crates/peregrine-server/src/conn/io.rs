@@ -46,7 +46,7 @@ pub(crate) struct Io {
     pub(super) gen: u64,
     /// The client sent `Expect: 100-continue` and the interim response was not sent yet.
     pub(super) continue_pending: bool,
-    /// Slow-client accounts (issue 17), kept only where a read or write would block, so the
+    /// Slow-client accounts, kept only where a read or write would block, so the
     /// fast path never reads the clock. Only time spent waiting for the client counts (a slow
     /// handler or stream is not the client's fault): the time the current body was waited
     /// for, and the body bytes read by those waits (see `ServerConfig::body_min_rate`) ...
@@ -131,7 +131,7 @@ impl Conn {
     pub(crate) fn retire(&mut self) -> Stream {
         let io = self.io.get_mut();
         debug_assert!(io.rbuf.is_empty() && io.out_pos >= io.out.len());
-        // Unconditionally (issue 17): bytes of one client must never be parsed as another's.
+        // Unconditionally: bytes of one client must never be parsed as another's.
         io.rbuf.clear();
         if io.rbuf.capacity() > READ_BUF_KEEP {
             io.rbuf = BytesMut::new();
@@ -270,7 +270,7 @@ impl Conn {
     /// `write_timeout` bounds one wait; over the waits of this episode (which ends when the
     /// output is fully written), the client must read `write_min_rate` bytes/s beyond
     /// `write_rate_grace`, so a client that reads a little before every timeout cannot hold the
-    /// connection forever (issue 17).
+    /// connection forever.
     fn write_wait_deadline(&self) -> (Instant, Instant) {
         let cfg = &self.shared.config;
         let now = Instant::now();
@@ -504,7 +504,7 @@ fn file_too_short() -> io::Error {
 }
 
 /// Longest time a deadline is put ahead: a configured `Duration` of any size (even
-/// `Duration::MAX`) means "practically never", never an `Instant` overflow (issue 17).
+/// `Duration::MAX`) means "practically never", never an `Instant` overflow.
 const FAR_FUTURE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// `from + d`, saturated at [`FAR_FUTURE`] ahead.

@@ -226,7 +226,7 @@ async fn busy<S: Service>(
             };
             if panicked {
                 // A future that panicked in its poll is dropped here, and its drop may panic
-                // too (issue 17). (One that answered was dropped in the poll.)
+                // too. (One that answered was dropped in the poll.)
                 let _ = catch_unwind(AssertUnwindSafe(|| slot.set(None)));
             }
             match answered {

@@ -327,7 +327,7 @@ impl Conn {
         sized: Option<SizedBody>,
     ) -> io::Result<()> {
         let written = Box::pin(self.write_stream(&mut s, chunked, sized)).await;
-        // A panic dropping the stream is caught (issue 17): whatever was written stays,
+        // A panic dropping the stream is caught: whatever was written stays,
         // and the connection closes.
         if catch_unwind(AssertUnwindSafe(move || drop(s))).is_err() {
             tracing::error!("response body stream panicked when dropped");

@@ -29,7 +29,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
             }
         };
         let peer = accepted.peer;
-        // Past its address's cap, the connection is closed at once (issue 17). Unix-socket
+        // Past its address's cap, the connection is closed at once. Unix-socket
         // peers have no address to count.
         let addr_hold = if matches!(accepted.stream, Stream::Unix(_)) {
             None

@@ -16,9 +16,9 @@ pub(crate) struct Global {
     /// Woken when a connection closes while the server was full.
     capacity: Notify,
     /// A worker at the limit found no idle connection of its own to close: the next worker to
-    /// tick with one closes its oldest (issue 17).
+    /// tick with one closes its oldest.
     pub(super) evict_wanted: AtomicBool,
-    /// Open connections per client address, when capped (issue 17). Touched once per accept
+    /// Open connections per client address, when capped. Touched once per accept
     /// and once per close, never per request.
     per_addr: Option<(usize, Mutex<HashMap<IpAddr, usize>>)>,
 }
@@ -99,7 +99,7 @@ pub(super) struct Slot<'a>(&'a Global);
 
 impl<'a> Slot<'a> {
     /// A slot for a connection just accepted. At the limit, an idle keep-alive connection is
-    /// closed to make room (issue 17): the one of this worker that waited longest, else one of
+    /// closed to make room: the one of this worker that waited longest, else one of
     /// another worker (at its next idle tick); if none is idle, this waits for a close, as the
     /// backlog did before.
     pub(super) async fn acquire(global: &'a Global, idle: &IdleSet) -> Slot<'a> {

@@ -76,7 +76,7 @@ impl Shared {
     /// normalised path, and that path when it differs from `path`.
     #[inline]
     fn route_of(&self, path: &str) -> Routed {
-        // Route on the canonical path only (issue 17): see `crate::path` for the rules.
+        // Route on the canonical path only: see `crate::path` for the rules.
         match path::normalize_with(path, self.encoded_slashes) {
             Ok(path) => {
                 let (route, params) = self.find_route(&path);
