@@ -50,7 +50,7 @@ class Lane:
 class ScalingLane:
     """The scaling lane (scaling.py): each server measured at every worker count of `workers`
     on fresh processes, in interleaved rounds, so the throughput ratio between worker counts
-    has a bootstrap interval. A worker count above the run's server CPUs shares the load
+    has a confidence interval. A worker count above the run's server CPUs shares the load
     generator's CPUs (on 2 CPUs, WORKERS=2 runs on CPUs 0-1 with the load generator)."""
 
     servers: tuple[str, ...]
@@ -197,7 +197,7 @@ PROFILES: dict[str, Profile] = {
             description=(
                 "the headline cells (plaintext at 50 connections, every server; plaintext with 16 "
                 "pipelined, the servers that pipeline fast; Peregrine's json and param) as 10 "
-                "interleaved runs of 5 s with bootstrap 95% intervals; json and param at 50 "
+                "interleaved runs of 5 s with 95% intervals; json and param at 50 "
                 "connections for every server (3 runs of 2 s); the seeds' lanes c=1, c=1 x 256 "
                 "pipelined and Kourier's 512 x 256 (3 runs of 3 s); a concurrency sweep to 10,000 "
                 "connections, a connection per request, and an open-loop rate sweep to each "
@@ -286,7 +286,7 @@ PROFILES: dict[str, Profile] = {
                 "the scaling lane alone: plaintext at 50 connections with WORKERS=1 (server on "
                 "one CPU, the load generator on the other) and WORKERS=2 (server and load "
                 "generator SHARING both CPUs), for every worker model; 5 interleaved runs of 3 s "
-                "per worker count, the 2-worker/1-worker ratio with its bootstrap 95% interval "
+                "per worker count, the 2-worker/1-worker ratio with its 95% interval "
                 "and what the 1-worker figures predict for it (about 8 minutes on 2 CPUs)"
             ),
             servers=SCALING_SERVERS,
@@ -322,7 +322,7 @@ PROFILES: dict[str, Profile] = {
                 "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
                 "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
                 "pipelined; 40 rounds of 2 s per cell in blocks (a cell's servers back to back, "
-                "in a random order) with bootstrap 95% intervals of the per-round ratios; idle "
+                "in a random order) with 95% intervals of the per-round ratios; idle "
                 "memory with 1000 connections (about 25 minutes on 2 CPUs)"
             ),
             servers=ENGINE_SERVERS,

@@ -118,9 +118,10 @@ def _best(values: list, higher: bool):
 
 
 def ratio_estimate(cell: dict | None, ref_cell: dict | None, key: str):
-    """cell / reference cell for `key` with its bootstrap 95% interval (`stats.ratio_estimate`:
-    the median of per-round ratios when both were measured in the same interleaved rounds,
-    median / median otherwise); None when either cell is missing or failed."""
+    """cell / reference cell for `key` with its 95% interval (`stats.ratio_estimate`: the
+    geometric mean of the per-round ratios with a paired t interval on their logs when both were
+    measured in the same interleaved rounds, geometric means with a Welch t interval otherwise);
+    None when either cell is missing or failed."""
     if not cell or not ref_cell or cell.get("status") != "ok" or ref_cell.get("status") != "ok":
         return None
     est = stats.ratio_estimate(cell.get("runs") or [], ref_cell.get("runs") or [], key)
@@ -132,7 +133,7 @@ def ratio_estimate(cell: dict | None, ref_cell: dict | None, key: str):
 
 
 def ratio_ci(cell: dict | None, ref_cell: dict | None, key: str):
-    """The bootstrap 95% interval of `ratio_estimate` (None when there is none)."""
+    """The 95% interval of `ratio_estimate` (None when there is none)."""
     est = ratio_estimate(cell, ref_cell, key)
     return est.ci if est else None
 
@@ -155,12 +156,13 @@ def methods_used(res: dict, ref: str | None) -> set[str]:
 
 
 RATIO_METHOD_TEXT = {
-    stats.PAIRED: "a ratio between two servers is the median of its per-round ratios (round k "
-    "of both ran in the same interleaved round, so the ratio cancels the load drift both shared "
-    "between rounds), [a–b] the percentile bootstrap 95% interval of that median (2000 "
-    "resamples of the rounds, seeded)",
-    stats.INDEPENDENT: "a ratio is median / median, [a–b] its bootstrap 95% interval resampling "
-    "both servers' runs independently (2000 resamples, seeded)",
+    stats.PAIRED: "a ratio between two servers is the geometric mean of its per-round ratios "
+    "(round k of both ran in the same interleaved round, so the ratio cancels the load drift "
+    "both shared between rounds), [a–b] the paired Student t 95% interval on the logs of those "
+    "ratios (n − 1 degrees of freedom; simulated coverage ≥ 93% from 2 rounds, "
+    "docs/measuring.md)",
+    stats.INDEPENDENT: "a ratio is geometric mean / geometric mean, [a–b] the Welch t 95% "
+    "interval on the difference of the two servers' mean log figures",
 }
 
 
@@ -200,8 +202,8 @@ def _cell_text(cell, key, fmt, best, ref_value, show_cv=True, ref_cell=None) -> 
     r = stats.ratio(v, ref_value)
     if r is not None:
         est = ratio_estimate(cell, ref_cell, key) if ref_cell is not None else None
-        # The paired ratio (median of per-round ratios) goes with its interval, not the ratio
-        # of the two medians shown beside it.
+        # The ratio of geometric means goes with its interval, not the ratio of the two
+        # medians shown beside it.
         ci = est.ci if est else None
         if est is not None:
             r = est.ratio
@@ -371,7 +373,7 @@ def _find(res, server, scenario, c, p, mode="keep-alive"):
 
 def targets(res: dict) -> list[dict]:
     """The issue targets that the results can decide, each with its ratio (`ratio_estimate`:
-    paired by round when it can be) and the bootstrap 95% interval of that ratio; a target is
+    paired by round when it can be) and the t 95% interval of that ratio; a target is
     met only when the interval's upper bound is within it (with a single run there is no
     interval, and the median decides, marked so).
     Engine (issues 3 and 18): CPU per request of peregrine-hello within 5% of the floor without
@@ -471,7 +473,7 @@ def idle_memory_targets(res: dict) -> list[dict]:
 def before_after(res: dict) -> list[dict]:
     """Issue 16's before/after per engine lane: the engine's CPU per request to the floor's now
     (after) and at --before-ref (before), after / before, and hyper-percore's, each a ratio of
-    medians (`ratio_estimate`: paired by round when it can be) with its bootstrap 95% interval;
+    medians (`ratio_estimate`: paired by round when it can be) with its t 95% interval;
     the lane's target applies to after / floor."""
     if not any(c["server"] == BEFORE for c in res.get("cells", [])):
         return []
@@ -545,9 +547,9 @@ def _before_after_lines(res: dict) -> list[str]:
         "",
         f"After: peregrine-hello at this run's commit; before: {BEFORE}, the same example built "
         f"from `{b.get('ref')}` = `{commit}` ({(b.get('date') or '?')[:10]}: "
-        f"{b.get('subject') or '?'}). Each ratio is the median of the per-round ratios over "
-        "the interleaved rounds, [a–b] the bootstrap 95% interval of that median (median / "
-        "median with an independent bootstrap where the cells share fewer than "
+        f"{b.get('subject') or '?'}). Each ratio is the geometric mean of the per-round ratios "
+        "over the interleaved rounds, [a–b] the paired t 95% interval on their logs (geometric "
+        "means with a Welch t interval where the cells share fewer than "
         f"{stats.MIN_PAIRED_ROUNDS} rounds); a target is met only when the interval's upper bound "
         "is within it. After / before below 1 is a gain.",
         "",
@@ -623,7 +625,7 @@ def render(res: dict) -> str:
         f"{_cpus(st.get('client_cpus'))} with {st.get('loadgen_threads')} thread(s) |",
         f"| per cell | warm-up {st.get('warmup')} s, then {st.get('runs')} run(s) of "
         f"{st.get('duration')} s (lanes may set their own: see each table); figures are medians, "
-        "±x% is the coefficient of variation, [a–b] the bootstrap 95% interval of a ratio |",
+        "±x% is the coefficient of variation, [a–b] the t 95% interval of a ratio |",
         *_method_rows(res),
         *_ratio_method_row(res, ref),
         f"| load generator | {tools.get(st.get('loadgen', 'wrk')) or '?'} |",
@@ -666,11 +668,11 @@ def render(res: dict) -> str:
         L += [
             "## Targets from the engine and framework issues (server CPU µs per request)",
             "",
-            "Met only when the upper bound of the ratio's bootstrap 95% interval is within the "
+            "Met only when the upper bound of the ratio's 95% interval is within the "
             "target. The method column says how the ratio and its interval were computed: "
-            "`paired`, the median of the per-round ratios with the bootstrap of that median "
-            "(2000 resamples of the rounds); `independent` (runs without shared rounds), "
-            "median / median with both sides' runs resampled independently (2000 resamples).",
+            "`paired`, the geometric mean of the per-round ratios with the paired t interval "
+            "on their logs; `independent` (runs without shared rounds), geometric mean / "
+            "geometric mean with the Welch t interval on the logs (docs/measuring.md).",
             "",
         ]
         rows = [

@@ -178,14 +178,16 @@ def render(res: dict) -> str:
             else ""
         )
         + "), a 1 s warm-up in the first round; medians, "
-        "bootstrap 95% intervals of medians (2000 resamples); a target is met only "
+        "distribution-free 95% intervals of medians (order statistics; none below 6 runs); "
+        "a target is met only "
         "when the ratio interval's upper bound is ≤ 1.",
-        "- Ratios between two servers' cells of a lane: the median of the per-round ratios "
-        "(round k of both ran in the same interleaved round, so the ratio cancels the load "
-        "drift both shared), [a, b] the percentile bootstrap 95% interval of that median "
-        "(2000 resamples of the rounds, seeded); where two cells share fewer than "
-        f"{stats.MIN_PAIRED_ROUNDS} rounds, median / median with both sides' runs resampled "
-        "independently. Methods used here: " + (", ".join(sorted(_methods(res))) or "none") + ".",
+        "- Ratios between two servers' cells of a lane: the geometric mean of the per-round "
+        "ratios (round k of both ran in the same interleaved round, so the ratio cancels the "
+        "load drift both shared), [a, b] the paired t 95% interval on their logs; where two "
+        f"cells share fewer than {stats.MIN_PAIRED_ROUNDS} rounds, geometric mean / geometric "
+        "mean with the Welch t interval on the logs. Methods used here: "
+        + (", ".join(sorted(_methods(res))) or "none")
+        + ".",
         "- Lanes: " + "; ".join(f"`{k}`: {v}" for k, v in st.get("modes", {}).items()) + ".",
         "- Handshake lane: ab opens a new TCP connection and a new OpenSSL session per request "
         "and never resumes; wrk with `Connection: close` would resume (it keeps its SSL object "
