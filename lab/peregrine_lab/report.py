@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from . import db_report, scaling_report, stats
+from . import db_report, results, scaling_report, stats
 
 NA = "n/a"
 
@@ -86,8 +86,28 @@ def _labels(res: dict) -> dict[str, str]:
         label = s.get("label") or s["name"]
         if s.get("kind") == "floor":
             label += " †"
+        if s.get("ranked") is False:
+            label += " ‡"
         out[s["name"]] = label
     return out
+
+
+def unranked(res: dict) -> dict[str, str]:
+    """Servers whose row does not represent their server (peers.toml `not_ranked`), with why:
+    their figures are shown but never bold as the best of a column."""
+    return {
+        s["name"]: s.get("not_ranked") or "not ranked"
+        for s in res.get("servers", [])
+        if s.get("ranked") is False
+    }
+
+
+def _unranked_note(res: dict, labels: dict) -> list[str]:
+    out = unranked(res)
+    if not out:
+        return []
+    reasons = "; ".join(f"{labels.get(n, n)}: {why}" for n, why in out.items())
+    return [f"‡ not ranked (figures shown, never the best of a column): {reasons}.", ""]
 
 
 def groups(res: dict, mode: str = "keep-alive") -> OrderedDict[tuple[str, int], dict]:
@@ -244,6 +264,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
     concs = sorted({c for (_, c) in cells})
     present = [s for s in servers if any((s, c) in cells for c in concs)]
+    ranked = [s for s in present if s not in unranked(res)]
     # A metric nobody has in this group (latency of pipelined cells) gets no column/table.
     metrics = [
         m
@@ -263,7 +284,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         for s in present:
             row = [labels.get(s, s)]
             for key, _, _, hi, fmt in metrics:
-                row.append(_metric_cell(cells, present, ref, s, c, key, hi, fmt))
+                row.append(_metric_cell(cells, ranked, ref, s, c, key, hi, fmt))
             rows.append(row)
         lines.append(f"{len(present)} servers at {c} connections.")
         lines.append("")
@@ -276,7 +297,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         for s in present:
             row = [labels.get(s, s)]
             for c in concs:
-                row.append(_metric_cell(cells, present, ref, s, c, key, hi, fmt))
+                row.append(_metric_cell(cells, ranked, ref, s, c, key, hi, fmt))
             rows.append(row)
         lines.append(f"**{title}** ({note})")
         lines.append("")
@@ -287,7 +308,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
 
 def _metric_cell(cells, present, ref, server, conc, key, hi, fmt) -> str:
     """One table cell: `server`'s figure for metric `key` at concurrency `conc`, bold when it is
-    the best among `present`, with its ratio to the reference server's figure."""
+    the best among `present` (the ranked servers), with its ratio to the reference's figure."""
     best = _best([_value(cells.get((x, conc)), key) for x in present], hi)
     refv = _value(cells.get((ref, conc)), key) if ref and server != ref else None
     return _cell_text(
@@ -342,7 +363,8 @@ def _overview(res, grouped, servers, labels, ref) -> list[str]:
         row = [labels.get(srv, srv)]
         for s in scen_names:
             cells = grouped[(s, p0)]
-            best = _best([_value(cells.get((x, c0)), "cpu_us_per_req") for x in servers], False)
+            ranked = [x for x in servers if x not in unranked(res)]
+            best = _best([_value(cells.get((x, c0)), "cpu_us_per_req") for x in ranked], False)
             refv = _value(cells.get((ref, c0)), "cpu_us_per_req") if ref and srv != ref else None
             row.append(
                 _cell_text(
@@ -629,7 +651,7 @@ def render(res: dict) -> str:
         *_method_rows(res),
         *_ratio_method_row(res, ref),
         f"| load generator | {tools.get(st.get('loadgen', 'wrk')) or '?'} |",
-        f"| toolchains | {_tools_line(tools)} |",
+        f"| toolchains | {results.toolchain_line(tools)} (? = not recorded) |",
         f"| load average at start | {loadavg} |",
         *_interference_row(res),
         "",
@@ -645,6 +667,7 @@ def render(res: dict) -> str:
         "† the floor is a C program that counts request terminators and writes a fixed "
         "answer: not an HTTP server, the cost of the system calls and the loopback TCP stack.",
         "",
+        *_unranked_note(res, labels),
     ]
     for note in st.get("cpu_split_notes", []) or []:
         L += [f"> Note: {note}", ""]
@@ -1097,16 +1120,6 @@ def _gib(b):
 
 def _cpus(lst):
     return ",".join(map(str, lst or [])) or "?"
-
-
-def _tools_line(tools: dict) -> str:
-    keep = ["rustc", "go", "node", "bun", "nginx", "gcc", "python"]
-    out = []
-    for k in keep:
-        v = tools.get(k)
-        if v:
-            out.append(v if k in v.lower() else f"{k} {v}")
-    return "; ".join(out)
 
 
 def write(res: dict, out_dir: Path) -> Path:

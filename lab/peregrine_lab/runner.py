@@ -433,6 +433,8 @@ def run(opts: Options) -> dict:
             print(f"[build {i}/{len(peers)}] {peer.name}: NOT BUILT: {b.message}", flush=True)
 
     res["build_seconds"] = round(time.monotonic() - build_start, 1)
+    # Again after the builds: the Node peers' node and Bun arrive with their `npm ci`.
+    res["tools"] = results.tool_versions()
     measured = [p for p in peers if built[p.name].ok]
     estimate = measuring_estimate(prof, measured, [pl for pl in planned if built[pl.peer.name].ok])
     res["planned_measuring_seconds"] = round(estimate)

@@ -395,14 +395,7 @@ def run(opts: Options) -> dict:
         },
         "certificate": {**cert.to_json(), "cert": "(temporary)", "key": "(temporary)"},
         "machine": results.machine_info(),
-        "tools": {
-            **results.tool_versions(),
-            "h2load": loadgen.version("h2load"),
-            "ab": loadgen.version("ab"),
-            "openssl": subprocess.run(
-                ["openssl", "version"], capture_output=True, text=True
-            ).stdout.strip(),
-        },
+        "tools": _tools(),
         "git": results.git_info(),
         "servers": [],
         "cells": [],
@@ -440,6 +433,8 @@ def run(opts: Options) -> dict:
             res["servers"].append(entry)
             entries[peer.name] = entry
         res["build_seconds"] = round(time.monotonic() - started, 1)
+        # Again after the builds: the Node peers' node arrives with their `npm ci`.
+        res["tools"] = _tools()
         measure_start = time.monotonic()
         for peer in peers:
             if entries[peer.name]["status"] == "ok":
@@ -553,6 +548,16 @@ def find_cell(res: dict, server: str, mode: str) -> dict | None:
         if c["server"] == server and c["mode"] == mode and c["status"] == "ok":
             return c
     return None
+
+
+def _tools() -> dict[str, str | None]:
+    """Every tool's version (`results.tool_versions`, OpenSSL among them) plus the TLS lanes'
+    load generators."""
+    return {
+        **results.tool_versions(),
+        "h2load": loadgen.version("h2load"),
+        "ab": loadgen.version("ab"),
+    }
 
 
 def cpu_ratio(cell: dict, ref: dict) -> stats.RatioEstimate | None:
