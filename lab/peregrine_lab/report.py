@@ -309,7 +309,9 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
 def _metric_cell(cells, present, ref, server, conc, key, hi, fmt) -> str:
     """One table cell: `server`'s figure for metric `key` at concurrency `conc`, bold when it is
     the best among `present` (the ranked servers), with its ratio to the reference's figure."""
+    # A server left out of `present` (not ranked) is never bold, even when it ties the best.
     best = _best([_value(cells.get((x, conc)), key) for x in present], hi)
+    best = best if server in present else None
     refv = _value(cells.get((ref, conc)), key) if ref and server != ref else None
     return _cell_text(
         cells.get((server, conc)),
@@ -365,6 +367,7 @@ def _overview(res, grouped, servers, labels, ref) -> list[str]:
             cells = grouped[(s, p0)]
             ranked = [x for x in servers if x not in unranked(res)]
             best = _best([_value(cells.get((x, c0)), "cpu_us_per_req") for x in ranked], False)
+            best = best if srv in ranked else None
             refv = _value(cells.get((ref, c0)), "cpu_us_per_req") if ref and srv != ref else None
             row.append(
                 _cell_text(
