@@ -56,7 +56,8 @@ def _first_line(cmd: list[str]) -> str | None:
     if shutil.which(_program(cmd)) is None:
         return None
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        # Generous: a loaded machine has been seen to take seconds to start a binary.
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     # Several tools (nginx -v, wrk -v) print their version on stderr, some with a non-zero exit;
@@ -75,6 +76,14 @@ def tool_versions() -> dict[str, str | None]:
     """The first line each tool of `TOOLS` prints about its version; None for a tool that is not
     installed (or printed nothing)."""
     return {name: _first_line(cmd) for name, cmd in TOOLS.items()}
+
+
+def fill_missing_versions(tools: dict[str, str | None]) -> dict[str, str | None]:
+    """Asks again, in place, every tool of `TOOLS` whose version `tools` lacks; returns `tools`."""
+    for name, cmd in TOOLS.items():
+        if not tools.get(name):
+            tools[name] = _first_line(cmd)
+    return tools
 
 
 TOOLCHAIN_LINE = (

@@ -575,6 +575,9 @@ def run(opts: Options) -> dict:
         body_dir.rmdir()
     res["wall_seconds"] = round(time.monotonic() - started, 1)
     res["measuring_seconds"] = round(res["wall_seconds"] - res["build_seconds"], 1)
+    # A tool whose version could not be read before measuring (e.g. a busy machine timing out
+    # `oha --version`) gets a second chance rather than an empty entry.
+    results.fill_missing_versions(res["tools"])
     res["complete"] = True
     results.save(res, out)
     return res

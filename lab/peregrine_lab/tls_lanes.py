@@ -456,6 +456,7 @@ def run(opts: Options) -> dict:
         for server, _ in live.values():
             server.stop()
         res["measure_seconds"] = round(time.monotonic() - measure_start, 1)
+        results.fill_missing_versions(res["tools"])
         res["complete"] = True
     finally:
         procs.kill_all()

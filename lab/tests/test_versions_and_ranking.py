@@ -145,3 +145,11 @@ def test_registry_flags_reach_the_results_summary():
     assert by["h2o"]["ranked"] is False and "2.2.5" in by["h2o"]["not_ranked"]
     assert by["nim"]["ranked"] is False and by["nim"]["not_ranked"]
     assert all(s["ranked"] for n, s in by.items() if n not in ("h2o", "nim"))
+
+
+def test_versions_missing_at_the_start_are_asked_again_at_the_end():
+    tools = {name: None for name in results.TOOLS}
+    tools["wrk"] = "recorded before"
+    results.fill_missing_versions(tools)
+    assert tools["wrk"] == "recorded before"
+    assert tools == {**results.tool_versions(), "wrk": "recorded before"}
