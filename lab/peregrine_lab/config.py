@@ -224,7 +224,8 @@ PROFILES: dict[str, Profile] = {
                 "server's knee (oha), for the fastest servers; idle memory with 1000 connections; "
                 "the probe's quick set without robustness; the scaling lane (plaintext at 50 "
                 "connections with WORKERS=1 and WORKERS=2, the load generator sharing both CPUs "
-                "at 2 workers; 5 interleaved runs of 3 s) (about 58 minutes on 2 CPUs)"
+                "at 2 workers; 5 interleaved runs of 3 s) (about 63 minutes on 2 CPUs by the "
+                "runner's estimate)"
             ),
             scaling=SCALING_LANE,
             scenarios=None,
