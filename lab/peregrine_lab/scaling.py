@@ -30,19 +30,24 @@ SCALES_BY = {
     "SO_REUSEPORT listener",
     "axum-percore": "WORKERS threads, each a current-thread tokio runtime with its own "
     "SO_REUSEPORT listener",
+    "axum-flush": "WORKERS threads, each a current-thread tokio runtime with its own "
+    "SO_REUSEPORT listener",
     "hyper": "one multi-thread tokio runtime with WORKERS workers, one accept loop",
     "axum": "one multi-thread tokio runtime with WORKERS workers, one accept loop",
     "actix": "actix-web's workers(WORKERS): an acceptor thread hands connections to the workers",
+    "actix-tfb": "actix-web's workers(WORKERS): an acceptor thread hands connections to the "
+    "workers",
     "go-nethttp": "GOMAXPROCS=WORKERS: Go's scheduler over one listener",
     "go-fasthttp": "GOMAXPROCS=WORKERS: Go's scheduler over one listener",
     "node-http": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "fastify": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "express": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
+    "express-tfb": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "hono": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "koa": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "bun": "WORKERS Bun processes sharing the port with reusePort (SO_REUSEPORT)",
     "bun-fastify": "node:cluster as Bun implements it, WORKERS processes",
-    "nginx": "worker_processes WORKERS (processes sharing the listening socket)",
+    "nginx": "worker_processes WORKERS, each with its own SO_REUSEPORT listening socket",
     "h2o": "num-threads: WORKERS",
     "nim": "WORKERS forked processes with SO_REUSEPORT (asynchttpserver itself is single-threaded)",
 }
