@@ -9,6 +9,7 @@ test_peers.py; the contract itself is checked for every built peer there).
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -95,6 +96,53 @@ def test_built_peer_reports_a_version(peer):
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip(), "the report would show an empty version"
+
+
+# ------------------------------------------------------------------------------ pipeline_flush
+
+
+def _response_writes(server, batch=16):
+    """System calls the server made to answer `batch` pipelined requests sent in one write
+    (traced with strace attached to the running server), and the responses received."""
+    log = Path(f"/tmp/peregrine-lab-strace-{server.port}.log")
+    tracer = subprocess.Popen(
+        ["strace", "-f", "-p", str(server.proc.pid), "-o", str(log),
+         "-e", "trace=write,writev,sendto,sendmsg"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        # strace says "Process N attached" for every thread before tracing them.
+        assert "attached" in tracer.stderr.readline()
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: lab\r\n\r\n" * batch)
+            got = b""
+            while got.count(b"HTTP/1.1 200") < batch:
+                chunk = s.recv(1 << 20)
+                assert chunk, "connection closed before every answer"
+                got += chunk
+        time.sleep(0.3)
+    finally:
+        tracer.send_signal(signal.SIGINT)  # detaches; the server goes on
+        tracer.wait(10)
+    text = log.read_text()
+    log.unlink()
+    return len(re.findall(r"(?:write|writev|sendto|sendmsg)\(\d+, .*HTTP/1\.1 200", text)), got
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
+def test_axum_flush_answers_a_pipelined_batch_in_one_write():
+    # pipeline_flush(true) is what TechEmpower's axum entry sets: the answers to requests that
+    # arrived together leave in one write; axum::serve (axum-percore) writes one per answer.
+    plain, flush = start("axum-percore"), start("axum-flush")
+    try:
+        plain_writes, _ = _response_writes(plain)
+        flush_writes, got = _response_writes(flush)
+    finally:
+        plain.stop()
+        flush.stop()
+    assert got.count(b"Hello, World!") == 16
+    assert plain_writes >= 8, plain_writes
+    assert flush_writes <= 2, flush_writes
 
 
 # ------------------------------------------------------------------------------ Express
