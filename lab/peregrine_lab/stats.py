@@ -68,9 +68,19 @@ def summarize(runs: list[dict], keys: Iterable[str]) -> tuple[dict, dict]:
     return med, spread
 
 
+def _loggable(v: float) -> bool:
+    """A figure a ratio can use: positive and finite (<= 0 has no log, inf would poison a mean)."""
+    return v > 0 and math.isfinite(v)
+
+
 def _logs(values: Iterable[float | None]) -> list[float]:
-    """Natural logs of the positive values (a figure <= 0 has no log and is left out)."""
-    return [math.log(v) for v in _clean(values) if v > 0]
+    """Natural logs of the figures `_loggable` keeps."""
+    return [math.log(v) for v in _clean(values) if _loggable(v)]
+
+
+def _exp(x: float) -> float:
+    """exp that saturates to inf instead of raising (an interval's bound of extreme figures)."""
+    return math.inf if x > 709.0 else math.exp(x)
 
 
 def _mean_var(xs: list[float]) -> tuple[float, float]:
@@ -156,14 +166,18 @@ def paired_log_ratio(
     """Geometric mean of the ratios a / b of the pairs, with the paired t interval of `level` on
     their logs: exp(mean ± t(n-1) · sd / √n). None without a pair whose sides are both positive;
     the interval is None with a single pair."""
-    d = [math.log(a / b) for a, b in pairs if a > 0 and b > 0]
+    d = []
+    for a, b in pairs:
+        ca, cb = _clean([a]), _clean([b])
+        if ca and cb and _loggable(ca[0]) and _loggable(cb[0]):
+            d.append(math.log(ca[0]) - math.log(cb[0]))
     if not d:
         return None
     if len(d) < 2:
-        return math.exp(d[0]), None
+        return _exp(d[0]), None
     mean, var = _mean_var(d)
     half = t_quantile(level, len(d) - 1) * math.sqrt(var / len(d))
-    return math.exp(mean), (math.exp(mean - half), math.exp(mean + half))
+    return _exp(mean), (_exp(mean - half), _exp(mean + half))
 
 
 def independent_log_ratio(
@@ -177,16 +191,16 @@ def independent_log_ratio(
     if not a or not b:
         return None
     if len(a) < 2 or len(b) < 2:
-        return math.exp(math.fsum(a) / len(a) - math.fsum(b) / len(b)), None
+        return _exp(math.fsum(a) / len(a) - math.fsum(b) / len(b)), None
     (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
     diff = ma - mb
     va, vb = va / len(a), vb / len(b)
     se = math.sqrt(va + vb)
     if se == 0.0:
-        return math.exp(diff), (math.exp(diff), math.exp(diff))
+        return _exp(diff), (_exp(diff), _exp(diff))
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     half = t_quantile(level, df) * se
-    return math.exp(diff), (math.exp(diff - half), math.exp(diff + half))
+    return _exp(diff), (_exp(diff - half), _exp(diff + half))
 
 
 def median_ci(values: Iterable[float | None], level: float = 0.95) -> tuple[float, float] | None:
@@ -227,8 +241,8 @@ def paired_rounds(
     """(value, reference value) of `key` for each round both sides measured, in round order.
 
     None when a run of either side carries no "round" (the runs were not measured in rounds),
-    or a side has two runs in one round. Rounds where either value is missing or not positive
-    (a ratio of logs needs both) are left out."""
+    or a side has two runs in one round. Rounds where either value is missing, not positive or
+    not finite (a ratio of logs needs both) are left out."""
     sides = []
     for side in (runs, reference):
         by_round: dict[int, float | None] = {}
@@ -242,7 +256,7 @@ def paired_rounds(
     pairs = []
     for k in sorted(set(a) & set(b)):
         va, vb = _clean([a[k]]), _clean([b[k]])
-        if va and vb and va[0] > 0 and vb[0] > 0:
+        if va and vb and _loggable(va[0]) and _loggable(vb[0]):
             pairs.append((va[0], vb[0]))
     return pairs
 

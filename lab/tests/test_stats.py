@@ -161,3 +161,18 @@ def test_paired_ratio_is_deterministic_and_matches_rounds_by_number():
     # Round order in the list does not matter: rounds are matched by number.
     again = stats.ratio_estimate(list(reversed(_rounds(a))), _rounds(b), "cpu")
     assert again == first
+
+
+def test_no_input_breaks_a_ratio():
+    inf, nan = float("inf"), float("nan")
+    weird = [None, nan, inf, -inf, 0.0, -3.0, 1e-300, 1e300]
+    for a in (weird, weird[:4], [2.0, inf, 2.2], []):
+        for b in (weird, [1.0, 1.1], [inf, 1.0, 1.2]):
+            stats.independent_log_ratio(a, b)
+            stats.paired_log_ratio(list(zip(a, b, strict=False)))
+            stats.median_ci(a)
+            stats.ratio_estimate(_rounds(a), _rounds(b), "cpu")
+            stats.ratio_estimate([{"cpu": v} for v in a], [{"cpu": v} for v in b], "cpu")
+    # Infinite figures are left out like missing ones, not averaged in.
+    r, ci = stats.independent_log_ratio([2.0, inf, 2.0], [1.0, 1.0])
+    assert r == pytest.approx(2.0) and ci == (pytest.approx(2.0), pytest.approx(2.0))
