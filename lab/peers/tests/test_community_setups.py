@@ -60,6 +60,15 @@ def test_variants_run_their_communitys_setup():
     assert "TechEmpower" in by_name("express-tfb")["label"]
 
 
+def test_hyper_and_axum_rows_say_whether_pipeline_flush_is_on():
+    # A pipelined figure quoted from any of these rows names the setting it ran with.
+    rows = [p for p in REGISTRY if p["dir"] == "rust" and p["name"].startswith(("hyper", "axum"))]
+    assert {p["name"] for p in rows} >= {"hyper", "axum", "hyper-flush", "axum-flush"}
+    for peer in rows:
+        on = peer["env"].get("PIPELINE_FLUSH") == "1"
+        assert ("pipeline_flush on" if on else "pipeline_flush off") in peer["label"], peer
+
+
 def test_rows_that_do_not_represent_their_server_are_labelled_and_not_ranked():
     assert by_name("h2o")["label"].startswith("h2o 2.2.5 static files")
     assert by_name("nim")["label"].startswith("Nim 1.6 stdlib")
