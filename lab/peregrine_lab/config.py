@@ -17,6 +17,10 @@ REPO_DIR = LAB_DIR.parent
 CONTRACT_DIR = LAB_DIR / "contract"
 PEERS_DIR = LAB_DIR / "peers"
 PEERS_TOML = PEERS_DIR / "peers.toml"
+GO_TOOLCHAIN = "go1.27.4"
+"""The Go release the Go peers are built with (peers.toml sets GOTOOLCHAIN to it for their build
+and version commands; the go command fetches it as the golang.org/toolchain module): the current
+release, whatever Go the machine has."""
 SCENARIOS_JSON = CONTRACT_DIR / "scenarios.json"
 DB_SCENARIOS_JSON = CONTRACT_DIR / "db.json"  # issue 15: the database scenarios
 PROBE_SCRIPT = REPO_DIR / "probe" / "probe.py"
@@ -50,7 +54,7 @@ class Lane:
 class ScalingLane:
     """The scaling lane (scaling.py): each server measured at every worker count of `workers`
     on fresh processes, in interleaved rounds, so the throughput ratio between worker counts
-    has a bootstrap interval. A worker count above the run's server CPUs shares the load
+    has a confidence interval. A worker count above the run's server CPUs shares the load
     generator's CPUs (on 2 CPUs, WORKERS=2 runs on CPUs 0-1 with the load generator)."""
 
     servers: tuple[str, ...]
@@ -110,7 +114,9 @@ FAST_SERVERS = (
     "hyper-percore",
     "hyper-flush",
     "axum-percore",
+    "axum-flush",
     "actix",
+    "actix-tfb",
     "go-fasthttp",
     "nginx",
     "h2o",
@@ -122,11 +128,14 @@ PIPELINED_SERVERS = (
     "floor",
     "hyper-percore",
     "hyper-flush",
+    "axum-flush",
     "actix",
+    "actix-tfb",
     "go-fasthttp",
     "nginx",
 )
-"""The pipelined lane's set: the fastest pipelining servers of the lab's earlier runs."""
+"""The pipelined lane's set: the fastest pipelining servers of the lab's earlier runs, with hyper
+and axum in the setup their community benchmarks pipeline with (pipeline_flush on)."""
 SWEEP_SERVERS = ("peregrine-hello", "peregrine", "floor", "hyper-percore", "nginx")
 """The breadth lanes' set: the engine, the framework, the floor, the fastest Rust peer (in its
 benchmark shape) and the fastest C server."""
@@ -169,12 +178,13 @@ PROFILES: dict[str, Profile] = {
             name="quick",
             description=(
                 "every server but the standard profile's variants (hyper-flush, axum-percore, "
-                "bun-fastify) and the Node frameworks Express, Hono and Koa (Fastify stands for "
-                "them; standard measures all) on the main scenarios at 50 connections without "
-                "pipelining, plus plaintext with 16 pipelined requests per connection; 2 short "
-                "runs per cell; idle memory with 1000 connections; the probe's quick corpus and "
-                "sweep without its robustness scenarios (under 10 minutes of measuring on 2 "
-                "busy CPUs: 3 runs and those 3 servers took about 11)"
+                "axum-flush, actix-tfb, express-tfb, bun-fastify) and the Node frameworks "
+                "Express, Hono and Koa (Fastify stands for them; standard measures all) on the "
+                "main scenarios at 50 connections without pipelining, plus plaintext with 16 "
+                "pipelined requests per connection; 2 short runs per cell; idle memory with 1000 "
+                "connections; the probe's quick corpus and sweep without its robustness "
+                "scenarios (under 10 minutes of measuring on 2 busy CPUs: 3 runs and those 3 "
+                "servers took about 11)"
             ),
             scenarios=MAIN_SCENARIOS,
             cells=((50, 0), (50, 16)),
@@ -190,21 +200,32 @@ PROFILES: dict[str, Profile] = {
             # leaving them out keeps quick inside its 10 minutes with the added peers.
             # and the Node frameworks on node:http but Fastify, with 2 runs instead of 3: measured
             # at 10.5 min with 3 runs and them on a busy 2-CPU machine, over the 10-minute budget.
-            skip_servers=("hyper-flush", "axum-percore", "bun-fastify", "express", "hono", "koa"),
+            skip_servers=(
+                "hyper-flush",
+                "axum-percore",
+                "axum-flush",
+                "actix-tfb",
+                "express-tfb",
+                "bun-fastify",
+                "express",
+                "hono",
+                "koa",
+            ),
         ),
         Profile(
             name="standard",
             description=(
                 "the headline cells (plaintext at 50 connections, every server; plaintext with 16 "
                 "pipelined, the servers that pipeline fast; Peregrine's json and param) as 10 "
-                "interleaved runs of 5 s with bootstrap 95% intervals; json and param at 50 "
+                "interleaved runs of 5 s with 95% intervals; json and param at 50 "
                 "connections for every server (3 runs of 2 s); the seeds' lanes c=1, c=1 x 256 "
                 "pipelined and Kourier's 512 x 256 (3 runs of 3 s); a concurrency sweep to 10,000 "
                 "connections, a connection per request, and an open-loop rate sweep to each "
                 "server's knee (oha), for the fastest servers; idle memory with 1000 connections; "
                 "the probe's quick set without robustness; the scaling lane (plaintext at 50 "
                 "connections with WORKERS=1 and WORKERS=2, the load generator sharing both CPUs "
-                "at 2 workers; 5 interleaved runs of 3 s) (about 58 minutes on 2 CPUs)"
+                "at 2 workers; 5 interleaved runs of 3 s) (about 63 minutes on 2 CPUs by the "
+                "runner's estimate)"
             ),
             scaling=SCALING_LANE,
             scenarios=None,
@@ -243,7 +264,7 @@ PROFILES: dict[str, Profile] = {
                     "the seeds' lanes: c=1, c=1 x 256, Kourier's 512 x 256; 3 x 3 s",
                     ("plaintext",),
                     ((1, 0), (1, 256), (512, 256)),
-                    servers=SWEEP_SERVERS + ("hyper-flush",),
+                    servers=SWEEP_SERVERS + ("hyper-flush", "axum-flush"),
                     runs=3,
                     duration=3.0,
                 ),
@@ -286,7 +307,7 @@ PROFILES: dict[str, Profile] = {
                 "the scaling lane alone: plaintext at 50 connections with WORKERS=1 (server on "
                 "one CPU, the load generator on the other) and WORKERS=2 (server and load "
                 "generator SHARING both CPUs), for every worker model; 5 interleaved runs of 3 s "
-                "per worker count, the 2-worker/1-worker ratio with its bootstrap 95% interval "
+                "per worker count, the 2-worker/1-worker ratio with its 95% interval "
                 "and what the 1-worker figures predict for it (about 8 minutes on 2 CPUs)"
             ),
             servers=SCALING_SERVERS,
@@ -322,7 +343,7 @@ PROFILES: dict[str, Profile] = {
                 "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
                 "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
                 "pipelined; 40 rounds of 2 s per cell in blocks (a cell's servers back to back, "
-                "in a random order) with bootstrap 95% intervals of the per-round ratios; idle "
+                "in a random order) with 95% intervals of the per-round ratios; idle "
                 "memory with 1000 connections (about 25 minutes on 2 CPUs)"
             ),
             servers=ENGINE_SERVERS,

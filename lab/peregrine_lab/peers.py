@@ -112,6 +112,9 @@ class Peer:
     version: list[str]
     scenarios: list[str]
     extra: dict = field(default_factory=dict)
+    not_ranked: str = ""
+    """Why this row does not represent its server (e.g. an old distribution build): reports then
+    show its figures but never rank it (no bold "best", marked ‡). Empty: ranked."""
 
     @property
     def is_floor(self) -> bool:
@@ -124,6 +127,8 @@ class Peer:
             "language": self.language,
             "kind": self.kind,
             "scenarios": list(self.scenarios),
+            "ranked": not self.not_ranked,
+            "not_ranked": self.not_ranked,
         }
 
 
@@ -156,6 +161,7 @@ def load_peers(path: Path = config.PEERS_TOML) -> list[Peer]:
             "env",
             "version",
             "scenarios",
+            "not_ranked",
         }
         peers.append(
             Peer(
@@ -171,6 +177,7 @@ def load_peers(path: Path = config.PEERS_TOML) -> list[Peer]:
                 version=list(raw.get("version", [])),
                 scenarios=list(raw.get("scenarios", [])),
                 extra={k: v for k, v in raw.items() if k not in known},
+                not_ranked=str(raw.get("not_ranked", "")).strip(),
             )
         )
     if not peers:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from . import db_report, scaling_report, stats
+from . import db_report, results, scaling_report, stats
 
 NA = "n/a"
 
@@ -86,8 +86,28 @@ def _labels(res: dict) -> dict[str, str]:
         label = s.get("label") or s["name"]
         if s.get("kind") == "floor":
             label += " †"
+        if s.get("ranked") is False:
+            label += " ‡"
         out[s["name"]] = label
     return out
+
+
+def unranked(res: dict) -> dict[str, str]:
+    """Servers whose row does not represent their server (peers.toml `not_ranked`), with why:
+    their figures are shown but never bold as the best of a column."""
+    return {
+        s["name"]: s.get("not_ranked") or "not ranked"
+        for s in res.get("servers", [])
+        if s.get("ranked") is False
+    }
+
+
+def _unranked_note(res: dict, labels: dict) -> list[str]:
+    out = unranked(res)
+    if not out:
+        return []
+    reasons = "; ".join(f"{labels.get(n, n)}: {why}" for n, why in out.items())
+    return [f"‡ not ranked (figures shown, never the best of a column): {reasons}.", ""]
 
 
 def groups(res: dict, mode: str = "keep-alive") -> OrderedDict[tuple[str, int], dict]:
@@ -118,9 +138,10 @@ def _best(values: list, higher: bool):
 
 
 def ratio_estimate(cell: dict | None, ref_cell: dict | None, key: str):
-    """cell / reference cell for `key` with its bootstrap 95% interval (`stats.ratio_estimate`:
-    the median of per-round ratios when both were measured in the same interleaved rounds,
-    median / median otherwise); None when either cell is missing or failed."""
+    """cell / reference cell for `key` with its 95% interval (`stats.ratio_estimate`: the
+    geometric mean of the per-round ratios with a paired t interval on their logs when both were
+    measured in the same interleaved rounds, geometric means with a Welch t interval otherwise);
+    None when either cell is missing or failed."""
     if not cell or not ref_cell or cell.get("status") != "ok" or ref_cell.get("status") != "ok":
         return None
     est = stats.ratio_estimate(cell.get("runs") or [], ref_cell.get("runs") or [], key)
@@ -132,7 +153,7 @@ def ratio_estimate(cell: dict | None, ref_cell: dict | None, key: str):
 
 
 def ratio_ci(cell: dict | None, ref_cell: dict | None, key: str):
-    """The bootstrap 95% interval of `ratio_estimate` (None when there is none)."""
+    """The 95% interval of `ratio_estimate` (None when there is none)."""
     est = ratio_estimate(cell, ref_cell, key)
     return est.ci if est else None
 
@@ -155,12 +176,13 @@ def methods_used(res: dict, ref: str | None) -> set[str]:
 
 
 RATIO_METHOD_TEXT = {
-    stats.PAIRED: "a ratio between two servers is the median of its per-round ratios (round k "
-    "of both ran in the same interleaved round, so the ratio cancels the load drift both shared "
-    "between rounds), [a–b] the percentile bootstrap 95% interval of that median (2000 "
-    "resamples of the rounds, seeded)",
-    stats.INDEPENDENT: "a ratio is median / median, [a–b] its bootstrap 95% interval resampling "
-    "both servers' runs independently (2000 resamples, seeded)",
+    stats.PAIRED: "a ratio between two servers is the geometric mean of its per-round ratios "
+    "(round k of both ran in the same interleaved round, so the ratio cancels the load drift "
+    "both shared between rounds), [a–b] the paired Student t 95% interval on the logs of those "
+    "ratios (n − 1 degrees of freedom; simulated coverage ≥ 93% from 2 rounds, "
+    "docs/measuring.md)",
+    stats.INDEPENDENT: "a ratio is geometric mean / geometric mean, [a–b] the Welch t 95% "
+    "interval on the difference of the two servers' mean log figures",
 }
 
 
@@ -200,8 +222,8 @@ def _cell_text(cell, key, fmt, best, ref_value, show_cv=True, ref_cell=None) -> 
     r = stats.ratio(v, ref_value)
     if r is not None:
         est = ratio_estimate(cell, ref_cell, key) if ref_cell is not None else None
-        # The paired ratio (median of per-round ratios) goes with its interval, not the ratio
-        # of the two medians shown beside it.
+        # The ratio of geometric means goes with its interval, not the ratio of the two
+        # medians shown beside it.
         ci = est.ci if est else None
         if est is not None:
             r = est.ratio
@@ -242,6 +264,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
     concs = sorted({c for (_, c) in cells})
     present = [s for s in servers if any((s, c) in cells for c in concs)]
+    ranked = [s for s in present if s not in unranked(res)]
     # A metric nobody has in this group (latency of pipelined cells) gets no column/table.
     metrics = [
         m
@@ -261,7 +284,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         for s in present:
             row = [labels.get(s, s)]
             for key, _, _, hi, fmt in metrics:
-                row.append(_metric_cell(cells, present, ref, s, c, key, hi, fmt))
+                row.append(_metric_cell(cells, ranked, ref, s, c, key, hi, fmt))
             rows.append(row)
         lines.append(f"{len(present)} servers at {c} connections.")
         lines.append("")
@@ -274,7 +297,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         for s in present:
             row = [labels.get(s, s)]
             for c in concs:
-                row.append(_metric_cell(cells, present, ref, s, c, key, hi, fmt))
+                row.append(_metric_cell(cells, ranked, ref, s, c, key, hi, fmt))
             rows.append(row)
         lines.append(f"**{title}** ({note})")
         lines.append("")
@@ -285,8 +308,10 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
 
 def _metric_cell(cells, present, ref, server, conc, key, hi, fmt) -> str:
     """One table cell: `server`'s figure for metric `key` at concurrency `conc`, bold when it is
-    the best among `present`, with its ratio to the reference server's figure."""
+    the best among `present` (the ranked servers), with its ratio to the reference's figure."""
+    # A server left out of `present` (not ranked) is never bold, even when it ties the best.
     best = _best([_value(cells.get((x, conc)), key) for x in present], hi)
+    best = best if server in present else None
     refv = _value(cells.get((ref, conc)), key) if ref and server != ref else None
     return _cell_text(
         cells.get((server, conc)),
@@ -340,7 +365,9 @@ def _overview(res, grouped, servers, labels, ref) -> list[str]:
         row = [labels.get(srv, srv)]
         for s in scen_names:
             cells = grouped[(s, p0)]
-            best = _best([_value(cells.get((x, c0)), "cpu_us_per_req") for x in servers], False)
+            ranked = [x for x in servers if x not in unranked(res)]
+            best = _best([_value(cells.get((x, c0)), "cpu_us_per_req") for x in ranked], False)
+            best = best if srv in ranked else None
             refv = _value(cells.get((ref, c0)), "cpu_us_per_req") if ref and srv != ref else None
             row.append(
                 _cell_text(
@@ -371,7 +398,7 @@ def _find(res, server, scenario, c, p, mode="keep-alive"):
 
 def targets(res: dict) -> list[dict]:
     """The issue targets that the results can decide, each with its ratio (`ratio_estimate`:
-    paired by round when it can be) and the bootstrap 95% interval of that ratio; a target is
+    paired by round when it can be) and the t 95% interval of that ratio; a target is
     met only when the interval's upper bound is within it (with a single run there is no
     interval, and the median decides, marked so).
     Engine (issues 3 and 18): CPU per request of peregrine-hello within 5% of the floor without
@@ -471,7 +498,7 @@ def idle_memory_targets(res: dict) -> list[dict]:
 def before_after(res: dict) -> list[dict]:
     """Issue 16's before/after per engine lane: the engine's CPU per request to the floor's now
     (after) and at --before-ref (before), after / before, and hyper-percore's, each a ratio of
-    medians (`ratio_estimate`: paired by round when it can be) with its bootstrap 95% interval;
+    medians (`ratio_estimate`: paired by round when it can be) with its t 95% interval;
     the lane's target applies to after / floor."""
     if not any(c["server"] == BEFORE for c in res.get("cells", [])):
         return []
@@ -545,9 +572,9 @@ def _before_after_lines(res: dict) -> list[str]:
         "",
         f"After: peregrine-hello at this run's commit; before: {BEFORE}, the same example built "
         f"from `{b.get('ref')}` = `{commit}` ({(b.get('date') or '?')[:10]}: "
-        f"{b.get('subject') or '?'}). Each ratio is the median of the per-round ratios over "
-        "the interleaved rounds, [a–b] the bootstrap 95% interval of that median (median / "
-        "median with an independent bootstrap where the cells share fewer than "
+        f"{b.get('subject') or '?'}). Each ratio is the geometric mean of the per-round ratios "
+        "over the interleaved rounds, [a–b] the paired t 95% interval on their logs (geometric "
+        "means with a Welch t interval where the cells share fewer than "
         f"{stats.MIN_PAIRED_ROUNDS} rounds); a target is met only when the interval's upper bound "
         "is within it. After / before below 1 is a gain.",
         "",
@@ -623,11 +650,11 @@ def render(res: dict) -> str:
         f"{_cpus(st.get('client_cpus'))} with {st.get('loadgen_threads')} thread(s) |",
         f"| per cell | warm-up {st.get('warmup')} s, then {st.get('runs')} run(s) of "
         f"{st.get('duration')} s (lanes may set their own: see each table); figures are medians, "
-        "±x% is the coefficient of variation, [a–b] the bootstrap 95% interval of a ratio |",
+        "±x% is the coefficient of variation, [a–b] the t 95% interval of a ratio |",
         *_method_rows(res),
         *_ratio_method_row(res, ref),
         f"| load generator | {tools.get(st.get('loadgen', 'wrk')) or '?'} |",
-        f"| toolchains | {_tools_line(tools)} |",
+        f"| toolchains | {results.toolchain_line(tools)} (? = not recorded) |",
         f"| load average at start | {loadavg} |",
         *_interference_row(res),
         "",
@@ -643,6 +670,7 @@ def render(res: dict) -> str:
         "† the floor is a C program that counts request terminators and writes a fixed "
         "answer: not an HTTP server, the cost of the system calls and the loopback TCP stack.",
         "",
+        *_unranked_note(res, labels),
     ]
     for note in st.get("cpu_split_notes", []) or []:
         L += [f"> Note: {note}", ""]
@@ -666,11 +694,11 @@ def render(res: dict) -> str:
         L += [
             "## Targets from the engine and framework issues (server CPU µs per request)",
             "",
-            "Met only when the upper bound of the ratio's bootstrap 95% interval is within the "
+            "Met only when the upper bound of the ratio's 95% interval is within the "
             "target. The method column says how the ratio and its interval were computed: "
-            "`paired`, the median of the per-round ratios with the bootstrap of that median "
-            "(2000 resamples of the rounds); `independent` (runs without shared rounds), "
-            "median / median with both sides' runs resampled independently (2000 resamples).",
+            "`paired`, the geometric mean of the per-round ratios with the paired t interval "
+            "on their logs; `independent` (runs without shared rounds), geometric mean / "
+            "geometric mean with the Welch t interval on the logs (docs/measuring.md).",
             "",
         ]
         rows = [
@@ -1095,16 +1123,6 @@ def _gib(b):
 
 def _cpus(lst):
     return ",".join(map(str, lst or [])) or "?"
-
-
-def _tools_line(tools: dict) -> str:
-    keep = ["rustc", "go", "node", "bun", "nginx", "gcc", "python"]
-    out = []
-    for k in keep:
-        v = tools.get(k)
-        if v:
-            out.append(v if k in v.lower() else f"{k} {v}")
-    return "; ".join(out)
 
 
 def write(res: dict, out_dir: Path) -> Path:

@@ -15,29 +15,55 @@ from . import config
 
 SCHEMA = 1
 
+NODE_PEERS = config.PEERS_DIR / "node" / "node_modules" / ".bin"
+"""Where the Node.js peers' own runtimes are: the npm `node` package's binary and Bun's."""
+
 TOOLS = {
     "wrk": ["wrk", "-v"],
     "oha": ["oha", "--version"],
     "rustc": ["rustc", "--version"],
     "cargo": ["cargo", "--version"],
-    "go": ["go", "version"],
-    "node": ["node", "--version"],
+    # The Go the peers are built with (peers.toml's GOTOOLCHAIN), and the machine's own.
+    "go": ["env", f"GOTOOLCHAIN={config.GO_TOOLCHAIN}", "go", "version"],
+    "go_system": ["env", "GOTOOLCHAIN=local", "go", "version"],
+    # The Node the peers run (peers.toml: node_modules/.bin/node), not the system one below.
+    "node": [str(NODE_PEERS / "node"), "--version"],
+    "node_system": ["node", "--version"],
+    # The OpenSSL inside that node: node:https and node:http2 use it, not the system's.
+    "node_openssl": [str(NODE_PEERS / "node"), "-p", "process.versions.openssl"],
     "npm": ["npm", "--version"],
-    "bun": ["bun", "--version"],
+    "bun": [str(NODE_PEERS / "bun"), "--version"],
     "nginx": ["nginx", "-v"],
+    "h2o": ["h2o", "--version"],
+    "nim": ["nim", "--version"],
+    "openssl": ["openssl", "version"],
     "gcc": ["gcc", "-dumpfullversion"],
     "python": ["python3", "--version"],
 }
+"""The tools and runtimes a run may use, each with the command printing its version. node and bun
+are the binaries the peers run (installed by the Node peers' `npm ci`), so `tool_versions` is taken
+again after the builds; the system node only runs npm."""
+
+
+def _program(cmd: list[str]) -> str:
+    """The program a command runs: past `env` and its NAME=value settings."""
+    if cmd[0] != "env":
+        return cmd[0]
+    return next((a for a in cmd[1:] if "=" not in a), cmd[0])
 
 
 def _first_line(cmd: list[str]) -> str | None:
-    if shutil.which(cmd[0]) is None:
+    if shutil.which(_program(cmd)) is None:
         return None
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        # Generous: a loaded machine has been seen to take seconds to start a binary.
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    # Several tools (nginx -v, wrk -v) print their version on stderr, some with a non-zero exit.
+    # Several tools (nginx -v, wrk -v) print their version on stderr, some with a non-zero exit;
+    # but a failed `env ... go` (a toolchain it could not fetch) printed an error, not a version.
+    if cmd[0] == "env" and p.returncode != 0:
+        return None
     for text in (p.stdout, p.stderr):
         for line in text.splitlines():
             if line.strip():
@@ -47,7 +73,58 @@ def _first_line(cmd: list[str]) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
+    """The first line each tool of `TOOLS` prints about its version; None for a tool that is not
+    installed (or printed nothing)."""
     return {name: _first_line(cmd) for name, cmd in TOOLS.items()}
+
+
+def fill_missing_versions(tools: dict[str, str | None]) -> dict[str, str | None]:
+    """Asks again, in place, every tool of `TOOLS` whose version `tools` lacks; returns `tools`."""
+    for name, cmd in TOOLS.items():
+        if not tools.get(name):
+            tools[name] = _first_line(cmd)
+    return tools
+
+
+TOOLCHAIN_LINE = (
+    ("rustc", "rustc"),
+    ("go", "go (the peers')"),
+    ("go_system", "system go"),
+    ("node", "node (the peers')"),
+    ("node_system", "system node (runs npm only)"),
+    ("bun", "bun"),
+    ("wrk", "wrk"),
+    ("oha", "oha"),
+    ("nginx", "nginx"),
+    ("h2o", "h2o"),
+    ("nim", "nim"),
+    ("openssl", "openssl"),
+    ("gcc", "gcc"),
+    ("python", "python"),
+)
+"""The report's toolchain line: which recorded versions it shows, in order, and their names."""
+
+
+def toolchain_line(tools: dict) -> str:
+    """The versions of `tool_versions` as one line; a tool whose version was not recorded says
+    so rather than vanishing. Results older than the node/bun fix (2026-11-27) recorded the
+    system node under "node" and no node_system.
+
+    >>> toolchain_line({"go": "go version go1.27.4 linux/amd64", "bun": "1.4.5"}).split("; ")[:2]
+    ['rustc ?', "go (the peers'): go version go1.27.4 linux/amd64"]
+    """
+    out = []
+    for key, name in TOOLCHAIN_LINE:
+        v = tools.get(key)
+        if v is None and key in ("node_system", "go_system"):
+            continue  # older results: one node and one go, shown as recorded
+        if not v:
+            out.append(f"{name} ?")
+        elif key.split("_")[0] in v.lower():
+            out.append(v if name == key else f"{name}: {v}")
+        else:
+            out.append(f"{name} {v}")
+    return "; ".join(out)
 
 
 def machine_info() -> dict:

@@ -433,6 +433,8 @@ def run(opts: Options) -> dict:
             print(f"[build {i}/{len(peers)}] {peer.name}: NOT BUILT: {b.message}", flush=True)
 
     res["build_seconds"] = round(time.monotonic() - build_start, 1)
+    # Again after the builds: the Node peers' node and Bun arrive with their `npm ci`.
+    res["tools"] = results.tool_versions()
     measured = [p for p in peers if built[p.name].ok]
     estimate = measuring_estimate(prof, measured, [pl for pl in planned if built[pl.peer.name].ok])
     res["planned_measuring_seconds"] = round(estimate)
@@ -573,6 +575,9 @@ def run(opts: Options) -> dict:
         body_dir.rmdir()
     res["wall_seconds"] = round(time.monotonic() - started, 1)
     res["measuring_seconds"] = round(res["wall_seconds"] - res["build_seconds"], 1)
+    # A tool whose version could not be read before measuring (e.g. a busy machine timing out
+    # `oha --version`) gets a second chance rather than an empty entry.
+    results.fill_missing_versions(res["tools"])
     res["complete"] = True
     results.save(res, out)
     return res

@@ -1,6 +1,6 @@
 """The scaling lane: each server at 1 and at 2 workers (WORKERS, each server's ordinary setting),
 on fresh processes, in interleaved rounds; requests/s and server CPU per request at each worker
-count, the 2-worker/1-worker ratio with its bootstrap 95% interval, and what the 1-worker figures
+count, the 2-worker/1-worker ratio with its t 95% interval, and what the 1-worker figures
 predict for that ratio.
 
 On a 2-CPU machine, 2 workers cannot have CPUs of their own: the server and the load generator
@@ -30,19 +30,24 @@ SCALES_BY = {
     "SO_REUSEPORT listener",
     "axum-percore": "WORKERS threads, each a current-thread tokio runtime with its own "
     "SO_REUSEPORT listener",
+    "axum-flush": "WORKERS threads, each a current-thread tokio runtime with its own "
+    "SO_REUSEPORT listener",
     "hyper": "one multi-thread tokio runtime with WORKERS workers, one accept loop",
     "axum": "one multi-thread tokio runtime with WORKERS workers, one accept loop",
     "actix": "actix-web's workers(WORKERS): an acceptor thread hands connections to the workers",
+    "actix-tfb": "actix-web's workers(WORKERS): an acceptor thread hands connections to the "
+    "workers",
     "go-nethttp": "GOMAXPROCS=WORKERS: Go's scheduler over one listener",
     "go-fasthttp": "GOMAXPROCS=WORKERS: Go's scheduler over one listener",
     "node-http": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "fastify": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "express": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
+    "express-tfb": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "hono": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "koa": "node:cluster, WORKERS processes; the primary accepts and hands connections out",
     "bun": "WORKERS Bun processes sharing the port with reusePort (SO_REUSEPORT)",
     "bun-fastify": "node:cluster as Bun implements it, WORKERS processes",
-    "nginx": "worker_processes WORKERS (processes sharing the listening socket)",
+    "nginx": "worker_processes WORKERS, each with its own SO_REUSEPORT listening socket",
     "h2o": "num-threads: WORKERS",
     "nim": "WORKERS forked processes with SO_REUSEPORT (asynchttpserver itself is single-threaded)",
 }
@@ -104,11 +109,11 @@ def client_us_per_req(run: dict) -> float | None:
     return cpu * 1e6 / n if cpu is not None and n else None
 
 
-def ratios(cells: list[dict], base: int = 1, seed: int = 1) -> list[dict]:
+def ratios(cells: list[dict], base: int = 1) -> list[dict]:
     """For each (server, scenario, c, p): every other worker count against `base` workers —
-    requests/s and server CPU per request, the ratio and its bootstrap 95% interval
-    (`stats.ratio_estimate`: the median of per-round ratios when the runs share rounds, median /
-    median otherwise) and the method used, and the model's prediction from the base cell's
+    requests/s and server CPU per request, the ratio and its t 95% interval
+    (`stats.ratio_estimate`: the geometric mean of per-round ratios when the runs share rounds,
+    of the runs otherwise) and the method used, and the model's prediction from the base cell's
     medians."""
     by = {}
     for cell in cells:
@@ -132,7 +137,7 @@ def ratios(cells: list[dict], base: int = 1, seed: int = 1) -> list[dict]:
             for name, k in (("rps", "rps"), ("cpu", "cpu_us_per_req")):
                 # Every (server, workers) cell runs once per round in the same interleaved
                 # rounds, so round k of both worker counts shared the machine's load: paired.
-                est = stats.ratio_estimate(cell["runs"], one["runs"], k, seed=seed) if ok else None
+                est = stats.ratio_estimate(cell["runs"], one["runs"], k) if ok else None
                 rec[f"{name}_ratio"] = est.ratio if est else None
                 rec[f"{name}_ci"] = list(est.ci) if est and est.ci else None
                 rec[f"{name}_method"] = est.method if est else None
@@ -248,8 +253,7 @@ def measure(opts, peers, entries, contract, res, progress, body_file, seed) -> N
         med, cv = stats.summarize(cell["runs"], ("rps", "cpu_us_per_req", "client_us_per_req"))
         cell["median"], cell["cv"] = med, cv
     out["cells"] = cells
-    out["ratio_seed"] = seed % 1000 + 1
-    out["ratios"] = ratios(cells, base=min(lane.workers), seed=out["ratio_seed"])
+    out["ratios"] = ratios(cells, base=min(lane.workers))
 
 
 def _fail(cells, server, workers, message):

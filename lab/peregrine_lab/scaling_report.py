@@ -39,7 +39,7 @@ def section(res: dict, labels: dict | None = None) -> list[str]:
     base_w = min((c["workers"] for c in sc.get("cells", [])), default=1)
     ratios = {
         (r["server"], r["concurrency"], r["pipeline"], r["workers"]): r
-        for r in scaling.ratios(sc.get("cells", []), base=base_w, seed=sc.get("ratio_seed", 1))
+        for r in scaling.ratios(sc.get("cells", []), base=base_w)
     }
     L = [
         f"## Scaling: 1 and 2 workers ({sc.get('label')})",
@@ -125,14 +125,11 @@ def _ratio_method_text(ratios: dict) -> str:
     """The method sentence for the lane's ratios: paired by round, or the fallback."""
     used = {r.get(f"{n}_method") for r in ratios.values() for n in ("rps", "cpu")} - {None}
     paired = (
-        "Ratios are medians of the per-round ratios (every worker count runs once in each "
-        "interleaved round, so round k of both shared the machine's load) with the percentile "
-        "bootstrap 95% interval of that median (2000 resamples of the rounds)"
+        "Ratios are geometric means of the per-round ratios (every worker count runs once in "
+        "each interleaved round, so round k of both shared the machine's load) with the paired "
+        "t 95% interval on their logs"
     )
-    independent = (
-        "medians / medians with bootstrap 95% intervals resampling both sides' runs "
-        "independently (2000 resamples)"
-    )
+    independent = "geometric means / geometric means with Welch t 95% intervals on the logs"
     if used == {stats.PAIRED}:
         return paired + "."
     if stats.PAIRED in used:

@@ -4,8 +4,8 @@ The plaintext method of docs/measuring.md over TLS: one self-signed certificate 
 server pinned to the server CPUs, the load generators to the others; per server alone: the
 negotiated handshake (openssl s_client), parity over HTTPS and HTTP/2, memory per idle TLS and
 per idle HTTP/2 connection (each on a fresh process); then every server again, fresh, and the
-cells in randomised interleaved rounds, server CPU per request from schedstat, bootstrap 95%
-intervals. Lanes:
+cells in randomised interleaved rounds, server CPU per request from schedstat, 95% intervals
+(stats.py). Lanes:
 
 * `https`: keep-alive HTTP/1.1 over TLS, wrk (ALPN not offered: HTTP/1.1), 50 connections;
 * `handshake`: a full TLS handshake per request: ab without `-k` (a new connection and a new
@@ -65,7 +65,7 @@ PROFILE = config.Profile(
     description=(
         "issue 11's HTTPS and HTTP/2 lanes: HTTPS keep-alive (wrk, c=50), a full TLS handshake "
         "per request (ab -c 50, no keep-alive), HTTP/2 over TLS (h2load -c 50 -m 10) on "
-        "/plaintext, 7 interleaved runs of 3 s per cell with bootstrap 95% intervals; memory per "
+        "/plaintext, 7 interleaved runs of 3 s per cell with 95% intervals; memory per "
         "idle TLS and per idle HTTP/2 connection with 500 connections; one self-signed ECDSA "
         "P-256 certificate per run (about 10 minutes on 2 CPUs)"
     ),
@@ -286,7 +286,7 @@ def cell_record(peer: Peer, mode: str, status: str, message: str = "", runs=None
         "runs": runs,
         "median": med,
         "cv": spread,
-        "cpu_ci": stats.bootstrap_median_ci([r.get("cpu_us_per_req") for r in runs]),
+        "cpu_ci": stats.median_ci([r.get("cpu_us_per_req") for r in runs]),
     }
 
 
@@ -395,14 +395,7 @@ def run(opts: Options) -> dict:
         },
         "certificate": {**cert.to_json(), "cert": "(temporary)", "key": "(temporary)"},
         "machine": results.machine_info(),
-        "tools": {
-            **results.tool_versions(),
-            "h2load": loadgen.version("h2load"),
-            "ab": loadgen.version("ab"),
-            "openssl": subprocess.run(
-                ["openssl", "version"], capture_output=True, text=True
-            ).stdout.strip(),
-        },
+        "tools": _tools(),
         "git": results.git_info(),
         "servers": [],
         "cells": [],
@@ -440,6 +433,8 @@ def run(opts: Options) -> dict:
             res["servers"].append(entry)
             entries[peer.name] = entry
         res["build_seconds"] = round(time.monotonic() - started, 1)
+        # Again after the builds: the Node peers' node arrives with their `npm ci`.
+        res["tools"] = _tools()
         measure_start = time.monotonic()
         for peer in peers:
             if entries[peer.name]["status"] == "ok":
@@ -461,6 +456,7 @@ def run(opts: Options) -> dict:
         for server, _ in live.values():
             server.stop()
         res["measure_seconds"] = round(time.monotonic() - measure_start, 1)
+        results.fill_missing_versions(res["tools"])
         res["complete"] = True
     finally:
         procs.kill_all()
@@ -555,14 +551,24 @@ def find_cell(res: dict, server: str, mode: str) -> dict | None:
     return None
 
 
+def _tools() -> dict[str, str | None]:
+    """Every tool's version (`results.tool_versions`, OpenSSL among them) plus the TLS lanes'
+    load generators."""
+    return {
+        **results.tool_versions(),
+        "h2load": loadgen.version("h2load"),
+        "ab": loadgen.version("ab"),
+    }
+
+
 def cpu_ratio(cell: dict, ref: dict) -> stats.RatioEstimate | None:
-    """Server CPU per request of `cell` over `ref`'s with its bootstrap 95% interval, paired by
+    """Server CPU per request of `cell` over `ref`'s with its t 95% interval, paired by
     round (the cells run in the same interleaved rounds) when both have enough rounds."""
     return stats.ratio_estimate(cell.get("runs") or [], ref.get("runs") or [], "cpu_us_per_req")
 
 
 def targets(res: dict) -> list[dict]:
-    """Issue 11's targets: Peregrine's CPU per request over the peer's, with the bootstrap 95%
+    """Issue 11's targets: Peregrine's CPU per request over the peer's, with the t 95%
     interval of the ratio (`cpu_ratio`: paired by round when it can be); met only when the
     interval's upper bound is ≤ 1."""
     out = []

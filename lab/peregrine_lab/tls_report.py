@@ -74,7 +74,36 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _labels(res: dict) -> dict[str, str]:
-    return {s["name"]: s.get("label", s["name"]) for s in res.get("servers", [])}
+    """Each server's label with the TLS library it ran beside it, so that every comparison in
+    the report says whose TLS it measured (nginx and Node ride on OpenSSL; which one matters)."""
+    out = {}
+    for s in res.get("servers", []):
+        label = s.get("label", s["name"])
+        lib = tls_library(s["name"], res.get("tools") or {})
+        out[s["name"]] = f"{label} [{lib}]" if lib else label
+    return out
+
+
+def tls_library(server: str, tools: dict) -> str | None:
+    """The TLS implementation behind a protocols peer, with its version where the run recorded
+    it: the system OpenSSL for nginx (Debian's nginx links libssl), Node's bundled OpenSSL
+    (`process.versions.openssl` of the peers' node), Go's crypto/tls, rustls for the rest.
+
+    >>> tls_library("nginx-tls", {"openssl": "OpenSSL 3.0.19 27 Jan 2026"})
+    'OpenSSL 3.0.19 27 Jan 2026'"""
+    if server.startswith("nginx"):
+        raw = tools.get("openssl") or ""
+        # `openssl version` names the libssl it loads after "Library:" when the two differ.
+        lib = raw.split("Library:", 1)[1].rstrip(") ") if "Library:" in raw else raw
+        return lib.strip() or "OpenSSL (version not recorded)"
+    if server.startswith("node"):
+        v = tools.get("node_openssl")
+        return f"OpenSSL {v} (bundled with Node)" if v else "Node's bundled OpenSSL"
+    if server.startswith("go"):
+        return f"Go crypto/tls ({tools['go']})" if tools.get("go") else "Go crypto/tls"
+    if server.startswith(("peregrine", "axum", "actix")):
+        return "rustls 0.23, ring"
+    return None
 
 
 def plaintext_idle(path: Path = PLAINTEXT_RESULTS) -> dict[str, float]:
@@ -178,14 +207,16 @@ def render(res: dict) -> str:
             else ""
         )
         + "), a 1 s warm-up in the first round; medians, "
-        "bootstrap 95% intervals of medians (2000 resamples); a target is met only "
+        "distribution-free 95% intervals of medians (order statistics; none below 6 runs); "
+        "a target is met only "
         "when the ratio interval's upper bound is ≤ 1.",
-        "- Ratios between two servers' cells of a lane: the median of the per-round ratios "
-        "(round k of both ran in the same interleaved round, so the ratio cancels the load "
-        "drift both shared), [a, b] the percentile bootstrap 95% interval of that median "
-        "(2000 resamples of the rounds, seeded); where two cells share fewer than "
-        f"{stats.MIN_PAIRED_ROUNDS} rounds, median / median with both sides' runs resampled "
-        "independently. Methods used here: " + (", ".join(sorted(_methods(res))) or "none") + ".",
+        "- Ratios between two servers' cells of a lane: the geometric mean of the per-round "
+        "ratios (round k of both ran in the same interleaved round, so the ratio cancels the "
+        "load drift both shared), [a, b] the paired t 95% interval on their logs; where two "
+        f"cells share fewer than {stats.MIN_PAIRED_ROUNDS} rounds, geometric mean / geometric "
+        "mean with the Welch t interval on the logs. Methods used here: "
+        + (", ".join(sorted(_methods(res))) or "none")
+        + ".",
         "- Lanes: " + "; ".join(f"`{k}`: {v}" for k, v in st.get("modes", {}).items()) + ".",
         "- Handshake lane: ab opens a new TCP connection and a new OpenSSL session per request "
         "and never resumes; wrk with `Connection: close` would resume (it keeps its SSL object "

@@ -220,9 +220,9 @@ def test_report_pairs_ratios_by_round_and_says_so(res):
     # The fixture's runs carry no round numbers: every ratio falls back to independent.
     md = report.render(res)
     assert report.methods_used(res, "peregrine") == {"independent"}
-    assert "| ratios | a ratio is median / median" in md
-    # Round-tagged runs with a drift both servers shared: the ratio shown is the median of
-    # the per-round ratios (1.5 in every round), not median / median, and its interval is 0 wide.
+    assert "| ratios | a ratio is geometric mean / geometric mean" in md
+    # Round-tagged runs with a drift both servers shared: the ratio shown is the geometric mean
+    # of the per-round ratios (1.5 in every round), not median / median, its interval 0 wide.
     paired = copy.deepcopy(res)
     _with_rounds(paired, "peregrine", [100.0, 200.0, 400.0])
     _with_rounds(paired, "floor", [150.0, 300.0, 600.0])
@@ -232,14 +232,14 @@ def test_report_pairs_ratios_by_round_and_says_so(res):
     md = report.render(paired)
     assert report.methods_used(paired, "peregrine") == {"paired", "independent"}
     row = next(ln for ln in md.splitlines() if ln.startswith("| ratios |"))
-    assert "median of its per-round ratios" in row and "fewer than 3 rounds" in row
+    assert "geometric mean of its per-round ratios" in row and "fewer than 2 rounds" in row
     assert "(used by some ratios here)" in row
     sec = _section(md, "## Hello text: `GET /plaintext`, no pipelining")
     floor = [ln for ln in sec.split("**Server CPU")[1].splitlines() if "floor stand-in" in ln]
     assert floor and "(1.50× [1.50–1.50])" in floor[0], floor
-    ref = {"status": "ok", "runs": [{"round": k, "cpu_us_per_req": v} for k, v in [(1, 2), (2, 4)]]}
+    ref = {"status": "ok", "runs": [{"round": 1, "cpu_us_per_req": 2.0}]}
     est = report.ratio_estimate(ref, ref, "cpu_us_per_req")
-    assert est.method == "independent"  # two shared rounds are too few to pair
+    assert est.method == "independent" and est.ci is None  # one shared round cannot pair
 
 
 def test_targets_and_before_after_use_the_paired_ratio():
@@ -274,7 +274,7 @@ def test_targets_and_before_after_use_the_paired_ratio():
     assert after_ratio == pytest.approx(1.02) and after_ci == pytest.approx((1.02, 1.02))
     assert rows[0]["after_before"][0] == pytest.approx(1.02 / 1.10)
     md = "\n".join(report._before_after_lines(res))
-    assert "median of the per-round ratios" in md
+    assert "geometric mean of the per-round ratios" in md
     # Without round numbers the same runs give the independent interval, far wider.
     for c in res["cells"]:
         for r in c["runs"]:

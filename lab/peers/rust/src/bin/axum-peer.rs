@@ -1,6 +1,8 @@
 //! axum peer: the ordinary `axum::serve` on a multi-threaded tokio runtime with `WORKERS` worker
 //! threads. Every scenario, with axum's extractors, `from_fn` middleware and `IntoResponse` errors.
 //! `RUNTIME=per-core`: one current-thread runtime and `SO_REUSEPORT` listener per worker instead.
+//! `PIPELINE_FLUSH=1`: connections served the way TechEmpower's axum entry serves them (hyper-util's
+//! `auto` builder with `http1().pipeline_flush(true)`), since `axum::serve` cannot set that option.
 
 use axum::extract::{Path, Query, RawQuery, Request, State};
 use axum::http::header::{CONTENT_TYPE, SERVER};
@@ -10,6 +12,9 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::{Json, Router};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use peers::{Failure, Large, Member, Message, NewUser, SearchQuery, SearchResult, UserById};
 use std::sync::Arc;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -128,11 +133,38 @@ fn app() -> Router {
 }
 
 async fn serve(listener: tokio::net::TcpListener) {
+    if peers::flag("PIPELINE_FLUSH") {
+        return serve_flushing(listener).await;
+    }
     // Small responses go out at once, as with the other peers (Nagle off).
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, app()).await.expect("serve");
+}
+
+/// The same router behind hyper-util's `auto` builder with `pipeline_flush(true)`, one task per
+/// connection: TechEmpower's axum entry (`serve_hyper`). Answers to requests that arrived together
+/// leave in one write; hyper's cost of the option is in lab/peers/README.md (hyper-flush).
+async fn serve_flushing(listener: tokio::net::TcpListener) {
+    let service = TowerToHyperService::new(app());
+    loop {
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            // A transient accept error (e.g. EMFILE) must not stop the server nor spin a core.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let service = service.clone();
+        tokio::spawn(async move {
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http1().pipeline_flush(true);
+            let _ = builder.serve_connection(TokioIo::new(tcp), service).await;
+        });
+    }
 }
 
 // ---------------------------------------------------------------- database scenarios (issue 15)
