@@ -18,7 +18,7 @@ mod ws_support;
 mod h2_stream;
 mod matrix;
 
-use matrix::app::{start, Fixture, Running};
+use matrix::app::{start, Fixture, NotStarted, Running};
 use matrix::checks::check;
 use matrix::client::Target;
 use matrix::table::{stacks, Observers, Stack, ROUTES};
@@ -87,7 +87,7 @@ async fn every_cell_answers_like_the_bare_app() {
         let opened_before = counter_sum(&fx.prometheus.render(), "peregrine_connections_total");
         let running = match start(&fx, stack) {
             Ok(r) => r,
-            Err(e) => {
+            Err(NotStarted::Refused(e)) => {
                 // A refusal at build time is an allowed answer; it must say why.
                 assert!(
                     !e.to_string().is_empty(),
@@ -95,6 +95,14 @@ async fn every_cell_answers_like_the_bare_app() {
                 );
                 refused.push(format!("{stack}: refused: {e}"));
                 cells += ROUTES.len();
+                continue;
+            }
+            Err(NotStarted::Panicked(why)) => {
+                cells += ROUTES.len();
+                failures.push(format!(
+                    "{stack} × (start): App::serve panicked ({why}); its {} cells did not run",
+                    ROUTES.len()
+                ));
                 continue;
             }
         };

@@ -8,15 +8,17 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+use peregrine::config::Config;
 use peregrine::fs::ServeDir;
 use peregrine::metrics::{EngineObserver, Metrics, Prometheus};
 use peregrine::middleware::{Compression, Cors, Logger, Trace};
-use peregrine::server::tls::{CertificateFiles, TlsAcceptor, TlsConfig};
 use peregrine::server::ServerHandle;
 use peregrine::sse::{Event, Sse};
+use peregrine::tls::{CertificateFiles, TlsConfig};
 use peregrine::tower::TowerLayer;
 use peregrine::ws::WebSocketUpgrade;
 use peregrine::{get, post, App, Error, Json, Request, Response, ResponseBody, Router, StreamBody};
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,9 +200,31 @@ fn with_middleware(group: Router, middleware: Middleware) -> Router {
     }
 }
 
-/// Starts the stack's server (one worker) on a loopback port; `Err` is the app's refusal at
-/// build time.
-pub fn start(fx: &Fixture, stack: Stack) -> std::io::Result<Running> {
+/// Why a stack's server did not start.
+pub enum NotStarted {
+    /// `App::serve` refused the app with an error: an allowed answer if it says why.
+    Refused(std::io::Error),
+    /// `App::serve` panicked: never allowed.
+    Panicked(String),
+}
+
+/// Starts the stack's server (one worker) on a loopback port with `App::serve`, called from the
+/// test's tokio runtime as a `#[tokio::main]` application calls it.
+pub fn start(fx: &Fixture, stack: Stack) -> Result<Running, NotStarted> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| try_start(fx, stack)))
+        .map_err(|panic| {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            // The first sentence says what happened; tokio's advice after it is long.
+            NotStarted::Panicked(text.split(". ").next().unwrap_or_default().to_owned())
+        })?
+        .map_err(NotStarted::Refused)
+}
+
+fn try_start(fx: &Fixture, stack: Stack) -> std::io::Result<Running> {
     let mut config = peregrine::ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         workers: 1,
@@ -238,13 +262,11 @@ pub fn start(fx: &Fixture, stack: Stack) -> std::io::Result<Running> {
                 });
         }
     }
-    let (server, service) = app.into_server(config)?;
-    let handle = if stack.transport.tls() {
-        server
-            .with_acceptor(TlsAcceptor::new(&fx.tls)?)
-            .serve(service)?
-    } else {
-        server.serve(service)?
-    };
+    // As a user serves it: TLS from the configuration (HTTP/2 or HTTP/1.1 by ALPN).
+    let mut config = Config::new(config);
+    if stack.transport.tls() {
+        config = config.with_tls(fx.tls.clone());
+    }
+    let handle = app.serve(config)?;
     Ok(Running { handle, spans })
 }
