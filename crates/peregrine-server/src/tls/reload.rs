@@ -6,19 +6,28 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Reloads `store` on every SIGHUP, from a small thread of its own (for the life of the
-/// process). A failed reload is logged and the old certificates stay.
+/// process). A failed reload is logged and the old certificates stay. It may be called inside
+/// a tokio runtime (`App::serve` from `#[tokio::main]`): the thread runs its own.
 pub fn reload_on_sighup(store: Arc<CertStore>) -> io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    // Registered before returning, so a SIGHUP right after this call is not lost (or fatal).
-    let mut hup = rt.block_on(async {
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-    })?;
+    let (ready, registered) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("peregrine-tls-reload".into())
         .spawn(move || {
+            // Built on this thread: blocking on a runtime inside the caller's one would panic.
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return drop(ready.send(Err(e))),
+            };
             rt.block_on(async move {
+                let signal = tokio::signal::unix::signal;
+                let mut hup = match signal(tokio::signal::unix::SignalKind::hangup()) {
+                    Ok(hup) => hup,
+                    Err(e) => return drop(ready.send(Err(e))),
+                };
+                let _ = ready.send(Ok(()));
                 while hup.recv().await.is_some() {
                     tracing::info!("SIGHUP: reloading TLS certificates");
                     if let Err(e) = store.reload() {
@@ -27,7 +36,10 @@ pub fn reload_on_sighup(store: Arc<CertStore>) -> io::Result<()> {
                 }
             })
         })?;
-    Ok(())
+    // Registered before returning, so a SIGHUP right after this call is not lost (or fatal).
+    registered
+        .recv()
+        .map_err(|_| io::Error::other("the TLS reload thread ended before registering"))?
 }
 
 /// Reloads `store` when the modification time of any of its files changes, checked every
