@@ -22,7 +22,8 @@ pub(crate) const fn tchar(b: u8) -> bool {
 }
 
 /// Field-value bytes (RFC 9110 §5.5), by definition: HTAB, SP, VCHAR and obs-text. Excludes
-/// every other CTL (NUL, CR, LF...) and DEL.
+/// every other CTL (NUL, CR, LF...) and DEL. The same set `http::HeaderValue` accepts, so an
+/// HTTP/2 response never refuses a value HTTP/1.1 sends, nor the reverse.
 pub(crate) const fn field_value_byte(b: u8) -> bool {
     b == b'\t' || (b >= 0x20 && b != 0x7F)
 }
@@ -85,16 +86,55 @@ pub fn is_token(s: &[u8]) -> bool {
 }
 
 /// Whether `b` may appear in a field value (RFC 9110 §5.5): HTAB, SP, visible ASCII and
-/// obs-text (`0x80..=0xFF`); never NUL, CR, LF, another control or DEL.
+/// obs-text (`0x80..=0xFF`); never NUL, CR, LF, another control or DEL. This is the one rule
+/// for every response field value, on HTTP/1.1 and HTTP/2 alike (`docs/http1-rules.md`).
+///
+/// ```
+/// use peregrine_codec::grammar::is_field_value_byte;
+/// assert!(is_field_value_byte(b'a') && is_field_value_byte(b'\t') && is_field_value_byte(0xE9));
+/// assert!(!is_field_value_byte(b'\r') && !is_field_value_byte(0x01) && !is_field_value_byte(0x7F));
+/// ```
 #[inline]
 pub fn is_field_value_byte(b: u8) -> bool {
     FIELD_VALUE[b as usize]
 }
 
 /// Whether every byte of `v` may appear in a field value (see [`is_field_value_byte`]).
+///
+/// Eight bytes at a time: a word with no byte below `0x20` and none equal to `0x7F` is all
+/// field-value bytes (the classic "has a byte less than n" and "has a zero byte" tests); only a
+/// word that fails them (a control, or just an HTAB) is looked at byte by byte. Response heads
+/// are encoded with this check, so it stays word-wise; it is tested equal to the per-byte rule
+/// for every byte at every position.
+///
+/// ```
+/// use peregrine_codec::grammar::is_field_value;
+/// assert!(is_field_value(b"text/plain; charset=utf-8"));
+/// assert!(is_field_value(b"caf\xc3\xa9\tok"));
+/// assert!(!is_field_value(b"text/plain\r\nX: y"));
+/// assert!(!is_field_value(b"bell\x07"));
+/// ```
 #[inline]
 pub fn is_field_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| is_field_value_byte(b))
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Exact as a yes/no for n <= 0x80 (a borrow only follows a byte that is itself below n).
+    #[inline(always)]
+    fn has_byte_below(w: u64, n: u64) -> bool {
+        w.wrapping_sub(ONES * n) & !w & HIGHS != 0
+    }
+    let mut words = v.chunks_exact(8);
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        if (has_byte_below(w, 0x20) || has_byte_below(w ^ (ONES * 0x7F), 1))
+            && !chunk.iter().all(|&b| is_field_value_byte(b))
+        {
+            return false;
+        }
+    }
+    words.remainder().iter().all(|&b| is_field_value_byte(b))
 }
 
 /// Optional whitespace (`OWS`, RFC 9110 §5.6.3): SP or HTAB.
@@ -113,41 +153,6 @@ pub fn trim_ows(mut s: &[u8]) -> &[u8] {
         s = rest;
     }
     s
-}
-
-/// Whether `value` contains CR, LF or NUL: the bytes that would end a field line early or
-/// truncate the message in a C peer (response splitting), eight bytes at a time with the
-/// classic "has a zero byte" test on the word XORed with each of them.
-///
-/// This is what the engine refuses in a handler's field values; other controls are passed on
-/// as given (they cannot change the message's structure).
-///
-/// ```
-/// use peregrine_codec::grammar::has_line_break_or_nul;
-/// assert!(has_line_break_or_nul(b"text/plain\r\nX: y"));
-/// assert!(!has_line_break_or_nul(b"text/plain; charset=utf-8"));
-/// ```
-pub fn has_line_break_or_nul(value: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    #[inline]
-    fn has_zero_byte(w: u64) -> bool {
-        w.wrapping_sub(ONES) & !w & HIGHS != 0
-    }
-    let mut words = value.chunks_exact(8);
-    for chunk in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        if has_zero_byte(w) || has_zero_byte(w ^ (ONES * 0x0d)) || has_zero_byte(w ^ (ONES * 0x0a))
-        {
-            return true;
-        }
-    }
-    words
-        .remainder()
-        .iter()
-        .any(|&b| b == b'\r' || b == b'\n' || b == 0)
 }
 
 #[cfg(test)]
@@ -172,23 +177,35 @@ mod tests {
         }
     }
 
+    /// The word-wise check is the per-byte rule: every byte, at every position of values of
+    /// 0 to 24 bytes, among fillers that are allowed but sit next to the refused ones.
     #[test]
-    fn line_breaks_and_nul_are_found_at_every_position() {
-        for len in 0..40 {
-            let clean = vec![b'a'; len];
-            assert!(!has_line_break_or_nul(&clean), "clean value of {len} bytes");
-            for pos in 0..len {
-                for bad in [b'\r', b'\n', 0u8] {
-                    let mut v = clean.clone();
-                    v[pos] = bad;
-                    assert!(has_line_break_or_nul(&v), "{bad:#x} at {pos} of {len}");
+    fn word_wise_check_is_the_per_byte_rule_for_every_byte_at_every_position() {
+        for filler in [b'a', b'\t', b' ', 0x7E, 0x80, 0xFF, 0x21] {
+            for len in 0..=24 {
+                let clean = vec![filler; len];
+                assert!(is_field_value(&clean), "{filler:#04x} x {len}");
+                for pos in 0..len {
+                    for b in 0..=255u8 {
+                        let mut v = clean.clone();
+                        v[pos] = b;
+                        assert_eq!(
+                            is_field_value(&v),
+                            is_field_value_byte(b),
+                            "{b:#04x} at {pos} of {len} among {filler:#04x}"
+                        );
+                    }
                 }
             }
         }
-        // Bytes next to the forbidden ones (and high bytes) are allowed.
-        assert!(!has_line_break_or_nul(
-            b"\x0b\x0c\x0e\x09\x01\x80\xff text/plain; q=1"
-        ));
+    }
+
+    proptest::proptest! {
+        /// Any value: the word-wise answer is the per-byte one.
+        #[test]
+        fn word_wise_check_agrees_with_the_per_byte_rule(v in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            proptest::prop_assert_eq!(is_field_value(&v), v.iter().all(|&b| field_value_byte(b)));
+        }
     }
 
     #[test]

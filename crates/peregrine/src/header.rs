@@ -79,18 +79,16 @@ macro_rules! integer_values {
 }
 integer_values!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
 
-/// A header name: a token (RFC 9110 §5.1), so it cannot carry a separator or a line break.
+/// A header name: a token (RFC 9110 §5.1), so it cannot carry a separator or a line break
+/// (the codec's rule, the one the engine applies on HTTP/1.1 and HTTP/2).
 pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    peregrine_server::codec::grammar::is_token(name.as_bytes())
 }
 
 /// A field value (RFC 9110 §5.5): visible characters, obs-text, spaces and tabs; no CR, LF,
-/// NUL or other controls.
+/// NUL or other controls (the codec's rule, the one the engine applies).
 pub(crate) fn valid_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    peregrine_server::codec::grammar::is_field_value(v)
 }
 
 /// Response headers of mixed value types, for the middle of a response tuple

@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Length of `Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n` (IMF-fixdate is always 29 bytes).
-const DATE_LINE_LEN: usize = 6 + 29 + 2;
+const DATE_LINE_LEN: usize = 6 + DATE_VALUE_LEN + 2;
 
 /// A per-thread cache of the `Date: <IMF-fixdate>\r\n` header line, refreshed at most once a
 /// second: [`DateCache::write_date_header`] never writes a value more than one second stale.
@@ -24,19 +24,42 @@ thread_local! {
 }
 
 impl DateCache {
-    /// Appends the current `Date: ...\r\n` line to `out`.
+    /// Appends the current `Date: ...\r\n` line to `out` (HTTP/1.1).
     pub fn write_date_header(out: &mut Vec<u8>) {
-        let now = SystemTime::now();
-        let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        DATE_LINE.with(|cell| {
-            let (cached_secs, mut line) = cell.get();
-            if cached_secs != secs {
-                line = format_date_line(now);
-                cell.set((secs, line));
-            }
-            out.extend_from_slice(&line);
-        });
+        out.extend_from_slice(&current_line());
     }
+
+    /// The current `Date` value alone, `Sun, 06 Nov 1994 08:49:37 GMT` (HTTP/2, whose fields
+    /// are name and value pairs): the same cached line as [`DateCache::write_date_header`].
+    ///
+    /// ```
+    /// use peregrine_codec::response::DateCache;
+    /// let value = DateCache::date_value();
+    /// assert!(value.ends_with(b" GMT") && value[3] == b',');
+    /// ```
+    pub fn date_value() -> [u8; DATE_VALUE_LEN] {
+        let line = current_line();
+        let mut value = [0u8; DATE_VALUE_LEN];
+        value.copy_from_slice(&line[6..6 + DATE_VALUE_LEN]);
+        value
+    }
+}
+
+/// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+const DATE_VALUE_LEN: usize = 29;
+
+/// This thread's cached line, re-formatted first if the second changed.
+fn current_line() -> [u8; DATE_LINE_LEN] {
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE_LINE.with(|cell| {
+        let (cached_secs, mut line) = cell.get();
+        if cached_secs != secs {
+            line = format_date_line(now);
+            cell.set((secs, line));
+        }
+        line
+    })
 }
 
 fn format_date_line(now: SystemTime) -> [u8; DATE_LINE_LEN] {
@@ -85,5 +108,9 @@ mod tests {
         DateCache::write_date_header(&mut again);
         let text2 = std::str::from_utf8(&again[6..again.len() - 2]).unwrap();
         assert!(httpdate::parse_http_date(text2).unwrap() >= when);
+        // The bare value (HTTP/2) is the line's value, from the same cache.
+        let value = DateCache::date_value();
+        let value = httpdate::parse_http_date(std::str::from_utf8(&value).unwrap()).unwrap();
+        assert!(value >= when && now.duration_since(value).unwrap_or_default().as_secs() <= 1);
     }
 }

@@ -48,31 +48,43 @@ pub fn asks_close(name: &[u8], value: &[u8]) -> bool {
 /// A response field that cannot be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldError {
-    /// The name is empty or has a byte that is not a `tchar`.
+    /// The name is empty or has a byte that is not a `tchar` (RFC 9110 §5.1).
     Name,
-    /// The value has CR, LF or NUL (it would split or truncate the message).
+    /// The value has a byte no field value may carry (RFC 9110 §5.5): a control other than
+    /// HTAB (NUL, CR, LF...) or DEL.
     Value,
 }
 
 impl core::fmt::Display for FieldError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
-            FieldError::Name => "invalid header field name",
-            FieldError::Value => "CR, LF or NUL in a header field value",
+            FieldError::Name => "field name that is not an HTTP token (RFC 9110 §5.1)",
+            FieldError::Value => {
+                "field value with a control byte (CR, LF, NUL...) or DEL (RFC 9110 §5.5)"
+            }
         })
     }
 }
 
 impl std::error::Error for FieldError {}
 
-/// Checks a response field: the name a token, the value free of CR, LF and NUL (other bytes
-/// are passed on as given; they cannot change the message's structure).
+/// Checks a response field: the name a token ([`is_token`](crate::grammar::is_token)), the
+/// value field-value bytes only ([`is_field_value`](crate::grammar::is_field_value): HTAB, SP,
+/// visible ASCII, obs-text). The one rule both the HTTP/1.1 and the HTTP/2 driver apply to every
+/// field a handler gives, before deciding whether the field is sent (`docs/http1-rules.md`).
+///
+/// ```
+/// use peregrine_codec::response::{check_field, FieldError};
+/// assert_eq!(check_field(b"X-Name", b"caf\xc3\xa9\tok"), Ok(()));
+/// assert_eq!(check_field(b"X-Name", b"a\x01b"), Err(FieldError::Value));
+/// assert_eq!(check_field(b"X Name", b"ok"), Err(FieldError::Name));
+/// ```
 #[inline]
 pub fn check_field(name: &[u8], value: &[u8]) -> Result<(), FieldError> {
     if !crate::grammar::is_token(name) {
         return Err(FieldError::Name);
     }
-    if crate::grammar::has_line_break_or_nul(value) {
+    if !crate::grammar::is_field_value(value) {
         return Err(FieldError::Value);
     }
     Ok(())
@@ -107,12 +119,20 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(write_field(&mut out, b"", b"x"), Err(FieldError::Name));
         assert_eq!(write_field(&mut out, b"a:b", b"x"), Err(FieldError::Name));
-        for bad in [&b"a\rb"[..], b"a\nb", b"a\0b", b"\r\n"] {
+        for bad in [
+            &b"a\rb"[..],
+            b"a\nb",
+            b"a\0b",
+            b"\r\n",
+            b"a\x01",
+            b"\x1f",
+            b"\x7f",
+        ] {
             assert_eq!(write_field(&mut out, b"X", bad), Err(FieldError::Value));
         }
         assert!(out.is_empty());
-        write_field(&mut out, b"X-Obs", b"caf\xc3\xa9 \t\x01").unwrap();
-        assert_eq!(out, b"X-Obs: caf\xc3\xa9 \t\x01\r\n");
+        write_field(&mut out, b"X-Obs", b"caf\xc3\xa9 \t\x80\xff~").unwrap();
+        assert_eq!(out, b"X-Obs: caf\xc3\xa9 \t\x80\xff~\r\n");
         for name in ["Date", "connection", "CONTENT-LENGTH", "Transfer-Encoding"] {
             assert!(is_engine_owned(name.as_bytes()), "{name}");
         }

@@ -3,6 +3,17 @@
 use super::head::ConnectionLine;
 use crate::Version;
 
+/// The most of a request body the handler left unread that is read and discarded after the
+/// response, so the exchange completes: over HTTP/1.1 the connection is kept, over HTTP/2 the
+/// stream ends without a reset. A larger rest is not read: [`CloseReason::BodyUnread`] over
+/// HTTP/1.1, `CANCEL` over HTTP/2. One number for both drivers (256 KiB).
+///
+/// ```
+/// use peregrine_codec::response::UNREAD_BODY_DRAIN_MAX;
+/// assert_eq!(UNREAD_BODY_DRAIN_MAX, 256 * 1024);
+/// ```
+pub const UNREAD_BODY_DRAIN_MAX: u64 = 256 * 1024;
+
 /// Why a connection will close after the current response. The first reason found is kept
 /// (see [`KeepAlive::disable`]); it is what logs and tests can ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

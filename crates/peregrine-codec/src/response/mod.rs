@@ -43,7 +43,7 @@ pub use head::{
     connection_header, finish_head, ConnectionLine, CONNECTION_CLOSE, CONNECTION_KEEP_ALIVE,
     CONTINUE_100, TRANSFER_ENCODING_CHUNKED,
 };
-pub use keep_alive::{CloseReason, KeepAlive};
+pub use keep_alive::{CloseReason, KeepAlive, UNREAD_BODY_DRAIN_MAX};
 pub use sized_body::{SizedBody, SizedBodyError};
 pub use status::{
     is_final_status, reason_phrase, status_forbids_body, status_line, wire_status,

@@ -1,7 +1,7 @@
 //! Status lines and reason phrases (one static table for the project), and which statuses a
 //! handler may send ([`wire_status`]) and which carry a body.
 
-use super::fields::{check_field, is_engine_owned};
+use super::fields::check_field;
 use std::sync::OnceLock;
 
 macro_rules! statuses {
@@ -122,8 +122,8 @@ pub const INVALID_RESPONSE_REASON: &str = "invalid response from handler";
 
 /// The status that reaches the wire for a handler's response: its own, or 500 when the engine
 /// refuses to encode it, with [`INVALID_RESPONSE_REASON`] as body. This is the rule the engine
-/// applies (`is_final_status`, then each field: [`is_engine_owned`] ones are dropped, others
-/// must pass [`check_field`]); observers (access logs, metrics) call it to report what was
+/// applies on HTTP/1.1 and HTTP/2 (`is_final_status`, then every field must pass
+/// [`check_field`], the ones the engine then drops included); observers (access logs, metrics) call it to report what was
 /// sent rather than what the handler returned.
 ///
 /// `upgrade`: the response switches protocols (a 101 with an upgrade function, on an
@@ -137,9 +137,11 @@ pub const INVALID_RESPONSE_REASON: &str = "invalid response from handler";
 /// assert_eq!(wire_status(101, ok, true), 101);
 /// let split: [(&[u8], &[u8]); 1] = [(b"X-A", b"1\r\nX-B: 2")];
 /// assert_eq!(wire_status(200, split, false), 500);
-/// // Fields the engine owns are dropped, not refused.
-/// let owned: [(&[u8], &[u8]); 1] = [(b"Content-Length", b"\r\n")];
+/// // Fields the engine owns are dropped, but checked first like any other.
+/// let owned: [(&[u8], &[u8]); 1] = [(b"Content-Length", b"5")];
 /// assert_eq!(wire_status(200, owned, false), 200);
+/// let owned: [(&[u8], &[u8]); 1] = [(b"Content-Length", b"\r\n")];
+/// assert_eq!(wire_status(200, owned, false), 500);
 /// ```
 pub fn wire_status<'a>(
     status: u16,
@@ -149,7 +151,7 @@ pub fn wire_status<'a>(
     let status_ok = is_final_status(status) || (status == 101 && upgrade);
     let fields_ok = fields
         .into_iter()
-        .all(|(name, value)| is_engine_owned(name) || check_field(name, value).is_ok());
+        .all(|(name, value)| check_field(name, value).is_ok());
     if status_ok && fields_ok {
         status
     } else {
@@ -157,7 +159,16 @@ pub fn wire_status<'a>(
     }
 }
 
-/// Whether a response with this status must not carry a body (1xx, 204, 304).
+/// Whether a response with this status must not carry a body (1xx, 204, 304): no framing
+/// line over HTTP/1.1, no `content-length` and no DATA over HTTP/2; with HEAD, the whole
+/// no-body rule is [`sends_body`](super::sends_body).
+///
+/// ```
+/// use peregrine_codec::response::status_forbids_body;
+/// assert!(status_forbids_body(103) && status_forbids_body(204) && status_forbids_body(304));
+/// assert!(!status_forbids_body(200) && !status_forbids_body(205));
+/// ```
+#[inline]
 pub fn status_forbids_body(code: u16) -> bool {
     (100..200).contains(&code) || code == 204 || code == 304
 }
@@ -220,8 +231,10 @@ mod tests {
         assert_eq!(wire_status(101, fields(b"x-a", b"1\n"), true), 500);
         assert_eq!(
             wire_status(200, fields(b"Transfer-Encoding", b"\n"), false),
-            200
+            500
         );
+        assert_eq!(wire_status(200, fields(b"x-a", b"\x01"), false), 500);
+        assert_eq!(wire_status(200, fields(b"x-a", b"\x7f"), false), 500);
         assert_eq!(wire_status(200, fields(b"x-a", b"caf\xc3\xa9"), false), 200);
     }
 }

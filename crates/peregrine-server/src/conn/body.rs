@@ -14,7 +14,7 @@ use tokio::time::Instant;
 const BODY_READ_MAX: usize = 64 * 1024;
 /// An unread request body of at most this many bytes is read and discarded after the response so
 /// the connection can be kept; a larger rest closes the connection instead.
-pub(super) const DRAIN_MAX: u64 = 256 * 1024;
+pub(super) const DRAIN_MAX: u64 = peregrine_codec::response::UNREAD_BODY_DRAIN_MAX;
 
 /// How the framing of the current request's body is progressing.
 pub(super) enum BodyState {

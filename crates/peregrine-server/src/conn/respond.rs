@@ -8,9 +8,9 @@ use super::Conn;
 use crate::response::{Response, ResponseBody};
 use crate::worker::{BodyOut, HeadWritten, TextFields};
 use peregrine_codec::response::{
-    is_engine_owned, is_final_status, status_forbids_body, write_content_length, write_field,
-    BodyKind, ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE,
-    CONTINUE_100, INVALID_RESPONSE_REASON,
+    check_field, is_engine_owned, is_final_status, sends_body, write_content_length, BodyKind,
+    ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE, CONTINUE_100,
+    INVALID_RESPONSE_REASON,
 };
 use peregrine_codec::Version;
 use std::future::{poll_fn, Future};
@@ -187,7 +187,7 @@ impl Conn {
         let framing = Framing::choose(status, body, version);
         // Looked at before the fields are recycled; for streamed bodies only.
         let event_stream = matches!(body, BodyKind::Stream) && is_event_stream(&resp.headers);
-        let sends_body = !head_request && !status_forbids_body(status);
+        let sends_body = sends_body(status, head_request);
         // A small `'static` body goes to the head memo, which may append it with the head.
         let static_body: &'static [u8] = match resp.body {
             ResponseBody::Static(b) if sends_body && b.len() <= COPY_BODY_MAX => b,
@@ -219,7 +219,10 @@ impl Conn {
                 if let Some(upgrade) = self.start_upgrade(resp, version) {
                     return Some(upgrade);
                 }
-                tracing::error!(status, "handler returned an invalid status or header field");
+                // A refused field was logged where it was found, by the head encoder.
+                if status == 0 {
+                    tracing::error!(status = resp.status, "handler returned an invalid status");
+                }
                 keep_alive.disable(CloseReason::Error);
                 self.push_error(500, INVALID_RESPONSE_REASON, head_request);
                 return None;
@@ -280,14 +283,19 @@ impl Conn {
         let mark = out.len();
         out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
         for (name, value) in &resp.headers {
+            // Every field is checked, the dropped ones too (the rule of `check_field`).
+            if check_field(name.as_bytes(), value).is_err() {
+                out.truncate(mark);
+                return None;
+            }
             // `Connection` is the engine's (written below); a length or coding has no meaning.
             if is_engine_owned(name.as_bytes()) {
                 continue;
             }
-            if write_field(out, name.as_bytes(), value).is_err() {
-                out.truncate(mark);
-                return None;
-            }
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
         }
         out.extend_from_slice(b"Connection: upgrade\r\n\r\n");
         crate::response::recycle_fields(std::mem::take(&mut resp.headers));

@@ -81,7 +81,7 @@ async fn next_data(
 }
 
 /// What is drained of a request body the handler did not read, at most (as over HTTP/1.1).
-const DRAIN_MAX: usize = 256 * 1024;
+const DRAIN_MAX: usize = peregrine_codec::response::UNREAD_BODY_DRAIN_MAX as usize;
 
 /// Reads and drops what is left of a request body after the response, up to [`DRAIN_MAX`] and
 /// `timeout` per wait, so the client's request completes (its trailers, errors included, are

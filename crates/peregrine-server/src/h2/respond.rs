@@ -9,9 +9,10 @@ use crate::Response;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, DATE, SERVER};
-use std::cell::RefCell;
+use peregrine_codec::response::{
+    check_field, sends_body, status_forbids_body, DateCache, FieldError,
+};
 use std::future::poll_fn;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Why a response could not be sent completely.
 pub(crate) enum SendError {
@@ -34,33 +35,6 @@ fn is_connection_specific(name: &HeaderName) -> bool {
     )
 }
 
-fn forbids_body(status: u16) -> bool {
-    (100..200).contains(&status) || status == 204 || status == 304
-}
-
-thread_local! {
-    /// The `Date` value, formatted at most once per second per thread.
-    static DATE_VALUE: RefCell<(u64, HeaderValue)> =
-        const { RefCell::new((0, HeaderValue::from_static(""))) };
-}
-
-fn date_value() -> HeaderValue {
-    let now = SystemTime::now();
-    let secs = now
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs();
-    DATE_VALUE.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.0 != secs {
-            let text = httpdate::fmt_http_date(now);
-            d.1 = HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""));
-            d.0 = secs;
-        }
-        d.1.clone()
-    })
-}
-
 /// Why a handler's response cannot be sent as HTTP/2 fields (the stream is answered 500
 /// instead, as the HTTP/1.1 driver does).
 #[derive(Debug)]
@@ -69,10 +43,8 @@ enum Unsendable {
     Informational,
     /// A status outside 100–999.
     Status,
-    /// A field name that is not a token (RFC 9110 §5.1).
-    FieldName(String),
-    /// A field value with a byte no field value may hold (CR, LF, NUL, other controls).
-    FieldValue(String),
+    /// A field that fails the codec's [`check_field`] (the rule HTTP/1.1 applies too).
+    Field(String, FieldError),
 }
 
 impl Unsendable {
@@ -94,18 +66,7 @@ impl Unsendable {
                 status,
                 "the handler answered a status outside 100-999; answering 500"
             ),
-            Unsendable::FieldName(name) => tracing::error!(
-                status,
-                field = %name,
-                "the handler set a response field name that is not an HTTP token \
-                 (RFC 9110 §5.1); answering 500"
-            ),
-            Unsendable::FieldValue(name) => tracing::error!(
-                status,
-                field = %name,
-                "the handler set a response field value with a CR, LF, NUL or other control \
-                 byte (RFC 9110 §5.5); answering 500"
-            ),
+            Unsendable::Field(name, why) => crate::worker::log_refused_field(status, name, *why),
         }
     }
 }
@@ -122,26 +83,36 @@ fn head(
     *out.status_mut() = http::StatusCode::from_u16(res.status).map_err(|_| Unsendable::Status)?;
     let fields = out.headers_mut();
     for (given, value) in res.headers.drain(..) {
+        // The codec's rule first, on every field (dropped ones too), as over HTTP/1.1: the
+        // `http` types below then only build what it accepted.
+        if let Err(why) = check_field(given.as_bytes(), &value) {
+            return Err(Unsendable::Field(given.into_owned(), why));
+        }
+        // (Past the codec's check, only a name over 64 KiB fails here.)
         let Ok(name) = HeaderName::from_bytes(given.as_bytes()) else {
-            return Err(Unsendable::FieldName(given.into_owned()));
+            return Err(Unsendable::Field(given.into_owned(), FieldError::Name));
         };
         if is_connection_specific(&name) || name == CONTENT_LENGTH {
             continue;
         }
         let value = match value {
-            std::borrow::Cow::Borrowed(v) => HeaderValue::from_bytes(v),
+            // `'static` bytes are shared, not copied.
+            std::borrow::Cow::Borrowed(v) => HeaderValue::from_maybe_shared(Bytes::from_static(v)),
             std::borrow::Cow::Owned(v) => HeaderValue::from_maybe_shared(Bytes::from(v)),
         };
         let Ok(value) = value else {
-            return Err(Unsendable::FieldValue(given.into_owned()));
+            return Err(Unsendable::Field(given.into_owned(), FieldError::Value));
         };
         fields.append(name, value);
     }
-    fields.insert(DATE, date_value());
+    // The codec's per-thread `Date` cache, the one HTTP/1.1 heads are built from.
+    if let Ok(date) = HeaderValue::from_bytes(&DateCache::date_value()) {
+        fields.insert(DATE, date);
+    }
     if let Some(name) = server_name {
         fields.insert(SERVER, HeaderValue::from_static(name));
     }
-    if !forbids_body(res.status) {
+    if !status_forbids_body(res.status) {
         let len = match &res.body {
             ResponseBody::Empty => Some(0),
             ResponseBody::Full(b) => Some(b.len() as u64),
@@ -242,7 +213,7 @@ pub(crate) async fn send(
         body => body,
     };
     crate::response::recycle_fields(std::mem::take(&mut res.headers));
-    let no_body = head_request || forbids_body(res.status);
+    let no_body = !sends_body(res.status, head_request);
     let has_body = !no_body
         && match &body {
             ResponseBody::Full(data) => !data.is_empty(),

@@ -3,8 +3,8 @@
 //! `docs/performance.md`, "Response heads").
 
 use peregrine_codec::response::{
-    asks_close, finish_head, is_engine_owned, is_server_field, status_line, write_field,
-    CloseReason, ConnectionLine, DateCache, Framing, KeepAlive,
+    asks_close, check_field, finish_head, is_engine_owned, is_server_field, status_line,
+    CloseReason, ConnectionLine, DateCache, FieldError, Framing, KeepAlive,
 };
 use peregrine_codec::Version;
 use std::borrow::Cow;
@@ -264,23 +264,42 @@ impl HeadCache {
     }
 
     /// Encodes the status line, `Date`, `Server` (unless the handler sets its own) and the
-    /// handler's fields, skipping the ones the engine owns. `false` if a field would break the
-    /// message (response splitting).
+    /// handler's fields, skipping the ones the engine owns. `false` (logged) if a field fails
+    /// the codec's [`check_field`], the rule HTTP/2 applies too.
     fn write_fields(&self, out: &mut Vec<u8>, status: u16, headers: &Fields) -> bool {
         let own_server = headers.iter().any(|(n, _)| is_server_field(n.as_bytes()));
         self.write_prefix(out, status, !own_server);
         for (name, value) in headers {
-            let name = name.as_bytes();
-            // Framing, Date and Connection are the engine's: a handler's could contradict it.
-            if is_engine_owned(name) {
-                continue;
-            }
-            if write_field(out, name, value).is_err() {
+            // Checked before the engine-owned ones are dropped, as HTTP/2 does: the same fields
+            // are refused whichever protocol carries them.
+            if let Err(why) = check_field(name.as_bytes(), value) {
+                log_refused_field(status, name, why);
                 return false;
             }
+            // Framing, Date and Connection are the engine's: a handler's could contradict it.
+            if is_engine_owned(name.as_bytes()) {
+                continue;
+            }
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
         }
         true
     }
+}
+
+/// Logs a handler's field that fails [`check_field`]: one line, the same from the HTTP/1.1 and
+/// the HTTP/2 driver (at ERROR: the response is a bug the client cannot fix). The name is
+/// printed escaped, since it may hold the very bytes that were refused.
+#[cold]
+#[inline(never)]
+pub(crate) fn log_refused_field(status: u16, name: &str, why: FieldError) {
+    tracing::error!(
+        status,
+        field = ?name,
+        "the handler set a response {why}; answering 500"
+    );
 }
 
 /// The memo key of `headers` if every name and value is borrowed `'static` data (see

@@ -12,6 +12,8 @@ mod limits;
 mod pools;
 mod ticker;
 
+#[cfg(feature = "http2")]
+pub(crate) use heads::log_refused_field;
 use heads::HEAD_CACHE_REFRESH;
 pub(crate) use heads::{BodyOut, HeadCache, HeadWritten, TextFields};
 pub(crate) use limits::Global;

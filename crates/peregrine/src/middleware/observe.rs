@@ -119,9 +119,11 @@ mod tests {
         assert_eq!(wire_status(&split), 500);
         let bad_name = Response::new(200).with_header("x a", b"1".as_slice());
         assert_eq!(wire_status(&bad_name), 500);
-        // Fields the engine owns are dropped, not refused.
-        let owned = Response::new(200).with_header("Content-Length", b"\r\n".as_slice());
+        // Fields the engine owns are dropped, but checked first like any other.
+        let owned = Response::new(200).with_header("Content-Length", b"5".as_slice());
         assert_eq!(wire_status(&owned), 200);
+        let owned = Response::new(200).with_header("Content-Length", b"\r\n".as_slice());
+        assert_eq!(wire_status(&owned), 500);
     }
 
     #[test]
