@@ -24,14 +24,17 @@ impl Handler for ServeDir {
             let Some(rel) = safe_relative(raw, cfg.hidden) else {
                 return Error::not_found().into_response();
             };
-            // The root itself (route `/static/`) or a path ending in `/` may show an index.
-            let slash = raw.is_empty() || raw.ends_with('/');
+            // A path ending in `/` may show an index; the bare prefix without its slash (the
+            // catch-all reached as `/static`, empty) redirects to the slash form like any
+            // directory.
+            let slash = raw.ends_with('/') || (raw.is_empty() && req.path().ends_with('/'));
             let wants = wanted_codings(&req, &cfg.files);
             let root = cfg.root.clone();
             let index = cfg.index.clone();
+            let policy = cfg.policy();
             let found = blocking(move || {
-                let opened = open::open_under(&root, &rel, index.as_deref(), slash)?;
-                let sibling = pick_sibling(&root, &opened.path, wants);
+                let opened = open::open_under(&root, &rel, index.as_deref(), slash, policy)?;
+                let sibling = pick_sibling(&root, &opened.path, wants, policy);
                 Ok((opened, sibling))
             })
             .await;
@@ -53,7 +56,8 @@ impl Handler for ServeDir {
 /// The SPA fallback document, `no-cache` so a new deployment is picked up at once.
 async fn spa(req: &Request, cfg: &DirConfig, file: PathBuf) -> Response {
     let root = cfg.root.clone();
-    match blocking(move || open::open_under(&root, &file, None, true)).await {
+    let policy = cfg.policy();
+    match blocking(move || open::open_under(&root, &file, None, true, policy)).await {
         Ok(opened) => {
             let mut files = cfg.files.clone();
             files.cache_control = Some(Cow::Borrowed(&b"no-cache"[..]));
