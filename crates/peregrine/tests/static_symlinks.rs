@@ -208,13 +208,13 @@ fn a_flipping_link_is_never_followed_by_default() {
         let (inside, secret) = (r.join("inside.txt"), site.outside.path().join("secret.txt"));
         std::thread::spawn(move || {
             let tmp = link.with_extension("tmp");
-            let mut n = 0u64;
+            let mut out = true;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let target = if n % 2 == 0 { &secret } else { &inside };
+                let target = if out { &secret } else { &inside };
                 let _ = std::fs::remove_file(&tmp);
                 symlink(target, &tmp).unwrap();
                 std::fs::rename(&tmp, &link).unwrap();
-                n += 1;
+                out = !out;
             }
         })
     };

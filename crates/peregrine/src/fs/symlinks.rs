@@ -87,7 +87,10 @@ pub(crate) fn allowed(
 
 fn has_hidden_name(rel: &Path) -> bool {
     rel.components().any(|c| match c {
-        Component::Normal(n) => n.to_str().map_or(true, |n| n.starts_with('.')),
+        Component::Normal(n) => match n.to_str() {
+            Some(n) => n.starts_with('.'),
+            None => true,
+        },
         _ => true,
     })
 }
