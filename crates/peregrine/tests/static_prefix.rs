@@ -43,6 +43,9 @@ fn a_serve_dir_catch_all_answers_its_bare_prefix() {
     assert_eq!((r.status, r.header("location")), (301, Some("/static/")));
     let r = s.get("/static?lang=en", &[]);
     assert_eq!(r.header("location"), Some("/static/?lang=en"));
+    // On a route without the parameter, the root's index as before (no redirect).
+    let s = TestServer::start(App::new().route("/home", get(ServeDir::new(dir.path()))));
+    assert_eq!(s.get("/home", &[]).text(), "<h1>home</h1>");
 }
 
 /// The review's case: a public catch-all over the whole directory and a hooked catch-all over

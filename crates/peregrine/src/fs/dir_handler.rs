@@ -20,14 +20,18 @@ impl Handler for ServeDir {
     fn call(&self, req: Request) -> BoxFuture<Response> {
         let cfg = self.inner.clone();
         Box::pin(async move {
-            let raw = req.param_raw(&cfg.param).unwrap_or("");
+            let param = req.param_raw(&cfg.param);
+            let raw = param.unwrap_or("");
             let Some(rel) = safe_relative(raw, cfg.hidden) else {
                 return Error::not_found().into_response();
             };
-            // A path ending in `/` may show an index; the bare prefix without its slash (the
-            // catch-all reached as `/static`, empty) redirects to the slash form like any
-            // directory.
-            let slash = raw.ends_with('/') || (raw.is_empty() && req.path().ends_with('/'));
+            // A path ending in `/` may show an index, and so may a route without the parameter
+            // (the root); the bare prefix without its slash (the catch-all reached as
+            // `/static`, empty) redirects to the slash form like any directory.
+            let slash = match param {
+                None => true,
+                Some(p) => p.ends_with('/') || (p.is_empty() && req.path().ends_with('/')),
+            };
             let wants = wanted_codings(&req, &cfg.files);
             let root = cfg.root.clone();
             let index = cfg.index.clone();
