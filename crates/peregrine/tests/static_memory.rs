@@ -2,6 +2,7 @@
 //! (or several large ranges of it) and then stop reading make the server hold at most a
 //! bounded piece each, not the file. Real sockets; the server runs in this process, so its
 //! memory is this process's `VmRSS`.
+#![cfg(target_os = "linux")]
 
 mod common;
 use common::TestServer;
