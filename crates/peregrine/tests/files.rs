@@ -169,7 +169,7 @@ fn symlinks_out_of_the_root_are_refused() {
 #[test]
 fn large_files_stream_intact() {
     let site = site();
-    // Past `max_in_memory` (default 8 MiB; 1 MiB here) a file is sent from the file
+    // Past `max_in_memory` (default 64 KiB; 1 MiB here) a file is sent from the file
     // (sendfile), still with Content-Length.
     let s = TestServer::start(App::new().route(
         "/static/{*path}",

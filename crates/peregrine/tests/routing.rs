@@ -83,8 +83,9 @@ fn catch_all_takes_the_rest() {
         "GET /files/{*path} [path=a/b/c.txt]"
     );
     assert_eq!(s.get("/files/x", &[]).text(), "GET /files/{*path} [path=x]");
-    // matchit's catch-all needs at least one character.
-    assert_eq!(s.get("/files/", &[]).status, 404);
+    // The bare prefix reaches the catch-all too, with the parameter empty.
+    assert_eq!(s.get("/files/", &[]).text(), "GET /files/{*path} [path=]");
+    assert_eq!(s.get("/files", &[]).text(), "GET /files/{*path} [path=]");
 }
 
 #[test]

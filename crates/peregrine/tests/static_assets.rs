@@ -1,7 +1,9 @@
 //! Static files for real assets (issue 13 item 6) and the static-file findings of issue 17,
 //! through real sockets: Range (RFC 9110 §14), Content-Length, precompressed siblings,
 //! Cache-Control, directory index and bare prefix, SPA fallback, dotfiles, FIFOs, file times
-//! outside HTTP-dates, Windows separators.
+//! outside HTTP-dates, Windows separators. (Files above the in-memory limit: `static_large.rs`;
+//! memory under slow clients: `static_memory.rs`; symlinks: `static_symlinks.rs`; bare
+//! prefixes of catch-alls: `static_prefix.rs`.)
 
 mod common;
 use common::{request, Resp, TestServer};
@@ -535,8 +537,9 @@ fn fifos_are_not_opened_for_reading() {
 }
 
 /// A symlink in the root flipped between a file inside and a secret outside while requests
-/// run: the answer is always the inside file or 404, never the secret (the check is made on
-/// the opened file, not on the path before opening). Bounded: 400 requests.
+/// run, with links allowed inside the root (`Symlinks::WithinRoot`; the default follows none):
+/// the answer is always the inside file or 404, never the secret (the check is made on the
+/// opened file, not on the path before opening). Bounded: 400 requests.
 #[cfg(unix)]
 #[test]
 fn symlink_swaps_never_leak_files_outside_the_root() {
@@ -569,7 +572,7 @@ fn symlink_swaps_never_leak_files_outside_the_root() {
             }
         })
     };
-    let s = serve(assets(dir.path()));
+    let s = serve(assets(dir.path()).symlinks(peregrine::fs::Symlinks::WithinRoot));
     let mut seen_inside = 0;
     for _ in 0..400 {
         let r = s.get("/static/flip.txt", &[]);

@@ -1,7 +1,7 @@
 //! Compiling an [`App`] into its [`AppService`]: the route table, the layer stacks, and the
 //! check that every handler's state needs are met.
 
-use super::service::{AutoAnswer, Dispatch, Route, RouteThenStart, Shared};
+use super::service::{AutoAnswer, Dispatch, Route, RouteThenStart, Shared, BARE_PREFIX};
 use super::{App, AppService, DEFAULT_BODY_LIMIT};
 use crate::middleware;
 use crate::router::{self, MethodRouter};
@@ -51,6 +51,7 @@ impl App {
         let mut routes = Vec::new();
         let mut all_methods: Vec<String> = Vec::new();
         let mut needs = Vec::new();
+        let mut bare = Vec::new();
         for (path, methods) in self.router.flatten("") {
             check_needs(
                 &path,
@@ -62,6 +63,9 @@ impl App {
             matcher
                 .insert(path.as_str(), routes.len() as u32)
                 .map_err(|e| format!("route {path}: {e}"))?;
+            if let Some(prefix) = path.strip_suffix('}').and_then(|p| p.rsplit_once("/{*")) {
+                bare.push((prefix.0.to_owned(), routes.len() as u32));
+            }
             let mut methods = methods.build();
             let auto_layers = std::mem::take(&mut methods.auto_layers);
             // Without layers the automatic answers stay ready responses (nothing boxed).
@@ -81,6 +85,18 @@ impl App {
                 methods,
                 auto,
             });
+        }
+        // A catch-all `/p/{*rest}` also answers `/p/` and `/p` (with `rest` empty), so a hook
+        // on it covers the directory itself; a route registered for either path wins (its
+        // insert came first, this one conflicts and is skipped).
+        for (prefix, route) in bare {
+            let slash = format!("{prefix}/");
+            for p in [slash.as_str(), prefix.as_str()]
+                .into_iter()
+                .filter(|p| !p.is_empty())
+            {
+                let _ = matcher.insert(p, route | BARE_PREFIX);
+            }
         }
         for (what, h) in [
             ("fallback", &self.fallback),

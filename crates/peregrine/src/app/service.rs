@@ -22,6 +22,10 @@ use std::task::{Context, Poll};
 /// that path when it differs from the one given.
 type Routed = (u32, SmallVec<[(u32, u32); 4]>, Option<Box<str>>);
 
+/// Marks a matcher entry for the bare prefix of a catch-all route (`/p/` or `/p` for
+/// `/p/{*rest}`): the route index is the rest of the value, and the catch-all is empty.
+pub(super) const BARE_PREFIX: u32 = 1 << 31;
+
 pub(crate) struct Route {
     pub(crate) pattern: Box<str>,
     pub(crate) param_names: Box<[Box<str>]>,
@@ -98,7 +102,7 @@ impl Shared {
                 let base = path.as_ptr() as usize;
                 // matchit hands out slices of the path we gave it, in pattern order; keep their
                 // offsets so the request owns no strings.
-                let params = m
+                let mut params: SmallVec<_> = m
                     .params
                     .iter()
                     .map(|(_, v)| {
@@ -106,7 +110,10 @@ impl Shared {
                         (s as u32, (s + v.len()) as u32)
                     })
                     .collect();
-                (*m.value, params)
+                if *m.value & BARE_PREFIX != 0 {
+                    params.push((path.len() as u32, path.len() as u32));
+                }
+                (*m.value & !BARE_PREFIX, params)
             }
             Err(_) => (NO_ROUTE, SmallVec::new()),
         }

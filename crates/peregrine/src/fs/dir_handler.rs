@@ -20,18 +20,25 @@ impl Handler for ServeDir {
     fn call(&self, req: Request) -> BoxFuture<Response> {
         let cfg = self.inner.clone();
         Box::pin(async move {
-            let raw = req.param_raw(&cfg.param).unwrap_or("");
+            let param = req.param_raw(&cfg.param);
+            let raw = param.unwrap_or("");
             let Some(rel) = safe_relative(raw, cfg.hidden) else {
                 return Error::not_found().into_response();
             };
-            // The root itself (route `/static/`) or a path ending in `/` may show an index.
-            let slash = raw.is_empty() || raw.ends_with('/');
+            // A path ending in `/` may show an index, and so may a route without the parameter
+            // (the root); the bare prefix without its slash (the catch-all reached as
+            // `/static`, empty) redirects to the slash form like any directory.
+            let slash = match param {
+                None => true,
+                Some(p) => p.ends_with('/') || (p.is_empty() && req.path().ends_with('/')),
+            };
             let wants = wanted_codings(&req, &cfg.files);
             let root = cfg.root.clone();
             let index = cfg.index.clone();
+            let policy = cfg.policy();
             let found = blocking(move || {
-                let opened = open::open_under(&root, &rel, index.as_deref(), slash)?;
-                let sibling = pick_sibling(&root, &opened.path, wants);
+                let opened = open::open_under(&root, &rel, index.as_deref(), slash, policy)?;
+                let sibling = pick_sibling(&root, &opened.path, wants, policy);
                 Ok((opened, sibling))
             })
             .await;
@@ -53,7 +60,8 @@ impl Handler for ServeDir {
 /// The SPA fallback document, `no-cache` so a new deployment is picked up at once.
 async fn spa(req: &Request, cfg: &DirConfig, file: PathBuf) -> Response {
     let root = cfg.root.clone();
-    match blocking(move || open::open_under(&root, &file, None, true)).await {
+    let policy = cfg.policy();
+    match blocking(move || open::open_under(&root, &file, None, true, policy)).await {
         Ok(opened) => {
             let mut files = cfg.files.clone();
             files.cache_control = Some(Cow::Borrowed(&b"no-cache"[..]));

@@ -48,8 +48,10 @@ mod resolve;
 mod respond;
 mod serve_dir;
 mod serve_file;
+mod symlinks;
 
 pub use options::DEFAULT_MAX_IN_MEMORY;
 pub(crate) use resolve::safe_relative;
 pub use serve_dir::ServeDir;
 pub use serve_file::ServeFile;
+pub use symlinks::Symlinks;

@@ -3,17 +3,21 @@
 //! * The file is opened first (non-blocking on Unix, so a FIFO or a device cannot hang the
 //!   thread in `open`) and everything else is decided from the opened descriptor's metadata:
 //!   something that is not a regular file is never read.
-//! * Containment is checked after opening, against the opened file: the path is canonicalised
-//!   and must lie under the canonical root, and (Unix) the canonical path must name the same
-//!   inode as the open descriptor. A symlink swapped between the check and the open (the old
-//!   `canonicalize`-then-`open` race) therefore cannot smuggle out a file: either the file we
-//!   hold is the one under the root, or the identities differ and the answer is 404. An
-//!   `openat2(RESOLVE_BENEATH)` walk would avoid the second lookup but is Linux-only and
-//!   needs raw syscalls; this check is portable and costs one `stat`.
+//! * Symbolic links are checked after opening, against the opened file, by the policy of
+//!   [`Symlinks`] (`symlinks.rs`): the path is canonicalised and compared with what the policy
+//!   allows, and (Unix) the canonical path must name the same inode as the open descriptor. A
+//!   symlink swapped between the check and the open (the old `canonicalize`-then-`open` race)
+//!   therefore cannot smuggle out a file: either the file we hold is the one checked, or the
+//!   identities differ and the answer is 404. Under [`Symlinks::Deny`] the last name is also
+//!   opened with `O_NOFOLLOW`. An `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` walk would
+//!   avoid the second lookup but is Linux-only and needs raw syscalls (the framework forbids
+//!   `unsafe`); this check is portable and costs one `stat`.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+
+use super::symlinks::{allowed, Symlinks};
 
 /// A regular file, open, with its metadata and the path it was found at.
 #[derive(Debug)]
@@ -60,9 +64,10 @@ fn is_not_a_directory(e: &io::Error) -> bool {
     }
 }
 
-/// Opens `path` for reading without blocking on FIFOs and devices; returns it with the
-/// metadata of the opened descriptor.
-pub(crate) fn open_nonblocking(path: &Path) -> io::Result<(File, Metadata)> {
+/// Opens `path` for reading without blocking on FIFOs and devices (and, with `nofollow`, not
+/// through a symlink as its last name: ELOOP, a 404); returns it with the metadata of the
+/// opened descriptor.
+pub(crate) fn open_nonblocking(path: &Path, nofollow: bool) -> io::Result<(File, Metadata)> {
     let mut o = OpenOptions::new();
     o.read(true);
     #[cfg(unix)]
@@ -70,47 +75,42 @@ pub(crate) fn open_nonblocking(path: &Path) -> io::Result<(File, Metadata)> {
         use std::os::unix::fs::OpenOptionsExt;
         // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. It has no
         // effect on reads of regular files.
-        o.custom_flags(libc::O_NONBLOCK);
+        let nofollow = if nofollow { libc::O_NOFOLLOW } else { 0 };
+        o.custom_flags(libc::O_NONBLOCK | nofollow);
     }
+    #[cfg(not(unix))]
+    let _ = nofollow;
     let file = o.open(path)?;
     let meta = file.metadata()?;
     Ok((file, meta))
 }
 
-/// Is the open file (with metadata `meta`) at `path` really under `root` (canonical)?
-fn contained(root: &Path, path: &Path, meta: &Metadata) -> bool {
-    let Ok(real) = std::fs::canonicalize(path) else {
-        return false;
-    };
-    if !real.starts_with(root) {
-        return false;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        match std::fs::metadata(&real) {
-            Ok(m) => m.dev() == meta.dev() && m.ino() == meta.ino(),
-            Err(_) => false,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        true
+/// How a [`ServeDir`](super::ServeDir) lets files under its root be opened.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Policy {
+    pub(crate) symlinks: Symlinks,
+    /// Names starting with `.` may be served.
+    pub(crate) hidden: bool,
+}
+
+impl Policy {
+    fn open(self, path: &Path) -> io::Result<(File, Metadata)> {
+        open_nonblocking(path, self.symlinks == Symlinks::Deny)
     }
 }
 
 /// Opens `rel` under `root`: a regular file, or the `index` of a directory (`slash`: the
-/// request path ended in `/`, or named the root itself). Checks containment after opening.
+/// request path ended in `/`, or named the root itself). Checks symlinks after opening.
 pub(crate) fn open_under(
     root: &Path,
     rel: &Path,
     index: Option<&str>,
     slash: bool,
+    policy: Policy,
 ) -> Result<Opened, Miss> {
     let root = std::fs::canonicalize(root)?;
     let mut path = root.join(rel);
-    let (mut file, mut meta) = open_nonblocking(&path)?;
+    let (mut file, mut meta) = policy.open(&path)?;
     if meta.is_dir() {
         let Some(index) = index else {
             return Err(Miss::NotFound);
@@ -119,31 +119,38 @@ pub(crate) fn open_under(
             return Err(Miss::NeedsSlash);
         }
         path.push(index);
-        (file, meta) = open_nonblocking(&path)?;
+        (file, meta) = policy.open(&path)?;
     }
-    if !meta.is_file() || !contained(&root, &path, &meta) {
+    if !meta.is_file() || !allowed(&root, &path, &meta, policy.symlinks, policy.hidden) {
         return Err(Miss::NotFound);
     }
     Ok(Opened { file, meta, path })
 }
 
 /// Opens the sibling `path` + `suffix` (`.br`, `.gz`) of an opened file under the same checks.
-pub(crate) fn open_sibling(root: &Path, path: &Path, suffix: &str) -> Option<Opened> {
+pub(crate) fn open_sibling(
+    root: &Path,
+    path: &Path,
+    suffix: &str,
+    policy: Policy,
+) -> Option<Opened> {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     let sibling = PathBuf::from(s);
     let root = std::fs::canonicalize(root).ok()?;
-    let (file, meta) = open_nonblocking(&sibling).ok()?;
-    (meta.is_file() && contained(&root, &sibling, &meta)).then_some(Opened {
-        file,
-        meta,
-        path: sibling,
-    })
+    let (file, meta) = policy.open(&sibling).ok()?;
+    (meta.is_file() && allowed(&root, &sibling, &meta, policy.symlinks, policy.hidden)).then_some(
+        Opened {
+            file,
+            meta,
+            path: sibling,
+        },
+    )
 }
 
 /// Opens one fixed file (for `ServeFile`): a regular file, or nothing.
 pub(crate) fn open_file(path: &Path) -> Result<Opened, Miss> {
-    let (file, meta) = open_nonblocking(path)?;
+    let (file, meta) = open_nonblocking(path, false)?;
     if !meta.is_file() {
         return Err(Miss::NotFound);
     }

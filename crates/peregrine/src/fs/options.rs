@@ -6,10 +6,15 @@
 
 use std::borrow::Cow;
 
-/// Default for [`ServeDir::max_in_memory`](super::ServeDir::max_in_memory): bodies up to this
-/// size are read whole and sent with `Content-Length`; larger ones are sent from the file
-/// (`sendfile(2)` on plain TCP), also with `Content-Length`.
-pub const DEFAULT_MAX_IN_MEMORY: u64 = 8 * 1024 * 1024;
+/// Default for [`ServeDir::max_in_memory`](super::ServeDir::max_in_memory) (64 KiB): bodies up
+/// to this size are read into memory whole; larger ones are sent from the open file
+/// (`sendfile(2)` on plain TCP), both with `Content-Length`. Small, because it is memory each
+/// request holds until a (possibly slow) client has read it.
+///
+/// ```
+/// assert_eq!(peregrine::fs::DEFAULT_MAX_IN_MEMORY, 64 * 1024);
+/// ```
+pub const DEFAULT_MAX_IN_MEMORY: u64 = 64 * 1024;
 
 /// What applies to every file served (by [`ServeDir`](super::ServeDir) or
 /// [`ServeFile`](super::ServeFile)).

@@ -1,7 +1,7 @@
 //! Precompressed siblings (`name.br`, `name.gz`): which codings the client accepts among the
 //! enabled ones, best first, and the first sibling of those that exists under the root.
 
-use super::open::{self, Opened};
+use super::open::{self, Opened, Policy};
 use super::options::FileOptions;
 use crate::middleware::compression::{negotiate, Coding};
 use crate::request::Request;
@@ -36,9 +36,14 @@ pub(super) fn wanted_codings(req: &Request, o: &FileOptions) -> Wanted {
     [first.map(suffix), second.map(suffix)]
 }
 
-pub(super) fn pick_sibling(root: &Path, path: &Path, wants: Wanted) -> Option<(Coding, Opened)> {
+pub(super) fn pick_sibling(
+    root: &Path,
+    path: &Path,
+    wants: Wanted,
+    policy: Policy,
+) -> Option<(Coding, Opened)> {
     wants
         .into_iter()
         .flatten()
-        .find_map(|(c, suffix)| open::open_sibling(root, path, suffix).map(|o| (c, o)))
+        .find_map(|(c, suffix)| open::open_sibling(root, path, suffix, policy).map(|o| (c, o)))
 }

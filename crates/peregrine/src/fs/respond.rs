@@ -133,8 +133,8 @@ pub(super) async fn serve(
             res.headers.push((Cow::Borrowed("content-type"), ctype));
             body(res, file, a, b - a + 1, o.max_in_memory).await
         }
-        Ranges::Satisfiable(r) if range::total(&r) <= o.max_in_memory => {
-            multipart(res, file, &r, len, &ctype, &etag).await
+        Ranges::Satisfiable(r) => {
+            multipart(res, file, &r, len, &ctype, &etag, o.max_in_memory).await
         }
         _ => {
             res.headers.push((Cow::Borrowed("content-type"), ctype));
@@ -149,8 +149,8 @@ pub(super) fn push(res: &mut Response, name: &'static str, value: Vec<u8>) {
 
 /// Sets the body to `n` bytes of `file` from `offset`, always with `Content-Length`: read whole
 /// up to `max_in_memory`; past it, a file body the engine sends with `sendfile(2)` on plain
-/// TCP (read and written in pieces on other transports), so a large file is never copied
-/// through the worker.
+/// TCP (read and written in bounded pieces on other transports), so a large file is never
+/// held in memory, however slowly the client reads.
 async fn body(
     mut res: Response,
     file: Opened,

@@ -1,11 +1,11 @@
 //! [`ServeDir`], the service for a directory, and its builder options (index, hidden names,
-//! SPA fallback, precompressed siblings, caching, in-memory limit), plus
+//! symlinks, SPA fallback, precompressed siblings, caching, in-memory limit), plus
 //! [`ServeDir::router`], which mounts it under a prefix. How it answers a request is in
 //! `dir_handler.rs`.
 
-use super::dir_handler::{moved_permanently, with_query};
+use super::open::Policy;
 use super::options::{checked_value, FileOptions};
-use crate::request::Request;
+use super::symlinks::Symlinks;
 use crate::router::{get, Router};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,20 +14,25 @@ use std::sync::Arc;
 ///
 /// * **Paths**: the (already normalised, see [`crate::path`]) catch-all is split into segments
 ///   exactly as routed; each must decode to one plain name. `..`, `\`, NUL, encoded separators
-///   and names starting with `.` (unless [`ServeDir::hidden`]) are 404, and the opened file must
-///   lie under the root once symlinks are followed, checked on the opened descriptor (no
-///   check-then-open race). FIFOs, devices and sockets are never read.
+///   and names starting with `.` (unless [`ServeDir::hidden`]) are 404. No symbolic link below
+///   the root is followed unless [`ServeDir::symlinks`] allows it, checked on the opened
+///   descriptor (no check-then-open race). FIFOs, devices and sockets are never read.
 /// * **Headers**: `Content-Type` from the extension (`mime_guess`, `charset=utf-8` for text),
 ///   strong `ETag`, `Last-Modified`, `Accept-Ranges: bytes`, `Content-Length` for every body, range
-///   and HEAD answer; bodies past [`ServeDir::max_in_memory`] go out with `sendfile(2)` on plain
-///   TCP.
+///   and HEAD answer.
+/// * **Memory**: only bodies up to [`ServeDir::max_in_memory`] (64 KiB) are read into memory;
+///   larger files and ranges are sent from the open file (`sendfile(2)` on plain TCP, bounded
+///   pieces otherwise), and several ranges of a larger total stream part by part in 64 KiB
+///   pieces. A slow client holds at most one piece, whatever the file's size.
 /// * **Conditional requests** in the order of RFC 9110 §13.2.2: `If-Match` /
 ///   `If-Unmodified-Since` (412), `If-None-Match` / `If-Modified-Since` (304), `If-Range`.
 /// * **Range** (GET): one range → 206 with `Content-Range`; several → `multipart/byteranges`;
 ///   none satisfiable → 416 with `Content-Range: bytes */len`; malformed or more than 16 ranges
 ///   → the whole file (a server may ignore `Range`).
 /// * **Directories**: `dir/` answers with its `index.html`; `dir` redirects (301) to `dir/` so
-///   that relative links in the index work. [`ServeDir::router`] also routes the bare prefix.
+///   that relative links in the index work. The catch-all route also answers its bare prefix
+///   (`/static/` with the index, `/static` with a redirect to `/static/`), with the route's
+///   hooks and layers.
 ///
 /// ```
 /// use peregrine::{App, get};
@@ -56,8 +61,18 @@ pub(super) struct DirConfig {
     pub(super) param: String,
     pub(super) index: Option<String>,
     pub(super) hidden: bool,
+    pub(super) symlinks: Symlinks,
     pub(super) spa_fallback: Option<PathBuf>,
     pub(super) files: FileOptions,
+}
+
+impl DirConfig {
+    pub(super) fn policy(&self) -> Policy {
+        Policy {
+            symlinks: self.symlinks,
+            hidden: self.hidden,
+        }
+    }
 }
 
 impl ServeDir {
@@ -87,6 +102,7 @@ impl ServeDir {
                 param: "path".into(),
                 index: Some("index.html".into()),
                 hidden: false,
+                symlinks: Symlinks::Deny,
                 spa_fallback: None,
                 files: FileOptions::default(),
             }),
@@ -161,6 +177,36 @@ impl ServeDir {
     /// ```
     pub fn hidden(mut self, serve: bool) -> Self {
         self.cfg().hidden = serve;
+        self
+    }
+    /// What to do with symbolic links below the root; [`Symlinks::Deny`] by default, so that a
+    /// link cannot make a file outside the root, or in a directory that another route protects
+    /// with a hook, reachable through this route. See [`Symlinks`].
+    ///
+    /// ```
+    /// use peregrine::fs::{ServeDir, Symlinks};
+    /// use peregrine::App;
+    ///
+    /// let shared = tempfile::tempdir()?;
+    /// std::fs::write(shared.path().join("logo.png"), b"\x89PNG")?;
+    /// let root = tempfile::tempdir()?;
+    /// # #[cfg(unix)]
+    /// std::os::unix::fs::symlink(shared.path(), root.path().join("shared"))?;
+    /// let client = App::new()
+    ///     .merge(ServeDir::new(root.path()).router("/default"))
+    ///     .merge(ServeDir::new(root.path()).symlinks(Symlinks::Follow).router("/linked"))
+    ///     .test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// # #[cfg(unix)] {
+    /// // The link leads out of the root: refused unless the policy says otherwise.
+    /// assert_eq!(client.get("/default/shared/logo.png").send().await.status(), 404);
+    /// assert_eq!(client.get("/linked/shared/logo.png").send().await.status(), 200);
+    /// # }
+    /// # });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn symlinks(mut self, policy: Symlinks) -> Self {
+        self.cfg().symlinks = policy;
         self
     }
     /// Single-page applications: a `GET`/`HEAD` for a missing file, from a client that accepts
@@ -290,8 +336,12 @@ impl ServeDir {
         self.cfg().files.immutable_hashed = on;
         self
     }
-    /// Bodies (or ranges) up to `bytes` are read whole (and may be compressed); larger ones are
-    /// sent from the file (`sendfile(2)` on plain TCP). Both carry `Content-Length`. Default [`DEFAULT_MAX_IN_MEMORY`](super::DEFAULT_MAX_IN_MEMORY) (8 MiB).
+    /// Bodies (or ranges) up to `bytes` are read into memory whole (where a compression layer
+    /// may compress them); larger ones are sent from the open file, `sendfile(2)` on plain TCP
+    /// and bounded pieces on other transports, and several ranges of a larger total are
+    /// streamed part by part. Every answer carries `Content-Length`. Default
+    /// [`DEFAULT_MAX_IN_MEMORY`](super::DEFAULT_MAX_IN_MEMORY) (64 KiB). This is memory per
+    /// request: raising it lets each slow client hold that much.
     ///
     /// ```
     /// use peregrine::fs::ServeDir;
@@ -314,8 +364,9 @@ impl ServeDir {
         self
     }
 
-    /// Routes that serve this directory under `prefix` (`"/static"`): `/static/{*path}` for
-    /// files, `/static/` for the index, and `/static`, which redirects to `/static/`.
+    /// The route that serves this directory under `prefix` (`"/static"`): `/static/{*path}`,
+    /// which also answers `/static/` (the index) and `/static` (a redirect to `/static/`), so
+    /// a hook or layer on it covers the whole directory.
     ///
     /// # Panics
     /// If `prefix` does not start with `/` or ends with `/`.
@@ -341,16 +392,6 @@ impl ServeDir {
             "prefix {prefix:?} must start with '/' and not end with '/'"
         );
         let catch_all = format!("{prefix}/{{*{}}}", self.inner.param);
-        let slash = format!("{prefix}/");
-        Router::new()
-            .route(&catch_all, get(self.clone()))
-            .route(&slash, get(self))
-            .route(
-                prefix,
-                get(move |req: Request| {
-                    let to = with_query(&format!("{}/", req.path()), req.query_string());
-                    async move { moved_permanently(to) }
-                }),
-            )
+        Router::new().route(&catch_all, get(self))
     }
 }

@@ -55,8 +55,9 @@ impl Router {
     }
 
     /// Adds a route. Path syntax (matchit): static segments, `{name}` for one segment,
-    /// `{*name}` for the rest of the path (last only); `{{`/`}}` for literal braces. Adding the
-    /// same path twice merges the methods.
+    /// `{*name}` for the rest of the path (last only; `/files/{*name}` also answers `/files/`
+    /// and `/files` with `name` empty, unless a route is registered for them); `{{`/`}}` for
+    /// literal braces. Adding the same path twice merges the methods.
     ///
     /// # Panics
     /// If the path does not start with `/`, or a method is registered twice for one path.
