@@ -327,8 +327,8 @@ fn cpu_time(pid: u32) -> Duration {
 
 /// More connections than the server has descriptors (`RLIMIT_NOFILE` 64, set by `prlimit` on
 /// a child server process): accept fails with `EMFILE`; an existing connection keeps being
-/// served; the accept loop backs off instead of spinning (the child uses well under a quarter
-/// of a CPU over 2 s of exhaustion, a correctness bound, not a measurement); when the clients
+/// served; the accept loop backs off instead of spinning (the child uses under 10% of a CPU
+/// over 2 s of exhaustion, a correctness bound, not a measurement); when the clients
 /// close, the connection that waited in the backlog is served and new ones are too.
 #[test]
 fn emfile_storm_keeps_serving() {
@@ -387,8 +387,10 @@ fn emfile_storm_keeps_serving() {
     std::thread::sleep(Duration::from_secs(2));
     let used = cpu_time(pid) - before;
     eprintln!("child CPU over 2 s out of descriptors: {used:?}");
+    // Measured: 40 ms with the 10 ms back-off; 550 ms when the loop only yields (on a busy
+    // 2-core machine, so a spin shows as its share of a CPU, not a whole one).
     assert!(
-        used < Duration::from_millis(500),
+        used < Duration::from_millis(200),
         "the accept loop spins: {used:?} of CPU in 2 s"
     );
     assert_eq!(keep_alive_get(&mut existing).unwrap(), "ok");
