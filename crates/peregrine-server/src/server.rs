@@ -270,11 +270,13 @@ impl<A: Acceptor> Server<A> {
                 .collect::<io::Result<_>>()?
         };
         let config = self.config;
+        let stop = Arc::new(watch::channel(false).0);
         let mut workers = Workers::new(
             config.clone(),
             service,
             self.acceptor,
             self.on_worker_start,
+            &stop,
             listeners.len(),
             shared,
             own_tcp.then_some(addr),
@@ -305,7 +307,6 @@ impl<A: Acceptor> Server<A> {
             }
         }
         let (done_tx, done) = watch::channel(false);
-        let stop = workers.stop.clone();
         let wake = workers.waker();
         #[cfg(feature = "fault-injection")]
         let faults = workers.faults.clone();
@@ -354,12 +355,11 @@ impl<A: Acceptor> Server<A> {
             ))
         })?;
         let handle = self.serve(service)?;
-        let mut done = handle.done.clone();
         let failed = rt.block_on(async {
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
                 _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-                _ = done.wait_for(|d| *d) => return true,
+                _ = handle.stopped() => return true,
             }
             false
         });
@@ -457,6 +457,29 @@ impl ServerHandle {
         // The socket file this server created goes with it.
         remove_socket_file(self.bound_path);
         stopped
+    }
+
+    /// Resolves once every worker has exited: after a shutdown, or when the server stopped by
+    /// itself (workers kept dying; [`ServerHandle::join`] then returns the error). A program
+    /// that waits for signals in its own runtime waits for this too, so that it exits instead
+    /// of serving nothing.
+    ///
+    /// ```no_run
+    /// # async fn run(handle: peregrine_server::ServerHandle) -> std::io::Result<()> {
+    /// use tokio::signal::unix::{signal, SignalKind};
+    /// let mut term = signal(SignalKind::terminate())?;
+    /// tokio::select! {
+    ///     _ = term.recv() => {}
+    ///     _ = handle.stopped() => return handle.join(), // the error, for a non-zero exit
+    /// }
+    /// handle.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn stopped(&self) {
+        let mut done = self.done.clone();
+        // An error means the supervisor is gone, which is stopped too.
+        let _ = done.wait_for(|d| *d).await;
     }
 
     /// Makes worker `worker` die outside any handler (engine tests only).

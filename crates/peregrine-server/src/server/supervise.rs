@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -67,7 +67,10 @@ pub(super) struct Workers<S, A> {
     pub(super) service: S,
     pub(super) acceptor: A,
     pub(super) global: Arc<Global>,
-    pub(super) stop: Arc<watch::Sender<bool>>,
+    /// The server's stop signal, owned by its `ServerHandle`: dropping the handle drops the
+    /// sender, which stops the workers as it always has.
+    stop: Weak<watch::Sender<bool>>,
+    stop_rx: watch::Receiver<bool>,
     pub(super) hooks: Vec<WorkerStartHook>,
     pins: Vec<Option<usize>>,
     source: Option<Source>,
@@ -91,6 +94,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         service: S,
         acceptor: A,
         hooks: Vec<WorkerStartHook>,
+        stop: &Arc<watch::Sender<bool>>,
         n: usize,
         shared: Vec<Listener>,
         own_tcp: Option<SocketAddr>,
@@ -99,7 +103,6 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             config.max_connections,
             config.max_connections_per_addr,
         ));
-        let (stop, _) = watch::channel(false);
         let (exits, events) = mpsc::channel();
         let source = match own_tcp {
             Some(addr) => Some(Source::Rebind(addr)),
@@ -111,7 +114,8 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             service,
             acceptor,
             global,
-            stop: Arc::new(stop),
+            stop: Arc::downgrade(stop),
+            stop_rx: stop.subscribe(),
             hooks,
             source,
             guards: (0..n).map(|_| None).collect(),
@@ -157,7 +161,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             self.acceptor.clone(),
             self.global.clone(),
         );
-        let (stop, exits, pin) = (self.stop.subscribe(), self.exits.clone(), self.pins[index]);
+        let (stop, exits, pin) = (self.stop_rx.clone(), self.exits.clone(), self.pins[index]);
         self.next_token += 1;
         let token = self.next_token;
         let spawned = std::thread::Builder::new()
@@ -199,7 +203,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
 
     /// Stops every worker and waits for their threads (a failed start).
     pub(super) fn abort(mut self) {
-        let _ = self.stop.send(true);
+        self.send_stop();
         for index in 0..self.threads.len() {
             if let Some((_, thread)) = self.threads[index].take() {
                 let _ = thread.join();
@@ -225,7 +229,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         let mut due: Vec<(Instant, usize)> = Vec::new();
         let mut failure: Option<io::Error> = None;
         loop {
-            let stopping = *self.stop.borrow();
+            let stopping = self.stopping();
             if stopping {
                 due.clear();
                 self.source = None;
@@ -272,7 +276,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
                     let (ready, later) = due.into_iter().partition(|d| d.0 <= now);
                     due = later;
                     for (_, index) in ready {
-                        if failure.is_some() || *self.stop.borrow() {
+                        if failure.is_some() || self.stopping() {
                             break;
                         }
                         match self.restart(index) {
@@ -345,8 +349,19 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
     fn give_up(&self, e: io::Error) -> io::Error {
         tracing::error!(error = %e, "stopping the server");
         self.config.drain_signal.start();
-        let _ = self.stop.send(true);
+        self.send_stop();
         e
+    }
+
+    /// Whether the server is stopping: asked to, or its handle (and so the signal) is gone.
+    fn stopping(&self) -> bool {
+        *self.stop_rx.borrow() || self.stop.strong_count() == 0
+    }
+
+    fn send_stop(&self) {
+        if let Some(stop) = self.stop.upgrade() {
+            let _ = stop.send(true);
+        }
     }
 
     /// Starts a new worker `index` on a fresh listener and waits until it accepts.
