@@ -59,6 +59,16 @@ def test_warm_up_growth_is_ignored_and_a_decrease_is_no_trend():
     assert budgets["ok"], budgets["failures"]
 
 
+def test_one_more_descriptor_is_resolution_and_a_climb_is_a_leak():
+    # The CI run that motivated the rule: 35 descriptors, then 36 for good (a connection open
+    # at each later sample instant): a significant slope, but one descriptor.
+    step = [{"t": i * 2.0, "rss_kib": 50_000, "fds": 35 if i < 22 else 36} for i in range(60)]
+    assert soak_stats.check_budgets(step, warmup=0, server_exit=None)["ok"]
+    climb = [{"t": i * 2.0, "rss_kib": 50_000, "fds": 35 + i // 15} for i in range(60)]
+    budgets = soak_stats.check_budgets(climb, warmup=0, server_exit=None)
+    assert any(f.startswith("fds: upward trend") for f in budgets["failures"]), budgets
+
+
 def test_errors_a_dead_server_and_too_few_samples_fail():
     samples = _samples([50_000] * 20)
     samples[5]["errors"] = {"reset": 2}
