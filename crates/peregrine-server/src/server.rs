@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 pub(crate) use supervise::panic_text;
-use supervise::{Event, Workers};
+use supervise::{Event, Source, Workers};
 use tokio::sync::watch;
 
 #[cfg(feature = "fault-injection")]
@@ -261,13 +261,15 @@ impl<A: Acceptor> Server<A> {
         };
         // Restarts rebind the engine's own TCP sockets; shared listeners are handed out again.
         let own_tcp = self.listeners_are_own && bound_path.is_none();
-        let shared = if own_tcp {
-            Vec::new()
+        let source = if own_tcp {
+            Source::Rebind(addr)
         } else {
-            listeners
-                .iter()
-                .map(Listener::try_clone)
-                .collect::<io::Result<_>>()?
+            Source::Share(
+                listeners
+                    .iter()
+                    .map(Listener::try_clone)
+                    .collect::<io::Result<_>>()?,
+            )
         };
         let config = self.config;
         let stop = Arc::new(watch::channel(false).0);
@@ -278,8 +280,7 @@ impl<A: Acceptor> Server<A> {
             self.on_worker_start,
             &stop,
             listeners.len(),
-            shared,
-            own_tcp.then_some(addr),
+            source,
         );
         #[cfg(feature = "fault-injection")]
         for (worker, f) in self.faults {

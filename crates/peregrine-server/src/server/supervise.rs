@@ -51,7 +51,7 @@ pub(super) enum Event {
 }
 
 /// Where a restarted worker's listener comes from.
-enum Source {
+pub(super) enum Source {
     /// The engine bound the sockets: a new `SO_REUSEPORT` socket on the same address.
     Rebind(SocketAddr),
     /// The workers share listeners (injected, or a Unix socket): another handle on the one
@@ -88,7 +88,7 @@ pub(super) struct Workers<S, A> {
 }
 
 impl<S: Service, A: Acceptor> Workers<S, A> {
-    /// Workers for `n` listeners; `own_tcp` is the address when the engine bound them.
+    /// Workers for `n` listeners; restarted ones get theirs from `source`.
     pub(super) fn new(
         config: ServerConfig,
         service: S,
@@ -96,18 +96,13 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         hooks: Vec<WorkerStartHook>,
         stop: &Arc<watch::Sender<bool>>,
         n: usize,
-        shared: Vec<Listener>,
-        own_tcp: Option<SocketAddr>,
+        source: Source,
     ) -> Self {
         let global = Arc::new(Global::new(
             config.max_connections,
             config.max_connections_per_addr,
         ));
         let (exits, events) = mpsc::channel();
-        let source = match own_tcp {
-            Some(addr) => Some(Source::Rebind(addr)),
-            None => Some(Source::Share(shared)),
-        };
         Workers {
             pins: cpus::pin_plan(config.pin, n),
             config,
@@ -117,7 +112,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             stop: Arc::downgrade(stop),
             stop_rx: stop.subscribe(),
             hooks,
-            source,
+            source: Some(source),
             guards: (0..n).map(|_| None).collect(),
             threads: (0..n).map(|_| None).collect(),
             next_token: 0,
