@@ -288,24 +288,17 @@ impl<A: Acceptor> Server<A> {
                 slot.arm(f);
             }
         }
-        let mut reports = Vec::with_capacity(listeners.len());
+        let (ready, reports) = std::sync::mpsc::channel();
+        let started = listeners.len();
+        let mut spawned = Ok(());
         for (i, listener) in listeners.into_iter().enumerate() {
-            match workers.spawn(i, listener) {
-                Ok(report) => reports.push(report),
-                Err(e) => {
-                    workers.abort();
-                    remove_socket_file(bound_path);
-                    return Err(e);
-                }
-            }
+            spawned = spawned.and_then(|()| workers.spawn(i, listener, ready.clone()));
         }
-        let started = reports.len();
-        for (i, report) in reports.into_iter().enumerate() {
-            if let Err(e) = workers.await_ready(i, report) {
-                workers.abort();
-                remove_socket_file(bound_path);
-                return Err(e);
-            }
+        drop(ready);
+        if let Err(e) = spawned.and_then(|()| workers.await_ready(&reports, started)) {
+            workers.abort();
+            remove_socket_file(bound_path);
+            return Err(e);
         }
         let (done_tx, done) = watch::channel(false);
         let wake = workers.waker();

@@ -36,6 +36,9 @@ pub(crate) const MAX_RESTARTS: usize = 5;
 /// The window over which deaths are counted.
 pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
+/// Where a starting worker reports `(its index, whether it started)`.
+pub(super) type Ready = mpsc::Sender<(usize, io::Result<()>)>;
+
 /// What the supervisor hears about.
 pub(super) enum Event {
     /// A worker thread ended: `died` holds the panic's message unless it stopped when asked
@@ -129,19 +132,19 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         self.exits.clone()
     }
 
-    /// Starts worker `index` on `listener`; the receiver gets its start report.
+    /// Starts worker `index` on `listener`; it sends its start report on `ready`.
     pub(super) fn spawn(
         &mut self,
         index: usize,
         listener: Listener,
-    ) -> io::Result<mpsc::Receiver<io::Result<()>>> {
+        ready: Ready,
+    ) -> io::Result<()> {
         let own_socket = matches!(self.source, Some(Source::Rebind(_)));
         self.guards[index] = if own_socket {
             Some(listener.try_clone()?)
         } else {
             None
         };
-        let (ready, report) = mpsc::channel();
         let start = worker::Start {
             index,
             hooks: self.hooks.clone(),
@@ -174,7 +177,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         match spawned {
             Ok(thread) => {
                 self.threads[index] = Some((token, thread));
-                Ok(report)
+                Ok(())
             }
             Err(e) => {
                 self.close_socket(index);
@@ -183,17 +186,22 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         }
     }
 
-    /// Waits for worker `index`'s start report.
+    /// Waits for the start reports of `count` workers, in whatever order they come (a worker
+    /// whose hook never finishes must not hide another's failure); the first failure is the
+    /// error. The caller has dropped its own sender.
     pub(super) fn await_ready(
         &mut self,
-        index: usize,
-        report: mpsc::Receiver<io::Result<()>>,
+        reports: &mpsc::Receiver<(usize, io::Result<()>)>,
+        count: usize,
     ) -> io::Result<()> {
-        let started = report
-            .recv()
-            .unwrap_or_else(|_| Err(io::Error::other("a worker exited during startup")));
-        self.alive[index] = started.is_ok();
-        started
+        for _ in 0..count {
+            match reports.recv() {
+                Ok((index, Ok(()))) => self.alive[index] = true,
+                Ok((_, Err(e))) => return Err(e),
+                Err(_) => return Err(io::Error::other("a worker exited during startup")),
+            }
+        }
+        Ok(())
     }
 
     /// Stops every worker and waits for their threads (a failed start).
@@ -379,8 +387,9 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             },
             None => return Err(io::Error::other("no listener to restart the worker on")),
         };
-        let report = self.spawn(index, listener)?;
-        let started = self.await_ready(index, report);
+        let (ready, reports) = mpsc::channel();
+        self.spawn(index, listener, ready)?;
+        let started = self.await_ready(&reports, 1);
         if started.is_err() {
             // Its thread ends right after its report: reaped now, its exit report is stale.
             if let Some((token, _)) = self.threads[index] {

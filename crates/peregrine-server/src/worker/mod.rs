@@ -177,7 +177,8 @@ impl Drop for ConnShared {
 pub(crate) struct Start {
     pub(crate) index: usize,
     pub(crate) hooks: Vec<crate::server::WorkerStartHook>,
-    pub(crate) ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+    /// Reports `(index, outcome)`: the workers of one start share the channel.
+    pub(crate) ready: std::sync::mpsc::Sender<(usize, std::io::Result<()>)>,
     /// Whether the listener is this worker's own `SO_REUSEPORT` socket (not a shared one).
     pub(crate) own_socket: bool,
     #[cfg(feature = "fault-injection")]
@@ -219,7 +220,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = ready.send(Err(e));
+            let _ = ready.send((index, Err(e)));
             return None;
         }
     };
@@ -232,7 +233,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             };
             if let Err(e) = started {
                 let msg = format!("worker {index}: on_worker_start hook failed: {e}");
-                let _ = ready.send(Err(std::io::Error::new(e.kind(), msg)));
+                let _ = ready.send((index, Err(std::io::Error::new(e.kind(), msg))));
                 return None;
             }
         }
@@ -240,7 +241,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         let listener = match listener.into_async() {
             Ok(l) => l,
             Err(e) => {
-                let _ = ready.send(Err(e));
+                let _ = ready.send((index, Err(e)));
                 return None;
             }
         };
@@ -255,11 +256,11 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             Ok(t) => t,
             Err(e) => {
                 let msg = format!("worker {index}: periodic timers: {e}");
-                let _ = ready.send(Err(std::io::Error::new(e.kind(), msg)));
+                let _ = ready.send((index, Err(std::io::Error::new(e.kind(), msg))));
                 return None;
             }
         };
-        let _ = ready.send(Ok(()));
+        let _ = ready.send((index, Ok(())));
         drop(ready);
         // The worker's own work runs in a task of its own, like its connections: a panic in it
         // ends this worker's `block_on` (through the join handle) instead of unwinding the
