@@ -148,7 +148,11 @@ fn all_answered_by_both(addr: SocketAddr) {
 fn a_dead_workers_socket_is_closed_and_the_worker_restarted() {
     let (handle, starts) = two_workers(Server::new(config(2)));
     let addr = handle.local_addr();
-    assert_eq!(storm(addr, 20).len(), 20);
+    let before = storm(addr, 20);
+    assert!(
+        before.iter().all(|o| matches!(o, Outcome::Answered(_))),
+        "{before:?}"
+    );
     handle.inject_fault(1, Fault::LeakSocket);
     // Straight away, while the dead worker's socket still queues connections: each client is
     // answered (by the live worker) or reset, none waits until its timeout.
@@ -204,7 +208,14 @@ fn a_worker_that_keeps_dying_stops_the_server_with_an_error() {
     let server = Server::new(config(2)).with_fault(1, Fault::PanicAlways);
     let (handle, starts) = two_workers(server);
     let addr = handle.local_addr();
-    assert!(matches!(fetch(addr, "/who"), Outcome::Answered(_)));
+    // Worker 0 answers meanwhile; a client that reached worker 1's socket just before it was
+    // shut down is reset, none waits.
+    let early: Vec<Outcome> = (0..10).map(|_| fetch(addr, "/who")).collect();
+    assert!(!early.contains(&Outcome::TimedOut), "{early:?}");
+    assert!(
+        early.contains(&Outcome::Answered("peregrine-w0".into())),
+        "{early:?}"
+    );
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || tx.send(handle.join()));
     // Back-offs of 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s, then the sixth death stops the server.
