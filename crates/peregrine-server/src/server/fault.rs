@@ -10,7 +10,13 @@ use tokio::sync::Notify;
 
 /// How an injected fault kills a worker.
 ///
-/// ```ignore
+/// ```no_run
+/// use peregrine_server::server::Fault;
+/// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
+/// let config = ServerConfig { workers: 2, ..ServerConfig::default() };
+/// let handle = Server::new(config)
+///     .serve(service_fn(|_req: Request| async { Response::text("hi") }))
+///     .unwrap();
 /// handle.inject_fault(1, Fault::Panic); // worker 1 dies; the supervisor restarts it
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
