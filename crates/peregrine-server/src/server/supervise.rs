@@ -286,6 +286,8 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
                             Ok(()) => {
                                 tracing::warn!(worker = index, "worker restarted");
                             }
+                            // A start cut short by a shutdown is no failure.
+                            Err(_) if self.stopping() => {}
                             Err(e) => {
                                 let why = format!("restart failed: {e}");
                                 tracing::error!(worker = index, "{why}");
