@@ -265,7 +265,8 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
                     }
                     let was_alive = std::mem::replace(&mut self.alive[index], false);
                     let Some(why) = died else { continue };
-                    if stopping || failure.is_some() || !was_alive {
+                    // Read again: a shutdown may have started while this thread waited.
+                    if self.stopping() || failure.is_some() || !was_alive {
                         continue;
                     }
                     tracing::error!(worker = index, cause = %why, "worker died outside a handler; its socket is closed");
