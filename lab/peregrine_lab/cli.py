@@ -33,11 +33,13 @@ def parser() -> argparse.ArgumentParser:
         description="Measure Peregrine and its peers side by side, or regenerate a report.",
         epilog="profiles: "
         + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items())
-        + f"; protocols: {tls_lanes.PROFILE.description}",
+        + f"; protocols: {tls_lanes.PROFILE.description}"
+        + "; soak: the scenarios app under mixed load for --duration (default 1800 s), RSS, "
+        "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)",
     )
     p.add_argument(
         "what",
-        choices=list(config.PROFILES) + ["protocols", "report", "list"],
+        choices=list(config.PROFILES) + ["protocols", "soak", "report", "list"],
         help="a profile to run, `report DIR` to regenerate a report, or `list`",
     )
     p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
@@ -100,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.what == "protocols":
         return _protocols(args, command)
+
+    if args.what == "soak":
+        from . import soak
+
+        return soak.main(args, command)
 
     if args.what == "list":
         from .peers import load_contract, load_peers

@@ -2,9 +2,8 @@
 
 use crate::config::ListenAddr;
 use crate::listener::Listener;
+use crate::steering;
 use crate::transport::{Acceptor, PlainAcceptor};
-use crate::worker::{self, Global};
-use crate::{cpus, steering};
 use crate::{ServerConfig, Service};
 use std::future::Future;
 use std::io;
@@ -12,10 +11,22 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+pub(crate) use supervise::panic_text;
+use supervise::{Event, Source, Workers};
 use tokio::sync::watch;
+
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub mod fault;
+mod supervise;
+
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub use fault::Fault;
 
 /// Raised when a graceful shutdown starts, while the server still accepts: a readiness endpoint
 /// that reads it answers "not ready" before the listeners close, so a load balancer stops
@@ -65,6 +76,10 @@ pub struct Server<A = PlainAcceptor> {
     listeners: Vec<Listener>,
     acceptor: A,
     on_worker_start: Vec<WorkerStartHook>,
+    /// Whether the listeners are bound by the engine (none injected).
+    listeners_are_own: bool,
+    #[cfg(feature = "fault-injection")]
+    faults: Vec<(usize, Fault)>,
 }
 
 /// A hook run on each worker thread before it accepts (see [`Server::on_worker_start`]).
@@ -82,8 +97,15 @@ pub struct ServerHandle {
     listen_addr: ListenAddr,
     /// The Unix socket file the server created, removed when it stops.
     bound_path: Option<PathBuf>,
-    stop: watch::Sender<bool>,
-    workers: Vec<JoinHandle<()>>,
+    stop: Arc<watch::Sender<bool>>,
+    /// Wakes the supervisor when a shutdown starts.
+    wake: mpsc::Sender<Event>,
+    /// Raised once every worker has exited.
+    done: watch::Receiver<bool>,
+    supervisor: JoinHandle<io::Result<()>>,
+    workers: usize,
+    #[cfg(feature = "fault-injection")]
+    faults: Vec<Arc<fault::Slot>>,
 }
 
 impl Server {
@@ -94,6 +116,9 @@ impl Server {
             listeners: Vec::new(),
             acceptor: PlainAcceptor,
             on_worker_start: Vec::new(),
+            listeners_are_own: true,
+            #[cfg(feature = "fault-injection")]
+            faults: Vec::new(),
         }
     }
 }
@@ -116,6 +141,7 @@ impl<A: Acceptor> Server<A> {
     /// ```
     pub fn with_listener(mut self, listener: Listener) -> Self {
         self.listeners.push(listener);
+        self.listeners_are_own = false;
         self
     }
 
@@ -126,6 +152,9 @@ impl<A: Acceptor> Server<A> {
             listeners: self.listeners,
             acceptor,
             on_worker_start: self.on_worker_start,
+            listeners_are_own: self.listeners_are_own,
+            #[cfg(feature = "fault-injection")]
+            faults: self.faults,
         }
     }
 
@@ -219,7 +248,8 @@ impl<A: Acceptor> Server<A> {
     }
 
     /// Binds (or takes the injected listeners) and starts the workers; returns once they
-    /// listen.
+    /// listen. A worker that later dies outside a handler is replaced (see
+    /// [`ServerHandle::join`]).
     pub fn serve<S: Service>(mut self, service: S) -> io::Result<ServerHandle> {
         self.config.validate()?;
         let n = self.config.workers.max(1);
@@ -229,47 +259,62 @@ impl<A: Acceptor> Server<A> {
             ListenAddr::Tcp(a) => *a,
             ListenAddr::Unix(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
         };
+        // Restarts rebind the engine's own TCP sockets; shared listeners are handed out again.
+        let own_tcp = self.listeners_are_own && bound_path.is_none();
+        let source = if own_tcp {
+            Source::Rebind(addr)
+        } else {
+            Source::Share(
+                listeners
+                    .iter()
+                    .map(Listener::try_clone)
+                    .collect::<io::Result<_>>()?,
+            )
+        };
         let config = self.config;
-        let global = Arc::new(Global::new(
-            config.max_connections,
-            config.max_connections_per_addr,
-        ));
-        let (stop, stop_rx) = watch::channel(false);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let mut workers = Vec::with_capacity(listeners.len());
-        let pins = cpus::pin_plan(config.pin, listeners.len());
-        for ((i, listener), pin) in listeners.into_iter().enumerate().zip(pins) {
-            let (config, service, acceptor, global, stop_rx, ready_tx) = (
-                config.clone(),
-                service.clone(),
-                self.acceptor.clone(),
-                global.clone(),
-                stop_rx.clone(),
-                ready_tx.clone(),
-            );
-            let start = worker::Start {
-                index: i,
-                hooks: self.on_worker_start.clone(),
-                ready: ready_tx,
-            };
-            let spawned = std::thread::Builder::new()
-                .name(format!("peregrine-w{i}"))
-                .spawn(move || {
-                    if let Some(cpu) = pin {
-                        cpus::pin_worker(i, cpu);
-                    }
-                    worker::run(listener, acceptor, config, service, global, stop_rx, start)
-                });
-            match spawned {
-                Ok(h) => workers.push(h),
-                Err(e) => {
-                    let _ = stop.send(true);
-                    return Err(e);
-                }
+        let stop = Arc::new(watch::channel(false).0);
+        let mut workers = Workers::new(
+            config.clone(),
+            service,
+            self.acceptor,
+            self.on_worker_start,
+            &stop,
+            listeners.len(),
+            source,
+        );
+        #[cfg(feature = "fault-injection")]
+        for (worker, f) in self.faults {
+            if let Some(slot) = workers.faults.get(worker) {
+                slot.arm(f);
             }
         }
-        drop(ready_tx);
-        let started = workers.len();
+        let (ready, reports) = std::sync::mpsc::channel();
+        let started = listeners.len();
+        let mut spawned = Ok(());
+        for (i, listener) in listeners.into_iter().enumerate() {
+            spawned = spawned.and_then(|()| workers.spawn(i, listener, ready.clone()));
+        }
+        drop(ready);
+        if let Err(e) = spawned.and_then(|()| workers.await_ready(&reports, started)) {
+            workers.abort();
+            remove_socket_file(bound_path);
+            return Err(e);
+        }
+        let (done_tx, done) = watch::channel(false);
+        let wake = workers.waker();
+        #[cfg(feature = "fault-injection")]
+        let faults = workers.faults.clone();
+        let supervisor = std::thread::Builder::new()
+            .name("peregrine-supervisor".into())
+            .spawn(move || workers.supervise(done_tx));
+        let supervisor = match supervisor {
+            Ok(s) => s,
+            Err(e) => {
+                // The workers hold their own stop receivers: they stop and exit by themselves.
+                let _ = stop.send(true);
+                return Err(e);
+            }
+        };
         let handle = ServerHandle {
             addr,
             drain: config.drain_signal.clone(),
@@ -277,26 +322,20 @@ impl<A: Acceptor> Server<A> {
             listen_addr,
             bound_path,
             stop,
-            workers,
+            wake,
+            done,
+            supervisor,
+            workers: started,
+            #[cfg(feature = "fault-injection")]
+            faults,
         };
-        for _ in 0..started {
-            match ready_rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    handle.shutdown();
-                    return Err(e);
-                }
-                Err(_) => {
-                    handle.shutdown();
-                    return Err(io::Error::other("a worker exited during startup"));
-                }
-            }
-        }
         tracing::info!(addr = ?handle.listen_addr, workers = started, "listening");
         Ok(handle)
     }
 
-    /// `serve`, then block until SIGTERM/SIGINT, then shut down gracefully.
+    /// `serve`, then block until SIGTERM/SIGINT, then shut down gracefully. Returns an error
+    /// when the server stops by itself: workers kept dying (see [`ServerHandle::join`]); a
+    /// `main` that returns it exits non-zero, so the process supervisor sees the failure.
     pub fn run_until_signal<S: Service>(self, service: S) -> io::Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -310,14 +349,32 @@ impl<A: Acceptor> Server<A> {
             ))
         })?;
         let handle = self.serve(service)?;
-        rt.block_on(async {
+        let failed = rt.block_on(async {
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
                 _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                _ = handle.stopped() => return true,
             }
+            false
         });
-        handle.shutdown();
-        Ok(())
+        if failed {
+            return handle.join();
+        }
+        handle.stop_and_join()
+    }
+
+    /// Arms an injected fault on worker `worker` before it starts (engine tests only).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    pub fn with_fault(mut self, worker: usize, fault: Fault) -> Self {
+        self.faults.push((worker, fault));
+        self
+    }
+}
+
+fn remove_socket_file(path: Option<PathBuf>) {
+    if let Some(path) = path {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -337,13 +394,20 @@ impl ServerHandle {
     /// in-flight requests (their responses say `Connection: close`), close idle connections,
     /// force-close after the deadline. Blocks until every worker has exited.
     pub fn shutdown(self) {
+        if let Err(e) = self.stop_and_join() {
+            tracing::error!(error = %e, "the server had stopped by itself");
+        }
+    }
+
+    fn stop_and_join(self) -> io::Result<()> {
         self.drain.start();
         if !self.drain_delay.is_zero() {
             tracing::info!(delay = ?self.drain_delay, "draining: readiness off, still accepting");
             std::thread::sleep(self.drain_delay);
         }
         let _ = self.stop.send(true);
-        self.wait();
+        let _ = self.wake.send(Event::Stop);
+        self.join()
     }
 
     /// The server's [`DrainSignal`] (the one in its configuration).
@@ -351,16 +415,73 @@ impl ServerHandle {
         &self.drain
     }
 
-    /// Block until the server stops (for example after a signal).
+    /// Block until the server stops (for example after a signal). An error, if any, is logged;
+    /// [`ServerHandle::join`] returns it.
     pub fn wait(self) {
-        for w in self.workers {
-            if w.join().is_err() {
-                tracing::error!("a worker thread panicked");
-            }
+        if let Err(e) = self.join() {
+            tracing::error!(error = %e, "the server stopped by itself");
         }
+    }
+
+    /// Block until the server stops; `Err` when it stopped by itself because workers kept
+    /// dying.
+    ///
+    /// A worker thread that dies outside a handler (a panic in the engine, or in code it runs
+    /// outside a request) has its socket closed at once (connections waiting in its backlog
+    /// are reset, new ones go to the other workers) and is started again after a back-off
+    /// (100 ms, doubling up to 5 s), on a new socket, its `on_worker_start` hooks run again.
+    /// More than five deaths within a minute stop the whole server gracefully, and `join`
+    /// returns the error. A panic inside a handler is not a death: it is answered with 500.
+    ///
+    /// ```no_run
+    /// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
+    /// let handle = Server::new(ServerConfig::default())
+    ///     .serve(service_fn(|_req: Request| async { Response::text("hi") }))
+    ///     .unwrap();
+    /// if let Err(e) = handle.join() {
+    ///     eprintln!("server failed: {e}");
+    ///     std::process::exit(1); // let systemd / Kubernetes restart the process
+    /// }
+    /// ```
+    pub fn join(self) -> io::Result<()> {
+        let stopped = self
+            .supervisor
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the worker supervisor panicked")));
         // The socket file this server created goes with it.
-        if let Some(path) = self.bound_path {
-            let _ = std::fs::remove_file(path);
+        remove_socket_file(self.bound_path);
+        stopped
+    }
+
+    /// Resolves once every worker has exited: after a shutdown, or when the server stopped by
+    /// itself (workers kept dying; [`ServerHandle::join`] then returns the error). A program
+    /// that waits for signals in its own runtime waits for this too, so that it exits instead
+    /// of serving nothing.
+    ///
+    /// ```no_run
+    /// # async fn run(handle: peregrine_server::ServerHandle) -> std::io::Result<()> {
+    /// use tokio::signal::unix::{signal, SignalKind};
+    /// let mut term = signal(SignalKind::terminate())?;
+    /// tokio::select! {
+    ///     _ = term.recv() => {}
+    ///     _ = handle.stopped() => return handle.join(), // the error, for a non-zero exit
+    /// }
+    /// handle.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn stopped(&self) {
+        let mut done = self.done.clone();
+        // An error means the supervisor is gone, which is stopped too.
+        let _ = done.wait_for(|d| *d).await;
+    }
+
+    /// Makes worker `worker` die outside any handler (engine tests only).
+    #[cfg(feature = "fault-injection")]
+    #[doc(hidden)]
+    pub fn inject_fault(&self, worker: usize, fault: Fault) {
+        if let Some(slot) = self.faults.get(worker) {
+            slot.arm(fault);
         }
     }
 }
@@ -369,7 +490,7 @@ impl std::fmt::Debug for ServerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerHandle")
             .field("addr", &self.addr)
-            .field("workers", &self.workers.len())
+            .field("workers", &self.workers)
             .finish()
     }
 }

@@ -179,11 +179,18 @@ impl Drop for ConnShared {
 pub(crate) struct Start {
     pub(crate) index: usize,
     pub(crate) hooks: Vec<crate::server::WorkerStartHook>,
-    pub(crate) ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+    /// Reports `(index, outcome)`: the workers of one start share the channel.
+    pub(crate) ready: std::sync::mpsc::Sender<(usize, std::io::Result<()>)>,
+    /// Whether the listener is this worker's own `SO_REUSEPORT` socket (not a shared one).
+    pub(crate) own_socket: bool,
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fault: Arc<crate::server::fault::Slot>,
 }
 
 /// The body of a worker thread: run the start hooks, accept until shutdown, then drain, then
-/// return (dropping what is left, which force-closes it).
+/// return (dropping what is left, which force-closes it). Returns the panic's message when the
+/// worker's own task panicked (it died), `None` when it stopped or never started (which its
+/// start report says).
 pub(crate) fn run<S: Service, A: Acceptor>(
     listener: Listener,
     acceptor: A,
@@ -192,11 +199,14 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     global: Arc<Global>,
     mut stop: watch::Receiver<bool>,
     start: Start,
-) {
+) -> Option<String> {
     let Start {
         index,
         hooks,
         ready,
+        own_socket,
+        #[cfg(feature = "fault-injection")]
+        fault,
     } = start;
     let mut builder = tokio::runtime::Builder::new_current_thread();
     if config.pin {
@@ -212,11 +222,11 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
+            let _ = ready.send((index, Err(e)));
+            return None;
         }
     };
-    rt.block_on(async move {
+    let died = rt.block_on(async move {
         // Before accepting: a failed hook fails `serve`; a stop during a slow hook ends it.
         for hook in &hooks {
             let started = tokio::select! {
@@ -225,16 +235,16 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             };
             if let Err(e) = started {
                 let msg = format!("worker {index}: on_worker_start hook failed: {e}");
-                let _ = ready.send(Err(std::io::Error::new(e.kind(), msg)));
-                return;
+                let _ = ready.send((index, Err(std::io::Error::new(e.kind(), msg))));
+                return None;
             }
         }
         drop(hooks);
         let listener = match listener.into_async() {
             Ok(l) => l,
             Err(e) => {
-                let _ = ready.send(Err(e));
-                return;
+                let _ = ready.send((index, Err(e)));
+                return None;
             }
         };
         let shared = Rc::new(WorkerShared::new(config, global));
@@ -248,11 +258,11 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             Ok(t) => t,
             Err(e) => {
                 let msg = format!("worker {index}: periodic timers: {e}");
-                let _ = ready.send(Err(std::io::Error::new(e.kind(), msg)));
-                return;
+                let _ = ready.send((index, Err(std::io::Error::new(e.kind(), msg))));
+                return None;
             }
         };
-        let _ = ready.send(Ok(()));
+        let _ = ready.send((index, Ok(())));
         drop(ready);
         // The worker's own work runs in a task of its own, like its connections: a panic in it
         // ends this worker's `block_on` (through the join handle) instead of unwinding the
@@ -287,11 +297,19 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                     }
                 }
             });
+            let accepting = accept::accept_loop(&listener, &acceptor, &shared, &service);
+            #[cfg(feature = "fault-injection")]
+            let accepting = crate::server::fault::or_killed(accepting, &fault, &listener);
             tokio::select! {
-                _ = accept::accept_loop(&listener, &acceptor, &shared, &service) => {}
+                _ = accepting => {}
                 _ = stop.wait_for(|s| *s) => {}
             }
-            // Stop accepting: connections still in this listener's backlog are refused.
+            // Stop accepting: connections still in this listener's backlog are refused. The
+            // supervisor holds a second handle on an own socket, so dropping ours would not
+            // close it: shut it down.
+            if let (true, crate::listener::AsyncListener::Tcp(l)) = (own_socket, &listener) {
+                let _ = socket2::SockRef::from(l).shutdown(std::net::Shutdown::Both);
+            }
             drop(listener);
             shared.shutting_down.set(true);
             shared.shutdown_started.notify_waiters();
@@ -314,10 +332,14 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                 }
             }
         });
-        let _ = main.await;
+        match main.await {
+            Err(e) if e.is_panic() => Some(crate::server::panic_text(&*e.into_panic())),
+            _ => None,
+        }
     });
     // Dropping the runtime drops the tasks still open (connections force-closed after the
     // deadline, handlers' local tasks), on this thread and inside the runtime's context, as
     // dropping the `LocalSet` did.
     drop(rt);
+    died
 }

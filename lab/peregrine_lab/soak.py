@@ -1,0 +1,246 @@
+"""`./scripts/lab soak [--duration S]`: the scenarios app under a mixed load for a long time
+(default 30 minutes), sampled every 10 s (every 2 s when the run is shorter than 10 minutes):
+RSS, open descriptors and CPU of the server, p50/p99 of the steady load, every client error by
+kind. After warm-up, RSS and descriptors must stay flat (within 5%, no upward trend) and no
+client may see an unexpected error (budgets: `soak_stats`). Writes results.json and soak.svg
+under lab/results/soak (or --out); exits 1 when a budget is missed.
+
+The clients are in `soak_load` (steady keep-alive at a fixed rate, churn, slow readers,
+clients that vanish mid-response, WebSocket and SSE sessions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import config, procs, soak_stats
+from .soak_load import Load, Plan
+
+ROOT = config.LAB_DIR.parent
+DEFAULT_DURATION = 1800.0
+FEATURES = "tls,http2,ws"
+
+
+class SoakError(Exception):
+    """The soak could not run (build failed, server did not start)."""
+
+
+@dataclass
+class Options:
+    out_dir: Path
+    duration: float = DEFAULT_DURATION
+    port: int | None = None
+    skip_build: bool = False
+    cargo_profile: str = "release"
+    server_cpus: str | None = None
+    workers: int = 2
+    plan: Plan = field(default_factory=Plan)
+    command: str = "./scripts/lab soak"
+    progress: object = print
+
+
+def interval_for(duration: float) -> float:
+    """Seconds between samples: 10, or 2 for a short run."""
+    return 2.0 if duration < 600 else 10.0
+
+
+def warmup_for(duration: float) -> float:
+    """Seconds of warm-up the budgets ignore: 15% of the run, between 15 s and 2 minutes."""
+    return min(120.0, max(15.0, 0.15 * duration))
+
+
+def binary(cargo_profile: str) -> Path:
+    folder = "release" if cargo_profile == "release" else "debug"
+    return ROOT / "target" / folder / "examples" / "scenarios"
+
+
+def build(cargo_profile: str) -> None:
+    """The scenarios app with the peers' features (as `peers/peers.toml` builds it)."""
+    cmd = ["cargo", "build", "--quiet", "-p", "peregrine", "--example", "scenarios"]
+    cmd += ["--features", FEATURES] + (["--release"] if cargo_profile == "release" else [])
+    env = dict(os.environ)
+    env.pop("CARGO_TARGET_DIR", None)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SoakError(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _git_commit() -> str | None:
+    done = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or None
+
+
+async def _soak(server: procs.Server, port: int, opts: Options) -> tuple[list[dict], int | None]:
+    """Runs the load and samples the server until the duration is up or the server exits."""
+    load = Load("127.0.0.1", port, opts.plan)
+    clients = asyncio.create_task(load.run())
+    interval = interval_for(opts.duration)
+    samples: list[dict] = []
+    start = time.monotonic()
+    prev_t, prev_cpu = start, soak_stats.read_cpu_seconds(server.pid)
+    next_at = start + interval
+    exit_status = None
+    while True:
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        next_at += interval
+        now = time.monotonic()
+        tally = load.swap()
+        if server.proc.poll() is not None:
+            exit_status = server.proc.returncode
+            samples.append({"t": round(now - start, 2), "errors": dict(tally.errors)})
+            break
+        cpu = soak_stats.read_cpu_seconds(server.pid)
+        pct = (
+            100 * (cpu - prev_cpu) / (now - prev_t)
+            if cpu is not None and prev_cpu is not None
+            else None
+        )
+        prev_t, prev_cpu = now, cpu
+        p50, p99 = (soak_stats.percentile(tally.latencies, q) for q in (50, 99))
+        sample = {
+            "t": round(now - start, 2),
+            "rss_kib": soak_stats.read_rss_kib(server.pid),
+            "fds": soak_stats.read_fds(server.pid),
+            "cpu_pct": None if pct is None else round(pct, 2),
+            "p50_ms": None if p50 is None else round(p50 * 1000, 3),
+            "p99_ms": None if p99 is None else round(p99 * 1000, 3),
+            "requests": len(tally.latencies),
+            "ops": dict(tally.ops),
+            "errors": dict(tally.errors),
+        }
+        samples.append(sample)
+        opts.progress(
+            f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  fds {sample['fds']}  "
+            f"cpu {sample['cpu_pct']}%  p50 {sample['p50_ms']} ms  p99 {sample['p99_ms']} ms  "
+            f"errors {sample['errors'] or 0}"
+        )
+        if now - start >= opts.duration:
+            break
+    load.stop.set()
+    try:
+        await asyncio.wait_for(clients, 15)
+    except TimeoutError:
+        samples[-1].setdefault("errors", {})["clients_did_not_stop"] = 1
+    # Errors of the clients' last moments (while they stop) count too.
+    for kind, n in load.swap().errors.items():
+        samples[-1].setdefault("errors", {})[kind] = samples[-1]["errors"].get(kind, 0) + n
+    return samples, exit_status
+
+
+def run(opts: Options) -> dict:
+    """Builds (unless told not to), starts the server, soaks, checks the budgets, writes
+    results.json and soak.svg into opts.out_dir; returns the results."""
+    if not opts.skip_build:
+        opts.progress(f"building the scenarios app ({opts.cargo_profile}, features {FEATURES})")
+        build(opts.cargo_profile)
+    exe = binary(opts.cargo_profile)
+    if not exe.exists():
+        raise SoakError(f"{exe} is missing (run without --skip-build)")
+    port = opts.port or free_port()
+    if procs.port_in_use("127.0.0.1", port):
+        raise SoakError(f"port {port} is busy")
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, ADDR=f"127.0.0.1:{port}", WORKERS=str(opts.workers))
+    log_path = opts.out_dir / "server.log"
+    server = procs.start_server([str(exe)], ROOT, env, opts.server_cpus, log_path)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        procs.wait_for_port("127.0.0.1", port, server.proc, 30)
+        opts.progress(
+            f"soaking {exe.name} (pid {server.pid}, port {port}) for {opts.duration:.0f} s, "
+            f"a sample every {interval_for(opts.duration):.0f} s"
+        )
+        samples, exit_status = asyncio.run(_soak(server, port, opts))
+    except procs.StartError as e:
+        raise SoakError(f"the server did not start: {e}\n{server.log_tail()}") from e
+    finally:
+        server.stop()
+    warmup = warmup_for(opts.duration)
+    budgets = soak_stats.check_budgets(samples, warmup, exit_status)
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    panics = log.count("panicked")
+    if panics:
+        budgets["failures"].append(f"the server log holds {panics} panic(s)")
+        budgets["ok"] = False
+    totals: dict[str, int] = {}
+    for s in samples:
+        for kind, n in s.get("ops", {}).items():
+            totals[kind] = totals.get(kind, 0) + n
+    result = {
+        "profile": "soak",
+        "command": opts.command,
+        "started": started,
+        "git_commit": _git_commit(),
+        "duration_seconds": opts.duration,
+        "interval_seconds": interval_for(opts.duration),
+        "plan": asdict(opts.plan),
+        "server": {
+            "binary": str(exe.relative_to(ROOT)),
+            "cargo_profile": opts.cargo_profile,
+            "features": FEATURES,
+            "workers": opts.workers,
+            "cpus": opts.server_cpus,
+        },
+        "totals": totals,
+        "server_log_panics": panics,
+        "budgets": budgets,
+        "samples": samples,
+    }
+    (opts.out_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    title = f"soak {opts.duration:.0f} s, {opts.workers} workers"
+    soak_stats.chart(samples, budgets, opts.out_dir / "soak.svg", title)
+    return result
+
+
+def main(args, command: str) -> int:
+    """`./scripts/lab soak`, from the lab's parsed arguments."""
+    procs.install_handlers()
+    if args.client_cpus:
+        os.sched_setaffinity(0, config.parse_cpu_list(args.client_cpus))
+    opts = Options(
+        out_dir=args.out or (config.LAB_DIR / "results" / "soak"),
+        duration=args.duration or DEFAULT_DURATION,
+        port=args.port,
+        skip_build=args.skip_build,
+        server_cpus=args.server_cpus,
+        command=command,
+    )
+    try:
+        res = run(opts)
+    except SoakError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        procs.kill_all()
+        print("\ninterrupted: the server is stopped", file=sys.stderr)
+        return 130
+    b = res["budgets"]
+    print(f"results: {opts.out_dir / 'results.json'}, chart: {opts.out_dir / 'soak.svg'}")
+    print(
+        f"rss {b['rss'].get('first_third_median')} -> {b['rss'].get('last_third_median')} KiB, "
+        f"fds {b['fds'].get('first_third_median')} -> {b['fds'].get('last_third_median')}, "
+        f"errors {b['errors'] or 'none'}, totals {res['totals']}"
+    )
+    if not b["ok"]:
+        for f in b["failures"]:
+            print(f"BUDGET MISSED: {f}", file=sys.stderr)
+        return 1
+    print("every budget met")
+    return 0

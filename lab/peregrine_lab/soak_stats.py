@@ -1,0 +1,203 @@
+"""The soak's figures: what is read from /proc about the server (RSS, open descriptors, CPU),
+the latency percentiles of an interval, and the budgets checked after warm-up.
+
+Budgets (docs/operations.md, "Failures"), over the samples after warm-up:
+* level: RSS and open descriptors end where they started, within 5% (the median of the last
+  third of the samples against the median of the first third: robust to the connections that
+  come and go at the instant of one sample);
+* trend: no upward trend: the least-squares slope over time, projected over the window, is not
+  at once above 1% of the mean, significantly above zero (its one-sided 95% lower bound > 0)
+  and, for descriptors, above 2 (one connection open at the instant of the later samples is a
+  step of one descriptor, 3% of a server holding 35: resolution, not a leak);
+* errors: no unexpected client error of any kind, and the server still running at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from pathlib import Path
+
+PROC = Path("/proc")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+LEVEL_LIMIT = 0.05  # the "flat within 5%" budget
+TREND_LIMIT = 0.01  # projected growth over the window that counts as a trend
+FDS_RESOLUTION = 2.0  # descriptors of projected growth below which there is no trend
+# One-sided 95% t quantiles by degrees of freedom (above 30: the normal's 1.645 is close).
+_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860}
+_T95.update({9: 1.833, 10: 1.812, 12: 1.782, 15: 1.753, 20: 1.725, 25: 1.708, 30: 1.697})
+
+
+def t95(df: int) -> float:
+    """The one-sided 95% quantile of Student's t with `df` degrees of freedom (a table value,
+    the nearest at or below `df`; conservative between table rows)."""
+    if df < 1:
+        return math.inf
+    if df > 30:
+        return 1.645 if df > 120 else 1.66
+    return _T95[max(k for k in _T95 if k <= df)]
+
+
+def read_rss_kib(pid: int) -> int | None:
+    """Resident set size of the process (VmRSS), KiB; None when it is gone."""
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def read_fds(pid: int) -> int | None:
+    """How many descriptors the process has open."""
+    try:
+        return len(os.listdir(PROC / str(pid) / "fd"))
+    except OSError:
+        return None
+
+
+def read_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time the process has used, seconds."""
+    try:
+        raw = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100), nearest rank; None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def slope(ts: list[float], vs: list[float]) -> tuple[float, float]:
+    """Least-squares slope of vs over ts, and its standard error (0 with under 3 points)."""
+    n = len(ts)
+    if n < 3:
+        return 0.0, 0.0
+    mt, mv = statistics.fmean(ts), statistics.fmean(vs)
+    sxx = sum((t - mt) ** 2 for t in ts)
+    if sxx == 0:
+        return 0.0, 0.0
+    b = sum((t - mt) * (v - mv) for t, v in zip(ts, vs, strict=True)) / sxx
+    a = mv - b * mt
+    residual = sum((v - (a + b * t)) ** 2 for t, v in zip(ts, vs, strict=True))
+    return b, math.sqrt(residual / (n - 2) / sxx)
+
+
+def check_series(name: str, ts: list[float], vs: list[float], resolution: float = 0.0) -> dict:
+    """The level and trend budgets for one series (after warm-up); a projected growth of at
+    most `resolution` (in the series' unit) is no trend."""
+    out: dict = {"name": name, "samples": len(vs)}
+    if len(vs) < 6:
+        out.update(ok=False, failures=[f"{name}: {len(vs)} samples after warm-up, need 6"])
+        return out
+    third = len(vs) // 3
+    first, last = statistics.median(vs[:third]), statistics.median(vs[-third:])
+    level = (last - first) / first if first else 0.0
+    b, se = slope(ts, vs)
+    mean = statistics.fmean(vs)
+    span = ts[-1] - ts[0]
+    projected = b * span / mean if mean else 0.0
+    lower = b - t95(len(vs) - 2) * se
+    failures = []
+    if abs(level) > LEVEL_LIMIT:
+        failures.append(
+            f"{name}: level moved {level:+.1%} (first third {first:g}, last third {last:g}), "
+            f"budget ±{LEVEL_LIMIT:.0%}"
+        )
+    if projected > TREND_LIMIT and lower > 0 and b * span > resolution:
+        failures.append(
+            f"{name}: upward trend {b * 60:+.3g}/min, {projected:+.1%} over {span:.0f} s "
+            f"(95% lower bound of the slope {lower * 60:+.3g}/min > 0)"
+        )
+    out.update(
+        ok=not failures,
+        failures=failures,
+        first_third_median=first,
+        last_third_median=last,
+        level_change=round(level, 5),
+        slope_per_min=b * 60,
+        slope_lower95_per_min=lower * 60,
+        projected_change=round(projected, 5),
+        min=min(vs),
+        max=max(vs),
+    )
+    return out
+
+
+def check_budgets(samples: list[dict], warmup: float, server_exit: int | None) -> dict:
+    """Every budget over `samples` (dicts with t, rss_kib, fds, errors); `server_exit` is the
+    server's status if it exited before the end (None while it ran)."""
+    after = [s for s in samples if s["t"] >= warmup and s.get("rss_kib") is not None]
+    ts = [s["t"] for s in after]
+    rss = check_series("rss_kib", ts, [float(s["rss_kib"]) for s in after])
+    fds = check_series("fds", ts, [float(s["fds"]) for s in after], FDS_RESOLUTION)
+    errors: dict[str, int] = {}
+    for s in samples:
+        for kind, n in s.get("errors", {}).items():
+            errors[kind] = errors.get(kind, 0) + n
+    failures = rss["failures"] + fds["failures"]
+    if errors:
+        failures.append(f"unexpected client errors: {errors}")
+    if server_exit is not None:
+        failures.append(f"the server exited during the soak (status {server_exit})")
+    return {
+        "ok": not failures,
+        "failures": failures,
+        "warmup_seconds": warmup,
+        "rss": rss,
+        "fds": fds,
+        "errors": errors,
+    }
+
+
+def chart(samples: list[dict], budgets: dict, path: Path, title: str) -> None:
+    """RSS, descriptors, CPU and latency over time, warm-up shaded (SVG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ts = [s["t"] for s in samples]
+    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    series = [
+        ("RSS (MiB)", [s["rss_kib"] / 1024 if s.get("rss_kib") else None for s in samples]),
+        ("open descriptors", [s.get("fds") for s in samples]),
+        ("CPU (% of one core)", [s.get("cpu_pct") for s in samples]),
+    ]
+    for ax, (label, vs) in zip(axes, series, strict=False):
+        ax.plot(ts, vs, marker=".", linewidth=1)
+        ax.set_ylabel(label)
+    ax = axes[3]
+    ax.plot(ts, [s.get("p50_ms") for s in samples], label="p50", linewidth=1)
+    ax.plot(ts, [s.get("p99_ms") for s in samples], label="p99", linewidth=1)
+    errs = [sum(s.get("errors", {}).values()) for s in samples]
+    if any(errs):
+        ax.scatter(
+            [t for t, e in zip(ts, errs, strict=True) if e],
+            [0] * sum(1 for e in errs if e),
+            color="red",
+            marker="x",
+            label="errors",
+        )
+    ax.set_ylabel("steady latency (ms)")
+    ax.set_xlabel("seconds")
+    ax.legend(loc="upper right")
+    for ax in axes:
+        ax.axvspan(0, budgets["warmup_seconds"], color="0.9", zorder=0)
+        ax.grid(True, linewidth=0.3)
+    verdict = "budgets met" if budgets["ok"] else "BUDGETS FAILED"
+    fig.suptitle(f"{title}: {verdict}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
