@@ -337,52 +337,31 @@ fn main() {
     }
 }
 
-/// Serves until SIGTERM / SIGINT: over TLS when `--tls` chose it.
+/// Serves until SIGTERM / SIGINT: over TLS when `--tls` chose it (certificates reloaded on
+/// SIGHUP). `App::run` also returns, with the error, if the server stops by itself.
 #[cfg(feature = "tls")]
 fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result<()> {
-    use peregrine::server::tls::{reload_on_sighup, TlsAcceptor, TlsConfig};
-    use tokio::signal::unix::{signal, SignalKind};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    // Installed before serving, so a signal during startup is not fatal.
-    let (mut term, mut int) = rt.block_on(async {
-        Ok::<_, std::io::Error>((
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::interrupt())?,
-        ))
-    })?;
-    let tls = match transport {
+    let config = match transport {
         Transport::Tls => {
             // `choose_transport` checked that TLS_CERT and TLS_KEY are set.
-            let tls = TlsConfig::from_env()?.ok_or_else(|| {
+            let tls = peregrine::tls::TlsConfig::from_env()?.ok_or_else(|| {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "TLS_CERT is not set")
             })?;
-            let acceptor = TlsAcceptor::new(&tls)?;
-            reload_on_sighup(acceptor.certificates().clone())?;
-            Some(acceptor)
+            peregrine::config::Config::new(config).with_tls(tls)
         }
-        Transport::Cleartext { .. } => None,
+        Transport::Cleartext { .. } => peregrine::config::Config::new(config),
     };
     eprintln!(
         "scenarios: listening on {}{} with {} workers",
-        config.addr,
-        if tls.is_some() {
+        config.server.addr,
+        if config.tls.is_some() {
             " (TLS: h2 and http/1.1 by ALPN)"
         } else {
             ""
         },
-        config.workers
+        config.server.workers
     );
-    let handle = serve(config, tls)?;
-    rt.block_on(async {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    });
-    handle.shutdown();
-    Ok(())
+    app().run(config)
 }
 
 /// Serves until SIGTERM / SIGINT (cleartext: this build has no `tls` feature).

@@ -103,6 +103,8 @@ impl App {
 
     /// Serves until `shutdown` completes, then shuts down gracefully (in-flight requests
     /// finish, up to the configured `shutdown_timeout`). For use inside a tokio runtime.
+    /// Returns early, with the error, when the server stops by itself because its workers kept
+    /// dying (see [`ServerHandle::join`]), so that `main` exits non-zero for its supervisor.
     ///
     /// ```
     /// use peregrine::{App, Request, get};
@@ -153,11 +155,19 @@ impl App {
         let started = tokio::task::spawn_blocking(move || start(server, service, &config))
             .await
             .map_err(io::Error::other)??;
-        tokio::select! {
-            _ = shutdown => {}
-            _ = reloads.run(&started) => {}
-        }
+        // A server that stopped by itself (its workers kept dying) ends the wait too, so the
+        // program exits with the error for its supervisor instead of serving nothing.
+        let stopped_by_itself = tokio::select! {
+            _ = shutdown => false,
+            _ = reloads.run(&started) => false,
+            _ = started.handle.stopped() => true,
+        };
         let handle = started.handle;
+        if stopped_by_itself {
+            return tokio::task::spawn_blocking(move || handle.join())
+                .await
+                .map_err(io::Error::other)?;
+        }
         tokio::task::spawn_blocking(move || handle.shutdown())
             .await
             .map_err(io::Error::other)
