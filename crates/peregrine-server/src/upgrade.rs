@@ -218,6 +218,7 @@ pub(crate) struct WriteBounded<T> {
     events: Option<(Arc<dyn EngineEvents>, SocketAddr)>,
 }
 
+/// `ServerConfig`'s write rules, copied at the hand-over.
 #[derive(Debug, Clone, Copy)]
 struct WriteRules {
     timeout: Duration,
@@ -284,6 +285,8 @@ impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
                 Poll::Ready(r)
             }
             Poll::Pending => {
+                // A wait given up and taken up again keeps its deadline: nothing was written
+                // meanwhile, and the socket still takes nothing.
                 if self.wait.is_none() {
                     let now = Instant::now();
                     let timer = Box::pin(tokio::time::sleep_until(self.deadline(now)));
@@ -356,6 +359,7 @@ impl<T: crate::transport::Transport + Unpin> AsyncWrite for WriteBounded<T> {
         self.bounded(cx, false, |io, cx| io.poll_shutdown(cx))
     }
 }
+
 impl std::fmt::Debug for Upgraded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upgraded")
