@@ -103,7 +103,8 @@ pub struct ServerConfig {
     /// stream moved meanwhile and every other stream waits for the client too, the connection
     /// gets `GOAWAY(ENHANCE_YOUR_CALM)` and closes. A socket that takes nothing for as long is closed at once (it could not
     /// take a GOAWAY either). RFC 8441 tunnels' writes follow the same rules (`TimedOut`).
-    /// WebSocket over HTTP/1.1 is not covered: after the 101 the connection is the handler's.
+    /// So do the writes of an upgraded HTTP/1.1 connection (WebSocket): past them the
+    /// connection is closed with a reset and the write fails with `TimedOut`.
     pub write_timeout: Duration,
     /// Minimum rate, in bytes per second, at which a client must take what the server writes:
     /// from a blocked write until everything pending is written, the time spent waiting for

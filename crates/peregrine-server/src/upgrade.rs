@@ -1,12 +1,19 @@
 //! Protocol upgrades: after a `101 Switching Protocols` response, the connection's bytes belong to
 //! another protocol (WebSocket, or anything a handler speaks), handed over as [`Upgraded`].
 
+use crate::conn::{deadline_after, time_at_rate};
+use crate::events::EngineEvents;
+use crate::ServerConfig;
 use bytes::{Buf, Bytes};
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
 
 /// A byte stream an upgrade can run on (TCP, TLS, a test's in-memory pipe).
 pub trait Io: AsyncRead + AsyncWrite + Unpin {}
@@ -186,6 +193,173 @@ impl<T: crate::transport::Transport + Unpin> AsyncWrite for TransportIo<T> {
     }
 }
 
+/// The connection of an HTTP/1.1 upgrade, its writes bounded like a response's
+/// (`ServerConfig::write_timeout`, `write_min_rate` with `write_rate_grace`): a peer that stops
+/// reading (a WebSocket client that never reads what it is sent) holds the connection and the
+/// handler's pending write only that long. Past the deadline the connection is closed with a
+/// reset, so the unsent bytes go at once, and the write fails with `TimedOut`; every later read
+/// or write fails the same way.
+///
+/// An episode of waits runs from a write the socket refuses until a write is taken at once:
+/// each wait of it may last `write_timeout`, all of them together `write_rate_grace +
+/// written / write_min_rate` (the rules of `conn/io.rs` and of the HTTP/2 tunnel). Only a
+/// write, flush or shutdown that returns `Pending` arms a timer (boxed), so a peer that keeps
+/// up costs no clock read.
+pub(crate) struct WriteBounded<T> {
+    /// `None` once closed by a timeout.
+    io: Option<TransportIo<T>>,
+    rules: WriteRules,
+    /// The episode's waits so far, and the bytes written meanwhile.
+    waited: Duration,
+    sent: u64,
+    /// The wait under way: since when, and its deadline (boxed: only a blocked write has one).
+    wait: Option<(Instant, Pin<Box<Sleep>>)>,
+    /// Who hears of a close by timeout (`ServerConfig::events`), and about which client.
+    events: Option<(Arc<dyn EngineEvents>, SocketAddr)>,
+}
+
+/// `ServerConfig`'s write rules, copied at the hand-over.
+#[derive(Debug, Clone, Copy)]
+struct WriteRules {
+    timeout: Duration,
+    min_rate: u32,
+    grace: Duration,
+}
+
+impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
+    /// The upgraded connection `t` of client `peer`, under `config`'s write rules.
+    pub(crate) fn new(t: T, config: &ServerConfig, peer: SocketAddr) -> Self {
+        WriteBounded {
+            io: Some(TransportIo::new(t)),
+            rules: WriteRules {
+                timeout: config.write_timeout,
+                min_rate: config.write_min_rate,
+                grace: config.write_rate_grace,
+            },
+            waited: Duration::ZERO,
+            sent: 0,
+            wait: None,
+            events: config.events.clone().map(|e| (e, peer)),
+        }
+    }
+
+    /// When a wait starting `now` must end (see `conn/io.rs`, `write_wait_deadline`).
+    fn deadline(&self, now: Instant) -> Instant {
+        let mut budget = self.rules.timeout;
+        if self.rules.min_rate > 0 {
+            let allowance = self
+                .rules
+                .grace
+                .saturating_add(time_at_rate(self.sent, self.rules.min_rate));
+            budget = budget.min(allowance.saturating_sub(self.waited));
+        }
+        deadline_after(now, budget)
+    }
+
+    /// Runs one write-side operation within the rules: while it returns `Pending` it waits
+    /// under the episode's deadline, past which the connection is closed. `Ready` without a
+    /// wait starts the account over if `kept_up` (a write taken at once).
+    fn bounded<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        kept_up: bool,
+        op: impl FnOnce(Pin<&mut TransportIo<T>>, &mut Context<'_>) -> Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        let Some(io) = self.io.as_mut() else {
+            return Poll::Ready(Err(timed_out()));
+        };
+        match op(Pin::new(io), cx) {
+            Poll::Ready(r) => {
+                match self.wait.take() {
+                    None if kept_up => (self.waited, self.sent) = (Duration::ZERO, 0),
+                    None => {}
+                    Some((since, timer)) => {
+                        let now = Instant::now();
+                        // Past its deadline, the wait was given up by its caller (polled, it
+                        // would have closed the connection): not the peer's time to pay for.
+                        if now < timer.deadline() {
+                            self.waited = self.waited.saturating_add(now - since);
+                        }
+                    }
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                // A wait given up and taken up again keeps its deadline: nothing was written
+                // meanwhile, and the socket still takes nothing.
+                if self.wait.is_none() {
+                    let now = Instant::now();
+                    let timer = Box::pin(tokio::time::sleep_until(self.deadline(now)));
+                    self.wait = Some((now, timer));
+                }
+                if let Some((_, timer)) = &mut self.wait {
+                    if timer.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+                self.close_timed_out();
+                Poll::Ready(Err(timed_out()))
+            }
+        }
+    }
+
+    fn close_timed_out(&mut self) {
+        self.wait = None;
+        if let Some(io) = self.io.take() {
+            // Closed with a reset: what the peer did not read is dropped at once rather than
+            // left in the kernel for it (as `conn/io.rs` does on a write timeout).
+            let _ = io.t.reset_on_close();
+        }
+        tracing::debug!("upgraded connection stalled past the write timeout; closed");
+        if let Some((events, peer)) = &self.events {
+            let reason = crate::events::RejectReason::WriteTimeout;
+            crate::events::emit_close(&**events, reason, "write_timeout", *peer);
+        }
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "write timeout")
+}
+
+impl<T: crate::transport::Transport + Unpin> AsyncRead for WriteBounded<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.io.as_mut() {
+            Some(io) => Pin::new(io).poll_read(cx, out),
+            // Closed by a write timeout: the reader learns why.
+            None => Poll::Ready(Err(timed_out())),
+        }
+    }
+}
+
+impl<T: crate::transport::Transport + Unpin> AsyncWrite for WriteBounded<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = self.bounded(cx, true, |io, cx| io.poll_write(cx, data));
+        if let Poll::Ready(Ok(n)) = r {
+            self.sent = self.sent.saturating_add(n as u64);
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.bounded(cx, false, |io, cx| io.poll_flush(cx))
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.io.is_none() {
+            // Already closed (with a reset): nothing is left to shut down.
+            return Poll::Ready(Ok(()));
+        }
+        self.bounded(cx, false, |io, cx| io.poll_shutdown(cx))
+    }
+}
+
 impl std::fmt::Debug for Upgraded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upgraded")
@@ -267,6 +441,58 @@ mod tests {
     #[test]
     fn a_transport_without_a_direct_read_reads_into_small_buffers_too() {
         reads_whole_stream_through_a_small_buffer(OnlyReadBuf, 3);
+    }
+
+    /// One poll of a write.
+    async fn write_once(
+        w: &mut WriteBounded<crate::transport::Stream>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *w).poll_write(cx, data))).await
+    }
+
+    /// A write that was refused, then given up by its caller (a `select!` that took another
+    /// branch) until past its deadline, is not charged to the peer when a later write goes
+    /// through: the peer may have read long before. Charged, the 300 ms would exceed the
+    /// grace and the next refused write would close the connection at once.
+    #[test]
+    fn a_wait_its_caller_gave_up_is_not_charged_to_the_peer() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                    .await
+                    .unwrap();
+                let (server, peer) = l.accept().await.unwrap();
+                let config = ServerConfig {
+                    write_timeout: std::time::Duration::from_millis(50),
+                    write_min_rate: 1 << 20,
+                    write_rate_grace: std::time::Duration::from_millis(200),
+                    ..ServerConfig::default()
+                };
+                let mut w = WriteBounded::new(crate::transport::Stream::Tcp(server), &config, peer);
+                let piece = vec![0u8; 64 * 1024];
+                while let Poll::Ready(r) = write_once(&mut w, &piece).await {
+                    r.unwrap();
+                }
+                assert!(w.wait.is_some(), "the refused write waits");
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                // The peer reads everything, long after the deadline.
+                let mut sink = vec![0u8; 1 << 20];
+                let quiet = std::time::Duration::from_millis(100);
+                while let Ok(Ok(())) = tokio::time::timeout(quiet, client.readable()).await {
+                    let _ = client.try_read(&mut sink);
+                }
+                let Poll::Ready(r) = write_once(&mut w, &piece).await else {
+                    panic!("the socket takes more once the peer has read");
+                };
+                assert!(r.unwrap() > 0);
+                assert_eq!(w.waited, std::time::Duration::ZERO);
+                assert!(w.io.is_some(), "still open");
+            });
     }
 
     #[test]

@@ -513,7 +513,7 @@ pub(crate) fn deadline_after(from: Instant, d: Duration) -> Instant {
 }
 
 /// Time `bytes` take at `rate` bytes per second (saturating; `rate` > 0).
-pub(super) fn time_at_rate(bytes: u64, rate: u32) -> Duration {
+pub(crate) fn time_at_rate(bytes: u64, rate: u32) -> Duration {
     let rate = u64::from(rate);
     // (bytes % rate) < 2^32, so the product stays below 2^62.
     Duration::from_secs(bytes / rate)

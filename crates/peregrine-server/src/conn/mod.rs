@@ -14,7 +14,7 @@ mod body;
 mod io;
 mod respond;
 
-pub(crate) use io::{Conn, READ_BUF_INITIAL, READ_SPARE};
+pub(crate) use io::{deadline_after, time_at_rate, Conn, READ_BUF_INITIAL, READ_SPARE};
 
 use crate::idle::IdleWait;
 use crate::pooled::PooledFuture;
@@ -23,7 +23,7 @@ use crate::worker::{ConnShared, WorkerShared};
 use crate::{ResponseBody, Service};
 use batch::{Batch, Stop};
 use body::BodyState;
-use io::{deadline_after, Fill};
+use io::Fill;
 use respond::Answered;
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -159,8 +159,10 @@ async fn upgrade(conn: Rc<Conn>, shared: ConnShared) {
     if conn.flush().await.is_err() {
         return;
     }
+    let peer = conn.peer.get();
     if let Some((stream, read)) = hand_over(conn, &shared) {
-        let io = crate::upgrade::TransportIo::new(stream);
+        // The write timeout and minimum rate go on applying to the upgraded connection.
+        let io = crate::upgrade::WriteBounded::new(stream, &shared.config, peer);
         on_upgrade(crate::upgrade::Upgraded::new(io, read)).await;
     }
     drop(shared);
