@@ -1,4 +1,4 @@
-//! Static files for real assets (issue 13 item 6) and the static-file findings of issue 17,
+//! Static files for real assets and the static-file findings of a security review,
 //! through real sockets: Range (RFC 9110 §14), Content-Length, precompressed siblings,
 //! Cache-Control, directory index and bare prefix, SPA fallback, dotfiles, FIFOs, file times
 //! outside HTTP-dates, Windows separators. (Files above the in-memory limit: `static_large.rs`;
@@ -449,7 +449,7 @@ fn spa_fallback_for_navigations_only() {
     assert_eq!(s.get("/static/digits.txt", &[nav]).text(), DIGITS);
 }
 
-// ---- issue 17, static-file findings ----
+// ---- static-file findings of a security review ----
 
 #[test]
 fn dotfiles_are_opt_in() {

@@ -290,7 +290,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                             bytes_out: sweeper.bytes_out.get(),
                         });
                     }
-                    // Another worker is full and had no idle connection to close (issue 17).
+                    // Another worker is full and had no idle connection to close.
                     let global = &sweeper.global;
                     if global.evict_wanted.load(Ordering::Relaxed) && sweeper.idle.evict_oldest() {
                         global.evict_wanted.store(false, Ordering::Relaxed);

@@ -8,7 +8,7 @@ const LAST_HTTP_DATE_SECS: u64 = 253_402_300_799;
 
 /// Validators of a file: `(etag, last_modified)`. The ETag is strong (size and modification
 /// time to the nanosecond); `Last-Modified` is left out for times an HTTP-date cannot express
-/// (before 1970 or after 9999), which used to panic in `httpdate` (issue 17).
+/// (before 1970 or after 9999), which used to panic in `httpdate`.
 pub(crate) fn validators(len: u64, modified: Option<SystemTime>) -> (String, Option<String>) {
     let etag = match modified.map(|m| m.duration_since(UNIX_EPOCH)) {
         Some(Ok(d)) => format!("\"{:x}.{:x}-{len:x}\"", d.as_secs(), d.subsec_nanos()),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// to exactly one plain file name: no empty, `.` or `..` segment (a trailing `/` excepted), and
 /// no `/`, `\` or NUL inside a decoded segment. So the file named is always the one the route
 /// (and the middleware on it) matched: the decoded segments are the routed ones, one for one
-/// (issue 17). [`crate::path::normalize`] already refuses or merges these before routing; this
+///. [`crate::path::normalize`] already refuses or merges these before routing; this
 /// holds even when `ServeDir` is called some other way. Names starting with `.` are refused
 /// unless `hidden`.
 pub(crate) fn safe_relative(raw: &str, hidden: bool) -> Option<PathBuf> {
