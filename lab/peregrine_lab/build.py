@@ -104,7 +104,11 @@ class Builder:
         return BuildResult(True, time.monotonic() - start, log=str(log_path))
 
 
-def build_all(peers: list[Peer], log_dir: Path, progress=print) -> dict[str, BuildResult]:
+def _say(line: str) -> None:
+    print(line, flush=True)  # at once, so a CI log shows which build is running
+
+
+def build_all(peers: list[Peer], log_dir: Path, progress=_say) -> dict[str, BuildResult]:
     """Builds `peers` in order with one Builder (a step shared by several, such as the Node.js
     peers' one `npm ci`, runs once), a line before and after each; by name."""
     builder = Builder(log_dir, progress)
