@@ -104,6 +104,25 @@ class Builder:
         return BuildResult(True, time.monotonic() - start, log=str(log_path))
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)  # at once, so a CI log shows which build is running
+
+
+def build_all(peers: list[Peer], log_dir: Path, progress=_say) -> dict[str, BuildResult]:
+    """Builds `peers` in order with one Builder (a step shared by several, such as the Node.js
+    peers' one `npm ci`, runs once), a line before and after each; by name."""
+    builder = Builder(log_dir, progress)
+    done: dict[str, BuildResult] = {}
+    for i, peer in enumerate(peers, 1):
+        steps = " && ".join(" ".join(cmd) for cmd in peer.build) or "(nothing to build)"
+        progress(f"[build {i}/{len(peers)}] {peer.name}: {steps}")
+        b = builder.build(peer)
+        done[peer.name] = b
+        verdict = "built" if b.ok else f"NOT BUILT: {b.message}"
+        progress(f"[build {i}/{len(peers)}] {peer.name}: {verdict} ({b.seconds:.1f} s)")
+    return done
+
+
 def peer_version(peer: Peer) -> str | None:
     """First line printed by the peer's `version` command, or None."""
     if not peer.version or not peer.dir.is_dir():

@@ -1,5 +1,5 @@
 """Command line: `./scripts/lab PROFILE [options]` measures; `./scripts/lab report DIR`
-regenerates the report and charts from DIR/results.json."""
+regenerates the report and charts from DIR/results.json; `./scripts/lab build` only builds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import before, config, loadgen, procs, report, results, runner, tls_lanes
+from . import before, build, config, loadgen, procs, report, results, runner, tls_lanes
 from .peers import RegistryError
 
 
@@ -39,8 +39,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "what",
-        choices=list(config.PROFILES) + ["protocols", "soak", "report", "list"],
-        help="a profile to run, `report DIR` to regenerate a report, or `list`",
+        choices=list(config.PROFILES) + ["protocols", "soak", "report", "list", "build"],
+        help="a profile to run, `report DIR` to regenerate a report, `list`, or `build` (the "
+        "servers' build commands, nothing measured)",
     )
     p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
     p.add_argument("--servers", type=_names, help="comma-separated server names (peers.toml)")
@@ -64,7 +65,11 @@ def parser() -> argparse.ArgumentParser:
         help="port the servers listen on (default: the first free one from 28080; an explicit "
         "port that is busy is an error)",
     )
-    p.add_argument("--out", type=Path, help="output folder (default lab/results/PROFILE)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default lab/results/PROFILE; for `build`, its logs: lab/.build/logs)",
+    )
     p.add_argument("--reference", default="peregrine", help="server the ratios are taken to")
     p.add_argument(
         "--peers",
@@ -107,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         from . import soak
 
         return soak.main(args, command)
+
+    if args.what == "build":
+        return _build(args)
 
     if args.what == "list":
         from .peers import load_contract, load_peers
@@ -176,6 +184,27 @@ def main(argv: list[str] | None = None) -> int:
         f"{out / 'report.md'}, {out / 'charts'}/"
     )
     return rc
+
+
+def _build(args) -> int:
+    """`./scripts/lab build`: the build commands of the named servers (default: every one of the
+    registry), exactly as a profile runs them. A server not built fails the command, one that
+    lacks its toolchain too: whoever asks for a build (scripts/test) needs the binary."""
+    from .peers import load_peers, select_peers
+
+    try:
+        peers = select_peers(load_peers(args.peers or config.PEERS_TOML), args.servers)
+    except RegistryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    done = build.build_all(peers, args.out or config.LAB_DIR / ".build" / "logs")
+    failed = [name for name, b in done.items() if not b.ok]
+    seconds = sum(b.seconds for b in done.values())
+    if failed:
+        print(f"error: not built: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print(f"built {len(done)} server(s) in {seconds:.0f} s")
+    return 0
 
 
 def _protocols(args, command: str) -> int:

@@ -1,7 +1,8 @@
 """Issue 15: every built peer that lists `db_scenarios` answers the database scenarios validly
 (lab/peregrine_lab/db_parity.py) against a real PostgreSQL started by the lab's database module,
 with WORKERS=1 and WORKERS=2 (per-worker pools), and registers no database route without
-DATABASE_URL. Unbuilt peers are skipped (./scripts/lab builds them); no PostgreSQL → skipped.
+DATABASE_URL. Unbuilt peers are skipped (`./scripts/lab build` builds them; scripts/test does, and
+fails on any skip); no PostgreSQL → skipped.
 
 Run: python3 -m pytest lab/peers/tests/test_db_peers.py -q
 """
@@ -43,7 +44,8 @@ def pg(tmp_path_factory):
 @pytest.mark.parametrize("peer", DB_PEERS, ids=lambda p: p.name)
 def test_peer_serves_the_database_scenarios_validly(pg, peer, workers):
     if not built(peer):
-        pytest.skip(f"{peer.name} is not built (./scripts/lab builds it)")
+        pytest.skip(f"{peer.name} is not built: ./scripts/lab build --servers {peer.name} "
+                    "(scripts/test builds every peer these tests start)")
     env = {**peer.env, "DATABASE_URL": pg.url, "DB_POOL": "4"}
     server = Server(peer.run, peer.dir, workers=workers, env=env)
     try:
@@ -61,7 +63,8 @@ def test_peer_serves_the_database_scenarios_validly(pg, peer, workers):
 @pytest.mark.parametrize("peer", DB_PEERS, ids=lambda p: p.name)
 def test_no_database_route_without_database_url(peer, monkeypatch):
     if not built(peer):
-        pytest.skip(f"{peer.name} is not built (./scripts/lab builds it)")
+        pytest.skip(f"{peer.name} is not built: ./scripts/lab build --servers {peer.name} "
+                    "(scripts/test builds every peer these tests start)")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     server = Server(peer.run, peer.dir, workers=1, env=dict(peer.env))
     try:

@@ -3,7 +3,8 @@ nginx wrapper, check.py itself, and (when they are built) every peer against the
 
 Run: python3 -m pytest lab/peers/tests -q
 The floor and check.py tests need only gcc; nginx tests need nginx; the per-peer contract tests run
-for the peers whose build output exists (./scripts/lab builds them) and are skipped otherwise.
+for the peers whose build output exists (`./scripts/lab build`; scripts/test builds them and fails
+on any skip) and are skipped otherwise.
 No timing assertions: these tests check answers, not speed.
 """
 import importlib.util
@@ -285,7 +286,8 @@ BUILT_PEERS = [p for p in REGISTRY if p["dir"] in ("rust", "go", "node")]
 @pytest.mark.parametrize("peer", BUILT_PEERS, ids=lambda p: p["name"])
 def test_built_peer_answers_the_contract(peer):
     if not built(peer):
-        pytest.skip(f"{peer['name']} is not built (./scripts/lab builds it)")
+        pytest.skip(f"{peer['name']} is not built: ./scripts/lab build --servers {peer['name']} "
+                    "(scripts/test builds every peer these tests start)")
     server = Server(peer["run"], PEERS / peer["dir"], workers=1, env=peer.get("env"))
     try:
         problems = contract_problems(server.port, peer["scenarios"])
@@ -299,7 +301,8 @@ def test_built_peer_with_two_workers_serves_and_stops_whole(peer):
     """WORKERS=2 (cluster workers, reuseport processes or threads) answers the contract, and a
     SIGTERM to the process the runner started takes every process of the peer down with it."""
     if not built(peer):
-        pytest.skip(f"{peer['name']} is not built (./scripts/lab builds it)")
+        pytest.skip(f"{peer['name']} is not built: ./scripts/lab build --servers {peer['name']} "
+                    "(scripts/test builds every peer these tests start)")
     server = Server(peer["run"], PEERS / peer["dir"], workers=2, env=peer.get("env"))
     try:
         # Several connections, so that more than one worker is likely to answer.
