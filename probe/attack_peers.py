@@ -24,12 +24,16 @@ import subprocess
 import sys
 import time
 import tomllib
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from probelib import attacks
 from score_peers import PEERS_DIR, ROOT, free_port, wait_port
+
+sys.path.insert(0, os.path.join(ROOT, "lab"))
+from peregrine_lab import report, resilience, results
 
 DEFAULT_PEERS = "peregrine,nginx,go-nethttp,node-http,hyper,actix,axum,fastify"
 
@@ -74,44 +78,10 @@ def attack_peer(peer: dict, connections: int) -> dict:
                 pass
 
 
-def _cell(r: dict | None) -> str:
-    if r is None:
-        return "n/a"
-    d = r["details"]
-    if "error" in d:
-        return f"error: {d['error']}"
-    cut = f"cut {d.get('cut', 0)}/{d.get('attackers', 0)}"
-    served = "" if d.get("served", True) else ", **others not served**"
-    return (
-        f"+{d['peak_growth_kib'] / 1024:.1f} MiB peak, +{max(0, d['after_growth_kib']) / 1024:.1f} after, {cut}{served}"
-    )
-
-
-def table(rows: list[dict], connections: int, commit: str) -> str:
-    lines = [
-        "# Resilience: the lab's peers under resource attacks",
-        "",
-        (
-            f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at `{commit}` by "
-            f"`python3 probe/attack_peers.py --connections {connections}`. Each peer with WORKERS=1 and its own "
-            "default timeouts. *pipeline-no-read*: "
-            f"{connections} connections each pipeline 64 `GET /large` (~10 KiB answers) and never read. "
-            f"*stalled-upload*: {connections} connections announce a 1 MiB `POST /users` body, send 100 bytes and "
-            "stop. RSS of the server's process tree, peak during the attack and 0.5 s after it; *cut*: attackers "
-            "the server closed by itself within 35 s."
-        ),
-        "",
-        "| peer | pipeline-no-read | stalled-upload |",
-        "|---|---|---|",
-    ]
-    for row in rows:
-        if "error" in row:
-            lines.append(f"| {row['peer']} | {row['error']} | |")
-            continue
-        by_id = {r["id"]: r for r in row["attacks"]}
-        lines.append(
-            f"| {row['label']} | {_cell(by_id.get('R-pipeline-no-read'))} | {_cell(by_id.get('R-stalled-upload'))} |"
-        )
+def table(data: dict) -> str:
+    """The resilience table alone (lab/results/resilience/README.md)."""
+    lines = resilience.section({"resilience": data})
+    lines[0] = "# Resilience: the lab's peers under resource attacks"
     return "\n".join(lines) + "\n"
 
 
@@ -120,6 +90,12 @@ def main() -> int:
     ap.add_argument("--peers", default=DEFAULT_PEERS, help=f"comma-separated (default {DEFAULT_PEERS})")
     ap.add_argument("--connections", type=int, default=100)
     ap.add_argument("--out", default=os.path.join(ROOT, "lab", "results", "resilience"))
+    ap.add_argument(
+        "--into-report",
+        default=os.path.join(ROOT, "lab", "results", "standard"),
+        help="a report folder whose results.json gets the table and whose report.md is rewritten ('' for none)",
+    )
+    ap.add_argument("--build-note", default="", help="how the peers were built, if not as the lab builds them")
     args = ap.parse_args()
     with open(os.path.join(PEERS_DIR, "peers.toml"), "rb") as f:
         peers = {p["name"]: p for p in tomllib.load(f)["peer"]}
@@ -132,13 +108,27 @@ def main() -> int:
             rows.append({"peer": name, "error": "not in peers.toml"})
             continue
         row = attack_peer(peers[name], args.connections)
-        print(f"{name}: {table([row], args.connections, commit).splitlines()[-1]}", flush=True)
+        print(f"{name}: {resilience.rows({'peers': [row]})[0]}", flush=True)
         rows.append(row)
+    data = {
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "connections": args.connections,
+        "build_note": args.build_note,
+        "peers": rows,
+    }
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"commit": commit, "connections": args.connections, "peers": rows}, f, indent=2)
+        json.dump(data, f, indent=2)
     with open(os.path.join(args.out, "README.md"), "w") as f:
-        f.write(table(rows, args.connections, commit))
+        f.write(table(data))
+    if args.into_report:
+        # The report's other figures are its own run's; only the resilience section is new.
+        res = results.load(Path(args.into_report))
+        res["resilience"] = data
+        with open(os.path.join(args.into_report, "results.json"), "w") as f:
+            json.dump(res, f, indent=2)
+        report.write(res, Path(args.into_report))
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from . import db_report, results, scaling_report, stats
+from . import db_report, resilience, results, scaling_report, stats
 
 NA = "n/a"
 
@@ -870,7 +870,8 @@ def render(res: dict) -> str:
                 f"pipeline={c['pipeline']}: {_one_line(c.get('message', ''))}"
             )
         L.append("")
-    L += db_report.section(res)  # issue 15: the db profile's section ([] otherwise)
+    L += db_report.section(res)  # the db profile's section ([] otherwise)
+    L += resilience.section(res)  # resource attacks, when probe/attack_peers.py added them
     # A run with only the scaling lane has no cells to chart.
     L += ["## Charts", ""] if res.get("cells") else []
     for name, title in (
