@@ -126,8 +126,7 @@ def main() -> int:
         # The report's other figures are its own run's; only the resilience section is new.
         res = results.load(Path(args.into_report))
         res["resilience"] = data
-        with open(os.path.join(args.into_report, "results.json"), "w") as f:
-            json.dump(res, f, indent=2)
+        results.save(res, Path(args.into_report))
         report.write(res, Path(args.into_report))
     return 0
 
