@@ -61,6 +61,7 @@ pub mod events;
 pub mod h2;
 mod idle;
 pub mod listener;
+mod pace;
 mod pooled;
 pub mod proxy_protocol;
 pub mod request;

@@ -1,8 +1,8 @@
 //! Protocol upgrades: after a `101 Switching Protocols` response, the connection's bytes belong to
 //! another protocol (WebSocket, or anything a handler speaks), handed over as [`Upgraded`].
 
-use crate::conn::{deadline_after, time_at_rate};
 use crate::events::EngineEvents;
+use crate::pace::PaceRules;
 use crate::ServerConfig;
 use bytes::{Buf, Bytes};
 use std::future::Future;
@@ -208,7 +208,8 @@ impl<T: crate::transport::Transport + Unpin> AsyncWrite for TransportIo<T> {
 pub(crate) struct WriteBounded<T> {
     /// `None` once closed by a timeout.
     io: Option<TransportIo<T>>,
-    rules: WriteRules,
+    /// `ServerConfig`'s write rules, copied at the hand-over.
+    rules: PaceRules,
     /// The episode's waits so far, and the bytes written meanwhile.
     waited: Duration,
     sent: u64,
@@ -218,24 +219,12 @@ pub(crate) struct WriteBounded<T> {
     events: Option<(Arc<dyn EngineEvents>, SocketAddr)>,
 }
 
-/// `ServerConfig`'s write rules, copied at the hand-over.
-#[derive(Debug, Clone, Copy)]
-struct WriteRules {
-    timeout: Duration,
-    min_rate: u32,
-    grace: Duration,
-}
-
 impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
     /// The upgraded connection `t` of client `peer`, under `config`'s write rules.
     pub(crate) fn new(t: T, config: &ServerConfig, peer: SocketAddr) -> Self {
         WriteBounded {
             io: Some(TransportIo::new(t)),
-            rules: WriteRules {
-                timeout: config.write_timeout,
-                min_rate: config.write_min_rate,
-                grace: config.write_rate_grace,
-            },
+            rules: PaceRules::write(config),
             waited: Duration::ZERO,
             sent: 0,
             wait: None,
@@ -245,15 +234,7 @@ impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
 
     /// When a wait starting `now` must end (see `conn/io.rs`, `write_wait_deadline`).
     fn deadline(&self, now: Instant) -> Instant {
-        let mut budget = self.rules.timeout;
-        if self.rules.min_rate > 0 {
-            let allowance = self
-                .rules
-                .grace
-                .saturating_add(time_at_rate(self.sent, self.rules.min_rate));
-            budget = budget.min(allowance.saturating_sub(self.waited));
-        }
-        deadline_after(now, budget)
+        self.rules.deadline(now, self.waited, self.sent)
     }
 
     /// Runs one write-side operation within the rules: while it returns `Pending` it waits

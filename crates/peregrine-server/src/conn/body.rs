@@ -2,9 +2,10 @@
 //! (Content-Length or chunked, with the body-size limit), waiting for more with the body timeouts
 //! and the minimum body rate, `100 Continue`, and draining what the handler left unread.
 
-use super::io::{deadline_after, time_at_rate, Fill, Io};
+use super::io::{Fill, Io};
 use super::Conn;
 use crate::body::BodyError;
+use crate::pace::PaceRules;
 use bytes::{Buf, Bytes};
 use peregrine_codec::response::CONTINUE_100;
 use peregrine_codec::{ChunkedDecoder, ChunkedStep};
@@ -46,16 +47,8 @@ impl Conn {
         let cfg = &self.shared.config;
         let now = Instant::now();
         let io = self.io.borrow();
-        let mut budget = cfg
-            .body_timeout
-            .min(cfg.body_total_timeout.saturating_sub(io.body_waited));
-        if cfg.body_min_rate > 0 {
-            let allowance = cfg
-                .body_rate_grace
-                .saturating_add(time_at_rate(io.body_read, cfg.body_min_rate));
-            budget = budget.min(allowance.saturating_sub(io.body_waited));
-        }
-        (now, deadline_after(now, budget))
+        let rules = PaceRules::body(cfg);
+        (now, rules.deadline(now, io.body_waited, io.body_read))
     }
 
     /// Marks the current body failed (for example when the handler's limit was passed), so the

@@ -4,6 +4,7 @@
 //! across an `.await`.
 
 use super::body::BodyState;
+use crate::pace::PaceRules;
 use crate::transport::{on_stream, Stream, Transport};
 use crate::worker::WorkerShared;
 use bytes::BytesMut;
@@ -283,14 +284,10 @@ impl Conn {
                 Duration::ZERO
             }
         };
-        let mut budget = cfg.write_timeout;
-        if cfg.write_min_rate > 0 {
-            let allowance = cfg
-                .write_rate_grace
-                .saturating_add(time_at_rate(io.write_sent, cfg.write_min_rate));
-            budget = budget.min(allowance.saturating_sub(waited));
-        }
-        (now, deadline_after(now, budget))
+        (
+            now,
+            PaceRules::write(cfg).deadline(now, waited, io.write_sent),
+        )
     }
 
     /// Flushes pending output, then writes `data` straight from the caller's buffer.
@@ -501,23 +498,6 @@ fn file_too_short() -> io::Error {
         io::ErrorKind::UnexpectedEof,
         "file shorter than the announced body",
     )
-}
-
-/// Longest time a deadline is put ahead: a configured `Duration` of any size (even
-/// `Duration::MAX`) means "practically never", never an `Instant` overflow.
-const FAR_FUTURE: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// `from + d`, saturated at [`FAR_FUTURE`] ahead.
-pub(crate) fn deadline_after(from: Instant, d: Duration) -> Instant {
-    from + d.min(FAR_FUTURE)
-}
-
-/// Time `bytes` take at `rate` bytes per second (saturating; `rate` > 0).
-pub(crate) fn time_at_rate(bytes: u64, rate: u32) -> Duration {
-    let rate = u64::from(rate);
-    // (bytes % rate) < 2^32, so the product stays below 2^62.
-    Duration::from_secs(bytes / rate)
-        .saturating_add(Duration::from_nanos((bytes % rate) * 1_000_000_000 / rate))
 }
 
 /// One non-blocking read into `buf` (which has spare capacity): `Some(n)` bytes read (0 at

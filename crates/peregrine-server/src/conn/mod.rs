@@ -14,7 +14,8 @@ mod body;
 mod io;
 mod respond;
 
-pub(crate) use io::{deadline_after, time_at_rate, Conn, READ_BUF_INITIAL, READ_SPARE};
+use crate::pace::deadline_after;
+pub(crate) use io::{Conn, READ_BUF_INITIAL, READ_SPARE};
 
 use crate::idle::IdleWait;
 use crate::pooled::PooledFuture;

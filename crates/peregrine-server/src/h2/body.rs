@@ -1,6 +1,5 @@
 //! A request body read from an HTTP/2 stream's DATA frames.
 
-use super::limits::deadline_after;
 use crate::BodyError;
 use bytes::Bytes;
 use std::cell::RefCell;
@@ -33,29 +32,7 @@ impl Recv {
 
 /// The request-body rules of `ServerConfig`: `body_timeout` per wait; `body_min_rate` after
 /// `body_rate_grace`, and `body_total_timeout`, over all the waits of one body.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BodyRules {
-    pub(crate) timeout: Duration,
-    pub(crate) min_rate: u32,
-    pub(crate) grace: Duration,
-    pub(crate) total: Duration,
-}
-
-impl BodyRules {
-    /// When a wait starting `now` must end, given what the body waited and received so far.
-    fn deadline(&self, now: Instant, recv: &Recv) -> Instant {
-        let mut budget = self.timeout.min(self.total.saturating_sub(recv.waited));
-        if self.min_rate > 0 {
-            let rate = u64::from(self.min_rate);
-            let earned = Duration::from_secs(recv.received / rate).saturating_add(
-                Duration::from_nanos((recv.received % rate) * 1_000_000_000 / rate),
-            );
-            let allowance = self.grace.saturating_add(earned);
-            budget = budget.min(allowance.saturating_sub(recv.waited));
-        }
-        deadline_after(now, budget)
-    }
-}
+pub(crate) type BodyRules = crate::pace::PaceRules;
 
 /// The next DATA of `recv` (its window given back), waiting within `rules`; `Err(())` when the
 /// rules' time is up.
@@ -64,7 +41,10 @@ async fn next_data(
     rules: &BodyRules,
 ) -> Result<Option<Result<Bytes, h2::Error>>, ()> {
     let start = Instant::now();
-    let deadline = rules.deadline(start, &recv.borrow());
+    let deadline = {
+        let r = recv.borrow();
+        rules.deadline(start, r.waited, r.received)
+    };
     let next = tokio::time::timeout_at(
         deadline,
         poll_fn(|cx| recv.borrow_mut().stream.poll_data(cx)),

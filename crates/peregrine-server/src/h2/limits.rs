@@ -25,30 +25,9 @@ const BYTES_PER_CONTROL_FRAME: u64 = 1024;
 /// Control frames each request (HEADERS) earns: its PRIORITY, its RST_STREAM, a few updates.
 const CONTROL_FRAMES_PER_REQUEST: u64 = 8;
 
-/// Far enough to mean "never" without overflowing an `Instant` (about 30 years).
-const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
-
-/// `from + d`, saturating at [`FAR_FUTURE`].
-pub(super) fn deadline_after(from: Instant, d: Duration) -> Instant {
-    from + d.min(FAR_FUTURE)
-}
-
-/// Time `bytes` take at `rate` bytes per second (saturating; `rate` > 0).
-fn time_at_rate(bytes: u64, rate: u32) -> Duration {
-    let rate = u64::from(rate);
-    // (bytes % rate) < 2^32, so the product stays below 2^62.
-    Duration::from_secs(bytes / rate)
-        .saturating_add(Duration::from_nanos((bytes % rate) * 1_000_000_000 / rate))
-}
-
 /// The write-wait rules of the HTTP/1.1 driver (`ServerConfig::write_timeout`,
 /// `write_min_rate`, `write_rate_grace`), for one account of waits.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct WriteRules {
-    pub(super) timeout: Duration,
-    pub(super) min_rate: u32,
-    pub(super) grace: Duration,
-}
+pub(super) type WriteRules = crate::pace::PaceRules;
 
 /// One episode of waiting for the client: from the first wait until everything queued was
 /// taken. Each wait may last `timeout`; all the episode's waits together may not pass
@@ -63,14 +42,7 @@ pub(super) struct Pace {
 impl Pace {
     /// When a wait starting `now` must end.
     pub(super) fn deadline(&self, now: Instant, rules: &WriteRules) -> Instant {
-        let mut budget = rules.timeout;
-        if rules.min_rate > 0 {
-            let allowance = rules
-                .grace
-                .saturating_add(time_at_rate(self.sent, rules.min_rate));
-            budget = budget.min(allowance.saturating_sub(self.waited));
-        }
-        deadline_after(now, budget)
+        rules.deadline(now, self.waited, self.sent)
     }
 }
 
@@ -457,6 +429,7 @@ mod tests {
     fn watch(max_control: u32) -> Watch {
         let rules = WriteRules {
             timeout: Duration::from_secs(10),
+            total: Duration::MAX,
             min_rate: 1024,
             grace: Duration::from_secs(10),
         };
@@ -520,6 +493,7 @@ mod tests {
     fn the_rate_rule_shortens_a_wait_by_what_earlier_waits_used() {
         let rules = WriteRules {
             timeout: Duration::from_secs(10),
+            total: Duration::MAX,
             min_rate: 1000,
             grace: Duration::from_secs(2),
         };
@@ -538,6 +512,7 @@ mod tests {
         assert_eq!(used.deadline(now, &off), now + Duration::from_secs(10));
         let huge = WriteRules {
             timeout: Duration::MAX,
+            total: Duration::MAX,
             min_rate: 0,
             grace: Duration::MAX,
         };

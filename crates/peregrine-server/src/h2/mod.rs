@@ -223,11 +223,7 @@ where
             return Closed::Handshake;
         }
     };
-    let rules = WriteRules {
-        timeout: config.write_timeout,
-        min_rate: config.write_min_rate,
-        grace: config.write_rate_grace,
-    };
+    let rules = WriteRules::write(config);
     let watch = Rc::new(Watch::new(
         rules,
         config.max_pending_output,
@@ -247,12 +243,7 @@ where
     };
     let ctx = Rc::new(Ctx {
         max_body_size: config.max_body_size,
-        body_rules: body::BodyRules {
-            timeout: config.body_timeout,
-            min_rate: config.body_min_rate,
-            grace: config.body_rate_grace,
-            total: config.body_total_timeout,
-        },
+        body_rules: body::BodyRules::body(config),
         server_name: config.server_name,
         watch,
     });
