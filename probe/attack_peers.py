@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from probelib import attacks
-from score_peers import PEERS_DIR, ROOT, free_port, wait_port
+from score_peers import PEERS_DIR, ROOT, free_port, stop, wait_port
 
 sys.path.insert(0, os.path.join(ROOT, "lab"))
 from peregrine_lab import report, resilience, results
@@ -68,14 +67,7 @@ def attack_peer(peer: dict, connections: int) -> dict:
             results.append(attacks.stalled_upload(o))
         return {"peer": name, "label": peer.get("label", name), "attacks": results}
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop(proc)
 
 
 def table(data: dict) -> str:

@@ -90,14 +90,20 @@ def _probe_running(peer, args, out, name, cwd, env, port, log) -> dict:
             doc = json.load(f)
         return {"peer": name, "label": peer.get("label", name), "doc": doc, "seconds": round(time.monotonic() - t0)}
     finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ends a peer started in a session of its own: its whole process group (forked workers
+    too), SIGTERM first, SIGKILL after 10 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def summary(results: list[dict], quick: bool) -> str:

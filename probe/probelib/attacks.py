@@ -89,7 +89,7 @@ class Sampler:
             self._stop.wait(self.every)
 
 
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (forked workers of multi-process peers)."""
     out, stack = [], [pid]
     while stack:
@@ -111,7 +111,7 @@ def measure(pid: int) -> Sample | None:
     rss = fds = 0
     cpu = 0.0
     tick = os.sysconf("SC_CLK_TCK")
-    procs = _tree(pid)
+    procs = process_tree(pid)
     for p in procs:
         try:
             with open(f"/proc/{p}/status") as f:
@@ -151,22 +151,6 @@ def served(o: AttackOptions, timeout: float = 2.0) -> bool:
         return False
 
 
-def closed_by_peer(s: socket.socket) -> bool:
-    """Whether the server has closed ``s`` (EOF or reset), draining what it sent meanwhile."""
-    s.setblocking(False)
-    try:
-        while True:
-            data = s.recv(1 << 20)
-            if not data:
-                return True
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    finally:
-        s.setblocking(True)
-
-
 def _wait_cut(socks: list[socket.socket], within: float, sample_served, o) -> tuple[int, float, bool]:
     """Waits until the server has closed every attacking socket or ``within`` passes; returns
     how many it closed, when the last went, and whether a fresh client was served meanwhile."""
@@ -184,8 +168,8 @@ def _wait_cut(socks: list[socket.socket], within: float, sample_served, o) -> tu
 
 
 def _closed_quietly(s: socket.socket) -> bool:
-    """Like ``closed_by_peer`` but reads nothing: a slow reader must stay slow. A socket the
-    server closed shows as readable with EOF or an error pending (SO_ERROR / POLLRDHUP)."""
+    """Whether the server has closed ``s``, reading nothing (a slow reader must stay slow): a
+    socket the server closed shows as readable with EOF or an error pending (POLLRDHUP)."""
     import select
 
     p = select.poll()
@@ -256,64 +240,59 @@ def _verdict(aid: str, description: str, o: AttackOptions, run) -> dict:
     }
 
 
+def _hold(o: AttackOptions, send: bytes, rcvbuf: int | None, within: float) -> dict:
+    """Opens ``o.connections`` attackers that each send ``send`` (as much of it as the socket
+    takes at once) and then neither read nor write; waits up to ``within`` for the server to
+    cut them, checking meanwhile that a fresh client is served; then lets go."""
+    socks = []
+    for _ in range(o.connections):
+        s = _connect(o, rcvbuf=rcvbuf)
+        s.setblocking(False)
+        try:
+            s.send(send)
+        except BlockingIOError:
+            pass
+        s.setblocking(True)
+        socks.append(s)
+    cut, took, ok = _wait_cut(socks, within, True, o)
+    for s in socks:
+        s.close()
+    return {"attackers": len(socks), "cut": cut, "cut_after_s": round(took, 2), "served": ok, "must_cut": True}
+
+
+def _get_large(o: AttackOptions) -> bytes:
+    return b"GET %s HTTP/1.1\r\nHost: probe\r\n\r\n" % o.large_path.encode()
+
+
 def slow_read_large(o: AttackOptions) -> dict:
     """R-slow-read: ``connections`` clients each ask for a large body and never read it."""
-
-    def run():
-        socks = []
-        for _ in range(o.connections):
-            s = _connect(o, rcvbuf=4096)
-            s.sendall(b"GET %s HTTP/1.1\r\nHost: probe\r\n\r\n" % o.large_path.encode())
-            socks.append(s)
-        cut, took, ok = _wait_cut(socks, o.write_timeout * 3 + 5, True, o)
-        for s in socks:
-            s.close()
-        return {"attackers": len(socks), "cut": cut, "cut_after_s": round(took, 2), "served": ok, "must_cut": True}
-
-    return _verdict("R-slow-read", f"{o.connections} clients GET {o.large_path} and never read", o, run)
+    return _verdict(
+        "R-slow-read",
+        f"{o.connections} clients GET {o.large_path} and never read",
+        o,
+        lambda: _hold(o, _get_large(o), 4096, o.write_timeout * 3 + 5),
+    )
 
 
 def pipeline_no_read(o: AttackOptions) -> dict:
     """R-pipeline-no-read: clients pipeline requests for the large body without reading."""
-
-    def run():
-        socks = []
-        req = b"GET %s HTTP/1.1\r\nHost: probe\r\n\r\n" % o.large_path.encode()
-        for _ in range(o.connections):
-            s = _connect(o, rcvbuf=4096)
-            s.setblocking(False)
-            try:
-                s.send(req * 64)
-            except BlockingIOError:
-                pass
-            s.setblocking(True)
-            socks.append(s)
-        cut, took, ok = _wait_cut(socks, o.write_timeout * 3 + 5, True, o)
-        for s in socks:
-            s.close()
-        return {"attackers": len(socks), "cut": cut, "cut_after_s": round(took, 2), "served": ok, "must_cut": True}
-
-    return _verdict("R-pipeline-no-read", f"{o.connections} clients pipeline 64 GETs each, never read", o, run)
+    return _verdict(
+        "R-pipeline-no-read",
+        f"{o.connections} clients pipeline 64 GETs each, never read",
+        o,
+        lambda: _hold(o, _get_large(o) * 64, 4096, o.write_timeout * 3 + 5),
+    )
 
 
 def stalled_upload(o: AttackOptions) -> dict:
     """R-stalled-upload: clients announce a 1 MiB body, send 100 bytes, then nothing."""
-
-    def run():
-        socks = []
-        head = (
-            b"POST /users HTTP/1.1\r\nHost: probe\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n"
-        )
-        for _ in range(o.connections):
-            s = _connect(o)
-            s.sendall(head + b"{" + b" " * 99)
-            socks.append(s)
-        cut, took, ok = _wait_cut(socks, o.body_timeout * 3 + 5, True, o)
-        for s in socks:
-            s.close()
-        return {"attackers": len(socks), "cut": cut, "cut_after_s": round(took, 2), "served": ok, "must_cut": True}
-
-    return _verdict("R-stalled-upload", f"{o.connections} clients stall an upload after 100 bytes", o, run)
+    head = b"POST /users HTTP/1.1\r\nHost: probe\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n"
+    return _verdict(
+        "R-stalled-upload",
+        f"{o.connections} clients stall an upload after 100 bytes",
+        o,
+        lambda: _hold(o, head + b"{" + b" " * 99, None, o.body_timeout * 3 + 5),
+    )
 
 
 # HTTP/2 by hand (RFC 9113 frames, RFC 7541 literals): enough to open streams and hold windows.

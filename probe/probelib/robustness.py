@@ -14,6 +14,7 @@ import socket
 import time
 from dataclasses import dataclass
 
+from .attacks import process_tree
 from .client import exchange, linger_zero, open_socket
 from .wire import Garbage, parse_responses
 
@@ -47,13 +48,7 @@ class Options:
 def rss_kib(pid: int) -> int | None:
     """VmRSS of ``pid`` plus its descendants (threads share the process's figure), in KiB."""
     total = 0
-    seen = set()
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
+    for p in process_tree(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
@@ -63,13 +58,6 @@ def rss_kib(pid: int) -> int | None:
         except OSError:
             if p == pid:
                 return None
-            continue
-        try:
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    stack += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
     return total
 
 
