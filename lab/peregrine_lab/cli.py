@@ -35,15 +35,21 @@ def parser() -> argparse.ArgumentParser:
         + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items())
         + f"; protocols: {tls_lanes.PROFILE.description}"
         + "; soak: the scenarios app under mixed load for --duration (default 1800 s), RSS, "
-        "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)",
+        "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)"
+        "; seeds: the five seeds' own experiments, Peregrine in each table (--only NAME,...)",
     )
     p.add_argument(
         "what",
-        choices=list(config.PROFILES) + ["protocols", "soak", "report", "list", "build"],
+        choices=list(config.PROFILES) + ["protocols", "soak", "seeds", "report", "list", "build"],
         help="a profile to run, `report DIR` to regenerate a report, `list`, or `build` (the "
         "servers' build commands, nothing measured)",
     )
     p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
+    p.add_argument(
+        "--only",
+        type=_names,
+        help="seeds: nurl, rust-http, kourier, nextrush, lemire (default all)",
+    )
     p.add_argument("--servers", type=_names, help="comma-separated server names (peers.toml)")
     p.add_argument("--scenarios", type=_names, help="comma-separated scenario names (contract)")
     p.add_argument("--concurrency", type=_ints, help='connection counts, e.g. "1 10 50 200"')
@@ -112,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         from . import soak
 
         return soak.main(args, command)
+
+    if args.what == "seeds":
+        from .seeds import run as seeds_run
+
+        return seeds_run.main(args, command)
 
     if args.what == "build":
         return _build(args)
@@ -243,6 +254,11 @@ def _protocols(args, command: str) -> int:
 def _write_outputs(res: dict, out: Path) -> int:
     from . import charts
 
+    if res.get("profile") == "seeds":
+        from .seeds import tables
+
+        print(f"wrote {tables.write(res, out)}")
+        return 0
     if res.get("profile") == "protocols":
         from . import tls_report
 
