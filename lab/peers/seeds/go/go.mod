@@ -1,3 +1,3 @@
 module peregrine-lab/seeds
 
-go 1.21
+go 1.22
