@@ -78,9 +78,6 @@ def _lane_cells(exp, lane, base: str):
     cells = exp.cells(base)
     if lane.only is not None:
         cells = [c for c in cells if (c.table, c.column) in lane.only]
-    if exp.name == "nextrush" and lane.peer not in ("peregrine", "fastify"):
-        # NextRush's wrk profile measured NextRush alone; Fastify is the bridge to autocannon's.
-        cells = [c for c in cells if not c.table.startswith("wrk:")]
     return cells
 
 
@@ -105,8 +102,9 @@ def _measure_lane(exp, lane, peer, port: int, log_dir: Path, say) -> dict:
     srv = procs.start_server(list(peer.run), peer.dir, env, SERVER_CPU if split else None, log)
     try:
         procs.wait_for_port(HOST, port, srv.proc, 60)
+        cells = _lane_cells(exp, lane, base)
         checks = list(EXPECT[exp.seed])
-        if exp.name == "nextrush" and lane.peer in ("peregrine", "fastify"):
+        if any(c.table == "wrk:middleware" for c in cells):
             checks.append(EXPECT_MIDDLEWARE)
         bad = answers(base, checks)
         if bad:
@@ -120,7 +118,7 @@ def _measure_lane(exp, lane, peer, port: int, log_dir: Path, say) -> dict:
             cpus=TOOL_CPU if split else None,
             limit=30,
         )
-        for cell in _lane_cells(exp, lane, base):
+        for cell in cells:
             runs, problems = [], []
             for _ in range(cell.runs):
                 try:

@@ -172,7 +172,8 @@ def _problems(exp_results: dict) -> list[str]:
         for cell in lane.get("cells", []):
             for p in cell.get("problems", []):
                 out.append(f"- {lane['row']}, {cell['table']} c={cell['column']}: {p}")
-    return ["Problems (runs with errors are not in the figures):", ""] + out + [""] if out else []
+    head = "Problems the tools reported (those runs stay in the figures, as the seeds kept theirs):"
+    return [head, ""] + out + [""] if out else []
 
 
 def _argv(exp_results: dict) -> list[str]:
