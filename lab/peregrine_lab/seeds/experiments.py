@@ -233,6 +233,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             Lane("peregrine-engine", "Peregrine engine"),
             Lane(
                 "hyper",
+                "Rust hyper, pipeline_flush on",
+                env={"PIPELINE_FLUSH": "1"},
+                only=(("wrk", 512),),
+                check="hyper writing pipelined answers together (TechEmpower's hyper setting)",
+            ),
+            Lane(
+                "hyper",
                 "Rust hyper, both CPUs shared with wrk",
                 only=(("wrk", 512),),
                 check="no core split (server and wrk on both CPUs)",
@@ -255,9 +262,11 @@ EXPERIMENTS: dict[str, Experiment] = {
             "start 1 worker, the seed's 6), wrk's 6 threads on CPU 0 (taskset).",
         ],
         reasons=[
-            "core count and saturation: with 6 server cores Go's net/http answered 231k req/s with "
-            "722 timeouts and 0.4 s median latency while hyper scaled with the cores; on one core "
-            "each both are bound by the same CPU; the check rows give both CPUs to both.",
+            "hyper's write path: with pipeline_flush off (hyper's default, this lane) hyper "
+            "writes each pipelined answer on its own, so 256-deep pipelines cost it a write per "
+            "request; the pipeline_flush check row measures hyper with it on.",
+            "core count: the seed gave 6 cores to each server, here 1; the check rows without "
+            "the core split give both CPUs to server and wrk.",
         ],
     ),
     "nextrush": Experiment(

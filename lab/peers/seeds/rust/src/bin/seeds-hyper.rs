@@ -2,6 +2,8 @@
 //! process may use, as NURL's and Kourier's hyper servers; `WORKERS` overrides it for the lab's
 //! measured checks), one accept loop, `http1::Builder` defaults. For Kourier, a request timer
 //! (`header_read_timeout`, 20 s) as Kourier's hyper server sets "timers only for requests".
+//! `PIPELINE_FLUSH=1` turns on `pipeline_flush` (answers to pipelined requests written together,
+//! TechEmpower's hyper setting): a measured check of the Kourier table, off by default.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -36,7 +38,7 @@ fn answer(seed: Seed, req: &Request<hyper::body::Incoming>) -> Response<Full<Byt
         .expect("static header fields are valid")
 }
 
-async fn serve(seed: Seed, addr: String) -> std::io::Result<()> {
+async fn serve(seed: Seed, addr: String, flush: bool) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     loop {
         let (stream, _) = match listener.accept().await {
@@ -48,6 +50,7 @@ async fn serve(seed: Seed, addr: String) -> std::io::Result<()> {
         tokio::spawn(async move {
             let svc = service_fn(move |req| async move { Ok::<_, Infallible>(answer(seed, &req)) });
             let mut builder = http1::Builder::new();
+            builder.pipeline_flush(flush);
             if seed == Seed::Kourier {
                 builder
                     .timer(TokioTimer::new())
@@ -69,7 +72,8 @@ fn main() {
             rt.worker_threads(n);
         }
         let rt = rt.enable_all().build().map_err(|e| e.to_string())?;
-        rt.block_on(serve(seed, seeds::addr()))
+        let flush = std::env::var("PIPELINE_FLUSH").is_ok_and(|v| v == "1");
+        rt.block_on(serve(seed, seeds::addr(), flush))
             .map_err(|e| e.to_string())
     };
     if let Err(e) = run() {
