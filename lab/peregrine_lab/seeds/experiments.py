@@ -303,8 +303,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "autocannon: 3 s per scenario instead of 10 s; 100 connections, pipelining 10 as the "
             "seed; 'mixed' cycles hello, param, query and POST on each connection.",
             f"wrk profile: {NEXTRUSH_WRK_RUNS} x 2 s per cell instead of 5 x 60 s, 8 threads "
-            "(1 at c=1: wrk needs a connection per thread); Peregrine and Fastify (the bridge to "
-            "the autocannon table), NextRush itself is in no registry.",
+            "(1 at c=1: wrk needs a connection per thread); Peregrine, and Fastify as a reference "
+            "(NextRush itself is in no registry).",
             "Server and tools share both CPUs (the seed did not split its 8); Peregrine starts "
             "its default one worker per CPU, the Node frameworks one process.",
             "middleware: timing, logging (formatted, not written), auth check, CORS; body "

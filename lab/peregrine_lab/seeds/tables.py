@@ -5,6 +5,7 @@ the systems that were not re-run only through the row both tables share."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from . import experiments, figures
@@ -182,7 +183,7 @@ def _argv(exp_results: dict) -> list[str]:
         for cell in lane.get("cells", []):
             if cell["table"] not in seen:
                 seen.add(cell["table"])
-                cmd = " ".join(cell["argv"]).replace(str(experiments.tools.AUTOCANNON_DIR), "…")
+                cmd = shlex.join(cell["argv"]).replace(str(experiments.tools.AUTOCANNON_DIR), "…")
                 out.append(f"- `{cmd}`")
     return ["Commands (one per table; the port is the lab's):", ""] + out + [""]
 
@@ -238,8 +239,9 @@ def _section(exp, exp_results: dict) -> list[str]:
             )
             lines.append("")
         lines += [
-            "wrk profile (no pipelining), RPS mean ± sd (p50 / p99 ms); NextRush is in no "
-            "registry, so only its published rows; Fastify here links it to the tables above:",
+            "wrk profile (no pipelining), RPS mean ± sd (p50 / p99 ms). NextRush, the only "
+            "server of the seed's profile, is in no registry: no system is in both tables, so "
+            "nothing is placed through one; Fastify is run beside Peregrine as a reference:",
             "",
         ]
         for name in experiments.NEXTRUSH_WRK:
@@ -291,6 +293,16 @@ def render(res: dict) -> str:
         'rows are the seed\'s published figures on its own machine, "(here)" rows ours on 2 '
         "CPUs: compare ratios, not absolute figures.",
         "",
+        *(
+            [
+                f"**The machine was busy** (load average {load} on {m.get('nproc')} CPUs at "
+                "the start): other work shared the CPUs, so these figures are noisy; re-run on "
+                "a quiet machine before quoting them.",
+                "",
+            ]
+            if (m.get("loadavg_at_start") or [0])[0] > (m.get("nproc") or 1)
+            else []
+        ),
         "Tools: " + ", ".join(f"{k} `{v}`" for k, v in (res.get("tools") or {}).items()),
         "",
         "Servers: " + ", ".join(f"{k} `{v}`" for k, v in (res.get("servers") or {}).items()),
