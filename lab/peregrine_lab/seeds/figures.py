@@ -27,7 +27,8 @@ def cell_figures(table: str, runs: list[dict]) -> dict | None:
     mean_sd = table in MEAN_SD_TABLES or table.startswith("wrk:")
     return {
         "rps": statistics.fmean(rps) if mean_sd else stats.median(rps),
-        "sd": statistics.stdev(rps) if len(rps) > 1 else None,
+        # Only where the seed printed a deviation (its layout); the others print medians.
+        "sd": statistics.stdev(rps) if mean_sd and len(rps) > 1 else None,
         "p50": _ms(stats.median(x.get("p50") for x in lat)),
         "p99": _ms(stats.median(x.get("p99") for x in lat)),
         "avg": _ms(stats.median(x.get("mean") for x in lat)),
