@@ -5,6 +5,7 @@ report.md). Results are saved after every server, so an interrupted run keeps wh
 from __future__ import annotations
 
 import os
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -81,7 +82,8 @@ def _lane_cells(exp, lane, base: str):
     return cells
 
 
-def _measure_lane(exp, lane, peer, port: int, log_dir: Path, say) -> dict:
+def _measure_lane(exp, index: int, peer, port: int, log_dir: Path, say) -> dict:
+    lane = exp.lanes[index]
     base = f"http://{HOST}:{port}"
     split = exp.split if lane.split is None else lane.split
     env = dict(os.environ) | peer.env | {"ADDR": f"{HOST}:{port}", "SEED": exp.seed} | lane.env
@@ -98,7 +100,7 @@ def _measure_lane(exp, lane, peer, port: int, log_dir: Path, say) -> dict:
     if not procs.wait_port_free(HOST, port, 30):
         rec["problems"].append(f"port {port} still busy")
         return rec
-    log = log_dir / f"{exp.name}-{peer.name}{'-check' if lane.check else ''}.log"
+    log = log_dir / f"{exp.name}-{index}-{peer.name}.log"
     srv = procs.start_server(list(peer.run), peer.dir, env, SERVER_CPU if split else None, log)
     try:
         procs.wait_for_port(HOST, port, srv.proc, 60)
@@ -156,7 +158,11 @@ def _measure_lane(exp, lane, peer, port: int, log_dir: Path, say) -> dict:
     return rec
 
 
-def run(names: list[str], out: Path, skip_build: bool, command: str, say=print) -> dict:
+def _say(line: str) -> None:
+    print(line, flush=True)  # at once, so a log shows which server is being measured
+
+
+def run(names: list[str], out: Path, skip_build: bool, command: str, say=_say) -> dict:
     """Runs the named experiments (all when empty) and returns the results it saved in `out`."""
     names = names or list(experiments.ORDER)
     unknown = [n for n in names if n not in experiments.EXPERIMENTS]
@@ -166,7 +172,7 @@ def run(names: list[str], out: Path, skip_build: bool, command: str, say=print) 
         )
     lacking = tools.missing()
     if lacking:
-        raise SeedsError(f"missing {', '.join(lacking)}: run ./scripts/setup lab seeds")
+        raise SeedsError(f"missing {', '.join(lacking)}: run ./scripts/setup lab bombardier seeds")
     exps = [experiments.EXPERIMENTS[n] for n in experiments.ORDER if n in names]
     wanted = {lane.peer for e in exps for lane in e.lanes}
     peers = {p.name: p for p in load_peers(PEERS_TOML) if p.name in wanted}
@@ -193,8 +199,8 @@ def run(names: list[str], out: Path, skip_build: bool, command: str, say=print) 
     for exp in exps:
         say(f"== {exp.title}")
         lanes = res["experiments"].setdefault(exp.name, {"lanes": []})["lanes"]
-        for lane in exp.lanes:
-            lanes.append(_measure_lane(exp, lane, peers[lane.peer], port, out / "logs", say))
+        for i, lane in enumerate(exp.lanes):
+            lanes.append(_measure_lane(exp, i, peers[lane.peer], port, out / "logs", say))
             res["wall_seconds"] = round(time.monotonic() - started, 1)
             results.save(res, out)
     return res
@@ -202,8 +208,6 @@ def run(names: list[str], out: Path, skip_build: bool, command: str, say=print) 
 
 def main(args, command: str) -> int:
     """The CLI entry (`./scripts/lab seeds`)."""
-    import sys
-
     out = args.out or config.LAB_DIR / "results" / "seeds"
     try:
         res = run(args.only or [], out, args.skip_build, command)
