@@ -23,8 +23,9 @@ if (which === 'lemire') {
     });
     mw.addHook('onRequest', async (req, reply) => {
       if (!(req.headers.authorization || '').startsWith('Bearer ')) {
-        reply.code(401).send('Unauthorized');
+        return reply.code(401).send('Unauthorized');
       }
+      return undefined;
     });
     mw.addHook('onSend', async (req, reply, payload) => {
       reply.header('Access-Control-Allow-Origin', '*');
