@@ -1,10 +1,10 @@
 """Servers named on the command line (`--server 'NAME=COMMAND;scenarios=a,b;ready=/path'`),
-measured beside the registered peers by the same runner: each becomes a `Peer` whose run command
-starts COMMAND through `sh -c`, with nothing to build.
+measured beside the registered peers by the same runner: each becomes a `Peer` with nothing to
+build whose run command is `launch.py COMMAND`.
 
 The port: the runner gives every server `ADDR=127.0.0.1:PORT` (as it does every peer); the
-launcher below also sets `PORT` and replaces `{port}` (and `{addr}`) in COMMAND before the shell
-sees it, so a server that takes its port as an argument works too. The fields after COMMAND are
+launcher also sets `PORT` and replaces `{port}` (and `{addr}`) in COMMAND, so a server that takes
+its port as an argument works too. The fields after COMMAND are
 the trailing `;key=value` parts whose key is one of `FIELDS`; any other `;` stays in the command
 (a shell command may hold one)."""
 
@@ -24,16 +24,8 @@ FIELDS = ("scenarios", "ready", "label")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
 _FIELD = re.compile(r";\s*([a-z]+)=([^;]*)$")
 
-# Runs as the server's process (taskset execs it, it execs sh, sh execs COMMAND), so the lab's
-# process group, CPU pinning and stop signals reach the user's server unchanged.
-_LAUNCH = (
-    "import os, sys\n"
-    "addr = os.environ['ADDR']\n"
-    "port = addr.rsplit(':', 1)[1]\n"
-    "os.environ['PORT'] = port\n"
-    "cmd = sys.argv[1].replace('{port}', port).replace('{addr}', addr)\n"
-    "os.execvp('sh', ['sh', '-c', 'exec ' + cmd])\n"
-)
+LAUNCHER = Path(__file__).with_name("launch.py")
+"""Run by path (stdlib only), so it works whatever the server's PYTHONPATH."""
 
 
 def parse(spec: str, known: set[str] | frozenset[str] = frozenset()) -> Peer:
@@ -80,7 +72,7 @@ def parse(spec: str, known: set[str] | frozenset[str] = frozenset()) -> Peer:
         dir=Path.cwd(),
         requires=["sh"],
         build=[],
-        run=[sys.executable, "-c", _LAUNCH, command],
+        run=[sys.executable, str(LAUNCHER), command],
         env={READY_ENV: ready} if ready else {},
         version=[],
         scenarios=scenarios,

@@ -39,7 +39,7 @@ def cell_key(cell: dict) -> tuple:
         cell["server"],
         cell["scenario"],
         cell["concurrency"],
-        cell["pipeline"],
+        cell.get("pipeline", 0),  # the protocols profile's cells have none
         cell.get("mode", "keep-alive"),
     )
 
