@@ -200,8 +200,8 @@ def _memory_chart(res, path: Path) -> Path | None:
         peak = max(peaks, key=lambda c: report._value(c, "peak_rss_bytes"), default=None)
         if idle is not None or peak:
             names_kept.append(s["name"])
-            # One measurement of RSS, which counts whole pages, before and after: the figure is
-            # known to within two pages spread over the connections.
+            # One measurement of RSS, which counts whole (4 KiB) pages, before and after: the
+            # figure is known to within two pages spread over the connections.
             page_err = (
                 2 * 4096 / im["opened"] / 1024 if idle is not None and im.get("opened") else 0
             )

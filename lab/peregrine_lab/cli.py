@@ -62,18 +62,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "dir", nargs="*", help="report/export: the folder holding results.json; compare: A B"
     )
-    p.add_argument(
-        "--version",
-        action="version",
-        version=f"peregrine-lab {__version__} ({_commit()})",
-        help="the lab's version and git commit",
-    )
+    p.add_argument("--version", action=_Version, help="the lab's version and git commit")
     p.add_argument(
         "--server",
         action="append",
         metavar="'NAME=COMMAND[;scenarios=a,b][;ready=/path][;label=TEXT]'",
-        help="also measure this server, started by COMMAND (sh) with {port}, $PORT and $ADDR "
-        'set to its port; repeatable (lab/README.md, "Your own server")',
+        help="also measure this server, started by COMMAND, which gets its port from {port}, "
+        '{addr}, $PORT or $ADDR; repeatable (lab/README.md, "Your own server")',
     )
     p.add_argument("--seed", type=int, help="the run's seed (round order; default: drawn)")
     p.add_argument(
@@ -125,11 +120,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _commit() -> str:
-    git = results.git_info()
-    if not git["commit"]:
-        return "git commit unknown"
-    return f"git {git['commit'][:12]}" + (", uncommitted changes" if git["dirty"] else "")
+class _Version(argparse.Action):
+    """--version: the lab's version and the commit it runs from (git asked only then)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        git = results.git_info()
+        commit = f"git {git['commit'][:12]}" if git["commit"] else "git commit unknown"
+        dirty = ", uncommitted changes" if git["dirty"] else ""
+        print(f"peregrine-lab {__version__} ({commit}{dirty})")
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,8 @@ build whose run command is `launch.py COMMAND`.
 
 The port: the runner gives every server `ADDR=127.0.0.1:PORT` (as it does every peer); the
 launcher also sets `PORT` and replaces `{port}` (and `{addr}`) in COMMAND, so a server that takes
-its port as an argument works too. The fields after COMMAND are
-the trailing `;key=value` parts whose key is one of `FIELDS`; any other `;` stays in the command
-(a shell command may hold one)."""
+its port as an argument works too. The fields after COMMAND are the trailing `;key=value` parts
+whose key is one of `FIELDS`; any other `;` stays in the command (a shell command may hold one)."""
 
 from __future__ import annotations
 

@@ -306,7 +306,7 @@ def one_run(
     return run
 
 
-def run(opts: Options) -> dict:
+def run(opts: Options) -> dict | None:
     prof = opts.profile
     procs.install_handlers()
     started = time.monotonic()
@@ -354,7 +354,8 @@ def run(opts: Options) -> dict:
         from . import dryrun
 
         est = measuring_estimate(prof, peers, planned)
-        return dryrun.describe(prof, peers, planned, est, seed, sys.stdout)
+        dryrun.describe(prof, peers, planned, est, seed, sys.stdout)
+        return None
 
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
