@@ -80,8 +80,9 @@ def parse(spec: str, known: set[str] | frozenset[str] = frozenset()) -> Peer:
 
 
 def parse_all(specs: list[str] | None, known: set[str], contract_names: list[str]) -> list[Peer]:
-    """Every --server, in order; a server without `scenarios=` gets every scenario of the
-    contract, and one naming a scenario the contract lacks is an error."""
+    """Every --server, in order; a server without `scenarios=` gets every scenario of the run's
+    contract (the db profile's: contract/db.json), and one naming a scenario the contract lacks
+    is an error."""
     out: list[Peer] = []
     for spec in specs or []:
         peer = parse(spec, known | {p.name for p in out})
@@ -91,7 +92,10 @@ def parse_all(specs: list[str] | None, known: set[str], contract_names: list[str
                 f"--server {peer.name!r}: unknown scenario(s) {', '.join(unknown)}; the contract "
                 f"has: {', '.join(contract_names)}"
             )
-        out.append(peer if peer.scenarios else replace(peer, scenarios=list(contract_names)))
+        scenarios = peer.scenarios or list(contract_names)
+        # The db profile keeps the peers that list `db_scenarios` (database.db_peers).
+        extra = {**peer.extra, "db_scenarios": scenarios}
+        out.append(replace(peer, scenarios=scenarios, extra=extra))
     return out
 
 

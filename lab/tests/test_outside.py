@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import cli, outside, procs, schema
+from peregrine_lab import cli, database, outside, procs, schema
 from peregrine_lab.launch import argv_and_env
 from peregrine_lab.peers import RegistryError
 
@@ -56,6 +56,11 @@ def test_parse_all_defaults_to_the_contract_and_checks_names():
         outside.parse_all(["a=srv;scenarios=nope"], set(), CONTRACT)
     with pytest.raises(RegistryError, match="a registered peer has that name"):
         outside.parse_all(["a=srv", "a=srv2"], set(), CONTRACT)
+
+
+def test_db_profile_keeps_a_named_server():
+    (p,) = outside.parse_all(["a=srv;scenarios=db,fortunes"], set(), ["db", "fortunes", "queries"])
+    assert [(x.name, x.scenarios) for x in database.db_peers([p])] == [("a", ["db", "fortunes"])]
 
 
 def test_join_adds_the_named_servers_to_the_selection():
