@@ -13,12 +13,12 @@ import threading
 import time
 from pathlib import Path
 
-_live: dict[int, subprocess.Popen] = {}
-_ready: dict[int, str] = {}  # pid -> the READY_ENV path its start waits for
-
 READY_ENV = "PEREGRINE_LAB_READY"
 """A server's env variable naming a path to GET once its port accepts: `wait_for_port` returns
 only when that answers 2xx (a server may listen before it can serve, e.g. while it warms up)."""
+
+_live: dict[int, subprocess.Popen] = {}
+_ready: dict[int, str] = {}  # pid -> the READY_ENV path its start waits for
 _lock = threading.Lock()
 _handlers_installed = False
 

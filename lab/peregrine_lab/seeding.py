@@ -1,6 +1,7 @@
-"""The run's seed: one number, given with --seed or drawn at the start, recorded in results.json
-(settings.seed, and settings.order_seed for the round order it drives), from which every random
-choice of a run is derived, so a run's order and requests can be replayed."""
+"""The run's seed: one number, given with --seed or drawn at the start and recorded in
+results.json (settings.seed; settings.order_seed too, the name the round order has read it by).
+The rounds' order (runner, scaling lane, open loop) is drawn from it; any other random choice of
+a run (varied requests) takes its own stream with `rng`, so a run can be replayed."""
 
 from __future__ import annotations
 
