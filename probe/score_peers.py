@@ -3,13 +3,17 @@
 
 Usage:
     python3 probe/score_peers.py [--peers hyper,axum,...] [--quick] [--build] [--out probe/results]
+        [--server 'NAME=COMMAND[;ready=/path]' ...] [--probe-args "--categories A ..."]
 
 Writes ``<out>/<peer>.json`` and ``<out>/<peer>.md`` per peer and ``<out>/README.md`` with one
 table of scores and, per peer, the MUST cases it fails. Peers are started as the lab runner starts
 them (``run`` in ``dir`` with ``ADDR`` and ``WORKERS=1`` plus the peer's ``env``), each in its own
 process group, which is killed afterwards. Only ``kind = "server"`` peers that serve
 ``post_json`` are scored (the corpus needs POST /users). Without ``--build`` a peer whose build
-output is missing is reported as not built.
+output is missing is reported as not built. ``--server`` scores a server the registry does not
+know, started by COMMAND with the lab's syntax (lab/README.md, "Your own server": ``{port}``,
+``$PORT`` and ``$ADDR`` give it its port); with it, only the servers named by ``--server`` and
+``--peers`` are scored.
 """
 
 from __future__ import annotations
@@ -17,16 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
 import tomllib
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS_DIR = os.path.join(ROOT, "lab", "peers")
+READY_ENV = "PEREGRINE_LAB_READY"  # as lab/peregrine_lab/procs.py: a path that must answer 2xx
 
 
 def free_port() -> int:
@@ -48,6 +56,35 @@ def wait_port(port: int, proc: subprocess.Popen, seconds: float) -> bool:
         except OSError:
             time.sleep(0.2)
     return False
+
+
+def wait_ready(port: int, path: str | None, proc: subprocess.Popen, seconds: float) -> bool:
+    """True once GET `path` answers 2xx (at once without a path)."""
+    end = time.monotonic() + seconds
+    while path and time.monotonic() < end and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2):
+                return True
+        except (OSError, urllib.error.URLError):
+            time.sleep(0.2)
+    return not path
+
+
+def outside_peers(specs: list[str], registry: list[dict]) -> list[dict]:
+    """The --server values as peers of the registry's shape (the lab's parser, lab/peregrine_lab/outside.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "lab"))
+    from peregrine_lab.outside import parse
+    from peregrine_lab.peers import RegistryError
+
+    known = {p["name"] for p in registry}
+    out = []
+    for spec in specs:
+        try:
+            p = parse(spec, known | {o["name"] for o in out})
+        except RegistryError as e:
+            raise ValueError(str(e)) from e
+        out.append({"name": p.name, "label": p.label, "run": p.run, "dir": str(p.dir), "env": p.env})
+    return out
 
 
 def score(peer: dict, args, out: str) -> dict:
@@ -74,13 +111,14 @@ def score(peer: dict, args, out: str) -> dict:
 def _probe_running(peer, args, out, name, cwd, env, port, log) -> dict:
     proc = subprocess.Popen(peer["run"], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        if not wait_port(port, proc, 60):
+        if not wait_port(port, proc, 60) or not wait_ready(port, env.get(READY_ENV), proc, 60):
             return {"peer": name, "error": "did not start (see server log)"}
         cmd = [sys.executable, os.path.join(HERE, "probe.py"), "--target", f"127.0.0.1:{port}",
                "--json", os.path.join(out, f"{name}.json"), "--markdown", os.path.join(out, f"{name}.md"),
                "--server-pid", str(proc.pid)]  # fmt: skip
         if args.quick:
             cmd.append("--quick")
+        cmd += shlex.split(args.probe_args)
         t0 = time.monotonic()
         p = subprocess.run(cmd, check=False, capture_output=True, text=True)
         print(p.stdout.strip() or p.stderr.strip(), flush=True)
@@ -154,17 +192,32 @@ def summary(results: list[dict], quick: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", help="comma-separated peer names (default: every eligible peer)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--build", action="store_true", help="run each peer's build commands first")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    args = ap.parse_args()
+    ap.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="'NAME=COMMAND[;ready=/path]'",
+        help="also score this server, started by COMMAND ({port}, $PORT, $ADDR); repeatable",
+    )
+    ap.add_argument("--probe-args", default="", help='more probe.py options, e.g. "--categories A --no-sweeps"')
+    args = ap.parse_args(argv)
     with open(os.path.join(PEERS_DIR, "peers.toml"), "rb") as f:
         peers = tomllib.load(f)["peer"]
     eligible = [p for p in peers if p.get("kind") == "server" and "post_json" in p.get("scenarios", [])]
-    wanted = args.peers.split(",") if args.peers else [p["name"] for p in eligible]
+    try:
+        mine = outside_peers(args.server, peers)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    eligible += mine
+    wanted = args.peers.split(",") if args.peers else ([] if mine else [p["name"] for p in eligible])
+    wanted += [p["name"] for p in mine]
     os.makedirs(args.out, exist_ok=True)
     results = []
     for p in eligible:

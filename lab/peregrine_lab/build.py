@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import eta
 from .peers import Peer
 
 
@@ -113,13 +114,17 @@ def build_all(peers: list[Peer], log_dir: Path, progress=_say) -> dict[str, Buil
     peers' one `npm ci`, runs once), a line before and after each; by name."""
     builder = Builder(log_dir, progress)
     done: dict[str, BuildResult] = {}
+    countdown = eta.Countdown(len(peers))
     for i, peer in enumerate(peers, 1):
         steps = " && ".join(" ".join(cmd) for cmd in peer.build) or "(nothing to build)"
         progress(f"[build {i}/{len(peers)}] {peer.name}: {steps}")
         b = builder.build(peer)
         done[peer.name] = b
         verdict = "built" if b.ok else f"NOT BUILT: {b.message}"
-        progress(f"[build {i}/{len(peers)}] {peer.name}: {verdict} ({b.seconds:.1f} s)")
+        progress(
+            f"[build {i}/{len(peers)}] {peer.name}: {verdict} ({b.seconds:.1f} s; "
+            f"{countdown.left(i)})"
+        )
     return done
 
 

@@ -1,6 +1,7 @@
 """SVG charts (matplotlib, Agg backend) made from results.json: throughput, CPU per request,
 latency p50/p99 and memory. One panel per (scenario, pipelining depth); in each panel one group
-of horizontal bars per server, one bar per concurrency level."""
+of horizontal bars per server, one bar per concurrency level. Every bar of a median carries its
+interval as an error bar (`tables.run_interval`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import report  # noqa: E402
+from .tables import run_interval  # noqa: E402
 
 # Stable SVG output (no random ids / dates) so regenerated charts diff cleanly.
 plt.rcParams["svg.hashsalt"] = "peregrine-lab"
@@ -19,6 +21,20 @@ plt.rcParams["svg.fonttype"] = "none"
 METADATA = {"Date": None}
 BAR_COLOR = "#4c72b0"
 REF_COLOR = "#dd8452"
+ERROR_BARS = "error bars: 95% interval of the median (6+ runs), else the runs' range"
+ERR_STYLE = {"ecolor": "#333333", "elinewidth": 0.7, "capsize": 1.5}
+
+
+def _err(cells: list, key: str, scale: float) -> list[list[float]]:
+    """matplotlib's xerr for bars at the medians of `cells`: the distance from each median down
+    and up to its interval (0 where a cell has none)."""
+    lo, hi = [], []
+    for cell in cells:
+        med = report._value(cell, key) * scale
+        iv = run_interval(r.get(key) for r in cell.get("runs") or [])
+        lo.append(0.0 if iv is None else max(0.0, med - iv[0] * scale))
+        hi.append(0.0 if iv is None else max(0.0, iv[1] * scale - med))
+    return [lo, hi]
 
 
 def _panels(res):
@@ -63,12 +79,13 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
         n = len(concs)
         height = 0.8 / n
         for j, c in enumerate(concs):
-            ys, vals = [], []
+            ys, vals, shown = [], [], []
             for i, s in enumerate(servers):
                 v = report._value(cells.get((s, c)), key)
                 if v is not None:
                     ys.append(i + (j - (n - 1) / 2) * height)
                     vals.append(v * scale)
+                    shown.append(cells[(s, c)])
             colors = None
             if n == 1:
                 # One concurrency level: colour the reference server's bar apart.
@@ -77,7 +94,15 @@ def _bar_chart(res, key, xlabel, scale, path: Path) -> Path | None:
                     for s in servers
                     if report._value(cells.get((s, c)), key) is not None
                 ]
-            bars = ax.barh(ys, vals, height=height * 0.95, label=f"c={c}", color=colors)
+            bars = ax.barh(
+                ys,
+                vals,
+                height=height * 0.95,
+                label=f"c={c}",
+                color=colors,
+                xerr=_err(shown, key, scale),
+                error_kw=ERR_STYLE,
+            )
             ax.bar_label(bars, labels=[_num(v) for v in vals], fontsize=6, padding=2)
         ax.set_yticks(range(len(servers)))
         ax.set_yticklabels([labels.get(s, s) for s in servers], fontsize=8)
@@ -122,14 +147,22 @@ def _latency_chart(res, path: Path) -> Path | None:
         for j, c in enumerate(concs):
             color = colors[j % len(colors)]
             for key, alpha, lab in (("p99_us", 0.35, "p99"), ("p50_us", 1.0, "p50")):
-                ys, vals = [], []
+                ys, vals, shown = [], [], []
                 for i, s in enumerate(servers):
                     v = report._value(cells.get((s, c)), key)
                     if v is not None:
                         ys.append(i + (j - (n - 1) / 2) * height)
                         vals.append(v / 1000)
+                        shown.append(cells[(s, c)])
                 bars = ax.barh(
-                    ys, vals, height=height * 0.95, color=color, alpha=alpha, label=f"{lab} c={c}"
+                    ys,
+                    vals,
+                    height=height * 0.95,
+                    color=color,
+                    alpha=alpha,
+                    label=f"{lab} c={c}",
+                    xerr=_err(shown, key, 1 / 1000),
+                    error_kw=ERR_STYLE,
                 )
                 if key == "p99_us":
                     ax.bar_label(bars, labels=[_num(v) for v in vals], fontsize=6, padding=2)
@@ -157,20 +190,28 @@ def _memory_chart(res, path: Path) -> Path | None:
     rows = []
     names_kept: list[str] = []
     for s in res.get("servers", []):
-        idle = (s.get("idle_memory") or {}).get("per_connection_bytes")
+        im = s.get("idle_memory") or {}
+        idle = im.get("per_connection_bytes")
         peaks = [
-            report._value(c, "peak_rss_bytes")
+            c
             for c in res.get("cells", [])
-            if c["server"] == s["name"]
+            if c["server"] == s["name"] and report._value(c, "peak_rss_bytes") is not None
         ]
-        peaks = [p for p in peaks if p is not None]
-        if idle is not None or peaks:
+        peak = max(peaks, key=lambda c: report._value(c, "peak_rss_bytes"), default=None)
+        if idle is not None or peak:
             names_kept.append(s["name"])
+            # One measurement of RSS, which counts whole (4 KiB) pages, before and after: the
+            # figure is known to within two pages spread over the connections.
+            page_err = (
+                2 * 4096 / im["opened"] / 1024 if idle is not None and im.get("opened") else 0
+            )
             rows.append(
                 (
                     labels.get(s["name"], s["name"]),
                     None if idle is None else idle / 1024,
-                    max(peaks) / 2**20 if peaks else None,
+                    None if peak is None else report._value(peak, "peak_rss_bytes") / 2**20,
+                    [[page_err], [page_err]],
+                    [[0.0], [0.0]] if peak is None else _err([peak], "peak_rss_bytes", 2**-20),
                 )
             )
     if not rows:
@@ -178,11 +219,28 @@ def _memory_chart(res, path: Path) -> Path | None:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, max(3.0, 0.32 * len(rows) + 1.4)))
     names = [r[0] for r in rows]
     for ax, idx, xlabel, title in (
-        (a1, 1, "KiB per idle keep-alive connection", "Idle memory per connection"),
-        (a2, 2, "MiB (VmHWM summed over the process tree)", "Peak RSS under load"),
+        (
+            a1,
+            1,
+            "KiB per idle keep-alive connection (one measurement)",
+            "Idle memory per connection (error bars: ± 2 RSS pages)",
+        ),
+        (
+            a2,
+            2,
+            "MiB (VmHWM summed over the process tree, highest cell)",
+            "Peak RSS under load",
+        ),
     ):
         vals = [r[idx] if r[idx] is not None else 0 for r in rows]
-        bars = ax.barh(range(len(rows)), vals, color="#4c72b0" if idx == 1 else "#dd8452")
+        err = [[r[idx + 2][k][0] for r in rows] for k in (0, 1)]
+        bars = ax.barh(
+            range(len(rows)),
+            vals,
+            color="#4c72b0" if idx == 1 else "#dd8452",
+            xerr=err,
+            error_kw=ERR_STYLE,
+        )
         ax.bar_label(
             bars,
             labels=["" if r[idx] is None else _num(r[idx]) for r in rows],
@@ -280,6 +338,7 @@ def _suptitle(res) -> str:
         f"Peregrine lab, profile {res.get('profile')}: {m.get('cpu_model')}, server on CPU "
         f"{','.join(map(str, st.get('server_cpus', [])))}, {st.get('loadgen')} on CPU "
         f"{','.join(map(str, st.get('client_cpus', [])))}; medians of up to {st.get('runs')} runs"
+        f"; {ERROR_BARS}"
     )
 
 

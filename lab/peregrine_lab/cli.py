@@ -1,5 +1,6 @@
-"""Command line: `./scripts/lab PROFILE [options]` measures; `./scripts/lab report DIR`
-regenerates the report and charts from DIR/results.json; `./scripts/lab build` only builds."""
+"""Command line (`./scripts/lab` or the `peregrine-lab` console script): `PROFILE [options]`
+measures; `report DIR` regenerates the report and charts from DIR/results.json; `build` only
+builds; `compare A B` and `export DIR --csv OUT` read result folders (tables.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,20 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import before, build, config, loadgen, procs, report, results, runner, tls_lanes
+from . import (
+    __version__,
+    before,
+    build,
+    config,
+    loadgen,
+    outside,
+    procs,
+    report,
+    results,
+    runner,
+    tables,
+    tls_lanes,
+)
 from .peers import RegistryError
 
 
@@ -29,7 +43,7 @@ def _names(text: str) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="./scripts/lab",
+        prog=os.path.basename(sys.argv[0]) if "peregrine-lab" in sys.argv[0] else "./scripts/lab",
         description="Measure Peregrine and its peers side by side, or regenerate a report.",
         epilog="profiles: "
         + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items())
@@ -40,11 +54,29 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "what",
-        choices=list(config.PROFILES) + ["protocols", "soak", "seeds", "report", "list", "build"],
-        help="a profile to run, `report DIR` to regenerate a report, `list`, or `build` (the "
-        "servers' build commands, nothing measured)",
+        choices=list(config.PROFILES)
+        + ["protocols", "soak", "seeds", "report", "list", "build", "compare", "export"],
+        help="a profile to run, `report DIR` to regenerate a report, `list`, `build` (the "
+        "servers' build commands, nothing measured), `compare A B` (ratios B/A of two result "
+        "folders), `export DIR --csv OUT`",
     )
-    p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
+    p.add_argument(
+        "dir", nargs="*", help="report/export: the folder holding results.json; compare: A B"
+    )
+    p.add_argument("--version", action=_Version, help="the lab's version and git commit")
+    p.add_argument(
+        "--server",
+        action="append",
+        metavar="'NAME=COMMAND[;scenarios=a,b][;ready=/path][;label=TEXT]'",
+        help="also measure this server, started by COMMAND, which gets its port from {port}, "
+        '{addr}, $PORT or $ADDR; repeatable (lab/README.md, "Your own server")',
+    )
+    p.add_argument("--seed", type=int, help="the run's seed (round order; default: drawn)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the plan and estimated time; measure nothing"
+    )
+    p.add_argument("--csv", type=Path, help="export: the folder the CSV files are written to")
+    p.add_argument("--md", type=Path, help="compare: also write the table to this file")
     p.add_argument(
         "--only",
         type=_names,
@@ -94,23 +126,49 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Version(argparse.Action):
+    """--version: the lab's version and the commit it runs from (git asked only then)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        git = results.git_info()
+        commit = f"git {git['commit'][:12]}" if git["commit"] else "git commit unknown"
+        dirty = ", uncommitted changes" if git["dirty"] else ""
+        print(f"peregrine-lab {__version__} ({commit}{dirty})")
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = os.environ.get("PEREGRINE_LAB_COMMAND") or "./scripts/lab " + " ".join(
         shlex.quote(a) for a in (argv or sys.argv[1:])
     )
 
+    if args.what in ("compare", "export"):
+        return tables.main(args)
     if args.what == "report":
-        if not args.dir:
+        if len(args.dir) != 1:
             print("usage: ./scripts/lab report DIR", file=sys.stderr)
             return 2
         try:
-            res = results.load(Path(args.dir))
+            res = results.load(Path(args.dir[0]))
         except (OSError, ValueError) as e:
-            print(f"cannot read results from {args.dir}: {e}", file=sys.stderr)
+            print(f"cannot read results from {args.dir[0]}: {e}", file=sys.stderr)
             return 1
-        return _write_outputs(res, Path(args.dir))
+        return _write_outputs(res, Path(args.dir[0]))
+    if args.dir:
+        print(f"error: {args.what} takes no folder ({' '.join(args.dir)})", file=sys.stderr)
+        return 2
 
+    if (args.server or args.dry_run) and args.what not in config.PROFILES:
+        print(
+            f"error: --server and --dry-run apply to a measuring profile "
+            f"({', '.join(config.PROFILES)}), not to {args.what}",
+            file=sys.stderr,
+        )
+        return 2
     if args.what == "protocols":
         return _protocols(args, command)
 
@@ -163,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = args.out or (config.LAB_DIR / "results" / prof.name)
+    try:
+        mine = _outside(args, prof)
+    except RegistryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     opts = runner.Options(
         profile=prof,
         out_dir=out,
@@ -174,9 +237,14 @@ def main(argv: list[str] | None = None) -> int:
         command=command,
         peers_file=args.peers or config.PEERS_TOML,
         before_ref=args.before_ref,
+        seed=args.seed,
+        dry_run=args.dry_run,
+        outside=mine,
     )
     try:
         res = runner.run(opts)
+        if res is None:  # --dry-run
+            return 0
     except (runner.LabError, RegistryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -195,6 +263,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{out / 'report.md'}, {out / 'charts'}/"
     )
     return rc
+
+
+def _outside(args, prof: config.Profile):
+    """The --server peers, checked against the registry's names and the run's contract."""
+    from .peers import load_contract, load_peers
+
+    if not args.server:
+        return []
+    known = {p.name for p in load_peers(args.peers or config.PEERS_TOML)} | {before.NAME}
+    contract = load_contract(config.DB_SCENARIOS_JSON if prof.database else config.SCENARIOS_JSON)
+    return outside.parse_all(args.server, known, contract.names())
 
 
 def _build(args) -> int:

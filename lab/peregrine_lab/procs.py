@@ -4,6 +4,7 @@ killed when the runner exits, fails or receives SIGINT/SIGTERM, so no server is 
 from __future__ import annotations
 
 import atexit
+import http.client
 import os
 import signal
 import socket
@@ -12,7 +13,12 @@ import threading
 import time
 from pathlib import Path
 
+READY_ENV = "PEREGRINE_LAB_READY"
+"""A server's env variable naming a path to GET once its port accepts: `wait_for_port` returns
+only when that answers 2xx (a server may listen before it can serve, e.g. while it warms up)."""
+
 _live: dict[int, subprocess.Popen] = {}
+_ready: dict[int, str] = {}  # pid -> the READY_ENV path its start waits for
 _lock = threading.Lock()
 _handlers_installed = False
 
@@ -120,11 +126,25 @@ def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout: float) 
             raise StartError(f"exited with status {proc.returncode} before listening")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.settimeout(0.2)
-            if s.connect_ex((host, port)) == 0:
-                return time.monotonic() - start
+            accepted = s.connect_ex((host, port)) == 0
+        path = _ready.get(proc.pid)
+        if accepted and (not path or _answers_2xx(host, port, path)):
+            return time.monotonic() - start
         if time.monotonic() > deadline:
-            raise StartError(f"port {host}:{port} did not answer within {timeout:.0f} s")
-        time.sleep(0.005)
+            what = f"GET {path} did not answer 2xx" if accepted else "did not answer"
+            raise StartError(f"port {host}:{port} {what} within {timeout:.0f} s")
+        time.sleep(0.005 if not accepted else 0.1)
+
+
+def _answers_2xx(host: str, port: int, path: str) -> bool:
+    conn = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        conn.request("GET", path)
+        return 200 <= conn.getresponse().status < 300
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
 
 
 class Server:
@@ -149,6 +169,7 @@ class Server:
     def stop(self) -> None:
         with _lock:
             _live.pop(self.pid, None)
+            _ready.pop(self.pid, None)
         _kill_group(self.proc)
 
 
@@ -178,6 +199,8 @@ def start_server(
     log.close()
     with _lock:
         _live[proc.pid] = proc
+        if env.get(READY_ENV):
+            _ready[proc.pid] = env[READY_ENV]
     return Server(proc, log_path, started)
 
 

@@ -9,7 +9,7 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import (
@@ -17,13 +17,16 @@ from . import (
     build,
     compliance,
     config,
+    eta,
     loadgen,
     metrics,
     order,
+    outside,
     parity,
     procs,
     results,
     scaling,
+    seeding,
     stats,
 )
 from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
@@ -52,6 +55,9 @@ class Options:
     peers_file: Path = config.PEERS_TOML
     before_ref: str = before.DEFAULT_REF
     """The git ref `peregrine-hello-before` is built from, when the run measures it."""
+    seed: int | None = None  # None: drawn at the start (seeding.run_seed)
+    dry_run: bool = False  # print the plan (dryrun.describe) and return None
+    outside: list[Peer] = field(default_factory=list)  # --server (outside.py)
 
 
 def _fmt_secs(s: float) -> str:
@@ -300,7 +306,7 @@ def one_run(
     return run
 
 
-def run(opts: Options) -> dict:
+def run(opts: Options) -> dict | None:
     prof = opts.profile
     procs.install_handlers()
     started = time.monotonic()
@@ -330,9 +336,8 @@ def run(opts: Options) -> dict:
     contract = load_contract(config.DB_SCENARIOS_JSON if prof.database else config.SCENARIOS_JSON)
     wanted = list(prof.servers) if prof.servers else None
     try:  # issue 16: the engine at another commit, when the profile or --servers names it
-        registry, before_rev = before.with_before(
-            load_peers(opts.peers_file), wanted, opts.before_ref
-        )
+        registry, wanted = outside.join(load_peers(opts.peers_file), wanted, opts.outside)
+        registry, before_rev = before.with_before(registry, wanted, opts.before_ref)
     except before.BeforeError as e:
         raise LabError(str(e)) from e
     peers = select_peers(registry, wanted)
@@ -344,7 +349,13 @@ def run(opts: Options) -> dict:
     )
     nofile = procs.raise_nofile_limit(max(4096, prof.idle_connections * 2 + 1024, max_conns * 3))
     planned, unserved = plan(prof, scenarios, peers)
-    seed = int(time.time())
+    seed = seeding.run_seed(opts.seed)
+    if opts.dry_run:
+        from . import dryrun
+
+        est = measuring_estimate(prof, peers, planned)
+        dryrun.describe(prof, peers, planned, est, seed, sys.stdout)
+        return None
 
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -369,6 +380,7 @@ def run(opts: Options) -> dict:
             "cpu_split_notes": opts.split.notes,
             "order": order.SCHEME,
             "order_seed": seed,
+            "seed": seed,
             "cpu_time": metrics.cpu_time_source(),
         },
         "machine": results.machine_info(),
@@ -410,6 +422,7 @@ def run(opts: Options) -> dict:
     builder = build.Builder(logs)
     build_start = time.monotonic()
     built: dict[str, build.BuildResult] = {}
+    build_progress = eta.Countdown(len(peers))
     for i, peer in enumerate(peers, 1):
         if opts.skip_build:
             missing = build.missing_tools(peer)
@@ -426,7 +439,10 @@ def run(opts: Options) -> dict:
             )
             continue
         steps = " && ".join(" ".join(cmd) for cmd in peer.build) or "(nothing to build)"
-        print(f"[build {i}/{len(peers)}] {peer.name}: {steps}", flush=True)
+        print(
+            f"[build {i}/{len(peers)}, {build_progress.left(i - 1)}] {peer.name}: {steps}",
+            flush=True,
+        )
         b = builder.build(peer)
         built[peer.name] = b
         if not b.ok:

@@ -59,6 +59,7 @@ def test_build_runs_each_step_once_in_the_peer_folder(tmp_path, capsys):
     assert (tmp_path / "one" / "made").read_text() == "built\n"  # shared step: once
     out = capsys.readouterr().out
     assert "[build 1/2] one: built" in out and "[build 2/2] one-variant: built" in out
+    assert "s; 0:00 elapsed, ~0:00 left)" in out  # the builds' countdown (eta.py)
     assert "built 2 server(s)" in out
     assert "already run for another peer: ok" in (logs / "build-one-variant.log").read_text()
 

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from peregrine_lab import procs
+from peregrine_lab import config, procs, schema
 from peregrine_lab.peers import load_peers
 from peregrine_lab.seeds import experiments, figures, run, tables, tools
 
@@ -306,3 +306,15 @@ def test_an_unknown_seed_stops_a_server_with_a_clear_message(seed_peers, tmp_pat
 def test_unknown_experiment_is_an_error_listing_the_known_ones(tmp_path):
     with pytest.raises(run.SeedsError, match="known: nurl, rust-http, kourier, nextrush, lemire"):
         run.run(["nope"], tmp_path, True, "test")
+
+
+def test_committed_seeds_results_follow_their_schema_and_a_broken_one_does_not():
+    path = config.LAB_DIR / "results" / "seeds" / "results.json"
+    res = json.loads(path.read_text())
+    assert schema.schema_name(res) == "seeds-v1.json"
+    assert schema.problems(res) == []
+    res["experiments"]["nurl"]["lanes"][0]["cells"][0]["runs"][0]["rps"] = -1.0
+    res["experiments"]["elsewhere"] = {"lanes": []}
+    found = schema.problems(res)
+    assert any("-1.0 is less than the minimum" in p for p in found), found
+    assert any("elsewhere" in p for p in found), found
