@@ -110,7 +110,7 @@ NEXTRUSH_WRK = {
     "text": ("/text", ()),
     "hello": ("/", ()),
     "param": ("/users/123", ()),
-    "post": ("/users", ("-s", str(tools.AUTOCANNON_DIR / "post.lua"))),
+    "post": ("/users", ("-s", str(tools.SCRIPTS_DIR / "post.lua"))),
     "middleware": ("/middleware", ("-H", BEARER)),
 }
 NEXTRUSH_WRK_CONNECTIONS = (1, 64, 256, 512)

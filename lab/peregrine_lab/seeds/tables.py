@@ -183,7 +183,7 @@ def _argv(exp_results: dict) -> list[str]:
         for cell in lane.get("cells", []):
             if cell["table"] not in seen:
                 seen.add(cell["table"])
-                cmd = shlex.join(cell["argv"]).replace(str(experiments.tools.AUTOCANNON_DIR), "…")
+                cmd = shlex.join(cell["argv"]).replace(str(experiments.tools.SCRIPTS_DIR), "…")
                 out.append(f"- `{cmd}`")
     return ["Commands (one per table; the port is the lab's):", ""] + out + [""]
 

@@ -2,9 +2,9 @@
 parsing of each tool's real output into a loadgen.LoadResult.
 
 oha 1.8.0 (NURL), ab and wrk (rust-http), wrk with Kourier's pipeline.lua (Kourier), autocannon v8
-and wrk (NextRush), bombardier (Lemire). Only the duration differs from the seeds (scaled so the
-whole `./scripts/lab seeds` fits in about 30 minutes on 2 cores); output flags (JSON) do not change
-the load."""
+and wrk (NextRush), bombardier (Lemire). Only durations differ from the seeds (scaled so the
+whole `./scripts/lab seeds` fits in about 30 minutes on 2 cores), and wrk's threads where it needs
+a connection per thread; output flags (JSON) do not change the load."""
 
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ TOOLS_DIR = config.LAB_DIR / ".build" / "tools"
 OHA_VERSION = "1.8.0"
 OHA = TOOLS_DIR / f"oha-{OHA_VERSION}" / "bin" / "oha"
 """NURL's oha, installed by `scripts/setup seeds` (cargo install --root)."""
-AUTOCANNON_DIR = config.LAB_DIR / "peers" / "seeds" / "tools"
-AUTOCANNON = AUTOCANNON_DIR / "autocannon.js"
+SCRIPTS_DIR = config.LAB_DIR / "peers" / "seeds" / "tools"
+"""autocannon's package (npm) and runner, and the wrk scripts of the seeds."""
+AUTOCANNON = SCRIPTS_DIR / "autocannon.js"
 """Runs autocannon v8 (npm, pinned by that folder's package-lock.json) with the programmatic
 options NextRush's suite passes, and prints its result as JSON."""
-PIPELINE_LUA = AUTOCANNON_DIR / "pipeline.lua"
+PIPELINE_LUA = SCRIPTS_DIR / "pipeline.lua"
 """Kourier's (and TechEmpower's) pipeline.lua: `depth` copies of the request in one write."""
 
 
@@ -184,8 +185,8 @@ def missing() -> list[str]:
         "wrk": shutil.which("wrk") is not None,
         "bombardier": shutil.which("bombardier") is not None,
         "node": shutil.which("node") is not None,
-        f"autocannon ({AUTOCANNON_DIR}/node_modules)": (
-            AUTOCANNON_DIR / "node_modules" / "autocannon"
+        f"autocannon ({SCRIPTS_DIR}/node_modules)": (
+            SCRIPTS_DIR / "node_modules" / "autocannon"
         ).is_dir(),
     }
     return [k for k, ok in need.items() if not ok]
