@@ -49,12 +49,13 @@ def parser() -> argparse.ArgumentParser:
         + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items())
         + f"; protocols: {tls_lanes.PROFILE.description}"
         + "; soak: the scenarios app under mixed load for --duration (default 1800 s), RSS, "
-        "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)",
+        "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)"
+        "; seeds: the five seeds' own experiments, Peregrine in each table (--only NAME,...)",
     )
     p.add_argument(
         "what",
         choices=list(config.PROFILES)
-        + ["protocols", "soak", "report", "list", "build", "compare", "export"],
+        + ["protocols", "soak", "seeds", "report", "list", "build", "compare", "export"],
         help="a profile to run, `report DIR` to regenerate a report, `list`, `build` (the "
         "servers' build commands, nothing measured), `compare A B` (ratios B/A of two result "
         "folders), `export DIR --csv OUT`",
@@ -76,6 +77,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--csv", type=Path, help="export: the folder the CSV files are written to")
     p.add_argument("--md", type=Path, help="compare: also write the table to this file")
+    p.add_argument(
+        "--only",
+        type=_names,
+        help="seeds: nurl, rust-http, kourier, nextrush, lemire (default all)",
+    )
     p.add_argument("--servers", type=_names, help="comma-separated server names (peers.toml)")
     p.add_argument("--scenarios", type=_names, help="comma-separated scenario names (contract)")
     p.add_argument("--concurrency", type=_ints, help='connection counts, e.g. "1 10 50 200"')
@@ -170,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         from . import soak
 
         return soak.main(args, command)
+
+    if args.what == "seeds":
+        from .seeds import run as seeds_run
+
+        return seeds_run.main(args, command)
 
     if args.what == "build":
         return _build(args)
@@ -322,6 +333,11 @@ def _protocols(args, command: str) -> int:
 def _write_outputs(res: dict, out: Path) -> int:
     from . import charts
 
+    if res.get("profile") == "seeds":
+        from .seeds import tables
+
+        print(f"wrote {tables.write(res, out)}")
+        return 0
     if res.get("profile") == "protocols":
         from . import tls_report
 

@@ -28,7 +28,9 @@ def _validator(name: str):
 
 def schema_name(doc: dict) -> str:
     """The schema a lab document follows: its `schema` version's, or the resilience table's
-    (the one document without that field)."""
+    (the one document without that field); a seeds run has its own layout."""
+    if doc.get("profile") == "seeds":
+        return f"seeds-v{doc['schema']}.json"
     if "schema" in doc:
         return f"results-v{doc['schema']}.json"
     return RESILIENCE

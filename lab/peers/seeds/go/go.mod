@@ -1,0 +1,3 @@
+module peregrine-lab/seeds
+
+go 1.22
