@@ -1,7 +1,8 @@
 //! An access log of exactly one line per request: the requests the application answered or
-//! dropped (a middleware) and the ones the engine refused or dropped before any handler saw them (an
+//! dropped (a middleware) and the ones the engine refused before any handler saw them (an
 //! [`EngineEvents`] listener: malformed requests, heads or bodies over the limits, header
-//! timeouts, connections refused at `max_connections_per_addr`).
+//! timeouts, connections refused at `max_connections_per_addr`). What each kind of request
+//! logs is in `docs/reliability.md`.
 //!
 //! Lines are JSON objects, one per line (JSON Lines), written by a thread of the log's own
 //! through a bounded queue: a worker never waits for the disk. A full queue or a failing write
@@ -17,7 +18,9 @@
 //! let dir = tempfile::tempdir()?;
 //! let log = AccessLog::to_file(dir.path().join("access.log"))?;
 //! // Before routing, so that 404s and 405s are logged too.
-//! let app = App::new().route("/", get(|_r: Request| async { "hi" })).layer_before_routing(log.clone());
+//! let app = App::new()
+//!     .route("/", get(|_r: Request| async { "hi" }))
+//!     .layer_before_routing(log.clone());
 //! let config = ServerConfig { events: Some(Arc::new(log.clone())), ..ServerConfig::default() };
 //! # let _ = (app, config);
 //! # Ok::<(), std::io::Error>(())
@@ -327,7 +330,11 @@ fn write_lines(lines: Receiver<String>, mut out: impl Write, counts: &Counts) {
         match err {
             Some(e) if !failing => {
                 failing = true;
-                tracing::warn!(target: "peregrine::access_log", error = %e, "access log write failed; dropping lines");
+                tracing::warn!(
+                    target: "peregrine::access_log",
+                    error = %e,
+                    "access log write failed; dropping lines"
+                );
             }
             Some(_) => {}
             None if failing => {

@@ -127,7 +127,8 @@ fn one_line_per_request_of_every_kind() {
         false,
     ));
     // Two requests on one keep-alive connection, the second closing it.
-    let two = b"GET / HTTP/1.1\r\nhost: t\r\n\r\nGET /missing HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
+    let two = b"GET / HTTP/1.1\r\nhost: t\r\n\r\n\
+                GET /missing HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
     assert_eq!(exchange(addr, two, false), 200);
     count(200);
     count(404);

@@ -169,20 +169,27 @@ fn part_end(body: &[u8]) -> usize {
     body.len() - b"--\r\n".len()
 }
 
-/// Checks what a handler saw of a body cut after `cut` of its `len` bytes (`cut > len`: all
-/// of it, the end of the body included) and what it left in `dir`.
-fn verdict(
-    route: &str,
+/// A request body as sent: `cut` of its `len` bytes; `complete` if its end arrived too (the
+/// last byte of a `Content-Length` body, the last chunk, `END_STREAM`).
+struct Sent<'a> {
+    route: &'a str,
     cut: usize,
     len: usize,
-    end: usize,
-    seen: Seen,
-    dir: &Path,
-    data: &[u8],
-) -> Result<(), String> {
+    complete: bool,
+}
+
+/// Checks what a handler saw of a body sent as `sent` (the part ends at `end`) and what it
+/// left in `dir`.
+fn verdict(sent: &Sent<'_>, end: usize, seen: Seen, dir: &Path, data: &[u8]) -> Result<(), String> {
+    let Sent {
+        route,
+        cut,
+        len,
+        complete,
+    } = *sent;
     let whole = if route == "/raw" { len } else { data.len() } as u64;
     let ok = match seen {
-        _ if cut > len => seen == Seen::Whole(whole),
+        _ if complete => seen == Seen::Whole(whole),
         Seen::Failed(_) | Seen::Dropped => true,
         // The part's own end arrived: it is whole even if the rest of the body is not.
         Seen::Whole(n) => route != "/raw" && cut >= end && n == whole,
@@ -247,7 +254,8 @@ fn a_full_disk_is_507_without_a_partial_file_and_the_server_keeps_serving() {
 }
 
 /// One HTTP/1.1 request whose body stops after `cut` of its bytes (all of the wire when `cut`
-/// is past the body's length), then the client goes away. Returns what the handler saw.
+/// is past the body's length), then the client goes away. Returns what the handler saw and
+/// whether the body was complete.
 fn cut_http1(
     s: &TestServer,
     rx: &mpsc::Receiver<(u64, Seen)>,
@@ -255,17 +263,18 @@ fn cut_http1(
     (route, chunked): (&str, bool),
     cut: usize,
     body: &[u8],
-) -> Seen {
+) -> (Seen, bool) {
     let (head, wire, ends) = http1(&format!("{route}?id={id}"), body, chunked);
     let end = ends.get(cut).copied().unwrap_or(wire.len());
     let mut c = TcpStream::connect(s.addr).unwrap();
     c.write_all(&head).unwrap();
     c.write_all(&wire[..end]).unwrap();
-    if cut <= body.len() {
+    let complete = end == wire.len();
+    if !complete {
         let _ = c.shutdown(Shutdown::Both);
         drop(c);
     }
-    seen(rx, id)
+    (seen(rx, id), complete)
 }
 
 #[test]
@@ -279,16 +288,33 @@ fn a_client_that_vanishes_at_any_byte_leaves_no_file_and_no_short_body() {
         failure_persistence: None,
         ..Config::default()
     });
-    let routes = prop_oneof![Just("/save_in"), Just("/save_to"), Just("/raw")];
     let len = form("f00.bin", &data).len();
+    let check = |route: &str, chunked: bool, cut: usize| {
+        id.set(id.get() + 1);
+        let body = form(&format!("f{:02}.bin", id.get() % 100), &data);
+        let (seen, complete) = cut_http1(&s, &rx, id.get(), (route, chunked), cut, &body);
+        let sent = Sent {
+            route,
+            cut,
+            len,
+            complete,
+        };
+        verdict(&sent, part_end(&body), seen, dir.path(), &data).map_err(TestCaseError::fail)
+    };
+    // The edges first: nothing, just before and at the part's end, the last byte, all of it.
+    let end = part_end(&form("f00.bin", &data));
+    for route in ["/save_in", "/save_to", "/raw"] {
+        for chunked in [false, true] {
+            for cut in [0, end - 1, end, len - 1, len, len + 1] {
+                check(route, chunked, cut).unwrap();
+            }
+        }
+    }
+    let routes = prop_oneof![Just("/save_in"), Just("/save_to"), Just("/raw")];
     let strategy = (routes, any::<bool>(), 0..=len + 1);
     runner
         .run(&strategy, |(route, chunked, cut)| {
-            id.set(id.get() + 1);
-            let body = form(&format!("f{:02}.bin", id.get() % 100), &data);
-            let seen = cut_http1(&s, &rx, id.get(), (route, chunked), cut, &body);
-            let end = part_end(&body);
-            verdict(route, cut, len, end, seen, dir.path(), &data).map_err(TestCaseError::fail)
+            check(route, chunked, cut)
         })
         .unwrap();
 }
@@ -339,7 +365,13 @@ async fn an_http2_stream_cut_at_any_byte_leaves_no_file_and_no_short_body() {
                     conn.abort();
                     drop((send, stream));
                     let got = tokio::task::block_in_place(|| seen(&rx, id));
-                    if let Err(e) = verdict(route, cut, len, end, got, dir.path(), &data) {
+                    let sent = Sent {
+                        route,
+                        cut,
+                        len,
+                        complete: false,
+                    };
+                    if let Err(e) = verdict(&sent, end, got, dir.path(), &data) {
                         wrong.push(format!("sized {sized} reset {reset}: {e}"));
                     }
                 }

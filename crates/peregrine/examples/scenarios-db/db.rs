@@ -108,11 +108,11 @@ impl Conn {
 /// How long a reconnection may take before the request gets its 503.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// After a failed reconnection, requests get 503 at once for this long (no connection storm
-/// against a database that is down; it is also the `Retry-After`).
+/// against a database that is down).
 const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 /// The longest a request waits for the database once connected (well under the lab's request
 /// timeouts): a database that stops answering gives 503s, not hung clients.
-pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A worker's connections, handed out round-robin (each one pipelines, so none is ever "busy").
 /// A connection the database closed (a restart, a crash) is replaced on demand: a request
@@ -155,7 +155,12 @@ impl Pool {
                 _ => dead = dead.or(Some(i)),
             }
         }
-        let may_retry = !pool.retry_at.get().is_some_and(|t| Instant::now() < t);
+        let may_retry = pool.retry_at.get().is_none_or(|t| Instant::now() >= t);
+        if may_retry && dead.is_some() {
+            // Set now, not in the attempt: the requests polled before it starts must not
+            // start their own.
+            pool.retry_at.set(Some(Instant::now() + CONNECT_TIMEOUT));
+        }
         match (live, dead) {
             (Some(c), Some(slot)) if may_retry => {
                 tokio::task::spawn_local(Pool::reconnect(pool.clone(), slot));
@@ -172,8 +177,6 @@ impl Pool {
     /// Opens a new connection into `slot`; `None` (and a pause before the next attempt) if
     /// the database cannot be reached within [`CONNECT_TIMEOUT`].
     async fn reconnect(pool: Rc<Pool>, slot: usize) -> Option<Rc<Conn>> {
-        // Until this attempt ends, other requests do not start their own.
-        pool.retry_at.set(Some(Instant::now() + CONNECT_TIMEOUT));
         match tokio::time::timeout(CONNECT_TIMEOUT, Conn::open(&pool.url)).await {
             Ok(Ok(c)) => {
                 let c = Rc::new(c);

@@ -1,8 +1,8 @@
 //! Support for the fault tests: a small filesystem that fills up (a private `tmpfs`).
 //!
-//! As root (CI) the `tmpfs` is mounted in a temporary directory. As anyone else the test
-//! re-runs itself inside a user and mount namespace of its own (`unshare -rm`), where it is root
-//! and may mount: the test runs either way, never skipped.
+//! As root (CI) the `tmpfs` is mounted in a temporary directory. As anyone else (or as a root
+//! that may not mount) the test re-runs itself inside a user and mount namespace of its own
+//! (`unshare -rm`), where it is root and may mount: the test runs either way, never skipped.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -17,36 +17,40 @@ pub struct SmallDisk {
 }
 
 impl SmallDisk {
-    /// Mounts a `tmpfs` of `bytes` for the test named `test` (its path in the test binary,
-    /// e.g. `uploads::disk_full`). `None`: the caller is not root, and the test ran (and
-    /// passed) in a child process inside its own namespaces; return at once.
+    /// Mounts a `tmpfs` of `bytes` for the test named `test` (its name in the test binary).
+    /// `None`: this process could not mount, and the test ran (and passed) in a child process
+    /// inside namespaces of its own; return at once.
     pub fn mount(test: &str, bytes: u64) -> Option<SmallDisk> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            assert!(
-                std::env::var_os(IN_NAMESPACE).is_none(),
-                "not root inside the namespace"
-            );
-            let status = Command::new("unshare")
-                .args(["--user", "--map-root-user", "--mount", "--"])
-                .arg(std::env::current_exe().unwrap())
-                .args(["--exact", test, "--test-threads=1", "--nocapture"])
-                .env(IN_NAMESPACE, "1")
-                .status()
-                .expect("unshare(1) runs (util-linux)");
-            assert!(status.success(), "{test} failed in its own namespaces");
-            return None;
-        }
         let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o"])
-            .arg(format!("size={bytes},mode=0755"))
-            .arg("tmpfs")
-            .arg(dir.path())
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mounted = root
+            && Command::new("mount")
+                .args(["-t", "tmpfs", "-o"])
+                .arg(format!("size={bytes},mode=0755"))
+                .arg("tmpfs")
+                .arg(dir.path())
+                .status()
+                .expect("mount(8) runs")
+                .success();
+        if mounted {
+            return Some(SmallDisk { dir });
+        }
+        // Not root, or root without the right to mount (a container): in namespaces of our own.
+        assert!(
+            std::env::var_os(IN_NAMESPACE).is_none(),
+            "cannot mount a tmpfs on {:?}, even in a user and mount namespace of our own",
+            dir.path()
+        );
+        let status = Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "--"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--test-threads=1", "--nocapture"])
+            .env(IN_NAMESPACE, "1")
             .status()
-            .expect("mount(8) runs");
-        assert!(status.success(), "mounting a tmpfs on {:?}", dir.path());
-        Some(SmallDisk { dir })
+            .expect("unshare(1) runs (util-linux)");
+        assert!(status.success(), "{test} failed in its own namespaces");
+        None
     }
 
     /// The mount point.
