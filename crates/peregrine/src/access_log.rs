@@ -47,7 +47,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
@@ -90,28 +90,32 @@ impl AccessLog {
     /// Appends to the file at `path` (created if missing).
     pub fn to_file(path: impl AsRef<Path>) -> io::Result<AccessLog> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(AccessLog::to_writer(file, DEFAULT_QUEUE_LINES))
+        AccessLog::to_writer(file, DEFAULT_QUEUE_LINES)
     }
 
     /// Writes to `out` (each batch of lines with one `write_all`-like loop, from the log's
-    /// thread), holding at most `queue_lines` lines that wait for it.
+    /// thread), holding at most `queue_lines` lines that wait for it. An error if the thread
+    /// cannot be started.
     ///
     /// ```
     /// use peregrine::access_log::AccessLog;
-    /// let log = AccessLog::to_writer(std::io::sink(), 1024);
+    /// let log = AccessLog::to_writer(std::io::sink(), 1024)?;
     /// assert_eq!((log.written(), log.dropped()), (0, 0));
+    /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn to_writer(out: impl Write + Send + 'static, queue_lines: usize) -> AccessLog {
+    pub fn to_writer(
+        out: impl Write + Send + 'static,
+        queue_lines: usize,
+    ) -> io::Result<AccessLog> {
         let (queue, lines) = mpsc::sync_channel(queue_lines.max(1));
         let counts = Arc::new(Counts::default());
         let writer_counts = counts.clone();
         std::thread::Builder::new()
             .name("peregrine-access-log".into())
-            .spawn(move || write_lines(lines, out, &writer_counts))
-            .expect("spawning the access log's writer thread");
-        AccessLog {
+            .spawn(move || write_lines(lines, out, &writer_counts))?;
+        Ok(AccessLog {
             shared: Arc::new(Shared { queue, counts }),
-        }
+        })
     }
 
     /// Lines written whole so far.
@@ -124,14 +128,14 @@ impl AccessLog {
         self.shared.counts.dropped.load(Ordering::Relaxed)
     }
 
+    /// Queues the line, or counts it as dropped (the queue is full, or the writer is gone).
     fn push(&self, line: &Line<'_>) {
-        let mut text = serde_json::to_string(line).unwrap_or_default();
-        text.push('\n');
-        match self.shared.queue.try_send(text) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.shared.counts.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let queued = serde_json::to_string(line).map(|mut text| {
+            text.push('\n');
+            self.shared.queue.try_send(text)
+        });
+        if !matches!(queued, Ok(Ok(()))) {
+            self.shared.counts.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -419,5 +423,49 @@ mod tests {
         let text = String::from_utf8(disk.0.lock().unwrap().0.clone()).unwrap();
         assert_eq!(text, "0123456789\nabcdefghij\nABC\nnext\n");
         assert_eq!(counts.written.load(Ordering::Relaxed), 3);
+    }
+
+    /// Takes nothing until `open` is sent, like a disk that stalls.
+    struct Stalled(std::sync::mpsc::Receiver<()>);
+
+    impl Write for Stalled {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            let _ = self.0.recv();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_lines_instead_of_blocking() {
+        let (open, stalled) = mpsc::channel();
+        let log = AccessLog::to_writer(Stalled(stalled), 2).unwrap();
+        let line = Line {
+            time: now(),
+            source: "app",
+            peer: "127.0.0.1:1".into(),
+            method: Some("GET"),
+            target: Some("/"),
+            version: Some("HTTP/1.1"),
+            status: 200,
+            bytes: 0,
+            micros: Some(1),
+            reason: None,
+        };
+        // The writer takes the first line and stalls on it; the queue holds two more; the other
+        // seven are dropped, and no push waits for the writer.
+        log.push(&line);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        for _ in 0..9 {
+            log.push(&line);
+        }
+        assert_eq!(log.dropped(), 7, "{log:?}");
+        drop(open);
+        while log.written() + log.dropped() < 10 {
+            std::thread::yield_now();
+        }
+        assert_eq!(log.written() + log.dropped(), 10);
     }
 }
