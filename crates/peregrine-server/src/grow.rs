@@ -1,8 +1,9 @@
 //! Growing a connection's read buffer without aborting the process when memory is refused:
 //! `BytesMut::reserve` calls `handle_alloc_error` (an abort of every worker and every
 //! connection) when the allocator says no; here the refusal is an error for the one connection
-//! that needed the room, which the driver closes. The room is asked for in the same amounts as
-//! `reserve` would (the length plus `additional`, at least double the capacity).
+//! that needed the room: the driver closes it (a head) or fails its body read (413). The room
+//! is asked for in the same amounts as `reserve` would (the length plus `additional`, at least
+//! double the capacity).
 
 use bytes::BytesMut;
 use std::io;
@@ -31,7 +32,7 @@ pub(crate) fn try_with_capacity(capacity: usize) -> io::Result<BytesMut> {
     if refuse_injected() || v.try_reserve_exact(capacity).is_err() {
         tracing::warn!(
             bytes = capacity,
-            "read buffer allocation refused; closing the connection"
+            "read buffer allocation refused; this connection's request fails"
         );
         return Err(refused());
     }
