@@ -17,18 +17,14 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+async fn panics(_r: Request) -> &'static str {
+    panic!("a handler panics on purpose")
+}
+
 fn app(log: &AccessLog) -> App {
     App::new()
         .route("/", get(|_r: Request| async { "ok" }))
-        .route(
-            "/panic",
-            get(|_r: Request| async {
-                if true {
-                    panic!("a handler panics on purpose");
-                }
-                "never"
-            }),
-        )
+        .route("/panic", get(panics))
         .route(
             "/echo",
             post(|mut r: Request| async move { r.bytes().await.map(|b| b.len().to_string()) }),
