@@ -144,6 +144,10 @@ pub struct Rejection<'a> {
     pub bytes_out: u64,
     /// The worker (0-based) that owns the connection.
     pub worker: usize,
+    /// The service answered this request and the engine sent this error instead
+    /// (`InvalidResponse`, `BodyFailed`): a log that records the service's answers already has
+    /// a line for it. `false` for every request the service never saw.
+    pub replaced: bool,
 }
 
 /// A connection was accepted.
@@ -243,6 +247,7 @@ pub(crate) fn emit_rejection(
     reason: &str,
     peer: SocketAddr,
     bytes_out: u64,
+    replaced: bool,
 ) {
     events.rejected(&Rejection {
         reason: classify(status, reason),
@@ -253,6 +258,7 @@ pub(crate) fn emit_rejection(
         detail: reason,
         bytes_out,
         worker: current_worker(),
+        replaced,
     });
 }
 
@@ -274,6 +280,7 @@ pub(crate) fn emit_close(
         detail,
         bytes_out: 0,
         worker: current_worker(),
+        replaced: false,
     });
 }
 

@@ -57,6 +57,7 @@ pub mod config;
 mod conn;
 mod cpus;
 pub mod events;
+mod grow;
 #[cfg(feature = "http2")]
 pub mod h2;
 mod idle;

@@ -39,6 +39,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+pub mod access_log;
 mod app;
 mod body;
 pub mod config;

@@ -150,8 +150,13 @@ impl Conn {
                     BodyState::Length(rem) => rem.min(BODY_READ_MAX as u64) as usize,
                     _ => BODY_READ_MAX / 4,
                 };
-                if io.rbuf.capacity() - io.rbuf.len() < want {
-                    io.rbuf.reserve(want);
+                if io.rbuf.capacity() - io.rbuf.len() < want
+                    && crate::grow::try_reserve(&mut io.rbuf, want).is_err()
+                {
+                    // No memory for the body now: too large for this server at this moment
+                    // (413), for this request only; the process goes on.
+                    io.body = BodyState::Failed(BodyError::TooLarge);
+                    return Err(BodyError::TooLarge);
                 }
             }
             let before = self.io.borrow().rbuf.len();

@@ -201,7 +201,7 @@ impl Conn {
             io.out = self.shared.take_out_buf();
         }
         if io.rbuf.capacity() - io.rbuf.len() < READ_SPARE {
-            io.rbuf.reserve(READ_BUF_INITIAL);
+            crate::grow::try_reserve(&mut io.rbuf, READ_BUF_INITIAL)?;
         }
         let read = on_stream!(self.stream(), s => read_into(s, &mut io.rbuf));
         match read? {

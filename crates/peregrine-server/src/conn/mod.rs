@@ -285,7 +285,9 @@ async fn busy<S: Service>(
             more_waiting = false;
             large_batch = true;
             eager_reads += 1;
-            let before = conn.grow_read_buf();
+            let Ok(before) = conn.grow_read_buf() else {
+                return Next::Close(Close::Now);
+            };
             match conn.try_fill() {
                 Err(_) => return Next::Close(Close::Now),
                 Ok(Some(Fill::Data)) => {
@@ -357,13 +359,13 @@ impl Conn {
     /// Makes room for the rest of a large batch: at least `READ_BUF_BATCH / 2` free in the read
     /// buffer, whose allocation is then `READ_BUF_BATCH` (unless the input so far is larger),
     /// so that the next batch on this shell fits in one read. Returns the length of the input
-    /// so far.
+    /// so far, or `OutOfMemory` if the allocator refused the room (see `grow.rs`).
     ///
     /// The output buffer, which will hold the batch's responses, is given a power-of-two
     /// capacity: doubling from there, it stays within what a recycled shell keeps (64 KiB)
     /// for the responses of a 256-deep batch, where growing from an odd size overshot it and the
     /// buffer was freed and regrown (about ten reallocations) for every batch.
-    fn grow_read_buf(&self) -> usize {
+    fn grow_read_buf(&self) -> std::io::Result<usize> {
         let mut io = self.io.borrow_mut();
         let len = io.rbuf.len();
         let room = READ_BUF_BATCH / 2;
@@ -371,7 +373,7 @@ impl Conn {
             // A fresh buffer of exactly the batch size, rather than `reserve`, which grows the
             // allocation past what a recycled shell keeps (16 KiB) and would regrow it for every
             // batch. The old buffer goes back to the worker's pool.
-            let mut fresh = bytes::BytesMut::with_capacity(READ_BUF_BATCH.max(len + room));
+            let mut fresh = crate::grow::try_with_capacity(READ_BUF_BATCH.max(len + room))?;
             fresh.extend_from_slice(&io.rbuf);
             let old = std::mem::replace(&mut io.rbuf, fresh);
             self.shared.put_read_buf(old);
@@ -382,7 +384,7 @@ impl Conn {
             let used = io.out.len();
             io.out.reserve_exact(want - used);
         }
-        len
+        Ok(len)
     }
 
     /// Whether the bytes read since `before` can change the parser's verdict: a line end, or a

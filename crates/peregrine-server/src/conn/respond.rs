@@ -58,6 +58,12 @@ fn drop_body(body: ResponseBody) {
 impl Conn {
     /// Appends an error response (small text body with the reason, `Connection: close`).
     pub(super) fn push_error(&self, status: u16, reason: &str, head_only: bool) {
+        self.push_error_for(status, reason, head_only, false);
+    }
+
+    /// [`Conn::push_error`] in place of the service's own response (`replaced`, told to the
+    /// events: a log that wrote the service's answer already has a line for this request).
+    fn push_error_for(&self, status: u16, reason: &str, head_only: bool, replaced: bool) {
         // Every response the engine makes itself passes here: one branch when nobody listens.
         if let Some(events) = &self.shared.config.events {
             let bytes_out = if head_only {
@@ -65,7 +71,8 @@ impl Conn {
             } else {
                 reason.len() as u64 + 1
             };
-            crate::events::emit_rejection(&**events, status, reason, self.peer.get(), bytes_out);
+            let peer = self.peer.get();
+            crate::events::emit_rejection(&**events, status, reason, peer, bytes_out, replaced);
         }
         let mut io = self.io.borrow_mut();
         let out = &mut io.out;
@@ -147,7 +154,7 @@ impl Conn {
         if let Some(err) = body_failed {
             if resp.status < 400 {
                 // The handler answered success on a body that did not arrive intact.
-                self.push_error(err.status(), &err.to_string(), head_request);
+                self.push_error_for(err.status(), &err.to_string(), head_request, true);
                 return Some(Answered::Refused);
             }
         }
@@ -224,7 +231,7 @@ impl Conn {
                     tracing::error!(status = resp.status, "handler returned an invalid status");
                 }
                 keep_alive.disable(CloseReason::Error);
-                self.push_error(500, INVALID_RESPONSE_REASON, head_request);
+                self.push_error_for(500, INVALID_RESPONSE_REASON, head_request, true);
                 return None;
             }
             let fields = std::mem::take(&mut resp.headers);

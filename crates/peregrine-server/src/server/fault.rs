@@ -88,3 +88,9 @@ pub(crate) async fn or_killed<F: Future>(work: F, slot: &Slot, listener: &AsyncL
         crate::events::current_worker()
     );
 }
+
+/// Makes the next `n` growths of a connection's read buffer fail as if the allocator had
+/// refused the memory (see `grow.rs`): each such connection is closed, the server goes on.
+pub fn refuse_read_buffer_growth(n: usize) {
+    crate::grow::REFUSE.store(n, std::sync::atomic::Ordering::SeqCst);
+}

@@ -19,17 +19,24 @@ use peregrine::{
 };
 use sailfish::TemplateSimple;
 use serde::Serialize;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 use tokio_postgres::{Client, NoTls, Statement};
 
 const WORLD_ROWS: i32 = 10_000;
 
 /// Adds the four routes when `DATABASE_URL` is set; the app is unchanged otherwise.
 pub fn routes(app: App) -> App {
-    let Ok(url) = std::env::var("DATABASE_URL") else {
-        return app;
-    };
-    let per_worker = pool_size_per_worker();
+    match std::env::var("DATABASE_URL") {
+        Ok(url) => routes_with(app, url, pool_size_per_worker()),
+        Err(_) => app,
+    }
+}
+
+/// The four routes on the database at `url`, `per_worker` connections per worker.
+pub fn routes_with(app: App, url: String, per_worker: usize) -> App {
     app.with_state(Settings { url, per_worker })
         // Each worker opens its own pool on its own runtime (before its first request).
         .on_worker_start(|w: WorkerContext| async move {
@@ -68,10 +75,55 @@ struct Conn {
     update: Statement,
 }
 
+impl Conn {
+    /// Connects and prepares the statements.
+    async fn open(url: &str) -> Result<Conn, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+        // The connection task runs on this worker's runtime, next to its handlers.
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                eprintln!("scenarios: database connection closed: {e}");
+            }
+        });
+        let (world, fortunes, update) = tokio::try_join!(
+            client.prepare("SELECT id, randomnumber FROM world WHERE id = $1"),
+            client.prepare("SELECT id, message FROM fortune"),
+            // One statement for the whole batch; ids sorted by the caller so concurrent
+            // batches lock rows in the same order (no deadlock).
+            client.prepare(
+                "UPDATE world SET randomnumber = w.r \
+                 FROM (SELECT unnest($1::int[]) AS id, unnest($2::int[]) AS r) AS w \
+                 WHERE world.id = w.id"
+            ),
+        )?;
+        Ok(Conn {
+            client,
+            world,
+            fortunes,
+            update,
+        })
+    }
+}
+
+/// How long a reconnection may take before the request gets its 503.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// After a failed reconnection, requests get 503 at once for this long (no connection storm
+/// against a database that is down).
+const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+/// The longest a request waits for the database once connected (well under the lab's request
+/// timeouts): a database that stops answering gives 503s, not hung clients.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A worker's connections, handed out round-robin (each one pipelines, so none is ever "busy").
+/// A connection the database closed (a restart, a crash) is replaced on demand: a request
+/// that finds no live connection reconnects one, at most once per [`RECONNECT_PAUSE`]; while
+/// the database is down, requests get `503` + `Retry-After` at once.
 pub struct Pool {
-    conns: Vec<Conn>,
+    url: String,
+    conns: Vec<RefCell<Option<Rc<Conn>>>>,
     next: Cell<usize>,
+    /// No reconnection before this (set after a failed one, and while one is under way).
+    retry_at: Cell<Option<Instant>>,
 }
 
 impl Pool {
@@ -79,43 +131,98 @@ impl Pool {
     pub async fn connect(url: &str, size: usize) -> Result<Pool, tokio_postgres::Error> {
         let mut conns = Vec::with_capacity(size);
         for _ in 0..size {
-            let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-            // The connection task runs on this worker's runtime, next to its handlers.
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    eprintln!("scenarios: database connection closed: {e}");
-                }
-            });
-            let (world, fortunes, update) = tokio::try_join!(
-                client.prepare("SELECT id, randomnumber FROM world WHERE id = $1"),
-                client.prepare("SELECT id, message FROM fortune"),
-                // One statement for the whole batch; ids sorted by the caller so concurrent
-                // batches lock rows in the same order (no deadlock).
-                client.prepare(
-                    "UPDATE world SET randomnumber = w.r \
-                     FROM (SELECT unnest($1::int[]) AS id, unnest($2::int[]) AS r) AS w \
-                     WHERE world.id = w.id"
-                ),
-            )?;
-            conns.push(Conn {
-                client,
-                world,
-                fortunes,
-                update,
-            });
+            conns.push(RefCell::new(Some(Rc::new(Conn::open(url).await?))));
         }
         Ok(Pool {
+            url: url.to_owned(),
             conns,
             next: Cell::new(0),
+            retry_at: Cell::new(None),
         })
     }
 
-    fn conn(&self) -> &Conn {
-        let i = self.next.get();
-        self.next
-            .set(if i + 1 == self.conns.len() { 0 } else { i + 1 });
-        &self.conns[i]
+    /// A live connection: the next one round-robin, else any live one; `503` when none is
+    /// live and the database cannot be reached. A dead slot is reconnected: in the
+    /// background while a live connection serves, by this request when none is left.
+    async fn conn(pool: &Rc<Pool>) -> Result<Rc<Conn>, Error> {
+        let n = pool.conns.len();
+        let start = pool.next.get();
+        pool.next.set((start + 1) % n);
+        let (mut live, mut dead) = (None, None);
+        for i in (0..n).map(|k| (start + k) % n) {
+            match &*pool.conns[i].borrow() {
+                Some(c) if !c.client.is_closed() => live = live.or_else(|| Some(c.clone())),
+                _ => dead = dead.or(Some(i)),
+            }
+        }
+        let may_retry = pool.retry_at.get().is_none_or(|t| Instant::now() >= t);
+        if may_retry && dead.is_some() {
+            // Set now, not in the attempt: the requests polled before it starts must not
+            // start their own.
+            pool.retry_at.set(Some(Instant::now() + CONNECT_TIMEOUT));
+        }
+        match (live, dead) {
+            (Some(c), Some(slot)) if may_retry => {
+                tokio::task::spawn_local(Pool::reconnect(pool.clone(), slot));
+                Ok(c)
+            }
+            (Some(c), _) => Ok(c),
+            (None, Some(slot)) if may_retry => Pool::reconnect(pool.clone(), slot)
+                .await
+                .ok_or_else(|| unavailable("the database is unreachable")),
+            (None, _) => Err(unavailable("the database is unreachable")),
+        }
     }
+
+    /// Opens a new connection into `slot`; `None` (and a pause before the next attempt) if
+    /// the database cannot be reached within [`CONNECT_TIMEOUT`].
+    async fn reconnect(pool: Rc<Pool>, slot: usize) -> Option<Rc<Conn>> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, Conn::open(&pool.url)).await {
+            Ok(Ok(c)) => {
+                let c = Rc::new(c);
+                *pool.conns[slot].borrow_mut() = Some(c.clone());
+                pool.retry_at.set(None);
+                Some(c)
+            }
+            failed => {
+                if let Ok(Err(e)) = failed {
+                    eprintln!("scenarios: database reconnection failed: {e}");
+                }
+                pool.retry_at.set(Some(Instant::now() + RECONNECT_PAUSE));
+                None
+            }
+        }
+    }
+}
+
+/// `503` with `Retry-After`: the database is down or did not answer in time; the client may
+/// retry shortly.
+fn unavailable(detail: &'static str) -> Error {
+    Error::new(503)
+        .with_detail(detail)
+        .with_header("retry-after", "1")
+}
+
+/// A query's error as the client sees it: the connection lost (the database stopped or
+/// restarted) or the database refusing work while it shuts down or starts (SQLSTATE class 57,
+/// "operator intervention") is `503`; anything else is the server's own `500`.
+fn db_error(e: tokio_postgres::Error) -> Error {
+    let down = e.is_closed()
+        || e.code().is_some_and(|c| c.code().starts_with("57"))
+        || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+    if down {
+        eprintln!("scenarios: database unavailable: {e}");
+        unavailable("the database is unavailable")
+    } else {
+        Error::internal_from(e)
+    }
+}
+
+/// Runs a request's database work within [`QUERY_TIMEOUT`]; `503` past it.
+async fn within_timeout<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    tokio::time::timeout(QUERY_TIMEOUT, work)
+        .await
+        .unwrap_or_else(|_| Err(unavailable("the database did not answer in time")))
 }
 
 // ---------------------------------------------------------------- handlers
@@ -136,7 +243,7 @@ async fn fetch_world(conn: &Conn, id: i32) -> Result<World, Error> {
         .client
         .query_one(&conn.world, &[&id])
         .await
-        .map_err(Error::internal_from)?;
+        .map_err(db_error)?;
     Ok(World {
         id: row.get(0),
         random_number: row.get(1),
@@ -156,8 +263,11 @@ fn query_count(req: &Request) -> usize {
 }
 
 async fn single_query(_req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
-    let world = fetch_world(pool.conn(), random_id()).await?;
-    Ok(Json(world).into_response())
+    within_timeout(async {
+        let world = fetch_world(&*Pool::conn(&pool).await?, random_id()).await?;
+        Ok(Json(world).into_response())
+    })
+    .await
 }
 
 /// N reads, pipelined on one connection.
@@ -167,12 +277,19 @@ async fn fetch_worlds(conn: &Conn, n: usize) -> Result<Vec<World>, Error> {
 
 async fn queries(req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
     let n = query_count(&req);
-    Ok(Json(fetch_worlds(pool.conn(), n).await?).into_response())
+    within_timeout(async {
+        Ok(Json(fetch_worlds(&*Pool::conn(&pool).await?, n).await?).into_response())
+    })
+    .await
 }
 
 async fn updates(req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
     let n = query_count(&req);
-    let conn = pool.conn();
+    within_timeout(update_worlds(&pool, n)).await
+}
+
+async fn update_worlds(pool: &Rc<Pool>, n: usize) -> Result<Response, Error> {
+    let conn = &*Pool::conn(pool).await?;
     let mut worlds = fetch_worlds(conn, n).await?;
     for w in &mut worlds {
         w.random_number = random_id();
@@ -191,7 +308,7 @@ async fn updates(req: Request, Local(pool): Local<Pool>) -> Result<Response, Err
     conn.client
         .execute(&conn.update, &[&ids, &numbers])
         .await
-        .map_err(Error::internal_from)?;
+        .map_err(db_error)?;
     Ok(Json(worlds).into_response())
 }
 
@@ -208,12 +325,14 @@ struct FortunesPage {
 }
 
 async fn fortunes(_req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
-    let conn = pool.conn();
-    let rows = conn
-        .client
-        .query(&conn.fortunes, &[])
-        .await
-        .map_err(Error::internal_from)?;
+    let rows = within_timeout(async {
+        let conn = Pool::conn(&pool).await?;
+        conn.client
+            .query(&conn.fortunes, &[])
+            .await
+            .map_err(db_error)
+    })
+    .await?;
     let mut fortunes: Vec<Fortune> = rows
         .iter()
         .map(|r| Fortune {

@@ -76,7 +76,7 @@ impl Field {
     /// Streams the part into a file at `path` (created or truncated), chunk by chunk: the
     /// part is never held in memory. Returns the bytes written. On any failure (a limit, a
     /// broken body, a disk error) or if the handler is dropped mid-upload, the partial file is
-    /// removed. `path` is the caller's: to keep the client's name, use
+    /// removed. A full disk or quota is `507 Insufficient Storage`, other disk errors `500`. `path` is the caller's: to keep the client's name, use
     /// [`save_in`](Self::save_in).
     ///
     /// ```
@@ -113,9 +113,14 @@ impl Field {
         let path = path.as_ref();
         // Declared before the file, so that the file is closed before a removal.
         let mut partial = RemoveOnDrop(None);
-        let mut file = tokio::fs::File::create(path)
-            .await
-            .map_err(Error::internal_from)?;
+        let mut file = open_now(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true),
+            path,
+        )
+        .map_err(storage_error)?;
         partial.0 = Some(path.to_owned());
         let written = self.copy_into(&mut file).await;
         drop(file);
@@ -128,8 +133,8 @@ impl Field {
     /// Streams the part into a new file named [`file_name`](Self::file_name) in `dir`, and
     /// returns the bytes written. It cannot write outside `dir`: the name is one safe
     /// component, the file is created new (`409 Conflict` if the name exists, a symbolic link
-    /// included: it is never followed), and a part without a usable name is `400`. On any
-    /// failure, or if the handler is dropped mid-upload (the client went away), the partial
+    /// included: it is never followed), a part without a usable name is `400`, a full disk
+    /// `507`. On any failure, or if the handler is dropped mid-upload (the client went away), the partial
     /// file is removed.
     ///
     /// ```
@@ -170,19 +175,19 @@ impl Field {
             ))
         })?;
         let path = dir.as_ref().join(&name);
-        let mut options = tokio::fs::OpenOptions::new();
+        let mut options = std::fs::OpenOptions::new();
         // create_new is O_CREAT|O_EXCL: it fails on any existing entry, a symbolic link
         // included, so a planted link cannot redirect the write; O_NOFOLLOW says so twice.
         options.write(true).create_new(true);
         #[cfg(unix)]
-        options.custom_flags(libc::O_NOFOLLOW);
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
         let mut partial = RemoveOnDrop(None);
-        let mut file = match options.open(&path).await {
+        let mut file = match open_now(&options, &path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 return Err(Error::new(409).with_detail(format!("`{name}` already exists")));
             }
-            Err(e) => return Err(Error::internal_from(e)),
+            Err(e) => return Err(storage_error(e)),
         };
         // Armed only once the file is ours: an existing one is never removed.
         partial.0 = Some(path);
@@ -199,12 +204,38 @@ impl Field {
         use tokio::io::AsyncWriteExt;
         let mut written = 0u64;
         while let Some(c) = self.chunk().await? {
-            file.write_all(&c).await.map_err(Error::internal_from)?;
+            file.write_all(&c).await.map_err(storage_error)?;
             written += c.len() as u64;
         }
-        file.flush().await.map_err(Error::internal_from)?;
+        file.flush().await.map_err(storage_error)?;
         Ok(written)
     }
+}
+
+/// Opens the file on this thread, not on tokio's blocking pool: a handler dropped while an
+/// offloaded open is under way (the client went away) would leave the open to finish after
+/// the drop, creating a file nobody removes (and that `save_in` would then refuse as existing).
+/// Creating one directory entry takes about as long as the removal `RemoveOnDrop` does inline.
+fn open_now(options: &std::fs::OpenOptions, path: &Path) -> std::io::Result<tokio::fs::File> {
+    options.open(path).map(tokio::fs::File::from_std)
+}
+
+/// A write error as the client sees it: out of space (`ENOSPC`, `EDQUOT`, or a file over the
+/// size limit, `EFBIG`) is `507 Insufficient Storage`, the client may retry later or elsewhere;
+/// anything else is the server's own `500`. The cause goes to the log, never to the client.
+fn storage_error(e: std::io::Error) -> Error {
+    #[cfg(unix)]
+    let full = matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+    );
+    #[cfg(not(unix))]
+    let full = e.kind() == std::io::ErrorKind::StorageFull;
+    if !full {
+        return Error::internal_from(e);
+    }
+    tracing::warn!(target: "peregrine::multipart", error = %e, "upload refused: no space left");
+    Error::new(507).with_title("Insufficient Storage")
 }
 
 /// Removes the file at its path when dropped, unless disarmed (`None`): the cleanup of a failed

@@ -424,7 +424,8 @@ impl Field {
         let pump = self.pump.clone();
         pump.drive(self.inner.chunk()).await.map_err(multer_error)
     }
-    /// The whole part in memory (within the per-part limit).
+    /// The whole part in memory (within the per-part limit). If the memory is refused, `503`
+    /// with `Retry-After`.
     ///
     /// ```
     /// use peregrine::{post, App, Error, Request};
@@ -457,6 +458,12 @@ impl Field {
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
         let mut out = Vec::new();
         while let Some(c) = self.chunk().await? {
+            // A refused allocation is this request's 503, not an abort of the process.
+            out.try_reserve(c.len()).map_err(|_| {
+                Error::new(503)
+                    .with_detail("not enough memory for this part now")
+                    .with_header("retry-after", "1")
+            })?;
             out.extend_from_slice(&c);
         }
         Ok(Bytes::from(out))
