@@ -35,11 +35,13 @@ def parser() -> argparse.ArgumentParser:
         + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items())
         + f"; protocols: {tls_lanes.PROFILE.description}"
         + "; soak: the scenarios app under mixed load for --duration (default 1800 s), RSS, "
-        "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)",
+        "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)"
+        "; restart: rolling restarts of the scenarios app under load for --duration (default "
+        "120 s), the listener handed over: failed and duplicated requests counted",
     )
     p.add_argument(
         "what",
-        choices=list(config.PROFILES) + ["protocols", "soak", "report", "list", "build"],
+        choices=list(config.PROFILES) + ["protocols", "soak", "restart", "report", "list", "build"],
         help="a profile to run, `report DIR` to regenerate a report, `list`, or `build` (the "
         "servers' build commands, nothing measured)",
     )
@@ -112,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         from . import soak
 
         return soak.main(args, command)
+
+    if args.what == "restart":
+        from . import restart
+
+        return restart.main(args, command)
 
     if args.what == "build":
         return _build(args)
