@@ -88,7 +88,7 @@ class Plan:
     restart_every: float = 10.0  # seconds between restarts
 
 
-CI_PLAN = Plan(get_rate=100.0, post_rate=20.0, h2_sessions=1, restart_every=6.0)
+CI_PLAN = Plan(get_rate=100.0, post_rate=20.0, h2_sessions=1, restart_every=5.0)
 
 
 @dataclass
