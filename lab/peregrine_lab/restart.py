@@ -104,7 +104,9 @@ class Record:
     # How each HTTP/2 connection ended: its GOAWAY code ("none": without one), then the end
     # of its read side ("eof", an error, or "open" when the client left first).
     h2_ends: Counter = field(default_factory=Counter)
-    ws_closes: Counter = field(default_factory=Counter)  # close codes ("none": no frame)
+    # Close codes of the server's close frames ("none": the connection ended without one,
+    # "reset": it was reset).
+    ws_closes: Counter = field(default_factory=Counter)
     sse_ends: Counter = field(default_factory=Counter)  # "clean" or "cut"
 
 
@@ -248,8 +250,8 @@ class RestartLoad(Clients):
                 writer.write(ws_frame(0x1, text))
                 try:
                     opcode, payload = await asyncio.wait_for(ws_read(reader), REQUEST_TIMEOUT)
-                except asyncio.IncompleteReadError:
-                    self.rec.ws_closes["none"] += 1
+                except (asyncio.IncompleteReadError, ConnectionResetError) as e:
+                    self.rec.ws_closes["reset" if isinstance(e, OSError) else "none"] += 1
                     return
                 if opcode == 0x8:
                     self.rec.ws_closes[str(ws_close_code(payload))] += 1
@@ -260,7 +262,7 @@ class RestartLoad(Clients):
                 await self._pause(0.5)
             writer.write(ws_frame(0x8, (1000).to_bytes(2, "big")))
 
-        await self._sessions(session)
+        await self._loop(session)
 
     async def _sse(self) -> None:
         """An SSE stream at a time: whether each ended with its last chunk or was cut."""
@@ -285,15 +287,7 @@ class RestartLoad(Clients):
                     return
                 tail = (tail + chunk)[-16:]
 
-        await self._sessions(session)
-
-    async def _sessions(self, session) -> None:
-        """`session` on one connection after another; errors are failures of kind `session`."""
-        while not self.stop.is_set():
-            before = sum(self.tally.errors.values())
-            await self._once(session)
-            if sum(self.tally.errors.values()) > before:
-                await self._pause(0.5)
+        await self._loop(session)
 
 
 def _hello(status: int, body: bytes) -> bool:
@@ -423,6 +417,8 @@ def verdict(rec: Record, executed: Counter, restarts: list[dict]) -> dict:
 def run(opts: Options) -> dict:
     """Builds (unless told not to), runs the restarts under load, writes results.json and
     report.md into opts.out_dir; returns the results."""
+    commit = soak._git_commit()  # before the build: HEAD may move during the run
+    load_before = soak.machine_load()
     if not opts.skip_build:
         opts.progress(
             f"building the scenarios app ({opts.cargo_profile}, features {soak.FEATURES})"
@@ -469,7 +465,7 @@ def run(opts: Options) -> dict:
         "profile": "restart",
         "command": opts.command,
         "started": started,
-        "git_commit": soak._git_commit(),
+        "git_commit": commit,
         "duration_seconds": opts.duration,
         "plan": asdict(opts.plan),
         "server": {
@@ -494,6 +490,7 @@ def run(opts: Options) -> dict:
         "sse_ends": dict(rec.sse_ends),
         "restarts": restarts,
         "budgets": budgets,
+        "machine": {"before": load_before, "after": soak.machine_load()},
     }
     (opts.out_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     (opts.out_dir / "report.md").write_text(restart_report.markdown(result))

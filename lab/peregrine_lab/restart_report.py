@@ -66,5 +66,10 @@ def markdown(res: dict) -> str:
         f"{srv['workers']} workers, SHUTDOWN_TIMEOUT {srv['shutdown_timeout_seconds']} s); "
         f"the plan: `{res['plan']}`.",
     ]
-    lines += [f"* {n}" for n in res.get("notes", [])]
+    m = res.get("machine")
+    if m:
+        lines.append(
+            f"The machine: {m['before']['cpus']} CPUs, 1-minute load average "
+            f"{m['before']['loadavg_1min']} at the start, {m['after']['loadavg_1min']} at the end."
+        )
     return "\n".join(lines) + "\n"

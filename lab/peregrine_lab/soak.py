@@ -86,6 +86,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def machine_load() -> dict:
+    """The machine's CPU count and 1-minute load average now: a busy machine (other builds on a
+    shared one) makes the latency figures noisy, and the reports say how busy it was."""
+    return {"cpus": os.cpu_count(), "loadavg_1min": round(os.getloadavg()[0], 2)}
+
+
 def _git_commit() -> str | None:
     done = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
@@ -199,6 +205,9 @@ def run(opts: Options) -> dict:
     """Builds (unless told not to), starts PostgreSQL and the server, soaks, checks the
     budgets, writes results.json, report.md and soak.svg into opts.out_dir; returns the
     results."""
+    # The commit the binary is built from: HEAD may move during a long soak.
+    commit = _git_commit()
+    load_before = machine_load()
     if not opts.skip_build:
         opts.progress(f"building the scenarios app ({opts.cargo_profile}, features {FEATURES})")
         build(opts.cargo_profile)
@@ -255,7 +264,7 @@ def run(opts: Options) -> dict:
         "profile": "soak",
         "command": opts.command,
         "started": started,
-        "git_commit": _git_commit(),
+        "git_commit": commit,
         "duration_seconds": opts.duration,
         "interval_seconds": interval_for(opts.duration),
         "plan": asdict(opts.plan),
@@ -275,6 +284,7 @@ def run(opts: Options) -> dict:
         },
         "cpu_us_per_request_median": statistics.median(per_req) if per_req else None,
         "notes": list(opts.notes),
+        "machine": {"before": load_before, "after": machine_load()},
         "server_log_panics": panics,
         "budgets": budgets,
         "samples": samples,

@@ -110,5 +110,13 @@ def markdown(res: dict) -> str:
         f"{srv['workers']} workers, TLS {'on' if srv.get('tls') else 'off'}, PostgreSQL "
         f"{'on' if srv.get('database') else 'off'}); the plan: `{res['plan']}`.",
     ]
+    m = res.get("machine")
+    if m:
+        lines += [
+            "",
+            f"The machine: {m['before']['cpus']} CPUs, 1-minute load average "
+            f"{m['before']['loadavg_1min']} at the start and {m['after']['loadavg_1min']} at "
+            "the end (the server and its clients share it with whatever else runs).",
+        ]
     lines += [f"* {n}" for n in res.get("notes", [])]
     return "\n".join(lines) + "\n"

@@ -131,6 +131,16 @@ async fn upload(mut req: Request) -> Result<Json<Upload>, Error> {
     Ok(Json(out))
 }
 
+/// `app` with `POST /ledger` appending to `file` (`LEDGER`), or unchanged without one.
+pub fn with_ledger(app: App, file: Option<std::ffi::OsString>) -> App {
+    match file {
+        Some(path) => app
+            .with_state(Ledger(std::sync::Arc::new(path.into())))
+            .route("/ledger", post(ledger)),
+        None => app,
+    }
+}
+
 /// The file `POST /ledger` appends to (`LEDGER`).
 #[derive(Clone)]
 struct Ledger(std::sync::Arc<std::path::PathBuf>);
@@ -256,12 +266,7 @@ pub fn app() -> App {
     let app = app.route("/ws", get(ws_echo));
     #[cfg(feature = "multipart")]
     let app = app.route("/upload", post(upload));
-    let app = match std::env::var_os("LEDGER") {
-        Some(path) => app
-            .with_state(Ledger(std::sync::Arc::new(path.into())))
-            .route("/ledger", post(ledger)),
-        None => app,
-    };
+    let app = with_ledger(app, std::env::var_os("LEDGER"));
     let app = match std::env::var_os("STATIC_DIR") {
         Some(dir) => app.merge(peregrine::fs::ServeDir::new(dir).router("/files")),
         None => app,
