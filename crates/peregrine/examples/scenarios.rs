@@ -111,6 +111,7 @@ struct Member {
     member: u64,
 }
 
+#[cfg(feature = "multipart")]
 #[derive(Serialize)]
 struct Upload {
     parts: usize,
@@ -165,6 +166,9 @@ async fn ledger(mut req: Request) -> Result<Response, Error> {
     file.write_all(format!("{id}\n").as_bytes())
         .await
         .map_err(Error::internal_from)?;
+    // tokio's `write_all` only hands the bytes to a blocking task; `flush` waits until they
+    // are written, so the line is in the file before the 201 says so.
+    file.flush().await.map_err(Error::internal_from)?;
     Ok(Response::new(201))
 }
 
