@@ -64,7 +64,8 @@ def error_kind(e: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """Where the clients connect: host, port, and the TLS context (None: cleartext)."""
+    """Where the clients connect: host, port, and the TLS client contexts offering
+    `http/1.1` (`tls`) and `h2` (`h2_tls`) by ALPN; without `tls` the clients speak cleartext."""
 
     host: str
     port: int

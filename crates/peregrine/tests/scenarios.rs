@@ -131,6 +131,7 @@ fn scenario_app_rejects_bad_input_with_problems() {
 }
 
 /// `POST /upload` counts the parts and bytes of a multipart body (the soak checks both).
+#[cfg(feature = "multipart")]
 #[test]
 fn uploads_are_counted_part_by_part() {
     let s = TestServer::start(scenarios::app());
