@@ -373,7 +373,10 @@ async def _measure(fleet: Fleet, target: Target, opts: Options) -> tuple[list[di
         )
     await asyncio.sleep(max(0.0, opts.duration - (time.monotonic() - start)))
     load.stop.set()
-    await asyncio.wait_for(clients, 20)
+    try:
+        await asyncio.wait_for(clients, 20)
+    except TimeoutError:
+        load.rec.failed["session:clients_did_not_stop"] += 1
     for kind, n in load.swap().errors.items():
         load.rec.failed[f"session:{kind}"] += n
     return restarts, load.rec
