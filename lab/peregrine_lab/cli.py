@@ -50,12 +50,14 @@ def parser() -> argparse.ArgumentParser:
         + f"; protocols: {tls_lanes.PROFILE.description}"
         + "; soak: the scenarios app under mixed load for --duration (default 1800 s), RSS, "
         "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)"
+        "; restart: rolling restarts of the scenarios app under load for --duration (default "
+        "120 s), the listener handed over: failed and duplicated requests counted"
         "; seeds: the five seeds' own experiments, Peregrine in each table (--only NAME,...)",
     )
     p.add_argument(
         "what",
         choices=list(config.PROFILES)
-        + ["protocols", "soak", "seeds", "report", "list", "build", "compare", "export"],
+        + ["protocols", "soak", "restart", "seeds", "report", "list", "build", "compare", "export"],
         help="a profile to run, `report DIR` to regenerate a report, `list`, `build` (the "
         "servers' build commands, nothing measured), `compare A B` (ratios B/A of two result "
         "folders), `export DIR --csv OUT`",
@@ -181,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         from .seeds import run as seeds_run
 
         return seeds_run.main(args, command)
+
+    if args.what == "restart":
+        from . import restart
+
+        return restart.main(args, command)
 
     if args.what == "build":
         return _build(args)

@@ -174,10 +174,16 @@ class Server:
 
 
 def start_server(
-    cmd: list[str], cwd: Path, env: dict[str, str], cpus: str | None, log_path: Path
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    cpus: str | None,
+    log_path: Path,
+    pass_fds: tuple[int, ...] = (),
 ) -> Server:
     """Spawn `cmd` in `cwd`, pinned to `cpus` with taskset, in a new session (own process group),
-    stdout/stderr to `log_path`. Raising RLIMIT_NOFILE is inherited from this process."""
+    stdout/stderr to `log_path`, with the descriptors `pass_fds` left open in it (a handed-over
+    listener). Raising RLIMIT_NOFILE is inherited from this process."""
     full = (["taskset", "-c", cpus] if cpus else []) + list(cmd)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "wb")
@@ -191,6 +197,7 @@ def start_server(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except OSError as e:
         log.close()

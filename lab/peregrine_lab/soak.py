@@ -1,12 +1,13 @@
-"""`./scripts/lab soak [--duration S]`: the scenarios app under a mixed load for a long time
-(default 30 minutes), sampled every 10 s (every 2 s when the run is shorter than 10 minutes):
-RSS, open descriptors and CPU of the server, p50/p99 of the steady load, every client error by
-kind. After warm-up, RSS and descriptors must stay flat (within 5%, no upward trend) and no
-client may see an unexpected error (budgets: `soak_stats`). Writes results.json and soak.svg
-under lab/results/soak (or --out); exits 1 when a budget is missed.
+"""`./scripts/lab soak [--duration S]`: the scenarios app (TLS, HTTP/2, WebSocket, SSE,
+static files, multipart uploads, PostgreSQL) under a mixed load for a long time (default 30
+minutes), sampled every 10 s (every 2 s when the run is shorter than 10 minutes): RSS, open
+descriptors, TCP connections by state and CPU of the server, CPU per request, p50/p99/p99.9 of
+the steady load, every client error by kind. After warm-up, RSS and descriptors must stay flat
+(within 5%, no upward trend), the steady p99 stable within 20%, and no client may see an
+unexpected error (budgets: `soak_stats`). Writes results.json, report.md and soak.svg under
+lab/results/soak (or --out); exits 1 when a budget is missed.
 
-The clients are in `soak_load` (steady keep-alive at a fixed rate, churn, slow readers,
-clients that vanish mid-response, WebSocket and SSE sessions).
+The clients are in `soak_load`; the chart and report in `soak_report`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import config, procs, soak_stats
-from .soak_load import Load, Plan
+from . import config, database, procs, soak_report, soak_stats, tls_checks
+from .soak_load import BLOB_NAME, Load, Plan, blob_bytes
+from .soak_proto import Target
 
 ROOT = config.LAB_DIR.parent
 DEFAULT_DURATION = 1800.0
@@ -44,6 +48,8 @@ class Options:
     server_cpus: str | None = None
     workers: int = 2
     plan: Plan = field(default_factory=Plan)
+    tls: bool = True
+    notes: list[str] = field(default_factory=list)
     command: str = "./scripts/lab soak"
     progress: object = print
 
@@ -80,6 +86,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def machine_load() -> dict:
+    """The machine's CPU count and 1-minute load average now: a busy machine (other builds on a
+    shared one) makes the latency figures noisy, and the reports say how busy it was."""
+    return {"cpus": os.cpu_count(), "loadavg_1min": round(os.getloadavg()[0], 2)}
+
+
 def _git_commit() -> str | None:
     done = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
@@ -87,10 +99,47 @@ def _git_commit() -> str | None:
     return done.stdout.strip() or None
 
 
-async def _soak(server: procs.Server, port: int, opts: Options) -> tuple[list[dict], int | None]:
-    """Runs the load and samples the server until the duration is up or the server exits."""
-    load = Load("127.0.0.1", port, opts.plan)
+def _target(port: int, tls: bool) -> Target:
+    if not tls:
+        return Target("127.0.0.1", port)
+    ctx = tls_checks.client_context
+    return Target("127.0.0.1", port, ctx(["http/1.1"]), ctx(["h2"]))
+
+
+def _sample(
+    server: procs.Server, port: int, tally, t: float, cpu_pct: float | None, cpu_s: float | None
+) -> dict:
+    """One sample: the server's figures now and what the clients did in the interval."""
+    lat = tally.latencies
+    p50, p99, p999 = (soak_stats.percentile(lat, q) for q in (50, 99, 99.9))
+    requests = sum(n for kind, n in tally.ops.items() if kind != "sse_chunk")
+    return {
+        "t": round(t, 2),
+        "rss_kib": soak_stats.read_rss_kib(server.pid),
+        "fds": soak_stats.read_fds(server.pid),
+        "tcp_states": soak_stats.read_tcp_states(port),
+        "cpu_pct": None if cpu_pct is None else round(cpu_pct, 2),
+        "cpu_us_per_request": round(cpu_s * 1e6 / requests, 1)
+        if cpu_s is not None and requests
+        else None,
+        "p50_ms": None if p50 is None else round(p50 * 1000, 3),
+        "p99_ms": None if p99 is None else round(p99 * 1000, 3),
+        "p999_ms": None if p999 is None else round(p999 * 1000, 3),
+        "requests": requests,
+        "ops": dict(tally.ops),
+        "errors": dict(tally.errors),
+    }
+
+
+async def _soak(
+    server: procs.Server, port: int, opts: Options, blob: bytes
+) -> tuple[list[dict], int | None, list[float]]:
+    """Runs the load and samples the server until the duration is up or the server exits;
+    also returns the steady latencies after warm-up (seconds)."""
+    load = Load(_target(port, opts.tls), opts.plan, blob)
     clients = asyncio.create_task(load.run())
+    warmup = warmup_for(opts.duration)
+    latencies: list[float] = []
     interval = interval_for(opts.duration)
     samples: list[dict] = []
     start = time.monotonic()
@@ -107,29 +156,18 @@ async def _soak(server: procs.Server, port: int, opts: Options) -> tuple[list[di
             samples.append({"t": round(now - start, 2), "errors": dict(tally.errors)})
             break
         cpu = soak_stats.read_cpu_seconds(server.pid)
-        pct = (
-            100 * (cpu - prev_cpu) / (now - prev_t)
-            if cpu is not None and prev_cpu is not None
-            else None
-        )
+        used = cpu - prev_cpu if cpu is not None and prev_cpu is not None else None
+        pct = None if used is None else 100 * used / (now - prev_t)
         prev_t, prev_cpu = now, cpu
-        p50, p99 = (soak_stats.percentile(tally.latencies, q) for q in (50, 99))
-        sample = {
-            "t": round(now - start, 2),
-            "rss_kib": soak_stats.read_rss_kib(server.pid),
-            "fds": soak_stats.read_fds(server.pid),
-            "cpu_pct": None if pct is None else round(pct, 2),
-            "p50_ms": None if p50 is None else round(p50 * 1000, 3),
-            "p99_ms": None if p99 is None else round(p99 * 1000, 3),
-            "requests": len(tally.latencies),
-            "ops": dict(tally.ops),
-            "errors": dict(tally.errors),
-        }
+        sample = _sample(server, port, tally, now - start, pct, used)
+        if sample["t"] >= warmup:
+            latencies += tally.latencies
         samples.append(sample)
         opts.progress(
             f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  fds {sample['fds']}  "
-            f"cpu {sample['cpu_pct']}%  p50 {sample['p50_ms']} ms  p99 {sample['p99_ms']} ms  "
-            f"errors {sample['errors'] or 0}"
+            f"tcp {sample['tcp_states']}  cpu {sample['cpu_pct']}% "
+            f"({sample['cpu_us_per_request']} us/req)  p50/p99/p99.9 {sample['p50_ms']}/"
+            f"{sample['p99_ms']}/{sample['p999_ms']} ms  errors {sample['errors'] or 0}"
         )
         if now - start >= opts.duration:
             break
@@ -141,12 +179,35 @@ async def _soak(server: procs.Server, port: int, opts: Options) -> tuple[list[di
     # Errors of the clients' last moments (while they stop) count too.
     for kind, n in load.swap().errors.items():
         samples[-1].setdefault("errors", {})[kind] = samples[-1]["errors"].get(kind, 0) + n
-    return samples, exit_status
+    return samples, exit_status, latencies
+
+
+def _server_env(port: int, work: Path, opts: Options, blob: bytes) -> tuple[dict, list[str]]:
+    """The server's environment and arguments: the static file, TLS, the database."""
+    static = work / "static"
+    static.mkdir()
+    (static / BLOB_NAME).write_bytes(blob)
+    env = dict(
+        os.environ, ADDR=f"127.0.0.1:{port}", WORKERS=str(opts.workers), STATIC_DIR=str(static)
+    )
+    args = []
+    if opts.tls:
+        cert = tls_checks.make_certificate(work / "tls")
+        env.update(TLS_CERT=str(cert.cert), TLS_KEY=str(cert.key))
+        args.append("--tls")
+    if opts.plan.db_rate > 0:
+        database.start_for_run(work, opts.server_cpus)
+        env.update(database.server_env())
+    return env, args
 
 
 def run(opts: Options) -> dict:
-    """Builds (unless told not to), starts the server, soaks, checks the budgets, writes
-    results.json and soak.svg into opts.out_dir; returns the results."""
+    """Builds (unless told not to), starts PostgreSQL and the server, soaks, checks the
+    budgets, writes results.json, report.md and soak.svg into opts.out_dir; returns the
+    results."""
+    # The commit the binary is built from: HEAD may move during a long soak.
+    commit = _git_commit()
+    load_before = machine_load()
     if not opts.skip_build:
         opts.progress(f"building the scenarios app ({opts.cargo_profile}, features {FEATURES})")
         build(opts.cargo_profile)
@@ -157,21 +218,28 @@ def run(opts: Options) -> dict:
     if procs.port_in_use("127.0.0.1", port):
         raise SoakError(f"port {port} is busy")
     opts.out_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, ADDR=f"127.0.0.1:{port}", WORKERS=str(opts.workers))
     log_path = opts.out_dir / "server.log"
-    server = procs.start_server([str(exe)], ROOT, env, opts.server_cpus, log_path)
+    blob = blob_bytes()
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    try:
-        procs.wait_for_port("127.0.0.1", port, server.proc, 30)
-        opts.progress(
-            f"soaking {exe.name} (pid {server.pid}, port {port}) for {opts.duration:.0f} s, "
-            f"a sample every {interval_for(opts.duration):.0f} s"
-        )
-        samples, exit_status = asyncio.run(_soak(server, port, opts))
-    except procs.StartError as e:
-        raise SoakError(f"the server did not start: {e}\n{server.log_tail()}") from e
-    finally:
-        server.stop()
+    with tempfile.TemporaryDirectory(prefix="peregrine-soak-") as tmp:
+        try:
+            env, args = _server_env(port, Path(tmp), opts, blob)
+            server = procs.start_server([str(exe), *args], ROOT, env, opts.server_cpus, log_path)
+            try:
+                procs.wait_for_port("127.0.0.1", port, server.proc, 30)
+                opts.progress(
+                    f"soaking {exe.name} (pid {server.pid}, port {port}) for "
+                    f"{opts.duration:.0f} s, a sample every {interval_for(opts.duration):.0f} s"
+                )
+                samples, exit_status, latencies = asyncio.run(_soak(server, port, opts, blob))
+            except procs.StartError as e:
+                raise SoakError(f"the server did not start: {e}\n{server.log_tail()}") from e
+            finally:
+                server.stop()
+        except database.DatabaseError as e:
+            raise SoakError(f"PostgreSQL did not start: {e}") from e
+        finally:
+            database.stop_active()
     warmup = warmup_for(opts.duration)
     budgets = soak_stats.check_budgets(samples, warmup, exit_status)
     log = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -179,6 +247,15 @@ def run(opts: Options) -> dict:
     if panics:
         budgets["failures"].append(f"the server log holds {panics} panic(s)")
         budgets["ok"] = False
+    per_req = [
+        s["cpu_us_per_request"]
+        for s in samples
+        if s.get("cpu_us_per_request") is not None and s["t"] >= warmup
+    ]
+
+    def p(q: float) -> float | None:
+        return soak_stats.percentile(latencies, q)
+
     totals: dict[str, int] = {}
     for s in samples:
         for kind, n in s.get("ops", {}).items():
@@ -187,7 +264,7 @@ def run(opts: Options) -> dict:
         "profile": "soak",
         "command": opts.command,
         "started": started,
-        "git_commit": _git_commit(),
+        "git_commit": commit,
         "duration_seconds": opts.duration,
         "interval_seconds": interval_for(opts.duration),
         "plan": asdict(opts.plan),
@@ -197,15 +274,25 @@ def run(opts: Options) -> dict:
             "features": FEATURES,
             "workers": opts.workers,
             "cpus": opts.server_cpus,
+            "tls": opts.tls,
+            "database": opts.plan.db_rate > 0,
         },
         "totals": totals,
+        "latency_overall_ms": {
+            name: None if v is None else round(v * 1000, 3)
+            for name, v in (("p50", p(50)), ("p99", p(99)), ("p999", p(99.9)))
+        },
+        "cpu_us_per_request_median": statistics.median(per_req) if per_req else None,
+        "notes": list(opts.notes),
+        "machine": {"before": load_before, "after": machine_load()},
         "server_log_panics": panics,
         "budgets": budgets,
         "samples": samples,
     }
     (opts.out_dir / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    (opts.out_dir / "report.md").write_text(soak_report.markdown(result))
     title = f"soak {opts.duration:.0f} s, {opts.workers} workers"
-    soak_stats.chart(samples, budgets, opts.out_dir / "soak.svg", title)
+    soak_report.chart(samples, budgets, opts.out_dir / "soak.svg", title)
     return result
 
 

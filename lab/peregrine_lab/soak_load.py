@@ -1,32 +1,58 @@
-"""The soak's clients (asyncio, one event loop): a steady keep-alive load at a fixed rate,
-connection churn, slow readers, clients that vanish mid-response, and long-lived WebSocket and
-server-sent-event sessions against the scenarios app. Every client counts what it completed and
-every error by kind into the current `Tally`, which the sampler swaps every interval.
+"""The soak's clients (asyncio, one event loop) against the scenarios app: steady keep-alive
+requests at a fixed rate, connection churn, slow readers, clients that vanish mid-response,
+long-lived WebSocket, server-sent-event and HTTP/2 sessions, static files read by range,
+multipart uploads (some sent slowly) and the PostgreSQL routes. Every client counts what it
+completed and every error by kind into the current `Tally`, which the sampler swaps every
+interval. The wire helpers are in `soak_proto`.
 
-The load is open loop per connection (each steady connection sends at its own fixed period,
+The load is open loop per connection (each paced connection sends at its own fixed period,
 whatever the previous latency), so a slow server shows as latency, not as a lower rate.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
-import socket
-import struct
+import json
+import random
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-# A request gets this long before it counts as a `timeout` error.
-REQUEST_TIMEOUT = 5.0
+from .soak_proto import (
+    REQUEST_TIMEOUT,
+    H2Client,
+    ProtocolError,
+    Target,
+    connect,
+    error_kind,
+    exchange,
+    get,
+    read_response,
+    request,
+    reset,
+    ws_frame,
+    ws_handshake,
+    ws_read,
+)
+
 # An SSE stream that sends nothing for this long (the app sends a comment every second) stalls.
 SSE_STALL = 5.0
+# The static file the range readers read (`STATIC_DIR/BLOB_NAME`), made by `blob_bytes`.
+BLOB_NAME = "blob.bin"
+BLOB_SIZE = 1 << 20
+# The database routes, taken in turn (lab/contract/db.json).
+DB_PATHS = ("/db", "/queries?queries=5", "/fortunes", "/updates?queries=2")
+
+
+def blob_bytes() -> bytes:
+    """The static file's content: deterministic, so a range can be checked byte for byte."""
+    return bytes(random.Random(30).getrandbits(8) for _ in range(BLOB_SIZE))
 
 
 @dataclass
 class Plan:
-    """How much of each kind of client the soak runs."""
+    """How much of each kind of client the soak runs (rates per second, periods in seconds)."""
 
     steady_connections: int = 8
     steady_rate: float = 400.0  # requests per second over all steady connections
@@ -35,10 +61,20 @@ class Plan:
     slow_read_bytes: int = 2048  # bytes read per step
     slow_read_pause: float = 0.02  # seconds between steps
     vanishers: int = 2
-    vanish_period: float = 0.2  # seconds between one vanishing client and the next (per loop)
+    vanish_period: float = 0.2  # between one vanishing client and the next (per loop)
     ws_sessions: int = 4
     ws_period: float = 1.0
     sse_sessions: int = 4
+    h2_sessions: int = 2
+    h2_period: float = 0.1  # between batches of concurrent streams (per session)
+    h2_streams: int = 4  # streams per batch
+    range_rate: float = 20.0  # static-file range requests per second (one keep-alive conn)
+    upload_rate: float = 5.0  # multipart uploads per second (one keep-alive conn)
+    upload_bytes: int = 64 * 1024
+    slow_uploads: int = 1
+    slow_upload_step: int = 8 * 1024  # bytes sent per step
+    slow_upload_pause: float = 0.25
+    db_rate: float = 20.0  # database requests per second (0: no database)
 
 
 CI_PLAN = Plan(
@@ -50,6 +86,11 @@ CI_PLAN = Plan(
     vanish_period=0.5,
     ws_sessions=2,
     sse_sessions=2,
+    h2_sessions=1,
+    h2_period=0.2,
+    range_rate=10.0,
+    upload_rate=2.0,
+    db_rate=10.0,
 )
 
 
@@ -62,68 +103,33 @@ class Tally:
     errors: Counter = field(default_factory=Counter)  # unexpected errors by kind
 
 
-class ProtocolError(Exception):
-    """The server answered something other than what the contract says."""
-
-    def __init__(self, kind: str, detail: str = ""):
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-
-
-def error_kind(e: BaseException) -> str:
-    """The error-kind name a failure is counted under."""
-    if isinstance(e, ProtocolError):
-        return e.kind
-    if isinstance(e, asyncio.TimeoutError | TimeoutError):
-        return "timeout"
-    if isinstance(e, ConnectionRefusedError):
-        return "refused"
-    if isinstance(e, ConnectionResetError | BrokenPipeError):
-        return "reset"
-    if isinstance(e, asyncio.IncompleteReadError):
-        return "eof"
-    if isinstance(e, OSError):
-        return f"os_{e.errno}"
-    return type(e).__name__
+def multipart(parts: list[bytes], boundary: str = "soakboundary") -> tuple[bytes, str]:
+    """A multipart/form-data body of file parts, and its Content-Type."""
+    out = bytearray()
+    for i, data in enumerate(parts):
+        out += (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="f{i}"; '
+            f'filename="f{i}.bin"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
+        out += data + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return bytes(out), f"multipart/form-data; boundary={boundary}"
 
 
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
-    """One HTTP/1.1 response: status, lower-cased headers, body (Content-Length or chunked)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ProtocolError("bad_status_line", lines[0][:80])
-    headers = {}
-    for line in lines[1:]:
-        if ":" in line:
-            k, v = line.split(":", 1)
-            headers[k.strip().lower()] = v.strip()
-    if "content-length" in headers:
-        body = await reader.readexactly(int(headers["content-length"]))
-    elif headers.get("transfer-encoding", "").lower() == "chunked":
-        chunks = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            chunks.append(await reader.readexactly(size + 2))
-            if size == 0:
-                break
-        body = b"".join(c[:-2] for c in chunks)
-    else:
-        body = b""
-    return int(parts[1]), headers, body
+def expect(ok: bool, kind: str, detail: str = "") -> None:
+    if not ok:
+        raise ProtocolError(kind, detail)
 
 
-def get(path: str, close: bool = False) -> bytes:
-    extra = "Connection: close\r\n" if close else ""
-    return f"GET {path} HTTP/1.1\r\nHost: soak\r\n{extra}\r\n".encode()
+Session = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-class Load:
-    """Runs the clients of `plan` against host:port until `stop` is set."""
+class Clients:
+    """What every client loop shares: the stop event, the interval's tally, pauses that end
+    early at stop, a fixed-rate schedule and connections run one after another."""
 
-    def __init__(self, host: str, port: int, plan: Plan):
-        self.host, self.port, self.plan = host, port, plan
+    def __init__(self, target: Target):
+        self.target = target
         self.tally = Tally()
         self.stop = asyncio.Event()
 
@@ -135,266 +141,282 @@ class Load:
     def _error(self, e: BaseException) -> None:
         self.tally.errors[error_kind(e)] += 1
 
-    async def _connect(self, rcvbuf: int | None = None):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setblocking(False)
-        if rcvbuf:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        try:
-            await asyncio.wait_for(
-                asyncio.get_running_loop().sock_connect(sock, (self.host, self.port)),
-                REQUEST_TIMEOUT,
-            )
-        except BaseException:
-            sock.close()
-            raise
-        return await asyncio.open_connection(sock=sock)
-
     async def _pause(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self.stop.wait(), seconds)
         except TimeoutError:
             pass
 
+    async def _ticks(self, rate: float, offset: float = 0.0):
+        """Yields at a fixed period of 1/rate until stop (open loop: a late tick does not move
+        the schedule, but one more than a period late is dropped, not sent in a burst), the
+        first after `offset` periods."""
+        period = 1.0 / rate
+        next_at = time.monotonic() + period * offset
+        while True:
+            await self._pause(max(0.0, next_at - time.monotonic()))
+            if self.stop.is_set():
+                return
+            next_at = max(next_at + period, time.monotonic() - period)
+            yield
+
+    async def _once(self, session: Session, rcvbuf: int | None = None, h2: bool = False) -> bool:
+        """One connection running `session`; a failure anywhere is counted. True on success."""
+        try:
+            reader, writer = await connect(self.target, rcvbuf, h2)
+        except Exception as e:
+            self._error(e)
+            return False
+        try:
+            await session(reader, writer)
+            return True
+        except Exception as e:
+            self._error(e)
+            return False
+        finally:
+            writer.close()
+
+    async def _loop(self, session: Session, rcvbuf: int | None = None, h2: bool = False) -> None:
+        """`session` on one connection after another until the soak stops, a pause after a
+        failure (so a refusing server is not hammered)."""
+        while not self.stop.is_set():
+            if not await self._once(session, rcvbuf, h2):
+                await self._pause(1.0)
+
+
+class Load(Clients):
+    """Runs the clients of `plan` against `target` until `stop` is set."""
+
+    def __init__(self, target: Target, plan: Plan, blob: bytes | None = None):
+        super().__init__(target)
+        self.plan = plan
+        self.blob = blob if blob is not None else blob_bytes()
+
+    async def _paced(self, rate: float, offset: float, send: Session) -> None:
+        """A keep-alive connection on which `send` runs at a fixed rate (`_ticks`)."""
+        ticks = self._ticks(rate, offset)
+
+        async def session(reader, writer):
+            async for _ in ticks:
+                await send(reader, writer)
+
+        await self._loop(session)
+
     async def run(self) -> None:
         p = self.plan
-        tasks = [self.steady(i) for i in range(p.steady_connections)]
+        per_conn = p.steady_rate / max(1, p.steady_connections)
+        tasks = [
+            self._paced(per_conn, i / p.steady_connections, self.steady)
+            for i in range(p.steady_connections)
+        ]
         tasks += [self.churn()] if p.churn_rate > 0 else []
-        tasks += [self.slow_reader() for _ in range(p.slow_readers)]
+        tasks += [self._loop(self.slow_read, rcvbuf=4096) for _ in range(p.slow_readers)]
         tasks += [self.vanisher(i) for i in range(p.vanishers)]
-        tasks += [self.ws_session(i) for i in range(p.ws_sessions)]
-        tasks += [self.sse_session() for _ in range(p.sse_sessions)]
+        tasks += [self._loop(self.ws_session) for _ in range(p.ws_sessions)]
+        tasks += [self._loop(self.sse_session) for _ in range(p.sse_sessions)]
+        tasks += [self._loop(self.h2_session, h2=True) for _ in range(p.h2_sessions)]
+        tasks += [self._paced(p.range_rate, 0, self.range_read)] if p.range_rate > 0 else []
+        tasks += [self._paced(p.upload_rate, 0, self.upload)] if p.upload_rate > 0 else []
+        tasks += [self._loop(self.slow_upload) for _ in range(p.slow_uploads)]
+        tasks += [self._paced(p.db_rate, 0, self.db)] if p.db_rate > 0 else []
         await asyncio.gather(*tasks)
 
-    async def steady(self, index: int) -> None:
-        """A keep-alive connection sending GET /plaintext at a fixed period."""
-        period = self.plan.steady_connections / self.plan.steady_rate
-        # Spread the connections' sends over the period.
-        next_at = time.monotonic() + period * index / self.plan.steady_connections
-        while not self.stop.is_set():
-            try:
-                reader, writer = await self._connect()
-            except Exception as e:
-                self._error(e)
-                await self._pause(0.5)
-                continue
-            try:
-                while not self.stop.is_set():
-                    await self._pause(max(0.0, next_at - time.monotonic()))
-                    if self.stop.is_set():
-                        break
-                    next_at += period
-                    start = time.monotonic()
-                    writer.write(get("/plaintext"))
-                    status, _, body = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT)
-                    if status != 200 or body != b"Hello, World!":
-                        raise ProtocolError("bad_response", f"{status} {body[:40]!r}")
-                    self.tally.latencies.append(time.monotonic() - start)
-                    self.tally.ops["steady"] += 1
-            except Exception as e:
-                self._error(e)
-                await self._pause(0.1)
-            finally:
-                writer.close()
+    async def steady(self, reader, writer) -> None:
+        """GET /plaintext, timed (the latency percentiles are these requests')."""
+        start = time.monotonic()
+        status, _, body = await exchange(reader, writer, get("/plaintext"))
+        expect(
+            status == 200 and body == b"Hello, World!", "bad_response", f"{status} {body[:40]!r}"
+        )
+        self.tally.latencies.append(time.monotonic() - start)
+        self.tally.ops["steady"] += 1
 
     async def churn(self) -> None:
         """A new connection per request (`Connection: close`), at a fixed rate."""
-        period = 1.0 / self.plan.churn_rate
-        next_at = time.monotonic()
         inflight: set[asyncio.Task] = set()
-        while not self.stop.is_set():
-            await self._pause(max(0.0, next_at - time.monotonic()))
-            next_at += period
-            task = asyncio.create_task(self._one_churn())
+        async for _ in self._ticks(self.plan.churn_rate):
+            task = asyncio.create_task(self._once(self._churn_one))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         await asyncio.gather(*inflight)
 
-    async def _one_churn(self) -> None:
-        try:
-            reader, writer = await self._connect()
-        except Exception as e:
-            self._error(e)
-            return
-        try:
-            writer.write(get("/json", close=True))
-            status, _, body = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT)
-            if status != 200 or b"Hello" not in body:
-                raise ProtocolError("bad_response", f"{status} {body[:40]!r}")
-            if await asyncio.wait_for(reader.read(1), REQUEST_TIMEOUT) != b"":
-                raise ProtocolError("not_closed", "data after a Connection: close response")
-            self.tally.ops["churn"] += 1
-        except Exception as e:
-            self._error(e)
-        finally:
-            writer.close()
+    async def _churn_one(self, reader, writer) -> None:
+        status, _, body = await exchange(reader, writer, get("/json", close=True))
+        expect(status == 200 and b"Hello" in body, "bad_response", f"{status} {body[:40]!r}")
+        after = await asyncio.wait_for(reader.read(1), REQUEST_TIMEOUT)
+        expect(after == b"", "not_closed", "data after a Connection: close response")
+        self.tally.ops["churn"] += 1
 
-    async def slow_reader(self) -> None:
+    async def slow_read(self, reader, writer) -> None:
         """GET /large read a little at a time through a small receive buffer."""
         p = self.plan
-        while not self.stop.is_set():
-            try:
-                reader, writer = await self._connect(rcvbuf=4096)
-            except Exception as e:
-                self._error(e)
-                await self._pause(0.5)
-                continue
-            try:
-                writer.write(get("/large", close=True))
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
-                length = None
-                for line in head.decode("latin-1").split("\r\n"):
-                    if line.lower().startswith("content-length:"):
-                        length = int(line.split(":", 1)[1])
-                if not head.startswith(b"HTTP/1.1 200") or length is None:
-                    raise ProtocolError("bad_response", head[:60].decode("latin-1"))
-                got = 0
-                while got < length:
-                    chunk = await asyncio.wait_for(
-                        reader.read(min(p.slow_read_bytes, length - got)), REQUEST_TIMEOUT
-                    )
-                    if not chunk:
-                        raise ProtocolError("eof", f"{got} of {length} bytes")
-                    got += len(chunk)
-                    await asyncio.sleep(p.slow_read_pause)
-                self.tally.ops["slow_read"] += 1
-            except Exception as e:
-                self._error(e)
-            finally:
-                writer.close()
+        writer.write(get("/large", close=True))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+        length = None
+        for line in head.decode("latin-1").split("\r\n"):
+            if line.lower().startswith("content-length:"):
+                length = int(line.split(":", 1)[1])
+        expect(
+            head.startswith(b"HTTP/1.1 200") and length is not None,
+            "bad_response",
+            head[:60].decode("latin-1"),
+        )
+        got = 0
+        while got < length:
+            chunk = await asyncio.wait_for(
+                reader.read(min(p.slow_read_bytes, length - got)), REQUEST_TIMEOUT
+            )
+            expect(bool(chunk), "eof", f"{got} of {length} bytes")
+            got += len(chunk)
+            await asyncio.sleep(p.slow_read_pause)
+        self.tally.ops["slow_read"] += 1
 
     async def vanisher(self, index: int) -> None:
         """Clients that go mid-response: read the first bytes of /large or /events, then
         close (odd rounds) or reset (even rounds, SO_LINGER 0). Only a failure before the
         first byte is an error; the server must simply cope."""
         rounds = index
+
+        async def vanish(reader, writer):
+            path = "/large" if rounds % 4 < 2 else "/events"
+            writer.write(get(path))
+            first = await asyncio.wait_for(reader.read(512), REQUEST_TIMEOUT)
+            expect(first.startswith(b"HTTP/1.1 200"), "bad_response", first[:60].decode("latin-1"))
+            if rounds % 2 == 0:
+                reset(writer)
+                self.tally.ops["vanish_reset"] += 1
+            else:
+                self.tally.ops["vanish_close"] += 1
+
         while not self.stop.is_set():
             rounds += 1
-            path = "/large" if rounds % 4 < 2 else "/events"
-            try:
-                reader, writer = await self._connect(rcvbuf=4096)
-            except Exception as e:
-                self._error(e)
-                await self._pause(0.5)
-                continue
-            try:
-                writer.write(get(path))
-                first = await asyncio.wait_for(reader.read(512), REQUEST_TIMEOUT)
-                if not first.startswith(b"HTTP/1.1 200"):
-                    raise ProtocolError("bad_response", first[:60].decode("latin-1"))
-                if rounds % 2 == 0:
-                    sock = writer.get_extra_info("socket")
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    writer.transport.abort()
-                    self.tally.ops["vanish_reset"] += 1
-                else:
-                    writer.close()
-                    self.tally.ops["vanish_close"] += 1
-            except Exception as e:
-                self._error(e)
-                writer.close()
+            await self._once(vanish, rcvbuf=4096)
             await self._pause(self.plan.vanish_period)
 
-    async def ws_session(self, index: int) -> None:
+    async def ws_session(self, reader, writer) -> None:
         """A WebSocket on /ws for the whole soak: one text message per period, echoed."""
+        await ws_handshake(reader, writer)
+        n = 0
         while not self.stop.is_set():
-            try:
-                reader, writer = await self._connect()
-            except Exception as e:
-                self._error(e)
-                await self._pause(1.0)
-                continue
-            try:
-                await ws_handshake(reader, writer)
-                n = 0
-                while not self.stop.is_set():
-                    n += 1
-                    text = f"soak {index} message {n}".encode()
-                    writer.write(ws_frame(0x1, text))
-                    opcode, payload = await asyncio.wait_for(ws_read(reader), REQUEST_TIMEOUT)
-                    if opcode != 0x1 or payload != text:
-                        raise ProtocolError("ws_mismatch", f"{opcode} {payload[:40]!r}")
-                    self.tally.ops["ws_echo"] += 1
-                    await self._pause(self.plan.ws_period)
-                writer.write(ws_frame(0x8, struct.pack("!H", 1000)))
-            except Exception as e:
-                self._error(e)
-                await self._pause(1.0)
-            finally:
-                writer.close()
+            n += 1
+            text = f"soak message {n}".encode()
+            writer.write(ws_frame(0x1, text))
+            opcode, payload = await asyncio.wait_for(ws_read(reader), REQUEST_TIMEOUT)
+            expect(opcode == 0x1 and payload == text, "ws_mismatch", f"{opcode} {payload[:40]!r}")
+            self.tally.ops["ws_echo"] += 1
+            await self._pause(self.plan.ws_period)
+        writer.write(ws_frame(0x8, (1000).to_bytes(2, "big")))
 
-    async def sse_session(self) -> None:
+    async def sse_session(self, reader, writer) -> None:
         """An SSE stream on /events for the whole soak: its keep-alive comments keep coming."""
+        writer.write(get("/events"))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+        ok = head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head
+        expect(ok, "bad_response", head[:60].decode("latin-1"))
         while not self.stop.is_set():
-            try:
-                reader, writer = await self._connect()
-            except Exception as e:
-                self._error(e)
-                await self._pause(1.0)
-                continue
-            try:
-                writer.write(get("/events"))
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
-                if not head.startswith(b"HTTP/1.1 200") or b"text/event-stream" not in head:
-                    raise ProtocolError("bad_response", head[:60].decode("latin-1"))
-                while not self.stop.is_set():
-                    stop = asyncio.create_task(self.stop.wait())
-                    read = asyncio.create_task(reader.read(4096))
-                    done, _ = await asyncio.wait(
-                        {stop, read}, timeout=SSE_STALL, return_when=asyncio.FIRST_COMPLETED
-                    )
-                    stop.cancel()
-                    if read not in done:
-                        read.cancel()
-                        if self.stop.is_set():
-                            break
-                        raise ProtocolError("sse_stall", f"nothing for {SSE_STALL} s")
-                    if not read.result():
-                        raise ProtocolError("eof", "the event stream ended")
-                    self.tally.ops["sse_chunk"] += 1
-            except Exception as e:
-                self._error(e)
-                await self._pause(1.0)
-            finally:
-                writer.close()
+            stop = asyncio.create_task(self.stop.wait())
+            read = asyncio.create_task(reader.read(4096))
+            done, _ = await asyncio.wait(
+                {stop, read}, timeout=SSE_STALL, return_when=asyncio.FIRST_COMPLETED
+            )
+            stop.cancel()
+            if read not in done:
+                read.cancel()
+                if self.stop.is_set():
+                    return
+                raise ProtocolError("sse_stall", f"nothing for {SSE_STALL} s")
+            expect(bool(read.result()), "eof", "the event stream ended")
+            self.tally.ops["sse_chunk"] += 1
 
+    async def h2_session(self, reader, writer) -> None:
+        """An HTTP/2 connection for the whole soak: batches of concurrent streams (/json,
+        /plaintext, a static-file range, a JSON POST), each answer checked."""
+        client = H2Client(reader, writer)
+        await client.start()
+        try:
+            while not self.stop.is_set():
+                batch = [self._h2_one(client, i) for i in range(self.plan.h2_streams)]
+                await asyncio.gather(*batch)
+                await self._pause(self.plan.h2_period)
+        finally:
+            await client.close()
 
-async def ws_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """The RFC 6455 opening handshake (HTTP/1.1 Upgrade)."""
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write(
-        (
-            "GET /ws HTTP/1.1\r\nHost: soak\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
-    if not head.startswith(b"HTTP/1.1 101"):
-        raise ProtocolError("ws_handshake", head[:60].decode("latin-1"))
+    async def _h2_one(self, client: H2Client, i: int) -> None:
+        kind = i % 4
+        if kind == 0:
+            status, _, body = await client.request("GET", "/json")
+            expect(status == 200 and b"Hello" in body, "h2_bad_response", f"{status} {body[:40]!r}")
+        elif kind == 1:
+            status, _, body = await client.request("GET", "/plaintext")
+            expect(status == 200 and body == b"Hello, World!", "h2_bad_response", f"{status}")
+        elif kind == 2:
+            lo, hi = self._range()
+            status, _, body = await client.request(
+                "GET", f"/files/{BLOB_NAME}", headers={"range": f"bytes={lo}-{hi}"}
+            )
+            expect(
+                status == 206 and body == self.blob[lo : hi + 1],
+                "h2_bad_range",
+                f"{status} {len(body)} bytes",
+            )
+        else:
+            user = {"name": "soak", "email": "soak@example.com", "age": 30}
+            status, _, body = await client.request(
+                "POST", "/users", json.dumps(user).encode(), {"content-type": "application/json"}
+            )
+            expect(status == 201 and json.loads(body) == user, "h2_bad_response", f"{status}")
+        self.tally.ops["h2_stream"] += 1
 
+    def _range(self) -> tuple[int, int]:
+        lo = random.randrange(BLOB_SIZE - 1)
+        return lo, min(BLOB_SIZE - 1, lo + random.randrange(1, 64 * 1024))
 
-def ws_frame(opcode: int, payload: bytes, mask: bytes | None = None) -> bytes:
-    """A final, masked client frame (clients must mask, RFC 6455 section 5.3)."""
-    mask = mask if mask is not None else os.urandom(4)
-    n = len(payload)
-    if n < 126:
-        head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
-    elif n < 1 << 16:
-        head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
-    else:
-        head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return head + mask + masked
+    async def range_read(self, reader, writer) -> None:
+        """GET /files/blob.bin with a random `Range`: 206 and exactly those bytes."""
+        lo, hi = self._range()
+        raw = request("GET", f"/files/{BLOB_NAME}", headers={"Range": f"bytes={lo}-{hi}"})
+        status, headers, body = await exchange(reader, writer, raw)
+        ok = status == 206 and body == self.blob[lo : hi + 1]
+        expect(ok, "bad_range", f"{status} {headers.get('content-range')} {len(body)} bytes")
+        self.tally.ops["range"] += 1
 
+    def _upload_request(self, close: bool) -> tuple[bytes, bytes, int]:
+        """A multipart upload of three parts: the request head, the body, the part bytes."""
+        n = self.plan.upload_bytes
+        parts = [random.randbytes(n // 2), random.randbytes(n // 4), random.randbytes(n // 4)]
+        body, ctype = multipart(parts)
+        head = request(
+            "POST", "/upload", headers={"Content-Type": ctype}, close=close, length=len(body)
+        )
+        return head, body, sum(len(p) for p in parts)
 
-async def ws_read(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """One unmasked server frame (no fragmentation: the echo sends whole messages)."""
-    b0, b1 = await reader.readexactly(2)
-    n = b1 & 0x7F
-    if n == 126:
-        (n,) = struct.unpack("!H", await reader.readexactly(2))
-    elif n == 127:
-        (n,) = struct.unpack("!Q", await reader.readexactly(8))
-    if b1 & 0x80:
-        raise ProtocolError("ws_masked", "a server frame is masked")
-    return b0 & 0x0F, await reader.readexactly(n)
+    async def _upload_answer(self, reader, parts_bytes: int, kind: str) -> None:
+        status, _, answer = await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT)
+        got = json.loads(answer) if status == 200 else None
+        expect(got == {"parts": 3, "bytes": parts_bytes}, "bad_upload", f"{status} {answer[:60]!r}")
+        self.tally.ops[kind] += 1
+
+    async def upload(self, reader, writer) -> None:
+        """A multipart upload sent at once; the app's part and byte counts checked."""
+        head, body, n = self._upload_request(close=False)
+        writer.write(head + body)
+        await self._upload_answer(reader, n, "upload")
+
+    async def slow_upload(self, reader, writer) -> None:
+        """A multipart upload dribbled in small steps (a slow client's upload), then the
+        answer checked as for a fast one."""
+        head, body, n = self._upload_request(close=True)
+        writer.write(head)
+        step = self.plan.slow_upload_step
+        for at in range(0, len(body), step):
+            writer.write(body[at : at + step])
+            await writer.drain()
+            await asyncio.sleep(self.plan.slow_upload_pause)
+        await self._upload_answer(reader, n, "slow_upload")
+
+    async def db(self, reader, writer) -> None:
+        """The PostgreSQL routes in turn: 200 with a body."""
+        path = DB_PATHS[self.tally.ops["db"] % len(DB_PATHS)]
+        status, _, body = await exchange(reader, writer, get(path))
+        expect(status == 200 and len(body) > 0, "db_bad_response", f"{path} {status} {body[:60]!r}")
+        self.tally.ops["db"] += 1

@@ -31,8 +31,17 @@
 //!   (ranges, conditional requests, large files streamed from the descriptor). The probe's
 //!   resource attacks (`probe/run_attacks.sh`) read a large file slowly through it.
 //!
+//! * `POST /upload` (feature `multipart`): a `multipart/form-data` body read part by part;
+//!   answers `{"parts": N, "bytes": M}` (the soak's uploads check both).
+//! * `POST /ledger` when `LEDGER` names a file: appends the body (one request id, at most 64
+//!   bytes) to it as a line and answers 201: the restart measurement (`./scripts/lab restart`)
+//!   counts in that file how often each request was executed, across processes.
+//!
 //! Stops gracefully on SIGTERM / SIGINT. With `DATABASE_URL` set it also serves the database
 //! scenarios of `lab/contract/db.json` (`scenarios-db/db.rs`); without it, exactly the above.
+//! Started with a listener handed over (`LISTEN_FDS=1`, `LISTEN_PID`, the socket at descriptor
+//! 3: systemd socket activation or a restarting predecessor), it serves that listener instead
+//! of binding `ADDR` (over TLS with `--tls`, without SIGHUP reloads).
 
 use peregrine::middleware::Hook;
 use peregrine::sse::{Event, Sse};
@@ -100,6 +109,67 @@ struct Member {
     org: u64,
     team: u64,
     member: u64,
+}
+
+#[cfg(feature = "multipart")]
+#[derive(Serialize)]
+struct Upload {
+    parts: usize,
+    bytes: u64,
+}
+
+/// `POST /upload`: every part read to its end, counted.
+#[cfg(feature = "multipart")]
+async fn upload(mut req: Request) -> Result<Json<Upload>, Error> {
+    let mut form = req.multipart()?;
+    let mut out = Upload { parts: 0, bytes: 0 };
+    while let Some(mut field) = form.next_field().await? {
+        out.parts += 1;
+        while let Some(chunk) = field.chunk().await? {
+            out.bytes += chunk.len() as u64;
+        }
+    }
+    Ok(Json(out))
+}
+
+/// `app` with `POST /ledger` appending to `file` (`LEDGER`), or unchanged without one.
+pub fn with_ledger(app: App, file: Option<std::ffi::OsString>) -> App {
+    match file {
+        Some(path) => app
+            .with_state(Ledger(std::sync::Arc::new(path.into())))
+            .route("/ledger", post(ledger)),
+        None => app,
+    }
+}
+
+/// The file `POST /ledger` appends to (`LEDGER`).
+#[derive(Clone)]
+struct Ledger(std::sync::Arc<std::path::PathBuf>);
+
+/// `POST /ledger`: the request id in the body, appended as one line (`O_APPEND`: the lines of
+/// two processes sharing the file do not interleave) before the 201 is sent.
+async fn ledger(mut req: Request) -> Result<Response, Error> {
+    use tokio::io::AsyncWriteExt;
+    let path = req.state::<Ledger>()?.0.clone();
+    let id = req.text().await?;
+    if id.is_empty() || id.len() > 64 || id.contains(['\n', '\r']) {
+        return Err(
+            Error::bad_request().with_detail("the body must be one request id of 1 to 64 bytes")
+        );
+    }
+    let mut file = tokio::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path.as_path())
+        .await
+        .map_err(Error::internal_from)?;
+    file.write_all(format!("{id}\n").as_bytes())
+        .await
+        .map_err(Error::internal_from)?;
+    // tokio's `write_all` only hands the bytes to a blocking task; `flush` waits until they
+    // are written, so the line is in the file before the 201 says so.
+    file.flush().await.map_err(Error::internal_from)?;
+    Ok(Response::new(201))
 }
 
 async fn member(req: Request) -> Result<Json<Member>, Error> {
@@ -198,6 +268,9 @@ pub fn app() -> App {
         .merge(layered);
     #[cfg(feature = "ws")]
     let app = app.route("/ws", get(ws_echo));
+    #[cfg(feature = "multipart")]
+    let app = app.route("/upload", post(upload));
+    let app = with_ledger(app, std::env::var_os("LEDGER"));
     let app = match std::env::var_os("STATIC_DIR") {
         Some(dir) => app.merge(peregrine::fs::ServeDir::new(dir).router("/files")),
         None => app,
@@ -337,18 +410,49 @@ fn main() {
     }
 }
 
+/// The app's engine server on the listeners handed to this process (`LISTEN_FDS`), or `None`
+/// when none was handed over (the server then binds `ADDR` itself).
+fn inherited(
+    config: peregrine::ServerConfig,
+) -> std::io::Result<Option<(peregrine::server::Server, peregrine::AppService)>> {
+    let Some(listeners) = peregrine::server::Listener::from_systemd_env()? else {
+        return Ok(None);
+    };
+    eprintln!(
+        "scenarios: serving {} inherited listener(s) with {} workers",
+        listeners.len(),
+        config.workers
+    );
+    let (server, service) = app().into_server(config)?;
+    let server = listeners
+        .into_iter()
+        .fold(server, |s, l| s.with_listener(l));
+    Ok(Some((server, service)))
+}
+
+/// The certificate of `TLS_CERT` / `TLS_KEY` (`choose_transport` checked that both are set).
+#[cfg(feature = "tls")]
+fn tls_from_env() -> std::io::Result<peregrine::tls::TlsConfig> {
+    peregrine::tls::TlsConfig::from_env()?
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "TLS_CERT is not set"))
+}
+
 /// Serves until SIGTERM / SIGINT: over TLS when `--tls` chose it (certificates reloaded on
-/// SIGHUP). `App::run` also returns, with the error, if the server stops by itself.
+/// SIGHUP, except on a handed-over listener). `App::run` also returns, with the error, if the
+/// server stops by itself.
 #[cfg(feature = "tls")]
 fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result<()> {
+    if let Some((server, service)) = inherited(config.clone())? {
+        return match transport {
+            Transport::Tls => {
+                let acceptor = peregrine::server::tls::TlsAcceptor::new(&tls_from_env()?)?;
+                server.with_acceptor(acceptor).run_until_signal(service)
+            }
+            Transport::Cleartext { .. } => server.run_until_signal(service),
+        };
+    }
     let config = match transport {
-        Transport::Tls => {
-            // `choose_transport` checked that TLS_CERT and TLS_KEY are set.
-            let tls = peregrine::tls::TlsConfig::from_env()?.ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "TLS_CERT is not set")
-            })?;
-            peregrine::config::Config::new(config).with_tls(tls)
-        }
+        Transport::Tls => peregrine::config::Config::new(config).with_tls(tls_from_env()?),
         Transport::Cleartext { .. } => peregrine::config::Config::new(config),
     };
     eprintln!(
@@ -372,6 +476,9 @@ fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result
             std::io::ErrorKind::InvalidInput,
             "--tls needs a build with TLS: --features tls,http2,ws",
         ));
+    }
+    if let Some((server, service)) = inherited(config.clone())? {
+        return server.run_until_signal(service);
     }
     eprintln!(
         "scenarios: listening on {} with {} workers",

@@ -130,6 +130,43 @@ fn scenario_app_rejects_bad_input_with_problems() {
     );
 }
 
+/// `POST /upload` counts the parts and bytes of a multipart body (the soak checks both).
+#[cfg(feature = "multipart")]
+#[test]
+fn uploads_are_counted_part_by_part() {
+    let s = TestServer::start(scenarios::app());
+    let body = "--B\r\nContent-Disposition: form-data; name=\"a\"; filename=\"a.bin\"\r\n\r\n\
+                12345\r\n--B\r\nContent-Disposition: form-data; name=\"b\"\r\n\r\nxyz\r\n--B--\r\n";
+    let ctype = "Content-Type: multipart/form-data; boundary=B";
+    let r = s.send(&common::request("POST", "/upload", &[ctype], body));
+    assert_eq!((r.status, r.text()), (200, r#"{"parts":2,"bytes":8}"#));
+}
+
+/// `POST /ledger` appends each id as a line (twice when sent twice: it counts executions, it
+/// does not deduplicate) and refuses a body that is not one id of 1 to 64 bytes.
+#[test]
+fn the_ledger_records_every_execution_and_refuses_what_is_not_an_id() {
+    let dir = std::env::temp_dir().join(format!("peregrine-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ledger");
+    let app = scenarios::with_ledger(scenarios::app(), Some(file.clone().into()));
+    let s = TestServer::start(app);
+    for id in ["id-1", "id-2", "id-1"] {
+        let r = s.send(&common::request("POST", "/ledger", &[], id));
+        assert_eq!(r.status, 201, "{id}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "id-1\nid-2\nid-1\n"
+    );
+    for bad in ["", "a\nb", &"x".repeat(65)] {
+        let r = s.send(&common::request("POST", "/ledger", &[], bad));
+        r.assert_problem(400, "Bad Request");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// TLS is the `--tls` flag's choice, never the environment's alone: the lab's cleartext peer
 /// (this binary without `--tls`) stays cleartext whatever TLS variables a shell left set, and
 /// `--tls` without a certificate and key is an error that names what is missing.

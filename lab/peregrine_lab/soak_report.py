@@ -1,0 +1,122 @@
+"""The soak's chart (SVG) and report.md, made from its results.json: every sampled series over
+time with the warm-up shaded, and the budgets as a pass/fail table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import charts
+
+
+def chart(samples: list[dict], budgets: dict, path: Path, title: str) -> None:
+    """RSS, descriptors, connections by state, CPU and latency over time (SVG)."""
+    plt = charts.plt
+    ts = [s["t"] for s in samples]
+    fig, axes = plt.subplots(5, 1, figsize=(9, 12.5), sharex=True)
+    axes[0].plot(
+        ts, [s["rss_kib"] / 1024 if s.get("rss_kib") else None for s in samples], marker=".", lw=1
+    )
+    axes[0].set_ylabel("RSS (MiB)")
+    axes[1].plot(ts, [s.get("fds") for s in samples], marker=".", lw=1)
+    axes[1].set_ylabel("open descriptors")
+    states = sorted({k for s in samples for k in s.get("tcp_states", {})} - {"listen"})
+    for state in states:
+        axes[2].plot(
+            ts, [s.get("tcp_states", {}).get(state, 0) for s in samples], lw=1, label=state
+        )
+    axes[2].set_ylabel("server TCP sockets")
+    if states:
+        axes[2].legend(loc="upper right", fontsize="small", ncol=3)
+    axes[3].plot(ts, [s.get("cpu_pct") for s in samples], lw=1, label="CPU (% of one core)")
+    twin = axes[3].twinx()
+    twin.plot(
+        ts, [s.get("cpu_us_per_request") for s in samples], lw=1, color="C1", label="µs/request"
+    )
+    axes[3].set_ylabel("CPU (% of one core)")
+    twin.set_ylabel("CPU µs per request", color="C1")
+    ax = axes[4]
+    for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
+        ax.plot(ts, [s.get(key) for s in samples], label=label, lw=1)
+    errs = [sum(s.get("errors", {}).values()) for s in samples]
+    if any(errs):
+        hit = [t for t, e in zip(ts, errs, strict=True) if e]
+        ax.scatter(hit, [0] * len(hit), color="red", marker="x", label="errors")
+    ax.set_yscale("log")
+    ax.set_ylabel("steady latency (ms)")
+    ax.set_xlabel("seconds")
+    ax.legend(loc="upper right")
+    for ax in axes:
+        ax.axvspan(0, budgets["warmup_seconds"], color="0.9", zorder=0)
+        ax.grid(True, linewidth=0.3)
+    verdict = "budgets met" if budgets["ok"] else "BUDGETS MISSED"
+    fig.suptitle(f"{title}: {verdict}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata=charts.METADATA)
+    plt.close(fig)
+
+
+def _row(name: str, budget: str, series: dict) -> str:
+    if "first_third_median" not in series:
+        return f"| {name} | {budget} | – | – | **missed**: {'; '.join(series['failures'])} |"
+    first, last = series["first_third_median"], series["last_third_median"]
+    moved = f"{first:g} → {last:g} ({series['level_change']:+.1%})"
+    low = series["slope_lower95_per_min"]
+    slope = f"{series['slope_per_min']:+.3g}/min (95% lower bound {low:+.3g})"
+    return f"| {name} | {budget} | {moved} | {slope} | {_verdict(series['ok'])} |"
+
+
+def _verdict(ok: bool, why: object = "") -> str:
+    return "met" if ok else f"**missed**{': ' + str(why) if why else ''}"
+
+
+def markdown(res: dict) -> str:
+    """report.md: the verdict, the budgets' figures, what the clients did, how it ran."""
+    b = res["budgets"]
+    lines = [
+        f"# Soak: {res['duration_seconds']:.0f} s of mixed load on the scenarios app",
+        "",
+        f"**Verdict: {'every budget met' if b['ok'] else 'BUDGETS MISSED'}.** "
+        f"Command `{res['command']}`, started {res['started']}, commit `{res.get('git_commit')}`; "
+        f"a sample every {res['interval_seconds']:.0f} s, the first {b['warmup_seconds']:.0f} s "
+        "are warm-up (shaded in the chart, outside the budgets).",
+        "",
+        "![soak](soak.svg)",
+        "",
+        "| series | budget | first third → last third (median) | slope | verdict |",
+        "|---|---|---|---|---|",
+        _row("RSS (KiB)", "flat within 5%, no upward trend", b["rss"]),
+        _row("open descriptors", "flat within 5%, no upward trend", b["fds"]),
+        _row("steady p99 (ms)", "stable within 20%", b["p99"]),
+        f"| unexpected client errors | 0 | – | – | {_verdict(not b['errors'], b['errors'])} |",
+        f"| server panics in its log | 0 | – | – | {_verdict(not res['server_log_panics'])} |",
+        "",
+    ]
+    if b["failures"]:
+        lines += ["Budgets missed:", ""] + [f"* {f}" for f in b["failures"]] + [""]
+    lines += ["## What the clients did", "", "| operation | completed |", "|---|---|"]
+    lines += [f"| {k} | {v:,} |" for k, v in sorted(res["totals"].items())]
+    srv = res["server"]
+    lat = res.get("latency_overall_ms", {})
+    lines += [
+        "",
+        f"Steady-load latency over the whole run after warm-up: p50 {lat.get('p50')} ms, "
+        f"p99 {lat.get('p99')} ms, p99.9 {lat.get('p999')} ms. Server CPU per request "
+        f"(median of the samples): {res.get('cpu_us_per_request_median')} µs.",
+        "",
+        "## How it ran",
+        "",
+        f"`{srv['binary']}` ({srv['cargo_profile']}, features `{srv['features']}`, "
+        f"{srv['workers']} workers, TLS {'on' if srv.get('tls') else 'off'}, PostgreSQL "
+        f"{'on' if srv.get('database') else 'off'}); the plan: `{res['plan']}`.",
+    ]
+    m = res.get("machine")
+    if m:
+        lines += [
+            "",
+            f"The machine: {m['before']['cpus']} CPUs, 1-minute load average "
+            f"{m['before']['loadavg_1min']} at the start and {m['after']['loadavg_1min']} at "
+            "the end (the server and its clients share it with whatever else runs).",
+        ]
+    lines += [f"* {n}" for n in res.get("notes", [])]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,166 @@
+"""The rolling-restart measurement: its verdict on made-up records (a duplicate, a lost POST, a
+GOAWAY with an error, a cut stream each fail it), its ledger reading and report, and a short
+real run (the CI variant, about 45 s) of the scenarios app restarted three times under load,
+the listener handed from process to process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from peregrine_lab import restart, restart_report
+
+# Seconds of the CI run (PEREGRINE_RESTART_CI_SECONDS overrides it).
+CI_SECONDS = float(os.environ.get("PEREGRINE_RESTART_CI_SECONDS", "30"))
+
+
+def _clean_record() -> restart.Record:
+    rec = restart.Record()
+    rec.sent.update(h1_get=10, h1_post=3)
+    rec.ok.update(h1_get=10, h1_post=3)
+    rec.acked.update({"a", "b", "c"})
+    rec.h2_ends["goaway 0, then eof"] += 2
+    rec.ws_closes["1001"] += 2
+    rec.sse_ends["clean"] += 2
+    return rec
+
+
+RESTARTS = [{"old_pid": 1, "new_pid": 2, "old_exit": 0, "drain_seconds": 0.2, "at": 5.0}]
+
+
+def test_a_clean_run_meets_every_budget():
+    v = restart.verdict(_clean_record(), Counter(a=1, b=1, c=1), RESTARTS)
+    assert v["ok"], v["failures"]
+    assert set(v["checks"].values()) == {0}
+
+
+def test_each_way_a_restart_can_go_wrong_misses_a_budget():
+    rec = _clean_record()
+    rec.failed["h1_get:reset"] += 1
+    rec.h2_ends["goaway 2, then eof"] += 1
+    rec.h2_ends["goaway none, then eof"] += 1
+    rec.ws_closes["none"] += 1
+    rec.sse_ends["cut"] += 1
+    executed = Counter(a=2, b=1)  # a ran twice, c (acknowledged) never
+    crashed = [dict(RESTARTS[0], old_exit=-9)]
+    v = restart.verdict(rec, executed, crashed)
+    assert v["checks"] == {
+        "failed_requests": 1,
+        "duplicated_executions": 1,
+        "acknowledged_not_executed": 1,
+        "h2_not_goaway_no_error": 2,
+        "ws_not_going_away": 1,
+        "sse_cut": 1,
+        "old_process_not_exit_0": 1,
+    }
+    assert v["duplicated_ids"] == ["a"] and v["missing_ids"] == ["c"]
+    assert not restart.verdict(_clean_record(), Counter(a=1, b=1, c=1), [])["ok"]
+
+
+def test_the_ledger_counts_each_id(tmp_path):
+    ledger = tmp_path / "ledger"
+    ledger.write_text("x\ny\nx\n\n")
+    assert restart.ledger_counts(ledger) == Counter(x=2, y=1)
+    assert restart.ledger_counts(tmp_path / "missing") == Counter()
+
+
+def _run(tmp_path: Path) -> dict:
+    lines: list[str] = []
+    opts = restart.Options(
+        out_dir=tmp_path,
+        duration=CI_SECONDS,
+        cargo_profile="debug",
+        plan=restart.CI_PLAN,
+        progress=lines.append,
+    )
+    return restart.run(opts)
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("restart")
+    return _run(out), out
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the app")
+def test_ci_restarts_lose_and_repeat_nothing(ci_run):
+    """The CI variant: restarts every 5 s under HTTP/1.1 GETs and POSTs, HTTP/2 streams,
+    WebSocket and SSE sessions: no failed request, no POST executed twice or lost, HTTP/2
+    ended by GOAWAY NO_ERROR, SSE streams ended cleanly, every old process exited 0."""
+    res, out = ci_run
+    checks = res["budgets"]["checks"]
+    assert len(res["restarts"]) >= 3, res["restarts"]
+    for name in (
+        "failed_requests",
+        "duplicated_executions",
+        "acknowledged_not_executed",
+        "h2_not_goaway_no_error",
+        "sse_cut",
+        "old_process_not_exit_0",
+    ):
+        assert checks[name] == 0, (name, res["requests"], res["h2_ends"], res["sse_ends"])
+    r = res["requests"]
+    for kind in ("h1_get", "h1_post", "h2_get", "h2_post"):
+        assert r["ok"].get(kind, 0) > 0, (kind, r)
+    assert r["executions_in_ledger"] == r["posts_acknowledged"] > 0
+    assert sum(res["h2_ends"].values()) >= 3 and res["sse_ends"].get("clean", 0) >= 3
+    written = json.loads((out / "results.json").read_text())
+    assert written["requests"] == r
+    assert (
+        "| POST ids executed more than once (the app's ledger) | 0 |"
+        in (out / "report.md").read_text()
+    )
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the app")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the engine ends upgraded connections at shutdown without a WebSocket close frame",
+)
+def test_ci_restarts_close_websockets_with_going_away(ci_run):
+    res, _ = ci_run
+    assert sum(res["ws_close_codes"].values()) >= 3
+    assert res["budgets"]["checks"]["ws_not_going_away"] == 0, res["ws_close_codes"]
+
+
+def test_the_report_lists_every_budget_and_restart():
+    v = restart.verdict(_clean_record(), Counter(a=1, b=1, c=1), RESTARTS)
+    res = {
+        "duration_seconds": 20.0,
+        "command": "./scripts/lab restart",
+        "started": "2026-01-01T00:00:00+00:00",
+        "budgets": v,
+        "requests": {
+            "sent": {"h1_get": 10},
+            "ok": {"h1_get": 10},
+            "failed": {},
+            "retried": {"h1_get:closed": 2},
+            "posts_acknowledged": 3,
+            "posts_failed": 0,
+            "executions_in_ledger": 3,
+            "distinct_ids_in_ledger": 3,
+        },
+        "h2_ends": {"goaway 0, then eof": 2},
+        "ws_close_codes": {"1001": 2},
+        "sse_ends": {"clean": 2},
+        "restarts": RESTARTS,
+        "server": {
+            "binary": "b",
+            "cargo_profile": "debug",
+            "features": "f",
+            "workers": 2,
+            "shutdown_timeout_seconds": 5,
+        },
+        "plan": {},
+    }
+    text = restart_report.markdown(res)
+    assert "**Verdict: every budget met.**" in text
+    for words in restart_report.BUDGETS.values():
+        assert f"| {words} | 0 |" in text
+    assert "| 5.0 | 1 | 2 | 0 | 0.2 |" in text
+    assert "retried under the rules (kind:why): h1_get:closed 2" in text
