@@ -465,6 +465,7 @@ def run(opts: Options) -> dict:
         budgets["failures"].append(f"the server logs hold {logs.count('panicked')} panic(s)")
         budgets["ok"] = False
     result = {
+        "schema": 1,
         "profile": "restart",
         "command": opts.command,
         "started": started,

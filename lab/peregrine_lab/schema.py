@@ -28,9 +28,9 @@ def _validator(name: str):
 
 def schema_name(doc: dict) -> str:
     """The schema a lab document follows: its `schema` version's, or the resilience table's
-    (the one document without that field); a seeds run has its own layout."""
-    if doc.get("profile") == "seeds":
-        return f"seeds-v{doc['schema']}.json"
+    (the one document without that field); seeds, soak and restart runs have layouts of their own."""
+    if doc.get("profile") in ("seeds", "soak", "restart"):
+        return f"{doc['profile']}-v{doc['schema']}.json"
     if "schema" in doc:
         return f"results-v{doc['schema']}.json"
     return RESILIENCE

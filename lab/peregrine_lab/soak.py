@@ -261,6 +261,7 @@ def run(opts: Options) -> dict:
         for kind, n in s.get("ops", {}).items():
             totals[kind] = totals.get(kind, 0) + n
     result = {
+        "schema": 1,
         "profile": "soak",
         "command": opts.command,
         "started": started,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import restart, restart_report
+from peregrine_lab import restart, restart_report, schema
 
 # Seconds of the CI run (PEREGRINE_RESTART_CI_SECONDS overrides it).
 CI_SECONDS = float(os.environ.get("PEREGRINE_RESTART_CI_SECONDS", "30"))
@@ -110,7 +110,7 @@ def test_ci_restarts_lose_and_repeat_nothing(ci_run):
     assert r["executions_in_ledger"] == r["posts_acknowledged"] > 0
     assert sum(res["h2_ends"].values()) >= 3 and res["sse_ends"].get("clean", 0) >= 3
     written = json.loads((out / "results.json").read_text())
-    assert written["requests"] == r
+    assert written["requests"] == r and schema.problems(written) == []
     assert (
         "| POST ids executed more than once (the app's ledger) | 0 |"
         in (out / "report.md").read_text()

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import database, soak, soak_load, soak_proto, soak_report, soak_stats
+from peregrine_lab import (
+    database,
+    schema,
+    soak,
+    soak_load,
+    soak_proto,
+    soak_report,
+    soak_stats,
+)
 
 # Seconds of the CI soak (PEREGRINE_SOAK_CI_SECONDS overrides it, e.g. for a quick local run).
 CI_SECONDS = float(os.environ.get("PEREGRINE_SOAK_CI_SECONDS", "120"))
@@ -289,6 +297,7 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     assert res["totals"].get("sse_chunk", 0) >= CI_SECONDS * soak_load.CI_PLAN.sse_sessions / 2
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["budgets"] == budgets and len(written["samples"]) >= CI_SECONDS / 2 - 2
+    assert schema.problems(written) == []
     assert (tmp_path / "soak.svg").read_text().lstrip().startswith("<?xml")
     assert (
         "| open descriptors | flat within 5%, no upward trend |"
