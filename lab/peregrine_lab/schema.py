@@ -28,7 +28,8 @@ def _validator(name: str):
 
 def schema_name(doc: dict) -> str:
     """The schema a lab document follows: its `schema` version's, or the resilience table's
-    (the one document without that field); seeds, soak and restart runs have layouts of their own."""
+    (the one document without that field); seeds, soak and restart runs have layouts of their
+    own."""
     if doc.get("profile") in ("seeds", "soak", "restart"):
         return f"{doc['profile']}-v{doc['schema']}.json"
     if "schema" in doc:
