@@ -1,6 +1,6 @@
 //! Incoming request bodies, streamed from the connection with backpressure.
 
-use crate::conn::Conn;
+use crate::h1::Conn;
 use bytes::{Bytes, BytesMut};
 use std::rc::Rc;
 

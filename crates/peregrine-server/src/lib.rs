@@ -54,15 +54,16 @@
 
 pub mod body;
 pub mod config;
-mod conn;
 mod cpus;
 pub mod events;
+mod h1;
 #[cfg(feature = "http2")]
 pub mod h2;
 mod idle;
 pub mod listener;
 mod pace;
 mod pooled;
+mod protocol;
 pub mod proxy_protocol;
 pub mod request;
 pub mod response;

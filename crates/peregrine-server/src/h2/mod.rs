@@ -49,6 +49,7 @@ mod respond;
 mod send;
 mod tunnel;
 
+pub use crate::protocol::preface::{detect_preface, PREFACE};
 pub(crate) use body::H2Body;
 pub use only::Http2OnlyAcceptor;
 
@@ -72,25 +73,6 @@ use std::task::Poll;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{sleep, Instant};
-
-/// The client connection preface (RFC 9113 §3.4): an HTTP/1.1 parser sees it as a request line
-/// `PRI * HTTP/2.0`; a cleartext connection starting with it speaks HTTP/2 (h2c, prior
-/// knowledge).
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Whether `buf` (the first bytes read from a connection) is, or may still become, the HTTP/2
-/// preface: `Some(true)` for the whole preface, `Some(false)` for anything else, `None` when
-/// `buf` is a strict prefix of it (read more).
-pub fn detect_preface(buf: &[u8]) -> Option<bool> {
-    let n = buf.len().min(PREFACE.len());
-    if buf[..n] != PREFACE[..n] {
-        Some(false)
-    } else if n == PREFACE.len() {
-        Some(true)
-    } else {
-        None
-    }
-}
 
 /// HTTP/2 settings and limits (the engine's timeouts and `max_pending_output` apply too; see
 /// [`ServerConfig`]).
@@ -466,9 +448,9 @@ async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut io: IO) {
 /// Serves an HTTP/2 connection the worker accepted (TLS with ALPN `h2`, or a cleartext one that
 /// began with the preface, whose bytes read so far are in `read`), holding its place in the
 /// worker's connection count until it ends; shutdown of the worker starts the graceful GOAWAY.
-pub(crate) async fn serve_stream<S: Service>(
+pub(crate) async fn serve_stream<S: Service, P>(
     service: Rc<S>,
-    held: ConnShared,
+    held: ConnShared<P>,
     stream: Stream,
     read: Bytes,
     peer: SocketAddr,

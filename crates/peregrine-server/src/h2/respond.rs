@@ -66,7 +66,7 @@ impl Unsendable {
                 status,
                 "the handler answered a status outside 100-999; answering 500"
             ),
-            Unsendable::Field(name, why) => crate::worker::log_refused_field(status, name, *why),
+            Unsendable::Field(name, why) => crate::response::log_refused_field(status, name, *why),
         }
     }
 }

@@ -189,7 +189,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     if io.rbuf.is_empty() {
         return Taken::NeedMore;
     }
-    let mut table = conn.shared.fields.borrow_mut();
+    let mut table = conn.shared.proto.fields.borrow_mut();
     let mut pending = Request::pending();
     let found = match pending.parse(&io.rbuf, &cfg.limits, &mut table) {
         Ok(Parsed::Complete(h)) => Ok((
@@ -219,7 +219,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             if status == 505
                 && *served == 0
                 && !matches!(conn.stream(), Stream::Other(_))
-                && crate::h2::detect_preface(&io.rbuf) != Some(false)
+                && crate::protocol::preface::detect_preface(&io.rbuf) != Some(false)
             {
                 return Taken::Http2;
             }

@@ -4,9 +4,9 @@
 //! across an `.await`.
 
 use super::body::BodyState;
+use super::pools::Shared;
 use crate::pace::PaceRules;
 use crate::transport::{on_stream, Stream, Transport};
-use crate::worker::WorkerShared;
 use bytes::BytesMut;
 use std::cell::RefCell;
 use std::io;
@@ -73,7 +73,7 @@ pub(crate) struct Io {
 pub(crate) struct Conn {
     /// `None` only while the shell waits in the worker's pool.
     stream: Option<Stream>,
-    pub(super) shared: Rc<WorkerShared>,
+    pub(super) shared: Rc<Shared>,
     pub(super) io: RefCell<Io>,
     /// The client, for engine events (`ServerConfig::events`); set only when someone listens.
     pub(super) peer: std::cell::Cell<SocketAddr>,
@@ -88,7 +88,7 @@ pub(super) enum Fill {
 
 impl Conn {
     /// A connection with no buffers yet ([`Conn::try_fill`] takes them from the worker's pools).
-    pub(crate) fn new(stream: Stream, shared: Rc<WorkerShared>) -> Self {
+    pub(crate) fn new(stream: Stream, shared: Rc<Shared>) -> Self {
         Conn {
             stream: Some(stream),
             shared,

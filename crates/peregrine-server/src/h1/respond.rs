@@ -4,9 +4,9 @@
 //! decision each of these may change.
 
 use super::body::{BodyState, DRAIN_MAX};
+use super::head::{BodyOut, HeadWritten, TextFields};
 use super::Conn;
 use crate::response::{Response, ResponseBody};
-use crate::worker::{BodyOut, HeadWritten, TextFields};
 use peregrine_codec::response::{
     check_field, is_engine_owned, is_final_status, sends_body, write_content_length, BodyKind,
     ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE, CONTINUE_100,
@@ -70,6 +70,7 @@ impl Conn {
         let mut io = self.io.borrow_mut();
         let out = &mut io.out;
         self.shared
+            .proto
             .head_cache
             .borrow()
             .write_prefix(out, status, true);
@@ -196,7 +197,7 @@ impl Conn {
         {
             let mut io = self.io.borrow_mut();
             let out = &mut io.out;
-            let written = self.shared.head_cache.borrow_mut().write_head(
+            let written = self.shared.proto.head_cache.borrow_mut().write_head(
                 out,
                 status,
                 &resp.headers,
