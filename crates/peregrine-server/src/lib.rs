@@ -55,6 +55,7 @@
 pub mod body;
 pub mod config;
 mod cpus;
+mod drain;
 pub mod events;
 mod h1;
 #[cfg(feature = "http2")]

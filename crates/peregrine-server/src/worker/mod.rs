@@ -19,17 +19,24 @@ use crate::h1;
 use crate::listener::Listener;
 use crate::transport::Acceptor;
 use crate::{ServerConfig, Service};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::watch;
+
+/// A hook run on each worker thread before it accepts (see [`Server::on_worker_start`](crate::Server::on_worker_start)).
+pub(crate) type WorkerStartHook =
+    Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = io::Result<()>>>> + Send + Sync>;
 
 /// How a worker starts: its number, the hooks to run before it accepts
 /// ([`Server::on_worker_start`](crate::Server::on_worker_start)), and where to report that it
 /// is ready (or why it is not).
 pub(crate) struct Start {
     pub(crate) index: usize,
-    pub(crate) hooks: Vec<crate::server::WorkerStartHook>,
+    pub(crate) hooks: Vec<WorkerStartHook>,
     /// Reports `(index, outcome)`: the workers of one start share the channel.
     pub(crate) ready: std::sync::mpsc::Sender<(usize, std::io::Result<()>)>,
     /// Whether the listener is this worker's own `SO_REUSEPORT` socket (not a shared one).
@@ -183,7 +190,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             }
         });
         match main.await {
-            Err(e) if e.is_panic() => Some(crate::server::panic_text(&*e.into_panic())),
+            Err(e) if e.is_panic() => Some(panic_text(&*e.into_panic())),
             _ => None,
         }
     });
@@ -192,4 +199,15 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     // dropping the `LocalSet` did.
     drop(rt);
     died
+}
+
+/// The message of a panic payload (`&str` or `String`, as `panic!` makes them).
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".to_owned()
+    }
 }
