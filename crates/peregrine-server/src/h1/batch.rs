@@ -3,9 +3,9 @@
 //! request taken from the buffer by [`take_request`]. The `async` driver around it is `busy` in
 //! `mod.rs`.
 
-use super::body::BodyState;
+use super::io::BodyState;
 use super::respond::{drop_answered, Answered};
-use super::{Close, Conn};
+use super::Conn;
 #[cfg(feature = "http2")]
 use crate::transport::Stream;
 use crate::{Body, Request, Service};
@@ -19,6 +19,20 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+
+/// What happens to a connection after the driver stops.
+pub(super) enum Close {
+    /// Flush what is pending (best effort) and close.
+    Now,
+    /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
+    Linger,
+    /// Flush the 101, then run the handler's function (kept in the connection's `Io`, so this
+    /// enum and the connection's future keep their size) on the raw connection.
+    Upgrade,
+    /// The client speaks HTTP/2 (its first bytes were the preface): hand over to that driver.
+    #[cfg(feature = "http2")]
+    Http2,
+}
 
 /// The request being answered: what the driver needs of it once its handler answered.
 #[derive(Clone, Copy)]

@@ -2,7 +2,7 @@
 //! (Content-Length or chunked, with the body-size limit), waiting for more with the body timeouts
 //! and the minimum body rate, `100 Continue`, and draining what the handler left unread.
 
-use super::io::{Fill, Io};
+use super::io::{BodyState, Fill, Io};
 use super::Conn;
 use crate::body::BodyError;
 use crate::pace::PaceRules;
@@ -16,18 +16,6 @@ const BODY_READ_MAX: usize = 64 * 1024;
 /// An unread request body of at most this many bytes is read and discarded after the response so
 /// the connection can be kept; a larger rest closes the connection instead.
 pub(super) const DRAIN_MAX: u64 = peregrine_codec::response::UNREAD_BODY_DRAIN_MAX;
-
-/// How the framing of the current request's body is progressing.
-pub(super) enum BodyState {
-    /// No body, or fully read.
-    Done,
-    /// This many bytes of a Content-Length body are still to come.
-    Length(u64),
-    /// A chunked body, this many data bytes delivered so far.
-    Chunked(ChunkedDecoder, u64),
-    /// Reading failed (the connection will close after the response).
-    Failed(BodyError),
-}
 
 /// One decoding step of the current body.
 enum Step {

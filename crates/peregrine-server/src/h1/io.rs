@@ -3,11 +3,14 @@
 //! request body (`body.rs`) share one [`Conn`] through an `Rc`; no borrow of its state is held
 //! across an `.await`.
 
-use super::body::BodyState;
-use super::pools::Shared;
+use super::head::HeadCache;
+use crate::body::BodyError;
 use crate::pace::PaceRules;
+use crate::pooled::BlockPool;
 use crate::transport::{on_stream, Stream, Transport};
+use crate::worker::{ConnShared, WorkerShared};
 use bytes::BytesMut;
+use peregrine_codec::{ChunkedDecoder, FieldSpan};
 use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
@@ -15,6 +18,38 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{timeout_at, Instant};
+
+/// A worker's state as the HTTP/1.1 driver sees it.
+pub(crate) type Shared = WorkerShared<Pools>;
+/// A connection's hold on its worker (see [`ConnShared`]).
+pub(crate) type Held = ConnShared<Pools>;
+
+/// The HTTP/1.1 driver's per-worker state ([`WorkerShared::proto`]).
+pub(crate) struct Pools {
+    /// The parser's field table, shared by the worker's connections: parsing never yields, so
+    /// one table per thread suffices and idle connections do not carry one.
+    pub(crate) fields: RefCell<Box<[FieldSpan]>>,
+    pub(super) read_pool: RefCell<Vec<BytesMut>>,
+    /// Connection shells of connections that went idle, for the next one that goes busy.
+    /// Emptied when the worker stops: each holds an `Rc` to this state (a cycle otherwise).
+    pub(super) conn_pool: RefCell<Vec<Rc<Conn>>>,
+    pub(super) out_pool: RefCell<Vec<Vec<u8>>>,
+    /// Memory for the per-batch futures of busy connections (see [`crate::pooled`]).
+    pub(crate) busy_blocks: BlockPool,
+    pub(crate) head_cache: RefCell<HeadCache>,
+}
+
+/// How the framing of the current request's body is progressing.
+pub(super) enum BodyState {
+    /// No body, or fully read.
+    Done,
+    /// This many bytes of a Content-Length body are still to come.
+    Length(u64),
+    /// A chunked body, this many data bytes delivered so far.
+    Chunked(ChunkedDecoder, u64),
+    /// Reading failed (the connection will close after the response).
+    Failed(BodyError),
+}
 
 /// Size of a fresh read buffer. Requests of load generators and browsers fit in it; it grows
 /// on demand (up to the codec's head limits, or by what a body read asks for).

@@ -1,38 +1,17 @@
-//! What the HTTP/1.1 driver keeps per worker: the parser's field table, the response-head
-//! cache, and the recycling of read and write buffers, of the shells of connections that went
-//! idle (handed to the next connection that goes busy) and of the busy futures' memory (see
-//! `docs/performance.md`).
+//! The recycling the HTTP/1.1 driver does per worker ([`Pools`], declared in `io.rs` beside the
+//! connection shells it holds): read and write buffers, and the shells of connections that went
+//! idle, handed to the next connection that goes busy (see `docs/performance.md`).
 
 use super::head::HeadCache;
-use super::io::{Conn, READ_BUF_INITIAL, READ_SPARE};
+use super::io::{Conn, Pools, READ_BUF_INITIAL, READ_SPARE};
 use crate::pooled::BlockPool;
 use crate::transport::Stream;
-use crate::worker::{ConnShared, WorkerShared};
+use crate::worker::WorkerShared;
 use crate::ServerConfig;
 use bytes::BytesMut;
 use peregrine_codec::FieldSpan;
 use std::cell::RefCell;
 use std::rc::Rc;
-
-/// A worker's state as the HTTP/1.1 driver sees it.
-pub(crate) type Shared = WorkerShared<Pools>;
-/// A connection's hold on its worker (see [`ConnShared`]).
-pub(crate) type Held = ConnShared<Pools>;
-
-/// The HTTP/1.1 driver's per-worker state ([`WorkerShared::proto`]).
-pub(crate) struct Pools {
-    /// The parser's field table, shared by the worker's connections: parsing never yields, so
-    /// one table per thread suffices and idle connections do not carry one.
-    pub(crate) fields: RefCell<Box<[FieldSpan]>>,
-    read_pool: RefCell<Vec<BytesMut>>,
-    /// Connection shells of connections that went idle, for the next one that goes busy.
-    /// Emptied when the worker stops: each holds an `Rc` to this state (a cycle otherwise).
-    conn_pool: RefCell<Vec<Rc<Conn>>>,
-    out_pool: RefCell<Vec<Vec<u8>>>,
-    /// Memory for the per-batch futures of busy connections (see [`crate::pooled`]).
-    pub(crate) busy_blocks: BlockPool,
-    pub(crate) head_cache: RefCell<HeadCache>,
-}
 
 impl Pools {
     pub(crate) fn new(config: &ServerConfig) -> Self {
@@ -118,4 +97,13 @@ impl WorkerShared<Pools> {
             pool.push(b);
         }
     }
+}
+
+/// A worker's state for the driver's own tests (no worker thread, no connection limit).
+#[cfg(test)]
+pub(crate) fn shared_for_test() -> Rc<super::Shared> {
+    let config = ServerConfig::default();
+    let pools = Pools::new(&config);
+    let global = std::sync::Arc::new(crate::worker::Global::new(usize::MAX, None));
+    Rc::new(WorkerShared::new(config, global, pools))
 }

@@ -3,8 +3,9 @@
 //! written after it (chunked through the codec's encoder), error responses, and the keep-alive
 //! decision each of these may change.
 
-use super::body::{BodyState, DRAIN_MAX};
+use super::body::DRAIN_MAX;
 use super::head::{BodyOut, HeadWritten, TextFields};
+use super::io::BodyState;
 use super::Conn;
 use crate::response::{Response, ResponseBody};
 use peregrine_codec::response::{

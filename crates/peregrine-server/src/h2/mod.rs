@@ -65,7 +65,7 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use h2::server::SendResponse;
 use limits::{Metered, Watch, WriteRules};
-use request::{CallH2, Start};
+use request::{CallH2, Ctx, Start};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -78,14 +78,6 @@ use tokio::time::{sleep, Instant};
 
 /// The window in which client resets are counted.
 const RESET_WINDOW: Duration = Duration::from_secs(10);
-
-/// Per-connection view of the settings (shared by its streams).
-struct Ctx {
-    max_body_size: u64,
-    body_rules: body::BodyRules,
-    server_name: Option<&'static str>,
-    watch: Rc<Watch>,
-}
 
 /// How a connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -481,7 +473,7 @@ async fn stream<F: Future<Output = Response>>(
         let opened =
             respond::open_tunnel(&mut respond, response, tunnel, ctx.server_name, &ctx.watch);
         return match opened.await {
-            Ok(()) | Err(respond::SendError::Stalled) => Outcome::Done,
+            Ok(()) | Err(send::SendError::Stalled) => Outcome::Done,
             Err(_) => Outcome::ResetByClient,
         };
     }
@@ -500,8 +492,8 @@ async fn stream<F: Future<Output = Response>>(
             }
             Outcome::Done
         }
-        Err(respond::SendError::Reset) => Outcome::ResetByClient,
-        Err(respond::SendError::Body | respond::SendError::Stalled) => Outcome::Done,
+        Err(send::SendError::Reset) => Outcome::ResetByClient,
+        Err(send::SendError::Body | send::SendError::Stalled) => Outcome::Done,
     }
 }
 

@@ -59,3 +59,38 @@ impl h1::Http2Handoff for ToHttp2 {
         crate::h2::serve_stream(service, held, stream, read, peer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What an idle connection costs is mostly the task tokio allocates for it, sized by the
+    /// largest state of its future (this one, for every accept path); this guards the budget
+    /// against accidental growth (an inlined timer, buffer or request would add hundreds of
+    /// bytes).
+    #[test]
+    fn idle_connection_future_stays_small() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                .await
+                .unwrap();
+            let shared = crate::h1::shared_for_test();
+            let svc = crate::service_fn(|_r: crate::Request| async { crate::Response::text("x") });
+            let held = crate::h1::Held::for_test(&shared);
+            let c = crate::transport::Stream::Tcp(c);
+            let fut = super::serve(
+                std::rc::Rc::new(svc),
+                held,
+                c,
+                "127.0.0.1:1".parse().unwrap(),
+            );
+            // Tokio's task cell is the future plus 96 bytes of header and trailer, rounded up to
+            // 128 bytes: at most 160 bytes of future keeps an idle connection's task in 256.
+            let size = std::mem::size_of_val(&fut);
+            assert!(size <= 160, "connection future is {size} bytes");
+        });
+    }
+}
