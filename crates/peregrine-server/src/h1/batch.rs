@@ -3,6 +3,7 @@
 //! request taken from the buffer by [`take_request`]. The `async` driver around it is `busy` in
 //! `mod.rs`.
 
+use super::body::ConnBody;
 use super::io::BodyState;
 use super::respond::{drop_answered, Answered};
 use super::Conn;
@@ -285,7 +286,12 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     // The request copies the head's bytes and fields; the read buffer moves on.
     let mut req = pending.finish(&io.rbuf, &table[..field_count], peer);
     if let Some(len) = body_len {
-        *req.body_mut() = Body::from_conn(conn.clone(), gen, len);
+        let body = ConnBody {
+            conn: conn.clone(),
+            gen,
+            content_length: len,
+        };
+        *req.body_mut() = Body::from_source(Box::new(body));
     }
     io.rbuf.advance(head_len);
     if cfg

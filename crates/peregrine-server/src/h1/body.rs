@@ -4,11 +4,12 @@
 
 use super::io::{BodyState, Fill, Io};
 use super::Conn;
-use crate::body::BodyError;
+use crate::body::{BodyError, BodySource, ChunkFuture};
 use crate::pace::PaceRules;
 use bytes::{Buf, Bytes};
 use peregrine_codec::response::CONTINUE_100;
 use peregrine_codec::{ChunkedDecoder, ChunkedStep};
+use std::rc::Rc;
 use tokio::time::Instant;
 
 /// Largest read buffer reserved for a request body read.
@@ -110,20 +111,29 @@ impl Conn {
         }
     }
 
-    /// Next piece of the body of request `gen` (see [`Body::chunk`]).
+    /// The next piece of the body of request `gen` if it is buffered (or the body is over or
+    /// failed), `None` when reading must wait.
+    fn try_body_chunk(&self, gen: u64) -> Option<Result<Option<Bytes>, BodyError>> {
+        let mut io = self.io.borrow_mut();
+        if io.gen != gen {
+            return Some(Err(BodyError::Incomplete));
+        }
+        match self.body_step(&mut io) {
+            Step::Data(b) => Some(Ok(Some(b))),
+            Step::End => Some(Ok(None)),
+            Step::Err(e) => Some(Err(e)),
+            Step::NeedMore => None,
+        }
+    }
+
+    /// Next piece of the body of request `gen` (see [`Body::chunk`](crate::Body::chunk)).
     pub(crate) async fn body_chunk(&self, gen: u64) -> Result<Option<Bytes>, BodyError> {
         loop {
+            if let Some(ready) = self.try_body_chunk(gen) {
+                return ready;
+            }
             {
                 let mut io = self.io.borrow_mut();
-                if io.gen != gen {
-                    return Err(BodyError::Incomplete);
-                }
-                match self.body_step(&mut io) {
-                    Step::Data(b) => return Ok(Some(b)),
-                    Step::End => return Ok(None),
-                    Step::Err(e) => return Err(e),
-                    Step::NeedMore => {}
-                }
                 if io.eof {
                     io.body = BodyState::Failed(BodyError::Incomplete);
                     return Err(BodyError::Incomplete);
@@ -202,6 +212,33 @@ impl Conn {
             BodyState::Chunked(dec, _) => dec.extension_bytes(),
             _ => 0,
         }
+    }
+}
+
+/// A request body read from the connection. `gen` identifies the request: once the engine moved
+/// on to the next request, a stale body reports [`BodyError::Incomplete`] instead of reading
+/// bytes that belong to someone else.
+pub(super) struct ConnBody {
+    pub(super) conn: Rc<Conn>,
+    pub(super) gen: u64,
+    pub(super) content_length: Option<u64>,
+}
+
+impl BodySource for ConnBody {
+    fn try_chunk(&mut self) -> Option<Result<Option<Bytes>, BodyError>> {
+        self.conn.try_body_chunk(self.gen)
+    }
+
+    fn chunk(&mut self) -> ChunkFuture<'_> {
+        Box::pin(self.conn.body_chunk(self.gen))
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    fn refuse_too_large(&self) {
+        self.conn.fail_body(self.gen, BodyError::TooLarge);
     }
 }
 

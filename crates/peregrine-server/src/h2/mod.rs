@@ -51,7 +51,6 @@ mod send;
 mod tunnel;
 
 pub use crate::protocol::preface::{detect_preface, PREFACE};
-pub(crate) use body::H2Body;
 pub use config::Http2Config;
 pub use only::Http2OnlyAcceptor;
 

@@ -69,7 +69,7 @@ impl<S: Service> CallH2 for S {
         } else {
             let shared: SharedRecv = Rc::new(std::cell::RefCell::new(Recv::new(recv)));
             let body = H2Body::new(shared.clone(), declared, ctx.max_body_size, ctx.body_rules);
-            (Body::from_h2(body), Some(shared))
+            (Body::from_source(Box::new(body)), Some(shared))
         };
         let target = match parts.uri.path_and_query() {
             Some(pq) => pq.as_str(),
