@@ -26,7 +26,8 @@ def crate(tmp_path, files):
 
 LAYERED = {
     "lib.rs": "mod a;\nmod b;\npub use a::Leaf;\n",
-    "a.rs": "pub struct Leaf;\n",
+    # A visibility path names a module without depending on it.
+    "a.rs": "pub struct Leaf;\npub(in crate::b) fn hidden() {}\n",
     # b names a through the crate root's re-export: the edge goes to a.rs, not lib.rs.
     "b.rs": 'use crate::Leaf;\n// crate::b::x in a comment\nconst S: &str = "crate::b";\n'
     "/// [`crate::b::f`]\npub fn f(_: Leaf) {}\n",
