@@ -270,7 +270,7 @@ pub(crate) fn is_entry(key: u32) -> bool {
 /// timeout, shutdown, or a socket error.
 ///
 /// Three words, so that an idle connection's task stores little else while it waits (see
-/// `conn::serve`). The connection's registry entry is made at its first wait and kept in `key`
+/// `h1::serve`). The connection's registry entry is made at its first wait and kept in `key`
 /// until the connection closes (whose owner then calls [`IdleSet::remove`]).
 pub(crate) struct IdleWait<'a> {
     stream: &'a Stream,

@@ -103,7 +103,7 @@ pub(crate) struct Io {
 /// One connection, shared by the driver and the body of the request being answered.
 ///
 /// Exists while the connection is busy; an idle connection keeps only its socket. The shells
-/// are recycled by the worker (see [`WorkerShared::take_conn`]), so going busy costs no
+/// are recycled by the worker (see `take_conn` in `pools.rs`), so going busy costs no
 /// allocation.
 pub(crate) struct Conn {
     /// `None` only while the shell waits in the worker's pool.
