@@ -1,10 +1,13 @@
-//! The connection driver: one task per connection, reading into a per-connection buffer,
-//! answering every complete request in it in order, writing the answers once per batch.
+//! The HTTP/1.1 driver: one task per connection, reading into a per-connection buffer,
+//! answering every complete request in it in order, writing the answers once per batch. It never
+//! names the HTTP/2 driver: a connection that turns out to speak h2c goes back to protocol
+//! selection through the `Http2Handoff` it was given.
 //!
 //! This file is the driver, top to bottom: [`serve`] (idle wait, then a batch), [`busy`] (answer
 //! what is complete, send, wait for more). The rest has one job per file: `batch.rs` the
 //! requests of a batch (parse, call the service, encode, in one synchronous loop), `io.rs` the
-//! socket and buffers, `body.rs` the request body, `respond.rs` the response. Everything runs on one worker
+//! socket and buffers (and the per-worker `Pools`), `body.rs` the request body, `respond.rs` the
+//! response, `head.rs` the response heads, `pools.rs` the recycling. Everything runs on one worker
 //! thread, so the driver and the request [`Body`](crate::Body) share the connection through an
 //! `Rc<Conn>` with a `RefCell`; no borrow is held across an `.await`. Why it is built this way:
 //! `docs/performance.md`.
@@ -29,8 +32,7 @@ use crate::pooled::PooledFuture;
 use crate::transport::Stream;
 use crate::{ResponseBody, Service};
 use batch::{Batch, Close, Stop};
-use io::BodyState;
-use io::Fill;
+use io::{BodyState, Fill};
 use respond::Answered;
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
