@@ -154,7 +154,7 @@ impl TlsAcceptor {
         })
     }
 
-    /// The certificate set, to reload it ([`CertStore::reload`], [`reload_on_sighup`]).
+    /// The certificate set, to reload it ([`CertStore::reload`], [`reload_on_sighup`](super::reload_on_sighup)).
     pub fn certificates(&self) -> &Arc<CertStore> {
         &self.certs
     }
