@@ -1,8 +1,8 @@
 //! Incoming request bodies, streamed from the connection with backpressure.
 
-use crate::conn::Conn;
 use bytes::{Bytes, BytesMut};
-use std::rc::Rc;
+use std::future::Future;
+use std::pin::Pin;
 
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,10 +54,27 @@ pub struct Body {
 enum Inner {
     Empty,
     Memory(Option<Bytes>),
-    Conn(ConnBody),
-    /// An HTTP/2 stream's DATA frames (see `crate::h2::body`).
-    #[cfg(feature = "http2")]
-    H2(crate::h2::H2Body),
+    /// Bytes a driver reads as they are asked for (an HTTP/1.1 connection, an HTTP/2 stream).
+    Source(Box<dyn BodySource>),
+}
+
+/// What a waiting [`BodySource::chunk`] resolves to.
+pub(crate) type ChunkFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Bytes>, BodyError>> + 'a>>;
+
+/// A driver's request body, the seam that keeps [`Body`] free of the drivers: each driver
+/// implements it (`h1::body`, `h2::body`) and hands a boxed one to [`Body::from_source`].
+pub(crate) trait BodySource {
+    /// The next piece if it can be had without waiting (the common case: the body arrived with
+    /// the head), `None` when it must wait (then [`BodySource::chunk`]).
+    fn try_chunk(&mut self) -> Option<Result<Option<Bytes>, BodyError>>;
+    /// The next piece, `None` at the end, waiting for it as long as the driver's rules allow.
+    fn chunk(&mut self) -> ChunkFuture<'_>;
+    /// The length the request declared, if any.
+    fn content_length(&self) -> Option<u64>;
+    /// The handler refused the body as too large: the driver must not read it on its own
+    /// afterwards (HTTP/1.1 closes the connection instead of draining it).
+    fn refuse_too_large(&self);
 }
 
 impl Body {
@@ -92,20 +109,10 @@ impl Body {
         }
     }
 
-    pub(crate) fn from_conn(conn: Rc<Conn>, gen: u64, content_length: Option<u64>) -> Self {
+    /// A body read from a driver.
+    pub(crate) fn from_source(source: Box<dyn BodySource>) -> Self {
         Body {
-            inner: Inner::Conn(ConnBody {
-                conn,
-                gen,
-                content_length,
-            }),
-        }
-    }
-
-    #[cfg(feature = "http2")]
-    pub(crate) fn from_h2(body: crate::h2::H2Body) -> Self {
-        Body {
-            inner: Inner::H2(body),
+            inner: Inner::Source(source),
         }
     }
 
@@ -114,9 +121,10 @@ impl Body {
         match &mut self.inner {
             Inner::Empty => Ok(None),
             Inner::Memory(b) => Ok(b.take()),
-            Inner::Conn(c) => c.conn.body_chunk(c.gen).await,
-            #[cfg(feature = "http2")]
-            Inner::H2(h) => h.chunk().await,
+            Inner::Source(s) => match s.try_chunk() {
+                Some(ready) => ready,
+                None => s.chunk().await,
+            },
         }
     }
 
@@ -126,15 +134,10 @@ impl Body {
         let declared = match &self.inner {
             Inner::Empty => return Ok(Bytes::new()),
             Inner::Memory(b) => b.as_ref().map_or(0, |b| b.len() as u64),
-            Inner::Conn(c) => c.content_length.unwrap_or(0),
-            #[cfg(feature = "http2")]
-            Inner::H2(h) => h.content_length().unwrap_or(0),
+            Inner::Source(s) => s.content_length().unwrap_or(0),
         };
         if declared > limit as u64 {
-            if let Inner::Conn(c) = &self.inner {
-                c.conn.fail_body(c.gen, BodyError::TooLarge);
-            }
-            return Err(BodyError::TooLarge);
+            return Err(self.too_large());
         }
         // One piece (the common case: the body arrived with the head) is returned without a copy.
         let first = match self.chunk().await? {
@@ -172,8 +175,8 @@ impl Body {
     }
 
     fn too_large(&self) -> BodyError {
-        if let Inner::Conn(c) = &self.inner {
-            c.conn.fail_body(c.gen, BodyError::TooLarge);
+        if let Inner::Source(s) = &self.inner {
+            s.refuse_too_large();
         }
         BodyError::TooLarge
     }
@@ -184,18 +187,7 @@ impl std::fmt::Debug for Body {
         match &self.inner {
             Inner::Empty => f.write_str("Body::Empty"),
             Inner::Memory(b) => write!(f, "Body::Memory({:?})", b.as_ref().map(|b| b.len())),
-            Inner::Conn(c) => write!(f, "Body::Conn(content_length={:?})", c.content_length),
-            #[cfg(feature = "http2")]
-            Inner::H2(h) => write!(f, "Body::H2(content_length={:?})", h.content_length()),
+            Inner::Source(s) => write!(f, "Body::Stream(content_length={:?})", s.content_length()),
         }
     }
-}
-
-/// A body streamed from a connection. `gen` identifies the request: once the engine moved on to
-/// the next request, a stale body reports [`BodyError::Incomplete`] instead of reading bytes
-/// that belong to someone else.
-struct ConnBody {
-    conn: Rc<Conn>,
-    gen: u64,
-    content_length: Option<u64>,
 }

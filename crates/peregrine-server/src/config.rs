@@ -1,8 +1,8 @@
 //! Server configuration: limits and timeouts, defaults in the spirit of nginx/h2o
 //! (`docs/http1-rules.md` section H), and [`ServerConfig::from_env_and_args`] for binaries.
 
+use crate::drain::DrainSignal;
 use crate::events::EngineEvents;
-use crate::server::DrainSignal;
 use peregrine_codec::Limits;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -160,7 +160,7 @@ pub struct ServerConfig {
     pub events: Option<Arc<dyn EngineEvents>>,
     /// HTTP/2 limits and protections (feature `http2`).
     #[cfg(feature = "http2")]
-    pub http2: crate::h2::Http2Config,
+    pub http2: crate::h2::config::Http2Config,
 }
 
 impl Default for ServerConfig {
@@ -193,7 +193,7 @@ impl Default for ServerConfig {
             drain_delay: Duration::ZERO,
             events: None,
             #[cfg(feature = "http2")]
-            http2: crate::h2::Http2Config::default(),
+            http2: crate::h2::config::Http2Config::default(),
         }
     }
 }

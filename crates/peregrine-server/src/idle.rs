@@ -9,7 +9,6 @@
 //! connection (under 1 KiB).
 
 use crate::transport::{Stream, Transport};
-use crate::worker::WorkerShared;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -58,6 +57,8 @@ pub(crate) struct IdleSet {
     /// nothing is not an idle keep-alive connection).
     first_wait_backdate: u32,
     tick_len: Duration,
+    /// Set once when the worker's shutdown starts: idle connections close from then on.
+    shutting_down: Cell<bool>,
 }
 
 impl IdleSet {
@@ -79,6 +80,7 @@ impl IdleSet {
             ticks_to_expire,
             first_wait_backdate: ticks_to_expire - ticks(first).min(ticks_to_expire),
             tick_len,
+            shutting_down: Cell::new(false),
         }
     }
 
@@ -231,7 +233,20 @@ impl IdleSet {
     }
 
     /// Wakes every idle connection (shutdown: they see the flag and close).
-    pub(crate) fn wake_all(&self) {
+    /// Whether the worker's shutdown has started (see [`IdleSet::start_shutdown`]).
+    #[inline(always)]
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    /// Marks the worker as shutting down and wakes every waiting connection, so the idle ones
+    /// close and the fresh ones keep their first wait (see [`IdleWait`]).
+    pub(crate) fn start_shutdown(&self) {
+        self.shutting_down.set(true);
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
         for e in self.entries.borrow().iter() {
             if let Entry::Waiting { waker, .. } = e {
                 waker.wake_by_ref();
@@ -255,21 +270,17 @@ pub(crate) fn is_entry(key: u32) -> bool {
 /// timeout, shutdown, or a socket error.
 ///
 /// Three words, so that an idle connection's task stores little else while it waits (see
-/// `conn::serve`). The connection's registry entry is made at its first wait and kept in `key`
+/// `h1::serve`). The connection's registry entry is made at its first wait and kept in `key`
 /// until the connection closes (whose owner then calls [`IdleSet::remove`]).
 pub(crate) struct IdleWait<'a> {
     stream: &'a Stream,
-    shared: &'a WorkerShared,
+    idle: &'a IdleSet,
     key: &'a Cell<u32>,
 }
 
 impl<'a> IdleWait<'a> {
-    pub(crate) fn new(stream: &'a Stream, shared: &'a WorkerShared, key: &'a Cell<u32>) -> Self {
-        IdleWait {
-            stream,
-            shared,
-            key,
-        }
+    pub(crate) fn new(stream: &'a Stream, idle: &'a IdleSet, key: &'a Cell<u32>) -> Self {
+        IdleWait { stream, idle, key }
     }
 }
 
@@ -278,14 +289,14 @@ impl Future for IdleWait<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         let this = self.get_mut();
-        let shared = this.shared;
+        let idle = this.idle;
         // Polled while waiting as a served connection: the reactor saw input (or shutdown woke
         // every waiting connection). The driver's read finds out which: tokio checks its
         // readiness before the `read(2)` (no system call on a stale wake) and the driver waits
         // here again when nothing came, where the checks below decide. This skips a readiness
         // poll per request (about 90 user-space instructions at c=1).
         let key = this.key.get();
-        if is_entry(key) && shared.idle.resume(key as usize) {
+        if is_entry(key) && idle.resume(key as usize) {
             return Poll::Ready(true);
         }
         // Input first, even during shutdown: a request already sent is answered (with
@@ -295,7 +306,7 @@ impl Future for IdleWait<'_> {
             Poll::Ready(Ok(())) => {
                 let key = this.key.get();
                 if is_entry(key) {
-                    shared.idle.set_busy(key as usize, cx.waker());
+                    idle.set_busy(key as usize, cx.waker());
                 }
                 return Poll::Ready(true);
             }
@@ -304,26 +315,26 @@ impl Future for IdleWait<'_> {
         }
         // Shutdown closes idle connections; a new one that has sent nothing yet keeps its
         // (header-timeout) wait: its client connected before the listener closed.
-        if shared.is_shutting_down() {
+        if idle.is_shutting_down() {
             let key = this.key.get();
-            let fresh = key == NO_KEY || (is_entry(key) && shared.idle.is_fresh(key as usize));
+            let fresh = key == NO_KEY || (is_entry(key) && idle.is_fresh(key as usize));
             if !fresh {
                 return Poll::Ready(false);
             }
         }
         let key = this.key.get();
         if !is_entry(key) {
-            let k = shared.idle.insert(cx.waker().clone(), key == NO_KEY);
+            let k = idle.insert(cx.waker().clone(), key == NO_KEY);
             match u32::try_from(k) {
                 Ok(k) if is_entry(k) => this.key.set(k),
                 // More than four billion idle connections on one worker cannot happen (each
                 // needs a file descriptor); should it, this one is not kept waiting untracked.
                 _ => {
-                    shared.idle.remove(k);
+                    idle.remove(k);
                     return Poll::Ready(false);
                 }
             }
-        } else if !shared.idle.wait(key as usize, cx.waker()) {
+        } else if !idle.wait(key as usize, cx.waker()) {
             return Poll::Ready(false);
         }
         Poll::Pending

@@ -54,16 +54,18 @@
 
 pub mod body;
 pub mod config;
-mod conn;
 mod cpus;
+mod drain;
 pub mod events;
 mod grow;
+mod h1;
 #[cfg(feature = "http2")]
 pub mod h2;
 mod idle;
 pub mod listener;
 mod pace;
 mod pooled;
+mod protocol;
 pub mod proxy_protocol;
 pub mod request;
 pub mod response;

@@ -2,7 +2,7 @@
 //!
 //! A connection's task stays small while idle because the work of answering requests runs in a
 //! separate heap-allocated future that exists only while the connection is busy (see
-//! `conn::serve`). Without pipelining that future is created once per request, and a fresh
+//! `h1::serve`). Without pipelining that future is created once per request, and a fresh
 //! `Box` for it cost a `malloc` and a `free` of several hundred bytes per request: about 270
 //! instructions per request at 50 connections (callgrind, `bench/instructions.sh`), more than a
 //! tenth of the engine's own work. The worker keeps the freed blocks instead and hands them to

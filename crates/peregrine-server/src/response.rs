@@ -438,6 +438,23 @@ impl std::fmt::Debug for Response {
     }
 }
 
+/// Logs a handler's field that fails [`check_field`](peregrine_codec::response::check_field): one line, the same from the HTTP/1.1 and
+/// the HTTP/2 driver (at ERROR: the response is a bug the client cannot fix). The name is
+/// printed escaped, since it may hold the very bytes that were refused.
+#[cold]
+#[inline(never)]
+pub(crate) fn log_refused_field(
+    status: u16,
+    name: &str,
+    why: peregrine_codec::response::FieldError,
+) {
+    tracing::error!(
+        status,
+        field = ?name,
+        "the handler set a response {why}; answering 500"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,18 +4,16 @@ use crate::config::ListenAddr;
 use crate::listener::Listener;
 use crate::steering;
 use crate::transport::{Acceptor, PlainAcceptor};
+use crate::worker::WorkerStartHook;
 use crate::{ServerConfig, Service};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-pub(crate) use supervise::panic_text;
 use supervise::{Event, Source, Workers};
 use tokio::sync::watch;
 
@@ -24,35 +22,10 @@ use tokio::sync::watch;
 pub mod fault;
 mod supervise;
 
+pub use crate::drain::DrainSignal;
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub use fault::Fault;
-
-/// Raised when a graceful shutdown starts, while the server still accepts: a readiness endpoint
-/// that reads it answers "not ready" before the listeners close, so a load balancer stops
-/// sending new connections first (see [`ServerConfig::drain_delay`]).
-///
-/// ```
-/// use peregrine_server::ServerConfig;
-/// let config = ServerConfig::default();
-/// let draining = config.drain_signal.clone(); // give this to the readiness handler
-/// assert!(!draining.is_draining());
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct DrainSignal(Arc<AtomicBool>);
-
-impl DrainSignal {
-    /// Whether a graceful shutdown has started.
-    pub fn is_draining(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// Raises the signal (done by [`ServerHandle::shutdown`]; public for tests and for
-    /// processes that drain on their own trigger).
-    pub fn start(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
 
 /// Entry point: `Server::new(config).serve(service)`.
 ///
@@ -81,10 +54,6 @@ pub struct Server<A = PlainAcceptor> {
     #[cfg(feature = "fault-injection")]
     faults: Vec<(usize, Fault)>,
 }
-
-/// A hook run on each worker thread before it accepts (see [`Server::on_worker_start`]).
-pub(crate) type WorkerStartHook =
-    Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = io::Result<()>>>> + Send + Sync>;
 
 /// A running server: its address, and the way to stop it.
 ///

@@ -230,7 +230,8 @@ pub struct Accepted {
 
 /// What an [`Acceptor`] made of a connection.
 pub enum Accept {
-    /// Ready to serve now (plain sockets): the driver starts at once, in the connection's task.
+    /// Ready to serve now (plain sockets, a stream marked HTTP/2): protocol selection starts the
+    /// driver at once, in the connection's task.
     Ready(Stream),
     /// Ready after this future (a TLS handshake), which runs in the connection's own task so the
     /// accept loop never waits for a client. An error closes the connection silently.

@@ -202,7 +202,7 @@ impl<T: crate::transport::Transport + Unpin> AsyncWrite for TransportIo<T> {
 ///
 /// An episode of waits runs from a write the socket refuses until a write is taken at once:
 /// each wait of it may last `write_timeout`, all of them together `write_rate_grace +
-/// written / write_min_rate` (the rules of `conn/io.rs` and of the HTTP/2 tunnel). Only a
+/// written / write_min_rate` (the rules of `h1/io.rs` and of the HTTP/2 tunnel). Only a
 /// write, flush or shutdown that returns `Pending` arms a timer (boxed), so a peer that keeps
 /// up costs no clock read.
 pub(crate) struct WriteBounded<T> {
@@ -232,7 +232,7 @@ impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
         }
     }
 
-    /// When a wait starting `now` must end (see `conn/io.rs`, `write_wait_deadline`).
+    /// When a wait starting `now` must end (see `h1/io.rs`, `write_wait_deadline`).
     fn deadline(&self, now: Instant) -> Instant {
         self.rules.deadline(now, self.waited, self.sent)
     }
@@ -288,7 +288,7 @@ impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
         self.wait = None;
         if let Some(io) = self.io.take() {
             // Closed with a reset: what the peer did not read is dropped at once rather than
-            // left in the kernel for it (as `conn/io.rs` does on a write timeout).
+            // left in the kernel for it (as `h1/io.rs` does on a write timeout).
             let _ = io.t.reset_on_close();
         }
         tracing::debug!("upgraded connection stalled past the write timeout; closed");

@@ -1,6 +1,6 @@
 //! A request body read from an HTTP/2 stream's DATA frames.
 
-use crate::BodyError;
+use crate::body::{BodyError, BodySource, ChunkFuture};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::future::poll_fn;
@@ -108,11 +108,7 @@ impl H2Body {
         }
     }
 
-    pub(crate) fn content_length(&self) -> Option<u64> {
-        self.content_length
-    }
-
-    pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
         loop {
             let next = next_data(&self.recv, &self.rules)
                 .await
@@ -132,4 +128,22 @@ impl H2Body {
             }
         }
     }
+}
+
+impl BodySource for H2Body {
+    /// DATA frames arrive through h2's stream: every read waits on it.
+    fn try_chunk(&mut self) -> Option<Result<Option<Bytes>, BodyError>> {
+        None
+    }
+
+    fn chunk(&mut self) -> ChunkFuture<'_> {
+        Box::pin(self.next_chunk())
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    /// The stream's own limit check cuts it; nothing is read on the handler's behalf.
+    fn refuse_too_large(&self) {}
 }

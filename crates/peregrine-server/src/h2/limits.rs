@@ -288,7 +288,7 @@ impl<T> Metered<T> {
         Metered {
             io,
             watch,
-            preface_left: super::PREFACE.len(),
+            preface_left: crate::protocol::preface::PREFACE.len(),
             head: [0; 9],
             head_len: 0,
             payload_left: 0,
@@ -450,7 +450,7 @@ mod tests {
     fn frames_are_counted_across_any_read_split() {
         let w = Rc::new(watch(3));
         let mut m = Metered::new((), w.clone());
-        let mut input = super::super::PREFACE.to_vec();
+        let mut input = crate::protocol::preface::PREFACE.to_vec();
         input.extend(frame(DATA, 0, &[0x04; 40])); // data: free
         input.extend(frame(HEADERS, 0x4, &[0x82; 5])); // a request: earns 8
         input.extend(frame(DATA, END_STREAM, &[])); // ends a stream: free
@@ -473,7 +473,7 @@ mod tests {
     fn the_preface_settings_and_acks_are_free() {
         let w = Rc::new(watch(0));
         let mut m = Metered::new((), w.clone());
-        let mut input = super::super::PREFACE.to_vec();
+        let mut input = crate::protocol::preface::PREFACE.to_vec();
         input.extend(frame(SETTINGS, 0, &[0, 4, 0, 0, 0, 0]));
         input.extend(frame(SETTINGS, ACK, &[]));
         assert!(!m.scan(&input));

@@ -41,6 +41,7 @@
 //!   `shutdown_timeout`, then closes.
 
 mod body;
+pub(crate) mod config;
 mod cookies;
 mod limits;
 mod only;
@@ -49,7 +50,8 @@ mod respond;
 mod send;
 mod tunnel;
 
-pub(crate) use body::H2Body;
+pub use crate::protocol::preface::{detect_preface, PREFACE};
+pub use config::Http2Config;
 pub use only::Http2OnlyAcceptor;
 
 use crate::transport::Stream;
@@ -62,7 +64,7 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use h2::server::SendResponse;
 use limits::{Metered, Watch, WriteRules};
-use request::{CallH2, Start};
+use request::{CallH2, Ctx, Start};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -73,100 +75,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{sleep, Instant};
 
-/// The client connection preface (RFC 9113 §3.4): an HTTP/1.1 parser sees it as a request line
-/// `PRI * HTTP/2.0`; a cleartext connection starting with it speaks HTTP/2 (h2c, prior
-/// knowledge).
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Whether `buf` (the first bytes read from a connection) is, or may still become, the HTTP/2
-/// preface: `Some(true)` for the whole preface, `Some(false)` for anything else, `None` when
-/// `buf` is a strict prefix of it (read more).
-pub fn detect_preface(buf: &[u8]) -> Option<bool> {
-    let n = buf.len().min(PREFACE.len());
-    if buf[..n] != PREFACE[..n] {
-        Some(false)
-    } else if n == PREFACE.len() {
-        Some(true)
-    } else {
-        None
-    }
-}
-
-/// HTTP/2 settings and limits (the engine's timeouts and `max_pending_output` apply too; see
-/// [`ServerConfig`]).
-///
-/// ```
-/// use peregrine_server::h2::Http2Config;
-/// let h2 = Http2Config {
-///     max_concurrent_streams: 64,
-///     max_control_frames: 500,
-///     ..Http2Config::default()
-/// };
-/// assert_eq!(h2.max_send_buffer, 64 * 1024);
-/// ```
-#[derive(Debug, Clone)]
-pub struct Http2Config {
-    /// `SETTINGS_MAX_CONCURRENT_STREAMS`. Default 128 (nginx `http2_max_concurrent_streams`).
-    pub max_concurrent_streams: u32,
-    /// `SETTINGS_MAX_HEADER_LIST_SIZE`: decoded header list bytes (names + values + 32 per
-    /// field); larger → 431. Default 16 KiB, the HTTP/1.1 header limit.
-    pub max_header_list_size: u32,
-    /// `SETTINGS_INITIAL_WINDOW_SIZE`: request body bytes a client may send per stream before
-    /// the handler reads. Default 256 KiB.
-    pub initial_stream_window: u32,
-    /// The connection's receive window. Default 1 MiB.
-    pub initial_connection_window: u32,
-    /// `SETTINGS_MAX_FRAME_SIZE`. Default 16 KiB (the protocol's minimum and default).
-    pub max_frame_size: u32,
-    /// Response bytes h2 queues per stream, within the client's windows, until the socket takes
-    /// them. Default 64 KiB.
-    pub max_send_buffer: usize,
-    /// Streams reset by the client before they were accepted that may wait in h2's queue;
-    /// more → `GOAWAY(ENHANCE_YOUR_CALM)`. Default 20 (h2's).
-    pub max_pending_accept_reset_streams: usize,
-    /// Streams h2 itself resets for protocol errors by the client; more →
-    /// `GOAWAY(ENHANCE_YOUR_CALM)`. Default 128.
-    pub max_local_error_reset_streams: usize,
-    /// Streams the client may reset before their response is complete within 10 s; more →
-    /// `GOAWAY(ENHANCE_YOUR_CALM)` (rapid reset, CVE-2023-44487). Default 200.
-    pub max_client_resets: u32,
-    /// Announce RFC 8441 extended CONNECT (WebSocket over HTTP/2). Default on.
-    pub enable_connect_protocol: bool,
-    /// Control frames (frames that carry no data: WINDOW_UPDATE, PING, SETTINGS, PRIORITY,
-    /// RST_STREAM, empty DATA, unknown types) a client may send per 10 s beyond what it earns
-    /// (8 per request, 1 per KiB of response data sent); more → `GOAWAY(ENHANCE_YOUR_CALM)`
-    /// and close. A flood of 1-byte WINDOW_UPDATEs earns almost nothing. Default 1000.
-    pub max_control_frames: u32,
-}
-
-impl Default for Http2Config {
-    fn default() -> Self {
-        Http2Config {
-            max_concurrent_streams: 128,
-            max_header_list_size: 16 * 1024,
-            initial_stream_window: 256 * 1024,
-            initial_connection_window: 1024 * 1024,
-            max_frame_size: 16 * 1024,
-            max_send_buffer: 64 * 1024,
-            max_pending_accept_reset_streams: 20,
-            max_local_error_reset_streams: 128,
-            max_client_resets: 200,
-            enable_connect_protocol: true,
-            max_control_frames: 1000,
-        }
-    }
-}
-
 /// The window in which client resets are counted.
 const RESET_WINDOW: Duration = Duration::from_secs(10);
-
-/// Per-connection view of the settings (shared by its streams).
-struct Ctx {
-    max_body_size: u64,
-    body_rules: body::BodyRules,
-    server_name: Option<&'static str>,
-    watch: Rc<Watch>,
-}
 
 /// How a connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -466,9 +376,9 @@ async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut io: IO) {
 /// Serves an HTTP/2 connection the worker accepted (TLS with ALPN `h2`, or a cleartext one that
 /// began with the preface, whose bytes read so far are in `read`), holding its place in the
 /// worker's connection count until it ends; shutdown of the worker starts the graceful GOAWAY.
-pub(crate) async fn serve_stream<S: Service>(
+pub(crate) async fn serve_stream<S: Service, P>(
     service: Rc<S>,
-    held: ConnShared,
+    held: ConnShared<P>,
     stream: Stream,
     read: Bytes,
     peer: SocketAddr,
@@ -562,7 +472,7 @@ async fn stream<F: Future<Output = Response>>(
         let opened =
             respond::open_tunnel(&mut respond, response, tunnel, ctx.server_name, &ctx.watch);
         return match opened.await {
-            Ok(()) | Err(respond::SendError::Stalled) => Outcome::Done,
+            Ok(()) | Err(send::SendError::Stalled) => Outcome::Done,
             Err(_) => Outcome::ResetByClient,
         };
     }
@@ -581,8 +491,8 @@ async fn stream<F: Future<Output = Response>>(
             }
             Outcome::Done
         }
-        Err(respond::SendError::Reset) => Outcome::ResetByClient,
-        Err(respond::SendError::Body | respond::SendError::Stalled) => Outcome::Done,
+        Err(send::SendError::Reset) => Outcome::ResetByClient,
+        Err(send::SendError::Body | send::SendError::Stalled) => Outcome::Done,
     }
 }
 

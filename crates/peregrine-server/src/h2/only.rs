@@ -12,9 +12,10 @@ use std::task::Poll;
 pub struct Http2OnlyAcceptor;
 
 impl crate::transport::Acceptor for Http2OnlyAcceptor {
+    /// Ready at once (there is no handshake): protocol selection, which every accept path goes
+    /// through, sees the stream's `http2` mark.
     fn accept(&self, conn: crate::transport::Accepted) -> crate::transport::Accept {
-        let stream = Stream::Other(Box::new(Http2Only(conn.stream)));
-        crate::transport::Accept::Handshake(Box::pin(async move { Ok(stream) }))
+        crate::transport::Accept::Ready(Stream::Other(Box::new(Http2Only(conn.stream))))
     }
 }
 

@@ -2,12 +2,20 @@
 //! framing, and RFC 8441 extended CONNECT.
 
 use super::body::{H2Body, Recv, SharedRecv};
-use super::{cookies, Ctx};
+use super::cookies;
 use crate::request::PartsInfo;
 use crate::{Body, Request, Response, Service, Version};
 use peregrine_codec::BodyFraming;
 use std::net::SocketAddr;
 use std::rc::Rc;
+
+/// Per-connection view of the settings (shared by its streams).
+pub(super) struct Ctx {
+    pub(super) max_body_size: u64,
+    pub(super) body_rules: super::body::BodyRules,
+    pub(super) server_name: Option<&'static str>,
+    pub(super) watch: Rc<super::limits::Watch>,
+}
 
 /// What to do for one stream: call the service with this request, or answer at once.
 pub(super) enum Start<F> {
@@ -61,7 +69,7 @@ impl<S: Service> CallH2 for S {
         } else {
             let shared: SharedRecv = Rc::new(std::cell::RefCell::new(Recv::new(recv)));
             let body = H2Body::new(shared.clone(), declared, ctx.max_body_size, ctx.body_rules);
-            (Body::from_h2(body), Some(shared))
+            (Body::from_source(Box::new(body)), Some(shared))
         };
         let target = match parts.uri.path_and_query() {
             Some(pq) => pq.as_str(),

@@ -2,7 +2,7 @@
 //! windows the client grants.
 
 use super::limits::Watch;
-use super::send::Sender;
+use super::send::{SendError, Sender};
 use super::tunnel::Tunnel;
 use crate::response::ResponseBody;
 use crate::Response;
@@ -13,18 +13,6 @@ use peregrine_codec::response::{
     check_field, sends_body, status_forbids_body, DateCache, FieldError,
 };
 use std::future::poll_fn;
-
-/// Why a response could not be sent completely.
-pub(crate) enum SendError {
-    /// The client reset the stream (or the connection went away).
-    Reset,
-    /// The handler's streamed body failed, or did not match its length: the stream was reset
-    /// with `INTERNAL_ERROR`.
-    Body,
-    /// The client took nothing for longer than the write rules allow: the stream was reset
-    /// with `CANCEL`.
-    Stalled,
-}
 
 /// Connection-specific fields have no meaning in HTTP/2 and make a message malformed
 /// (RFC 9113 §8.2.2): a handler's `Connection: close` or `Transfer-Encoding` is dropped.
@@ -66,7 +54,7 @@ impl Unsendable {
                 status,
                 "the handler answered a status outside 100-999; answering 500"
             ),
-            Unsendable::Field(name, why) => crate::worker::log_refused_field(status, name, *why),
+            Unsendable::Field(name, why) => crate::response::log_refused_field(status, name, *why),
         }
     }
 }

@@ -9,7 +9,6 @@
 //! the whole connection is stalled and the driver closes it.
 
 use super::limits::{Held, Pace, Watch};
-use super::respond::SendError;
 use bytes::Bytes;
 use futures_core::Stream;
 use h2::SendStream;
@@ -19,6 +18,18 @@ use std::os::unix::fs::FileExt;
 use std::pin::Pin;
 use std::task::Poll;
 use tokio::time::Instant;
+
+/// Why a response could not be sent completely.
+pub(crate) enum SendError {
+    /// The client reset the stream (or the connection went away).
+    Reset,
+    /// The handler's streamed body failed, or did not match its length: the stream was reset
+    /// with `INTERNAL_ERROR`.
+    Body,
+    /// The client took nothing for longer than the write rules allow: the stream was reset
+    /// with `CANCEL`.
+    Stalled,
+}
 
 /// File bytes read per DATA piece, at most: a file body holds no more than this (and what h2
 /// queued) in memory, whatever its size.

@@ -79,3 +79,35 @@ impl fmt::Display for ProxyError {
 }
 
 impl std::error::Error for ProxyError {}
+
+/// Whether `buf` is a proper prefix of `of`, or starts with it (`Some(true)`: starts with it).
+pub(super) fn prefix_state(buf: &[u8], of: &[u8]) -> Result<bool, ProxyError> {
+    let n = buf.len().min(of.len());
+    if buf[..n] != of[..n] {
+        return Err(ProxyError::NotProxy);
+    }
+    Ok(buf.len() >= of.len())
+}
+
+/// Helpers for the v1 and v2 tests: what one version's parser finds in a whole header.
+#[cfg(test)]
+pub(super) mod testing {
+    use super::{Parsed, ProxyError, Status};
+
+    /// A version's parser (`parse_v1`, `parse_v2`).
+    pub(crate) type Parse = fn(&[u8]) -> Result<Status, ProxyError>;
+
+    pub(crate) fn complete_by(parse: Parse, buf: &[u8]) -> Parsed {
+        match parse(buf) {
+            Ok(Status::Complete(p)) => p,
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(buf)),
+        }
+    }
+
+    pub(crate) fn err_by(parse: Parse, buf: &[u8]) -> ProxyError {
+        match parse(buf) {
+            Err(e) => e,
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(buf)),
+        }
+    }
+}

@@ -21,61 +21,17 @@
 
 mod acceptor;
 mod header;
+mod parse;
 mod read;
 mod v1;
 mod v2;
 
 pub use acceptor::ProxyProtocolAcceptor;
 pub use header::{Parsed, ProxyError, ProxyHeader, Status};
+pub use parse::parse;
 pub use read::{read_header, ReadError, READ_MAX};
 pub use v1::V1_MAX_LEN;
 pub use v2::{encode_v2, V2_SIGNATURE};
-
-use v1::parse_v1;
-use v2::parse_v2;
-
-/// Parses a PROXY protocol header (either version) at the start of `buf`.
-pub fn parse(buf: &[u8]) -> Result<Status, ProxyError> {
-    if buf.is_empty() {
-        return Ok(Status::Partial);
-    }
-    if buf[0] == b'P' {
-        return parse_v1(buf);
-    }
-    if buf[0] == b'\r' {
-        return parse_v2(buf);
-    }
-    Err(ProxyError::NotProxy)
-}
-
-/// Whether `buf` is a proper prefix of `of`, or starts with it (`Some(true)`: starts with it).
-fn prefix_state(buf: &[u8], of: &[u8]) -> Result<bool, ProxyError> {
-    let n = buf.len().min(of.len());
-    if buf[..n] != of[..n] {
-        return Err(ProxyError::NotProxy);
-    }
-    Ok(buf.len() >= of.len())
-}
-
-/// Helpers for the v1 and v2 tests.
-#[cfg(test)]
-mod testing {
-    use super::*;
-
-    pub(super) fn complete(buf: &[u8]) -> Parsed {
-        match parse(buf) {
-            Ok(Status::Complete(p)) => p,
-            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(buf)),
-        }
-    }
-
-    pub(super) fn err(buf: &[u8]) -> ProxyError {
-        match parse(buf) {
-            Err(e) => e,
-            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(buf)),
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,6 @@
 //! Version 1: the text header (`PROXY TCP4|TCP6|UNKNOWN src dst sport dport\r\n`).
 
-use super::prefix_state;
+use super::header::prefix_state;
 use super::{Parsed, ProxyError, ProxyHeader, Status};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -86,9 +86,17 @@ fn v1_port(s: &str) -> Result<u16, ProxyError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::header::testing::{complete_by, err_by};
+    use super::parse_v1 as parse;
     use super::*;
-    use crate::proxy_protocol::parse;
-    use crate::proxy_protocol::testing::{complete, err};
+
+    fn complete(buf: &[u8]) -> Parsed {
+        complete_by(parse, buf)
+    }
+
+    fn err(buf: &[u8]) -> ProxyError {
+        err_by(parse, buf)
+    }
 
     #[test]
     fn v1_tcp4_tcp6_and_unknown() {

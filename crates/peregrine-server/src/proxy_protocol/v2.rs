@@ -1,7 +1,7 @@
 //! Version 2: the binary header (signature, command, family, addresses, TLVs), parsed and
 //! encoded.
 
-use super::prefix_state;
+use super::header::prefix_state;
 use super::{Parsed, ProxyError, ProxyHeader, Status};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -112,9 +112,17 @@ pub fn encode_v2(source: SocketAddr, destination: SocketAddr) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::header::testing::{complete_by, err_by};
+    use super::parse_v2 as parse;
     use super::*;
-    use crate::proxy_protocol::parse;
-    use crate::proxy_protocol::testing::{complete, err};
+
+    fn complete(buf: &[u8]) -> Parsed {
+        complete_by(parse, buf)
+    }
+
+    fn err(buf: &[u8]) -> ProxyError {
+        err_by(parse, buf)
+    }
 
     fn v2(cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {
         let mut b = V2_SIGNATURE.to_vec();

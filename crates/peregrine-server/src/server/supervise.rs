@@ -11,10 +11,9 @@
 //! shuts it down (`shutdown(2)` on a listening socket leaves the group and resets the
 //! connections in its backlog) whatever happened to the worker's handle.
 
-use super::WorkerStartHook;
 use crate::listener::Listener;
 use crate::transport::Acceptor;
-use crate::worker::{self, Global};
+use crate::worker::{self, panic_text, Global, WorkerStartHook};
 use crate::{cpus, ServerConfig, Service};
 use std::collections::VecDeque;
 use std::io;
@@ -400,16 +399,5 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             }
         }
         started
-    }
-}
-
-/// The message of a panic payload (`&str` or `String`, as `panic!` makes them).
-pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic".to_owned()
     }
 }

@@ -46,7 +46,7 @@ pub fn read_key(path: &Path) -> io::Result<PrivateKeyDer<'static>> {
 pub fn read_certified_key(cert: &Path, key: &Path) -> io::Result<Arc<CertifiedKey>> {
     let chain = read_certs(cert)?;
     let key_der = read_key(key)?;
-    let provider = super::provider();
+    let provider = provider();
     CertifiedKey::from_der(chain, key_der, &provider)
         .map(Arc::new)
         .map_err(|e| {
@@ -92,6 +92,11 @@ fn invalid(role: &str, path: &Path, what: &str) -> io::Error {
         io::ErrorKind::InvalidData,
         format!("the {role} {} {what}", path.display()),
     )
+}
+
+/// The crypto provider every TLS object here uses.
+pub(super) fn provider() -> rustls::crypto::CryptoProvider {
+    rustls::crypto::ring::default_provider()
 }
 
 #[cfg(test)]

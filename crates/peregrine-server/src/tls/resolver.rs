@@ -1,12 +1,31 @@
 //! SNI: several certificates on one listener, swappable while the server runs.
 
 use super::pem::read_certified_key;
-use super::CertificateFiles;
 use rustls::pki_types::{CertificateDer, DnsName, ServerName};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use std::io;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+
+/// A certificate chain (end-entity first) and its private key, as PEM files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateFiles {
+    /// PEM file with the certificate chain.
+    pub cert: PathBuf,
+    /// PEM file with the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+impl CertificateFiles {
+    /// A chain and its key.
+    pub fn new(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        CertificateFiles {
+            cert: cert.into(),
+            key: key.into(),
+        }
+    }
+}
 
 /// The certificates a listener serves, chosen per handshake by the client's SNI name.
 ///

@@ -1,7 +1,7 @@
 //! A TLS connection as a [`Transport`] for the HTTP/1.1 driver, and [`TlsAcceptor`] as the
 //! seam's [`Acceptor`] (the handshake runs in the connection's own task).
 
-use super::{negotiated, Negotiated, TlsAcceptor, TlsStream};
+use super::acceptor::{negotiated, Negotiated, TlsAcceptor, TlsStream};
 use crate::transport::{Accept, Accepted, Acceptor, Stream, Transport};
 use bytes::BytesMut;
 use std::cell::{Cell, RefCell};

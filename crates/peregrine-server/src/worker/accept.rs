@@ -2,10 +2,11 @@
 //! acceptor step (identity for plain sockets, a handshake for TLS), then served by the driver in
 //! a task of its own.
 
-use super::{ConnShared, Slot, WorkerShared};
-use crate::conn;
+use super::limits::Slot;
 use crate::events::{emit_close, ConnectionClosed, ConnectionOpened, EngineEvents, RejectReason};
+use crate::h1::{Held, Shared};
 use crate::listener::AsyncListener;
+use crate::protocol;
 use crate::transport::{Accept, Acceptor, Stream};
 use crate::Service;
 use std::rc::Rc;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 pub(super) async fn accept_loop<S: Service, A: Acceptor>(
     listener: &AsyncListener,
     acceptor: &A,
-    shared: &Rc<WorkerShared>,
+    shared: &Rc<Shared>,
     service: &Rc<S>,
 ) {
     loop {
@@ -54,7 +55,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
             }
         }
         let slot = Slot::acquire(&shared.global, &shared.idle).await;
-        let held = ConnShared::new(shared, slot);
+        let held = Held::new(shared, slot);
         if let Some(events) = &shared.config.events {
             // Someone listens (`ServerConfig::events`): this connection's task reports its
             // opening and closing. Only then, so the default task stays as it is.
@@ -77,7 +78,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                     },
                 };
                 match stream {
-                    Some((stream, peer)) => serve_negotiated(service, held, stream, peer).await,
+                    Some((stream, peer)) => protocol::serve(service, held, stream, peer).await,
                     None => drop(held),
                 }
                 events.connection_closed(&ConnectionClosed {
@@ -90,12 +91,12 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         }
         match (acceptor.accept(accepted), addr_hold) {
             (Accept::Ready(stream), None) => {
-                tokio::task::spawn_local(conn::serve(service.clone(), held, stream, peer));
+                tokio::task::spawn_local(protocol::serve(service.clone(), held, stream, peer));
             }
             // Only with a cap: the hold lives as long as the connection (a larger task, by the
             // hold's 32 bytes, so the uncapped default keeps its size).
             (Accept::Ready(stream), Some(hold)) => {
-                let serve = conn::serve(service.clone(), held, stream, peer);
+                let serve = protocol::serve(service.clone(), held, stream, peer);
                 tokio::task::spawn_local(async move {
                     let _hold = hold;
                     serve.await
@@ -109,7 +110,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 tokio::task::spawn_local(async move {
                     let _hold = hold;
                     if let Ok((stream, real)) = proxied.await {
-                        serve_negotiated(service, held, stream, real.unwrap_or(peer)).await
+                        protocol::serve(service, held, stream, real.unwrap_or(peer)).await
                     }
                 });
             }
@@ -118,30 +119,12 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
                 tokio::task::spawn_local(async move {
                     let _hold = hold;
                     if let Ok(stream) = handshake.await {
-                        serve_negotiated(service, held, stream, peer).await
+                        protocol::serve(service, held, stream, peer).await
                     }
                 });
             }
         }
     }
-}
-
-/// Serves a stream that came out of an acceptor step (a TLS handshake, a PROXY header, both):
-/// HTTP/2 when the handshake chose `h2` by ALPN, else the HTTP/1.1 driver (which still switches
-/// to h2c on a prior-knowledge preface). Every accept path that can carry TLS goes through here,
-/// so none of them can forget the ALPN choice.
-async fn serve_negotiated<S: Service>(
-    service: Rc<S>,
-    held: ConnShared,
-    stream: Stream,
-    peer: std::net::SocketAddr,
-) {
-    #[cfg(feature = "http2")]
-    if crate::transport::Transport::http2(&stream) {
-        let read = bytes::Bytes::new();
-        return crate::h2::serve_stream(service, held, stream, read, peer).await;
-    }
-    conn::serve(service, held, stream, peer).await
 }
 
 /// Reports a connection closed because its PROXY header was malformed, too large or late (a

@@ -2,183 +2,41 @@
 //! `SO_REUSEPORT` socket, or a handle on an injected one), and every connection it accepted (no
 //! work stealing).
 //!
-//! `mod.rs` runs the worker and holds its shared state; `accept.rs` is the accept loop and the
-//! acceptor step; `limits.rs` the connection limits shared by all workers; `pools.rs` the
-//! recycled buffers and connection shells; `heads.rs` the response-head cache.
+//! `mod.rs` runs the worker; `shared.rs` the state its connections share, whatever their
+//! protocol (the HTTP/1.1 driver's own per-worker state is `h1::Pools`, inside it);
+//! `accept.rs` is the accept loop; `limits.rs` the connection limits shared by all workers;
+//! `ticker.rs` the periodic timers.
 
 mod accept;
-mod heads;
 mod limits;
-mod pools;
+mod shared;
 mod ticker;
 
-#[cfg(feature = "http2")]
-pub(crate) use heads::log_refused_field;
-use heads::HEAD_CACHE_REFRESH;
-pub(crate) use heads::{BodyOut, HeadCache, HeadWritten, TextFields};
 pub(crate) use limits::Global;
-use limits::Slot;
+pub(crate) use shared::{ConnShared, WorkerShared};
 
-use crate::conn::Conn;
-use crate::idle::{IdleSet, NO_KEY};
+use crate::h1;
 use crate::listener::Listener;
-use crate::pooled::BlockPool;
 use crate::transport::Acceptor;
 use crate::{ServerConfig, Service};
-use bytes::BytesMut;
-use peregrine_codec::FieldSpan;
-use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
-/// Per-worker state every connection of the worker can reach (not generic over the service).
-pub(crate) struct WorkerShared {
-    pub(crate) config: ServerConfig,
-    /// The parser's field table, shared by the worker's connections: parsing never yields, so
-    /// one table per thread suffices and idle connections do not carry one.
-    pub(crate) fields: RefCell<Box<[FieldSpan]>>,
-    pub(super) read_pool: RefCell<Vec<BytesMut>>,
-    /// Connection shells of connections that went idle, for the next one that goes busy.
-    /// Emptied when the worker stops: each holds an `Rc` to this state (a cycle otherwise).
-    pub(super) conn_pool: RefCell<Vec<Rc<Conn>>>,
-    pub(super) out_pool: RefCell<Vec<Vec<u8>>>,
-    shutting_down: Cell<bool>,
-    /// Notified when shutdown starts (connections that are not in the idle set: HTTP/2).
-    shutdown_started: Notify,
-    /// Idle connections, woken when they time out or shutdown starts.
-    pub(crate) idle: IdleSet,
-    /// Memory for the per-batch futures of busy connections (see [`crate::pooled`]).
-    pub(crate) busy_blocks: BlockPool,
-    pub(crate) head_cache: RefCell<HeadCache>,
-    live: Cell<usize>,
-    all_closed: Notify,
-    /// The server-wide connection count.
-    pub(super) global: Arc<Global>,
-    /// Bytes read from and written to the worker's HTTP/1 transports (for `WorkerStats`): a
-    /// plain add per read or write call, never a branch or an atomic.
-    pub(crate) bytes_in: Cell<u64>,
-    pub(crate) bytes_out: Cell<u64>,
-}
-
-impl WorkerShared {
-    pub(crate) fn new(config: ServerConfig, global: Arc<Global>) -> Self {
-        let n = config.limits.max_fields.max(1);
-        WorkerShared {
-            fields: RefCell::new(vec![FieldSpan::default(); n].into_boxed_slice()),
-            read_pool: RefCell::new(Vec::new()),
-            conn_pool: RefCell::new(Vec::new()),
-            out_pool: RefCell::new(Vec::new()),
-            shutting_down: Cell::new(false),
-            shutdown_started: Notify::new(),
-            idle: IdleSet::new(config.idle_timeout, config.header_timeout),
-            busy_blocks: BlockPool::new(),
-            head_cache: RefCell::new(HeadCache::new(config.server_name)),
-            live: Cell::new(0),
-            all_closed: Notify::new(),
-            global,
-            config,
-            bytes_in: Cell::new(0),
-            bytes_out: Cell::new(0),
-        }
-    }
-
-    /// Counts `n` bytes read from a transport.
-    #[inline(always)]
-    pub(crate) fn count_in(&self, n: usize) {
-        self.bytes_in
-            .set(self.bytes_in.get().wrapping_add(n as u64));
-    }
-
-    /// Counts `n` bytes written to a transport.
-    #[inline(always)]
-    pub(crate) fn count_out(&self, n: usize) {
-        self.bytes_out
-            .set(self.bytes_out.get().wrapping_add(n as u64));
-    }
-
-    pub(crate) fn is_shutting_down(&self) -> bool {
-        self.shutting_down.get()
-    }
-
-    /// Resolves once shutdown has started.
-    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
-    pub(crate) async fn shutdown_started(&self) {
-        loop {
-            let notified = self.shutdown_started.notified();
-            let mut notified = std::pin::pin!(notified);
-            // Registered before the check, so a start in between is not missed.
-            notified.as_mut().enable();
-            if self.is_shutting_down() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// A connection's hold on its worker: the worker's shared state, and the connection's place in
-/// the server-wide count (`max_connections`), in the worker's live count and in its idle
-/// registry, all given back on drop. Two words, because it is part of every idle connection's
-/// state (see `conn::serve`).
-pub(crate) struct ConnShared {
-    shared: Rc<WorkerShared>,
-    /// The connection's entry in [`WorkerShared::idle`], from its first idle wait on.
-    pub(crate) idle_key: Cell<u32>,
-}
-
-impl ConnShared {
-    fn new(shared: &Rc<WorkerShared>, slot: Slot<'_>) -> Self {
-        slot.keep();
-        shared.live.set(shared.live.get() + 1);
-        ConnShared {
-            shared: shared.clone(),
-            idle_key: Cell::new(NO_KEY),
-        }
-    }
-
-    /// A hold taken without `accept` (tests of the connection driver).
-    #[cfg(test)]
-    pub(crate) fn for_test(shared: &Rc<WorkerShared>) -> Self {
-        assert!(shared.global.try_acquire(), "the test's server is full");
-        shared.live.set(shared.live.get() + 1);
-        ConnShared {
-            shared: shared.clone(),
-            idle_key: Cell::new(NO_KEY),
-        }
-    }
-}
-
-impl std::ops::Deref for ConnShared {
-    type Target = Rc<WorkerShared>;
-    fn deref(&self) -> &Rc<WorkerShared> {
-        &self.shared
-    }
-}
-
-impl Drop for ConnShared {
-    fn drop(&mut self) {
-        let shared = &self.shared;
-        let key = self.idle_key.get();
-        if crate::idle::is_entry(key) {
-            shared.idle.remove(key as usize);
-        }
-        shared.global.release();
-        let n = shared.live.get() - 1;
-        shared.live.set(n);
-        if n == 0 {
-            shared.all_closed.notify_one();
-        }
-    }
-}
+/// A hook run on each worker thread before it accepts (see [`Server::on_worker_start`](crate::Server::on_worker_start)).
+pub(crate) type WorkerStartHook =
+    Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = io::Result<()>>>> + Send + Sync>;
 
 /// How a worker starts: its number, the hooks to run before it accepts
 /// ([`Server::on_worker_start`](crate::Server::on_worker_start)), and where to report that it
 /// is ready (or why it is not).
 pub(crate) struct Start {
     pub(crate) index: usize,
-    pub(crate) hooks: Vec<crate::server::WorkerStartHook>,
+    pub(crate) hooks: Vec<WorkerStartHook>,
     /// Reports `(index, outcome)`: the workers of one start share the channel.
     pub(crate) ready: std::sync::mpsc::Sender<(usize, std::io::Result<()>)>,
     /// Whether the listener is this worker's own `SO_REUSEPORT` socket (not a shared one).
@@ -247,12 +105,13 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                 return None;
             }
         };
-        let shared = Rc::new(WorkerShared::new(config, global));
+        let pools = h1::Pools::new(&config);
+        let shared = Rc::new(WorkerShared::new(config, global, pools));
         // Periodic work ticks from `Ticker`s (a timerfd on Linux), not tokio intervals: timers
         // in tokio's wheel cost work at every park, once per request at c=1. Made before the
         // worker reports ready, so a failure fails `serve` instead of leaving a bound listener
         // that nobody accepts on.
-        let ticks = ticker::Ticker::new(HEAD_CACHE_REFRESH)
+        let ticks = ticker::Ticker::new(h1::HEAD_CACHE_REFRESH)
             .and_then(|refresh| Ok((refresh, ticker::Ticker::new(shared.idle.tick_len())?)));
         let (mut refresh_tick, mut sweep_tick) = match ticks {
             Ok(t) => t,
@@ -273,7 +132,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             tokio::task::spawn_local(async move {
                 loop {
                     refresh_tick.tick().await;
-                    dates.head_cache.borrow_mut().refresh();
+                    dates.proto.refresh_heads();
                 }
             });
             let sweeper = shared.clone();
@@ -311,12 +170,10 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                 let _ = socket2::SockRef::from(l).shutdown(std::net::Shutdown::Both);
             }
             drop(listener);
-            shared.shutting_down.set(true);
-            shared.shutdown_started.notify_waiters();
+            shared.start_shutdown();
             // No shell enters the pool from now on (see `put_conn`): emptying it breaks the
             // cycle between the pooled shells and this state.
-            shared.conn_pool.borrow_mut().clear();
-            shared.idle.wake_all();
+            shared.proto.clear_conns();
             let deadline = tokio::time::sleep(shared.config.shutdown_timeout);
             tokio::pin!(deadline);
             while shared.live.get() > 0 {
@@ -333,7 +190,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             }
         });
         match main.await {
-            Err(e) if e.is_panic() => Some(crate::server::panic_text(&*e.into_panic())),
+            Err(e) if e.is_panic() => Some(panic_text(&*e.into_panic())),
             _ => None,
         }
     });
@@ -342,4 +199,15 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     // dropping the `LocalSet` did.
     drop(rt);
     died
+}
+
+/// The message of a panic payload (`&str` or `String`, as `panic!` makes them).
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".to_owned()
+    }
 }

@@ -2,13 +2,14 @@
 //! (Content-Length or chunked, with the body-size limit), waiting for more with the body timeouts
 //! and the minimum body rate, `100 Continue`, and draining what the handler left unread.
 
-use super::io::{Fill, Io};
+use super::io::{BodyState, Fill, Io};
 use super::Conn;
-use crate::body::BodyError;
+use crate::body::{BodyError, BodySource, ChunkFuture};
 use crate::pace::PaceRules;
 use bytes::{Buf, Bytes};
 use peregrine_codec::response::CONTINUE_100;
 use peregrine_codec::{ChunkedDecoder, ChunkedStep};
+use std::rc::Rc;
 use tokio::time::Instant;
 
 /// Largest read buffer reserved for a request body read.
@@ -16,18 +17,6 @@ const BODY_READ_MAX: usize = 64 * 1024;
 /// An unread request body of at most this many bytes is read and discarded after the response so
 /// the connection can be kept; a larger rest closes the connection instead.
 pub(super) const DRAIN_MAX: u64 = peregrine_codec::response::UNREAD_BODY_DRAIN_MAX;
-
-/// How the framing of the current request's body is progressing.
-pub(super) enum BodyState {
-    /// No body, or fully read.
-    Done,
-    /// This many bytes of a Content-Length body are still to come.
-    Length(u64),
-    /// A chunked body, this many data bytes delivered so far.
-    Chunked(ChunkedDecoder, u64),
-    /// Reading failed (the connection will close after the response).
-    Failed(BodyError),
-}
 
 /// One decoding step of the current body.
 enum Step {
@@ -122,20 +111,29 @@ impl Conn {
         }
     }
 
-    /// Next piece of the body of request `gen` (see [`Body::chunk`]).
+    /// The next piece of the body of request `gen` if it is buffered (or the body is over or
+    /// failed), `None` when reading must wait.
+    fn try_body_chunk(&self, gen: u64) -> Option<Result<Option<Bytes>, BodyError>> {
+        let mut io = self.io.borrow_mut();
+        if io.gen != gen {
+            return Some(Err(BodyError::Incomplete));
+        }
+        match self.body_step(&mut io) {
+            Step::Data(b) => Some(Ok(Some(b))),
+            Step::End => Some(Ok(None)),
+            Step::Err(e) => Some(Err(e)),
+            Step::NeedMore => None,
+        }
+    }
+
+    /// Next piece of the body of request `gen` (see [`Body::chunk`](crate::Body::chunk)).
     pub(crate) async fn body_chunk(&self, gen: u64) -> Result<Option<Bytes>, BodyError> {
         loop {
+            if let Some(ready) = self.try_body_chunk(gen) {
+                return ready;
+            }
             {
                 let mut io = self.io.borrow_mut();
-                if io.gen != gen {
-                    return Err(BodyError::Incomplete);
-                }
-                match self.body_step(&mut io) {
-                    Step::Data(b) => return Ok(Some(b)),
-                    Step::End => return Ok(None),
-                    Step::Err(e) => return Err(e),
-                    Step::NeedMore => {}
-                }
                 if io.eof {
                     io.body = BodyState::Failed(BodyError::Incomplete);
                     return Err(BodyError::Incomplete);
@@ -219,6 +217,33 @@ impl Conn {
             BodyState::Chunked(dec, _) => dec.extension_bytes(),
             _ => 0,
         }
+    }
+}
+
+/// A request body read from the connection. `gen` identifies the request: once the engine moved
+/// on to the next request, a stale body reports [`BodyError::Incomplete`] instead of reading
+/// bytes that belong to someone else.
+pub(super) struct ConnBody {
+    pub(super) conn: Rc<Conn>,
+    pub(super) gen: u64,
+    pub(super) content_length: Option<u64>,
+}
+
+impl BodySource for ConnBody {
+    fn try_chunk(&mut self) -> Option<Result<Option<Bytes>, BodyError>> {
+        self.conn.try_body_chunk(self.gen)
+    }
+
+    fn chunk(&mut self) -> ChunkFuture<'_> {
+        Box::pin(self.conn.body_chunk(self.gen))
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    fn refuse_too_large(&self) {
+        self.conn.fail_body(self.gen, BodyError::TooLarge);
     }
 }
 

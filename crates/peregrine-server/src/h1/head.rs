@@ -4,7 +4,7 @@
 
 use peregrine_codec::response::{
     asks_close, check_field, finish_head, is_engine_owned, is_server_field, status_line,
-    CloseReason, ConnectionLine, DateCache, FieldError, Framing, KeepAlive,
+    CloseReason, ConnectionLine, DateCache, Framing, KeepAlive,
 };
 use peregrine_codec::Version;
 use std::borrow::Cow;
@@ -122,7 +122,7 @@ pub(crate) enum TextFields {
 
 /// How often [`HeadCache`] is refreshed (`Date` has one-second resolution; well under a second
 /// keeps it current).
-pub(super) const HEAD_CACHE_REFRESH: Duration = Duration::from_millis(250);
+pub(crate) const HEAD_CACHE_REFRESH: Duration = Duration::from_millis(250);
 
 impl HeadCache {
     pub(super) fn new(server_name: Option<&str>) -> Self {
@@ -273,7 +273,7 @@ impl HeadCache {
             // Checked before the engine-owned ones are dropped, as HTTP/2 does: the same fields
             // are refused whichever protocol carries them.
             if let Err(why) = check_field(name.as_bytes(), value) {
-                log_refused_field(status, name, why);
+                crate::response::log_refused_field(status, name, why);
                 return false;
             }
             // Framing, Date and Connection are the engine's: a handler's could contradict it.
@@ -287,19 +287,6 @@ impl HeadCache {
         }
         true
     }
-}
-
-/// Logs a handler's field that fails [`check_field`]: one line, the same from the HTTP/1.1 and
-/// the HTTP/2 driver (at ERROR: the response is a bug the client cannot fix). The name is
-/// printed escaped, since it may hold the very bytes that were refused.
-#[cold]
-#[inline(never)]
-pub(crate) fn log_refused_field(status: u16, name: &str, why: FieldError) {
-    tracing::error!(
-        status,
-        field = ?name,
-        "the handler set a response {why}; answering 500"
-    );
 }
 
 /// The memo key of `headers` if every name and value is borrowed `'static` data (see

@@ -3,10 +3,11 @@
 //! written after it (chunked through the codec's encoder), error responses, and the keep-alive
 //! decision each of these may change.
 
-use super::body::{BodyState, DRAIN_MAX};
+use super::body::DRAIN_MAX;
+use super::head::{BodyOut, HeadWritten, TextFields};
+use super::io::BodyState;
 use super::Conn;
 use crate::response::{Response, ResponseBody};
-use crate::worker::{BodyOut, HeadWritten, TextFields};
 use peregrine_codec::response::{
     check_field, is_engine_owned, is_final_status, sends_body, write_content_length, BodyKind,
     ChunkedEncoder, CloseReason, Framing, KeepAlive, SizedBody, CONNECTION_CLOSE, CONTINUE_100,
@@ -77,6 +78,7 @@ impl Conn {
         let mut io = self.io.borrow_mut();
         let out = &mut io.out;
         self.shared
+            .proto
             .head_cache
             .borrow()
             .write_prefix(out, status, true);
@@ -203,7 +205,7 @@ impl Conn {
         {
             let mut io = self.io.borrow_mut();
             let out = &mut io.out;
-            let written = self.shared.head_cache.borrow_mut().write_head(
+            let written = self.shared.proto.head_cache.borrow_mut().write_head(
                 out,
                 status,
                 &resp.headers,

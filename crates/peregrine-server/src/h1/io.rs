@@ -3,11 +3,14 @@
 //! request body (`body.rs`) share one [`Conn`] through an `Rc`; no borrow of its state is held
 //! across an `.await`.
 
-use super::body::BodyState;
+use super::head::HeadCache;
+use crate::body::BodyError;
 use crate::pace::PaceRules;
+use crate::pooled::BlockPool;
 use crate::transport::{on_stream, Stream, Transport};
-use crate::worker::WorkerShared;
+use crate::worker::{ConnShared, WorkerShared};
 use bytes::BytesMut;
+use peregrine_codec::{ChunkedDecoder, FieldSpan};
 use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
@@ -15,6 +18,38 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{timeout_at, Instant};
+
+/// A worker's state as the HTTP/1.1 driver sees it.
+pub(crate) type Shared = WorkerShared<Pools>;
+/// A connection's hold on its worker (see [`ConnShared`]).
+pub(crate) type Held = ConnShared<Pools>;
+
+/// The HTTP/1.1 driver's per-worker state ([`WorkerShared::proto`]).
+pub(crate) struct Pools {
+    /// The parser's field table, shared by the worker's connections: parsing never yields, so
+    /// one table per thread suffices and idle connections do not carry one.
+    pub(crate) fields: RefCell<Box<[FieldSpan]>>,
+    pub(super) read_pool: RefCell<Vec<BytesMut>>,
+    /// Connection shells of connections that went idle, for the next one that goes busy.
+    /// Emptied when the worker stops: each holds an `Rc` to this state (a cycle otherwise).
+    pub(super) conn_pool: RefCell<Vec<Rc<Conn>>>,
+    pub(super) out_pool: RefCell<Vec<Vec<u8>>>,
+    /// Memory for the per-batch futures of busy connections (see [`crate::pooled`]).
+    pub(crate) busy_blocks: BlockPool,
+    pub(crate) head_cache: RefCell<HeadCache>,
+}
+
+/// How the framing of the current request's body is progressing.
+pub(super) enum BodyState {
+    /// No body, or fully read.
+    Done,
+    /// This many bytes of a Content-Length body are still to come.
+    Length(u64),
+    /// A chunked body, this many data bytes delivered so far.
+    Chunked(ChunkedDecoder, u64),
+    /// Reading failed (the connection will close after the response).
+    Failed(BodyError),
+}
 
 /// Size of a fresh read buffer. Requests of load generators and browsers fit in it; it grows
 /// on demand (up to the codec's head limits, or by what a body read asks for).
@@ -68,12 +103,12 @@ pub(crate) struct Io {
 /// One connection, shared by the driver and the body of the request being answered.
 ///
 /// Exists while the connection is busy; an idle connection keeps only its socket. The shells
-/// are recycled by the worker (see [`WorkerShared::take_conn`]), so going busy costs no
+/// are recycled by the worker (see `take_conn` in `pools.rs`), so going busy costs no
 /// allocation.
 pub(crate) struct Conn {
     /// `None` only while the shell waits in the worker's pool.
     stream: Option<Stream>,
-    pub(super) shared: Rc<WorkerShared>,
+    pub(super) shared: Rc<Shared>,
     pub(super) io: RefCell<Io>,
     /// The client, for engine events (`ServerConfig::events`); set only when someone listens.
     pub(super) peer: std::cell::Cell<SocketAddr>,
@@ -88,7 +123,7 @@ pub(super) enum Fill {
 
 impl Conn {
     /// A connection with no buffers yet ([`Conn::try_fill`] takes them from the worker's pools).
-    pub(crate) fn new(stream: Stream, shared: Rc<WorkerShared>) -> Self {
+    pub(crate) fn new(stream: Stream, shared: Rc<Shared>) -> Self {
         Conn {
             stream: Some(stream),
             shared,

@@ -1,50 +1,44 @@
-//! The connection driver: one task per connection, reading into a per-connection buffer,
-//! answering every complete request in it in order, writing the answers once per batch.
+//! The HTTP/1.1 driver: one task per connection, reading into a per-connection buffer,
+//! answering every complete request in it in order, writing the answers once per batch. It never
+//! names the HTTP/2 driver: a connection that turns out to speak h2c goes back to protocol
+//! selection through the `Http2Handoff` it was given.
 //!
 //! This file is the driver, top to bottom: [`serve`] (idle wait, then a batch), [`busy`] (answer
 //! what is complete, send, wait for more). The rest has one job per file: `batch.rs` the
 //! requests of a batch (parse, call the service, encode, in one synchronous loop), `io.rs` the
-//! socket and buffers, `body.rs` the request body, `respond.rs` the response. Everything runs on one worker
+//! socket and buffers (and the per-worker `Pools`), `body.rs` the request body, `respond.rs` the
+//! response, `head.rs` the response heads, `pools.rs` the recycling. Everything runs on one worker
 //! thread, so the driver and the request [`Body`](crate::Body) share the connection through an
 //! `Rc<Conn>` with a `RefCell`; no borrow is held across an `.await`. Why it is built this way:
 //! `docs/performance.md`.
 
 mod batch;
 mod body;
+mod head;
 mod io;
+mod pools;
 mod respond;
 
 use crate::pace::deadline_after;
-pub(crate) use io::{Conn, READ_BUF_INITIAL, READ_SPARE};
+pub(crate) use head::HEAD_CACHE_REFRESH;
+pub(crate) use io::Conn;
+use io::READ_BUF_INITIAL;
+pub(crate) use io::{Held, Pools, Shared};
+#[cfg(test)]
+pub(crate) use pools::shared_for_test;
 
 use crate::idle::IdleWait;
 use crate::pooled::PooledFuture;
 use crate::transport::Stream;
-use crate::worker::{ConnShared, WorkerShared};
 use crate::{ResponseBody, Service};
-use batch::{Batch, Stop};
-use body::BodyState;
-use io::Fill;
+use batch::{Batch, Close, Stop};
+use io::{BodyState, Fill};
 use respond::Answered;
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use tokio::time::Instant;
-
-/// What happens to a connection after the driver stops.
-enum Close {
-    /// Flush what is pending (best effort) and close.
-    Now,
-    /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
-    Linger,
-    /// Flush the 101, then run the handler's function (kept in the connection's `Io`, so this
-    /// enum and the connection's future keep their size) on the raw connection.
-    Upgrade,
-    /// The client speaks HTTP/2 (its first bytes were the preface): hand over to that driver.
-    #[cfg(feature = "http2")]
-    Http2,
-}
 
 /// What the busy part of the driver asks for.
 enum Next {
@@ -63,9 +57,10 @@ enum Next {
 /// 128 bytes), so this keeps an idle keep-alive connection well under 1 KiB.
 pub(crate) fn serve<S: Service>(
     service: Rc<S>,
-    shared: ConnShared,
+    shared: Held,
     stream: Stream,
     peer: SocketAddr,
+    #[cfg(feature = "http2")] to_http2: impl Http2Handoff,
 ) -> impl Future<Output = ()> {
     // Built outside the `async` block and used in place inside it: moving a captured value into
     // a new local would give it a second slot in the future (rust-lang/rust#62958).
@@ -75,7 +70,7 @@ pub(crate) fn serve<S: Service>(
         let (conn, close) = loop {
             // (Shutdown is decided in the wait: input already sent is still answered.)
             // (A block, so that nothing of the wait stays in the task's state while busy.)
-            if !IdleWait::new(home.stream(), &shared, &shared.idle_key).await {
+            if !IdleWait::new(home.stream(), &shared.idle, &shared.idle_key).await {
                 if shared.config.events.is_some() {
                     report_idle_close(&shared, peer);
                 }
@@ -105,7 +100,7 @@ pub(crate) fn serve<S: Service>(
                 let served = served;
                 busy(service, conn_ref, served, peer)
             };
-            match PooledFuture::new_with(&shared.busy_blocks, batch).await {
+            match PooledFuture::new_with(&shared.proto.busy_blocks, batch).await {
                 Next::Idle => home = Home::from_conn(conn, &shared),
                 Next::Close(c) => break (conn, c),
             }
@@ -118,7 +113,7 @@ pub(crate) fn serve<S: Service>(
             // Boxed, like the other rare paths: the idle connection's task stays small.
             Close::Upgrade => Box::pin(upgrade(conn, shared)).await,
             #[cfg(feature = "http2")]
-            Close::Http2 => Box::pin(http2(conn, shared, service, peer)).await,
+            Close::Http2 => Box::pin(http2(conn, shared, service, peer, to_http2)).await,
         }
     }
 }
@@ -127,7 +122,7 @@ pub(crate) fn serve<S: Service>(
 /// (shutdown and socket errors are no rejection). Cold: once per connection at most.
 #[cold]
 #[inline(never)]
-fn report_idle_close(shared: &ConnShared, peer: SocketAddr) {
+fn report_idle_close(shared: &Held, peer: SocketAddr) {
     use crate::events::RejectReason;
     use crate::idle::Ended;
     let (Some(events), key) = (&shared.config.events, shared.idle_key.get()) else {
@@ -153,7 +148,7 @@ fn report_idle_close(shared: &ConnShared, peer: SocketAddr) {
 
 /// Sends the 101, then runs the handler's function on the raw connection, which keeps its place
 /// in the worker's count meanwhile.
-async fn upgrade(conn: Rc<Conn>, shared: ConnShared) {
+async fn upgrade(conn: Rc<Conn>, shared: Held) {
     let Some(on_upgrade) = conn.io.borrow_mut().upgrade.take() else {
         return;
     };
@@ -169,17 +164,38 @@ async fn upgrade(conn: Rc<Conn>, shared: ConnShared) {
     drop(shared);
 }
 
+/// The HTTP/2 driver, handed in by protocol selection (`crate::protocol`) so that this driver
+/// never names it: where a cleartext connection that opened with the h2c preface goes on.
+#[cfg(feature = "http2")]
+pub(crate) trait Http2Handoff: Copy {
+    /// Serves the rest of the connection as HTTP/2; `read` holds the bytes already read.
+    fn serve<S: Service>(
+        self,
+        service: Rc<S>,
+        held: Held,
+        stream: Stream,
+        read: bytes::Bytes,
+        peer: SocketAddr,
+    ) -> impl Future<Output = ()>;
+}
+
 /// Serves the rest of the connection as HTTP/2, starting with the bytes already read.
 #[cfg(feature = "http2")]
-async fn http2<S: Service>(conn: Rc<Conn>, shared: ConnShared, service: Rc<S>, peer: SocketAddr) {
+async fn http2<S: Service>(
+    conn: Rc<Conn>,
+    shared: Held,
+    service: Rc<S>,
+    peer: SocketAddr,
+    to_http2: impl Http2Handoff,
+) {
     if let Some((stream, read)) = hand_over(conn, &shared) {
-        crate::h2::serve_stream(service, shared, stream, read, peer).await;
+        to_http2.serve(service, shared, stream, read, peer).await;
     }
 }
 
 /// The socket and unconsumed input of a connection leaving this driver; `None` if a request
 /// body (held by a handler) still shares the connection.
-fn hand_over(mut conn: Rc<Conn>, shared: &WorkerShared) -> Option<(Stream, bytes::Bytes)> {
+fn hand_over(mut conn: Rc<Conn>, shared: &Shared) -> Option<(Stream, bytes::Bytes)> {
     let parts = Rc::get_mut(&mut conn)?.hand_over();
     shared.put_conn(conn);
     Some(parts)
@@ -414,14 +430,14 @@ impl Home {
         }
     }
 
-    fn into_conn(self, shared: &Rc<WorkerShared>) -> Rc<Conn> {
+    fn into_conn(self, shared: &Rc<Shared>) -> Rc<Conn> {
         match self {
             Home::Inline(stream) => shared.take_conn(stream),
             Home::Shared(conn) => conn,
         }
     }
 
-    fn from_conn(mut conn: Rc<Conn>, shared: &WorkerShared) -> Home {
+    fn from_conn(mut conn: Rc<Conn>, shared: &Shared) -> Home {
         match Rc::get_mut(&mut conn) {
             Some(c) => {
                 let stream = c.retire();
@@ -440,49 +456,26 @@ impl Home {
 
 #[cfg(test)]
 mod size_tests {
-    /// What an idle connection costs is mostly the task tokio allocates for it, sized by the
-    /// largest state of its future; this guards the budget against accidental growth (an
-    /// inlined timer, buffer or request would add hundreds of bytes).
+    /// A busy connection's per-batch future is built in a recycled block per batch (per request
+    /// without pipelining): the memory a busy connection holds besides its buffers.
     #[test]
-    fn idle_connection_future_stays_small() {
+    fn busy_future_stays_small() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
             let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let shared = super::pools::shared_for_test();
+            let svc = crate::service_fn(|_r: crate::Request| async { crate::Response::text("x") });
             let c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
                 .await
                 .unwrap();
-            let shared = std::rc::Rc::new(crate::worker::WorkerShared::new(
-                crate::ServerConfig::default(),
-                std::sync::Arc::new(crate::worker::Global::new(usize::MAX, None)),
-            ));
-            let svc = std::rc::Rc::new(crate::service_fn(|_r: crate::Request| async {
-                crate::Response::text("x")
-            }));
-            let conn = std::rc::Rc::new(super::Conn::new(
-                crate::transport::Stream::Tcp(
-                    tokio::net::TcpStream::connect(l.local_addr().unwrap())
-                        .await
-                        .unwrap(),
-                ),
-                shared.clone(),
-            ));
+            let conn = std::rc::Rc::new(super::Conn::new(crate::transport::Stream::Tcp(c), shared));
             let mut served = 0;
-            let busy = super::busy(&*svc, &conn, &mut served, "127.0.0.1:1".parse().unwrap());
-            // Built in a recycled block per batch (per request without pipelining): the memory
-            // a busy connection holds besides its buffers.
+            let busy = super::busy(&svc, &conn, &mut served, "127.0.0.1:1".parse().unwrap());
             let busy_size = std::mem::size_of_val(&busy);
             assert!(busy_size <= 512, "per-batch future is {busy_size} bytes");
-            drop(busy);
-            let held = crate::worker::ConnShared::for_test(&shared);
-            let c = crate::transport::Stream::Tcp(c);
-            let fut = super::serve(svc, held, c, "127.0.0.1:1".parse().unwrap());
-            // Tokio's task cell is the future plus 96 bytes of header and trailer, rounded up to
-            // 128 bytes: at most 160 bytes of future keeps an idle connection's task in 256.
-            let size = std::mem::size_of_val(&fut);
-            assert!(size <= 160, "connection future is {size} bytes");
         });
     }
 }

@@ -3,9 +3,10 @@
 //! request taken from the buffer by [`take_request`]. The `async` driver around it is `busy` in
 //! `mod.rs`.
 
-use super::body::BodyState;
+use super::body::ConnBody;
+use super::io::BodyState;
 use super::respond::{drop_answered, Answered};
-use super::{Close, Conn};
+use super::Conn;
 #[cfg(feature = "http2")]
 use crate::transport::Stream;
 use crate::{Body, Request, Service};
@@ -19,6 +20,20 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+
+/// What happens to a connection after the driver stops.
+pub(super) enum Close {
+    /// Flush what is pending (best effort) and close.
+    Now,
+    /// Flush, half-close, discard input for a while, close (see `io.rs`, `LINGER_TIME`).
+    Linger,
+    /// Flush the 101, then run the handler's function (kept in the connection's `Io`, so this
+    /// enum and the connection's future keep their size) on the raw connection.
+    Upgrade,
+    /// The client speaks HTTP/2 (its first bytes were the preface): hand over to that driver.
+    #[cfg(feature = "http2")]
+    Http2,
+}
 
 /// The request being answered: what the driver needs of it once its handler answered.
 #[derive(Clone, Copy)]
@@ -189,7 +204,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     if io.rbuf.is_empty() {
         return Taken::NeedMore;
     }
-    let mut table = conn.shared.fields.borrow_mut();
+    let mut table = conn.shared.proto.fields.borrow_mut();
     let mut pending = Request::pending();
     let found = match pending.parse(&io.rbuf, &cfg.limits, &mut table) {
         Ok(Parsed::Complete(h)) => Ok((
@@ -219,7 +234,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             if status == 505
                 && *served == 0
                 && !matches!(conn.stream(), Stream::Other(_))
-                && crate::h2::detect_preface(&io.rbuf) != Some(false)
+                && crate::protocol::preface::detect_preface(&io.rbuf) != Some(false)
             {
                 return Taken::Http2;
             }
@@ -271,7 +286,12 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     // The request copies the head's bytes and fields; the read buffer moves on.
     let mut req = pending.finish(&io.rbuf, &table[..field_count], peer);
     if let Some(len) = body_len {
-        *req.body_mut() = Body::from_conn(conn.clone(), gen, len);
+        let body = ConnBody {
+            conn: conn.clone(),
+            gen,
+            content_length: len,
+        };
+        *req.body_mut() = Body::from_source(Box::new(body));
     }
     io.rbuf.advance(head_len);
     if cfg
