@@ -37,7 +37,7 @@
 //! # Cargo features
 //!
 //! The core (routing, extractors, JSON, forms, cookies, SSE, health, proxy headers, the
-//! `Logger`/`Cors`/`Timeout`/`RequestId`/`Trace` layers) is always there. The heavier parts are
+//! `Logger`/`Cors`/`Timeout`/`RequestIdLayer`/`Trace` layers) is always there. The heavier parts are
 //! features; the defaults are what most services use, and cost few crates:
 //!
 //! | feature | default | gives | pulls |
@@ -45,12 +45,12 @@
 //! | `compression` | yes | [`middleware::Compression`] (gzip), gzip/deflate request bodies | flate2 |
 //! | `static-files` | yes | [`fs`]: `ServeDir`, `ServeFile` | mime_guess |
 //! | `brotli` | | br in `Compression` and in request bodies (implies `compression`) | brotli |
-//! | `multipart` | | [`Request::multipart`] | multer |
-//! | `metrics` | | [`metrics`]: the Prometheus recorder, `Metrics` layer, `/metrics` | metrics-exporter-prometheus |
-//! | `rate-limit` | | [`middleware::RateLimit`] | governor |
-//! | `tower` | | [`tower`]: tower layers and services | tower-service, http-body |
-//! | `ws` | | [`ws`]: WebSocket | tokio-tungstenite |
-//! | `tls` | | [`tls`]: TLS listeners | rustls |
+//! | `multipart` | | `Request::multipart` | multer |
+//! | `metrics` | | `metrics`: the Prometheus recorder, `Metrics` layer, `/metrics` | metrics-exporter-prometheus |
+//! | `rate-limit` | | `middleware::RateLimit` | governor |
+//! | `tower` | | `tower`: tower layers and services | tower-service, http-body |
+//! | `ws` | | `ws`: WebSocket | tokio-tungstenite |
+//! | `tls` | | `tls`: TLS listeners | rustls |
 //! | `http2` | | HTTP/2 (h2c, and over TLS with ALPN) | h2 |
 //! | `opentelemetry` | | `Trace` continues the `traceparent` as OpenTelemetry parent | opentelemetry |
 //!

@@ -2,19 +2,15 @@
 //! `Accept-Encoding` negotiation it shares with static files' precompressed siblings.
 
 #[cfg(feature = "compression")]
-use super::{Middleware, Next};
-#[cfg(feature = "compression")]
-use crate::handler::BoxFuture;
-#[cfg(feature = "compression")]
-use crate::request::Request;
-#[cfg(feature = "compression")]
-use bytes::Bytes;
-#[cfg(feature = "compression")]
-use peregrine_server::{Response, ResponseBody};
-#[cfg(feature = "compression")]
-use std::borrow::Cow;
-#[cfg(feature = "compression")]
-use std::io::Write;
+use {
+    super::{Middleware, Next},
+    crate::handler::BoxFuture,
+    crate::request::Request,
+    bytes::Bytes,
+    peregrine_server::{Response, ResponseBody},
+    std::borrow::Cow,
+    std::io::Write,
+};
 
 /// A content coding this layer can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,11 +29,12 @@ impl Coding {
     }
 }
 
-/// Compresses response bodies with brotli (feature `brotli`) or gzip, negotiated on `Accept-Encoding` with
-/// q-values (RFC 9110 §12.5.3; at equal q the server prefers brotli), for bodies of at least
-/// `min_size` bytes (default 1024) whose content type compresses well (text, JSON, JavaScript,
-/// XML, SVG, WASM). Every response with such a content type gets `Vary: Accept-Encoding`, so
-/// caches keep the variants apart; a strong `ETag` becomes weak on a compressed answer.
+/// Compresses response bodies with gzip or brotli (feature `brotli`), negotiated on
+/// `Accept-Encoding` with q-values (RFC 9110 §12.5.3; at equal q the server prefers brotli),
+/// for bodies of at least `min_size` bytes (default 1024) whose content type compresses well
+/// (text, JSON, JavaScript, XML, SVG, WASM). Every response with such a content type gets
+/// `Vary: Accept-Encoding`, so caches keep the variants apart; a strong `ETag` becomes weak on a
+/// compressed answer.
 ///
 /// Left untouched: streamed bodies, responses that already have a `Content-Encoding`, partial
 /// content (206, or any response with `Content-Range`: compressing it would break the range),
