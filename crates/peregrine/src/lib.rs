@@ -42,8 +42,8 @@
 //!
 //! | feature | default | gives | pulls |
 //! |---|---|---|---|
-//! | `compression` | yes | [`middleware::Compression`] (gzip), gzip/deflate request bodies | flate2 |
-//! | `static-files` | yes | [`fs`]: `ServeDir`, `ServeFile` | mime_guess |
+//! | `compression` | yes | `middleware::Compression` (gzip), gzip/deflate request bodies | flate2 |
+//! | `static-files` | yes | `fs`: `ServeDir`, `ServeFile` | mime_guess |
 //! | `brotli` | | br in `Compression` and in request bodies (implies `compression`) | brotli |
 //! | `multipart` | | `Request::multipart` | multer |
 //! | `metrics` | | `metrics`: the Prometheus recorder, `Metrics` layer, `/metrics` | metrics-exporter-prometheus |
