@@ -31,7 +31,7 @@ from .soak_proto import Target
 
 ROOT = config.LAB_DIR.parent
 DEFAULT_DURATION = 1800.0
-FEATURES = "tls,http2,ws"
+FEATURES = "tls,http2,ws,multipart"
 
 
 class SoakError(Exception):

@@ -5,7 +5,7 @@
 # with tower-http's TraceLayer (lab/peers/rust, binary axum-trace-peer).
 #
 # usage: crates/peregrine/bench/observability-cost.sh [SECONDS] [CONNECTIONS] [ROUNDS]
-# needs: cargo build --release -p peregrine --features opentelemetry --example observability
+# needs: cargo build --release -p peregrine --features opentelemetry,metrics,rate-limit --example observability
 #        (cd lab/peers/rust && cargo build --release --bin axum-trace-peer)   # optional
 #
 # Modes (env OBS of the servers):

@@ -4,7 +4,7 @@
 //! addresses taken from trusted proxies.
 //!
 //! ```sh
-//! cargo run --release --features opentelemetry --example observability
+//! cargo run --release --features opentelemetry,metrics,rate-limit --example observability
 //! curl -s localhost:8080/hello/ada -H 'traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
 //! curl -s localhost:8080/metrics
 //! ```

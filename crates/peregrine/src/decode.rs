@@ -1,18 +1,32 @@
 //! Request-body content codings (`Content-Encoding: gzip | deflate | br`), decoded with a hard
 //! limit on the decoded size: a small "bomb" never makes the worker allocate past the limit.
+//! gzip and deflate need the `compression` feature, br the `brotli` feature; a build without
+//! them answers 415 to those codings, naming the ones it decodes.
 
 use crate::error::Error;
 use bytes::Bytes;
+#[cfg(feature = "compression")]
 use std::io::Read;
 
 /// A content coding the framework decodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Coding {
+    #[cfg(feature = "compression")]
     Gzip,
     /// HTTP's `deflate` is the zlib format (RFC 9110 §8.4.1.2).
+    #[cfg(feature = "compression")]
     Deflate,
+    #[cfg(feature = "brotli")]
     Br,
 }
+
+/// The codings this build decodes, for the 415's detail and `Accept-Encoding`.
+#[cfg(feature = "brotli")]
+const DECODED: &str = "gzip, deflate, br";
+#[cfg(all(feature = "compression", not(feature = "brotli")))]
+const DECODED: &str = "gzip, deflate";
+#[cfg(not(feature = "compression"))]
+const DECODED: &str = "identity";
 
 /// The coding named by a `Content-Encoding` value: `None` for no coding or `identity`; 415 for
 /// a coding we do not decode or for stacked codings (`gzip, br`).
@@ -22,26 +36,36 @@ pub(crate) fn coding_of(value: Option<&[u8]>) -> Result<Option<Coding>, Error> {
     if v.is_empty() || v.eq_ignore_ascii_case(b"identity") {
         return Ok(None);
     }
+    #[cfg(feature = "compression")]
     if v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip") {
         return Ok(Some(Coding::Gzip));
     }
+    #[cfg(feature = "compression")]
     if v.eq_ignore_ascii_case(b"deflate") {
         return Ok(Some(Coding::Deflate));
     }
+    #[cfg(feature = "brotli")]
     if v.eq_ignore_ascii_case(b"br") {
         return Ok(Some(Coding::Br));
     }
     Err(Error::new(415)
-        .with_detail("unsupported content coding (gzip, deflate and br are accepted)")
-        .with_header("accept-encoding", "gzip, deflate, br"))
+        .with_detail(format!(
+            "unsupported content coding (this server decodes: {DECODED})"
+        ))
+        .with_header("accept-encoding", DECODED))
 }
 
 /// Decodes `data`, failing with 413 as soon as the output would pass `limit` bytes and with 400
 /// if the data is not valid in that coding.
+// Without `compression`, `Coding` has no values and this is never called.
+#[cfg_attr(not(feature = "compression"), allow(unused_variables))]
 pub(crate) fn decode(coding: Coding, data: &[u8], limit: usize) -> Result<Bytes, Error> {
     match coding {
+        #[cfg(feature = "compression")]
         Coding::Gzip => read_limited(flate2::read::MultiGzDecoder::new(data), limit),
+        #[cfg(feature = "compression")]
         Coding::Deflate => read_limited(flate2::read::ZlibDecoder::new(data), limit),
+        #[cfg(feature = "brotli")]
         Coding::Br => read_limited(brotli::Decompressor::new(data, 4096), limit),
     }
 }
@@ -49,6 +73,7 @@ pub(crate) fn decode(coding: Coding, data: &[u8], limit: usize) -> Result<Bytes,
 /// Reads `r` to its end into a buffer that never grows past `limit + 1` bytes: capacity grows
 /// by doubling but is clamped, so the allocation is bounded by the limit, not by what the
 /// compressed data claims.
+#[cfg(feature = "compression")]
 fn read_limited(mut r: impl Read, limit: usize) -> Result<Bytes, Error> {
     let cap = limit.saturating_add(1);
     let mut out: Vec<u8> = Vec::with_capacity(cap.min(8 * 1024));
@@ -76,7 +101,7 @@ fn read_limited(mut r: impl Read, limit: usize) -> Result<Bytes, Error> {
     Ok(Bytes::from(out))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "compression"))]
 mod tests {
     use super::*;
     use std::io::Write;
@@ -92,7 +117,6 @@ mod tests {
         assert_eq!(coding_of(None).unwrap(), None);
         assert_eq!(coding_of(Some(b"identity")).unwrap(), None);
         assert_eq!(coding_of(Some(b" GZIP ")).unwrap(), Some(Coding::Gzip));
-        assert_eq!(coding_of(Some(b"br")).unwrap(), Some(Coding::Br));
         assert_eq!(coding_of(Some(b"deflate")).unwrap(), Some(Coding::Deflate));
         assert_eq!(coding_of(Some(b"zstd")).unwrap_err().status(), 415);
         assert_eq!(coding_of(Some(b"gzip, br")).unwrap_err().status(), 415);
@@ -116,6 +140,13 @@ mod tests {
             decode(Coding::Gzip, b"not gzip", 100).unwrap_err().status(),
             400
         );
+    }
+
+    #[cfg(feature = "brotli")]
+    #[test]
+    fn brotli_round_trips() {
+        let data = b"hello hello hello".repeat(100);
+        assert_eq!(coding_of(Some(b"br")).unwrap(), Some(Coding::Br));
         let mut br = Vec::new();
         brotli::CompressorWriter::new(&mut br, 4096, 5, 22)
             .write_all(&data)
@@ -131,5 +162,35 @@ mod tests {
         assert!(z.len() < 100 * 1024);
         let e = decode(Coding::Gzip, &z, 1 << 20).unwrap_err();
         assert_eq!(e.status(), 413);
+    }
+}
+
+/// The codings a build without them refuses: 415, naming what it does decode.
+#[cfg(all(test, not(feature = "brotli")))]
+mod refused {
+    use super::*;
+
+    fn accept_encoding(e: Error) -> Option<String> {
+        let res = crate::IntoResponse::into_response(e);
+        crate::response::header_value(&res, "accept-encoding")
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    #[test]
+    fn br_is_refused_without_the_brotli_feature() {
+        let e = coding_of(Some(b"br")).unwrap_err();
+        assert_eq!(e.status(), 415);
+        assert_eq!(accept_encoding(e).as_deref(), Some(DECODED));
+    }
+
+    #[cfg(not(feature = "compression"))]
+    #[test]
+    fn gzip_and_deflate_are_refused_without_the_compression_feature() {
+        for coding in [&b"gzip"[..], b"x-gzip", b"deflate"] {
+            let e = coding_of(Some(coding)).unwrap_err();
+            assert_eq!(e.status(), 415);
+            assert_eq!(accept_encoding(e).as_deref(), Some("identity"));
+        }
+        assert_eq!(coding_of(Some(b"identity")).unwrap(), None);
     }
 }

@@ -33,6 +33,29 @@
 //! ```
 //!
 //! Handler futures run on the worker thread that owns the connection and need not be `Send`.
+//!
+//! # Cargo features
+//!
+//! The core (routing, extractors, JSON, forms, cookies, SSE, health, proxy headers, the
+//! `Logger`/`Cors`/`Timeout`/`RequestIdLayer`/`Trace` layers) is always there. The heavier parts are
+//! features; the defaults are what most services use, and cost few crates:
+//!
+//! | feature | default | gives | pulls |
+//! |---|---|---|---|
+//! | `compression` | yes | `middleware::Compression` (gzip), gzip/deflate request bodies | flate2 |
+//! | `static-files` | yes | `fs`: `ServeDir`, `ServeFile` | mime_guess |
+//! | `brotli` | | br in `Compression` and in request bodies (implies `compression`) | brotli |
+//! | `multipart` | | `Request::multipart` | multer |
+//! | `metrics` | | `metrics`: the Prometheus recorder, `Metrics` layer, `/metrics` | metrics-exporter-prometheus |
+//! | `rate-limit` | | `middleware::RateLimit` | governor |
+//! | `tower` | | `tower`: tower layers and services | tower-service, http-body |
+//! | `ws` | | `ws`: WebSocket | tokio-tungstenite |
+//! | `tls` | | `tls`: TLS listeners | rustls |
+//! | `http2` | | HTTP/2 (h2c, and over TLS with ALPN) | h2 |
+//! | `opentelemetry` | | `Trace` continues the `traceparent` as OpenTelemetry parent | opentelemetry |
+//!
+//! Without `compression`, a request body with `Content-Encoding: gzip` gets 415 (with
+//! `Accept-Encoding: identity`) instead of being decoded.
 
 #![forbid(unsafe_code)]
 // docs.rs (nightly) shows beside each item the cargo feature it needs.
@@ -46,12 +69,18 @@ pub mod config;
 pub mod cookie;
 mod decode;
 mod error;
+#[cfg(feature = "static-files")]
+#[cfg_attr(docsrs, doc(cfg(feature = "static-files")))]
 pub mod fs;
+// The fuzz targets' checks exercise static files and every coding.
+#[cfg(all(feature = "static-files", feature = "brotli"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod handler;
 mod header;
 pub mod health;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 pub mod middleware;
 #[cfg(feature = "multipart")]
@@ -67,8 +96,10 @@ mod status;
 mod stream_body;
 mod test_client;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 #[cfg(feature = "ws")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ws")))]
 pub mod ws;
 
 pub use app::{App, AppFuture, AppService, DEFAULT_BODY_LIMIT};
@@ -77,6 +108,7 @@ pub use error::Error;
 pub use handler::{BoxFuture, Handler, IntoHandler, IsHandler, TryExtract};
 pub use header::{Headers, IntoHeaderValue, IntoHeaders};
 #[cfg(feature = "multipart")]
+#[cfg_attr(docsrs, doc(cfg(feature = "multipart")))]
 pub use multipart::{Field, Multipart, MultipartLimits};
 pub use request::Request;
 pub use response::{BodySender, Disconnected, Html, IntoResponse, Json, Redirect, StreamBody};
@@ -115,6 +147,7 @@ pub use peregrine_server::{
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub mod tls {
     #[doc(inline)]
     pub use peregrine_server::tls::{

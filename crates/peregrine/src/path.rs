@@ -4,7 +4,7 @@
 //! `/static/private%2fx`).
 //!
 //! The rules (the canonical form is what the router, [`Request::path`](crate::Request::path),
-//! the route parameters and [`ServeDir`](crate::fs::ServeDir) all see):
+//! the route parameters and `fs::ServeDir` all see):
 //!
 //! 1. `%XX` escapes of RFC 3986 *unreserved* characters (`A-Z a-z 0-9 - . _ ~`) are decoded:
 //!    RFC 3986 §6.2.2.2 makes them equivalent, so `/%70rivate` **is** `/private`.
@@ -22,7 +22,7 @@
 //!    Put such values in the query string, or opt in with
 //!    [`App::encoded_slashes`](crate::App::encoded_slashes)`(`[`EncodedSlashes::Keep`]`)`: then
 //!    `%2F` and `%5C` stay encoded inside their segment (never a separator to the router, like
-//!    Apache's `AllowEncodedSlashes NoDecode`), and [`ServeDir`](crate::fs::ServeDir) still
+//!    Apache's `AllowEncodedSlashes NoDecode`), and `fs::ServeDir` still
 //!    refuses them. `%00` is refused either way.
 //!
 //! Why rewrite rather than redirect to the canonical form: a redirect costs a round trip and

@@ -485,6 +485,8 @@ pub(crate) fn settle_unswitched_upgrade(r: &mut Response) {
     });
 }
 
+// Used by the compression layer and by tests.
+#[cfg_attr(not(feature = "compression"), allow(dead_code))]
 pub(crate) fn header_value<'a>(r: &'a Response, name: &str) -> Option<&'a [u8]> {
     r.headers
         .iter()

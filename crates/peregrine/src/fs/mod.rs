@@ -51,6 +51,8 @@ mod serve_file;
 mod symlinks;
 
 pub use options::DEFAULT_MAX_IN_MEMORY;
+// Outside `fs`, only the fuzz checks use it.
+#[cfg(feature = "brotli")]
 pub(crate) use resolve::safe_relative;
 pub use serve_dir::ServeDir;
 pub use serve_file::ServeFile;

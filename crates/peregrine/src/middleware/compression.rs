@@ -1,10 +1,16 @@
-use super::{Middleware, Next};
-use crate::handler::BoxFuture;
-use crate::request::Request;
-use bytes::Bytes;
-use peregrine_server::{Response, ResponseBody};
-use std::borrow::Cow;
-use std::io::Write;
+//! The `Compression` layer (feature `compression`, br with `brotli`) and the
+//! `Accept-Encoding` negotiation it shares with static files' precompressed siblings.
+
+#[cfg(feature = "compression")]
+use {
+    super::{Middleware, Next},
+    crate::handler::BoxFuture,
+    crate::request::Request,
+    bytes::Bytes,
+    peregrine_server::{Response, ResponseBody},
+    std::borrow::Cow,
+    std::io::Write,
+};
 
 /// A content coding this layer can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +19,7 @@ pub(crate) enum Coding {
     Gzip,
 }
 
+#[cfg(feature = "compression")]
 impl Coding {
     fn token(self) -> &'static [u8] {
         match self {
@@ -22,11 +29,12 @@ impl Coding {
     }
 }
 
-/// Compresses response bodies with brotli or gzip, negotiated on `Accept-Encoding` with
-/// q-values (RFC 9110 §12.5.3; at equal q the server prefers brotli), for bodies of at least
-/// `min_size` bytes (default 1024) whose content type compresses well (text, JSON, JavaScript,
-/// XML, SVG, WASM). Every response with such a content type gets `Vary: Accept-Encoding`, so
-/// caches keep the variants apart; a strong `ETag` becomes weak on a compressed answer.
+/// Compresses response bodies with gzip or brotli (feature `brotli`), negotiated on
+/// `Accept-Encoding` with q-values (RFC 9110 §12.5.3; at equal q the server prefers brotli),
+/// for bodies of at least `min_size` bytes (default 1024) whose content type compresses well
+/// (text, JSON, JavaScript, XML, SVG, WASM). Every response with such a content type gets
+/// `Vary: Accept-Encoding`, so caches keep the variants apart; a strong `ETag` becomes weak on a
+/// compressed answer.
 ///
 /// Left untouched: streamed bodies, responses that already have a `Content-Encoding`, partial
 /// content (206, or any response with `Content-Range`: compressing it would break the range),
@@ -67,10 +75,12 @@ impl Coding {
 /// assert_eq!(client.get("/report").send().await.header("content-encoding"), None);
 /// # });
 /// ```
+#[cfg(feature = "compression")]
 #[derive(Debug, Clone, Copy)]
 pub struct Compression {
     min_size: usize,
     gzip_level: u32,
+    #[cfg(feature = "brotli")]
     brotli_quality: u32,
     gzip: bool,
     brotli: bool,
@@ -78,14 +88,18 @@ pub struct Compression {
     max_size: usize,
 }
 
+#[cfg(feature = "compression")]
+#[cfg_attr(docsrs, doc(cfg(feature = "compression")))]
 impl Default for Compression {
     fn default() -> Self {
         Self::new()
     }
 }
 
+#[cfg(feature = "compression")]
+#[cfg_attr(docsrs, doc(cfg(feature = "compression")))]
 impl Compression {
-    /// gzip and brotli, bodies of 1 KiB and more.
+    /// gzip and (with the `brotli` feature) brotli, bodies of 1 KiB and more.
     ///
     /// ```
     /// use peregrine::middleware::Compression;
@@ -98,7 +112,10 @@ impl Compression {
     ///     .test();
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let big = client.get("/big").header("accept-encoding", "gzip, br").send().await;
+    /// # #[cfg(feature = "brotli")]
     /// assert_eq!(big.header("content-encoding"), Some("br")); // brotli preferred at equal q
+    /// # #[cfg(not(feature = "brotli"))]
+    /// # assert_eq!(big.header("content-encoding"), Some("gzip"));
     /// let small = client.get("/small").header("accept-encoding", "gzip, br").send().await;
     /// assert_eq!((small.header("content-encoding"), small.text()), (None, "tiny"));
     /// # });
@@ -107,9 +124,10 @@ impl Compression {
         Compression {
             min_size: 1024,
             gzip_level: 5,
+            #[cfg(feature = "brotli")]
             brotli_quality: 4,
             gzip: true,
-            brotli: true,
+            brotli: cfg!(feature = "brotli"),
             inline_limit: 64 * 1024,
             max_size: 4 * 1024 * 1024,
         }
@@ -216,6 +234,8 @@ impl Compression {
     /// assert!(css.starts_with(".btn{color:red}.btn"));
     /// # });
     /// ```
+    #[cfg(feature = "brotli")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "brotli")))]
     pub fn brotli_quality(mut self, q: u32) -> Self {
         self.brotli_quality = q.min(11);
         self
@@ -269,6 +289,7 @@ impl Compression {
                 e.write_all(data)?;
                 e.finish()
             }
+            #[cfg(feature = "brotli")]
             Coding::Brotli => {
                 let mut out = Vec::with_capacity(data.len() / 3 + 64);
                 {
@@ -279,6 +300,9 @@ impl Compression {
                 }
                 Ok(out)
             }
+            // `new` leaves brotli off in a build without it and nothing turns it on.
+            #[cfg(not(feature = "brotli"))]
+            Coding::Brotli => Err(std::io::Error::other("brotli is not compiled in")),
         }
     }
 }
@@ -339,6 +363,7 @@ pub(crate) fn negotiate(accept: &[u8], gzip: bool, brotli: bool) -> Option<Codin
 
 /// Content types worth compressing (already-compressed formats such as images, video and
 /// archives are not).
+#[cfg(feature = "compression")]
 pub(crate) fn compressible(content_type: &[u8]) -> bool {
     let ct = content_type
         .split(|&b| b == b';')
@@ -360,10 +385,12 @@ pub(crate) fn compressible(content_type: &[u8]) -> bool {
         )
 }
 
+#[cfg(feature = "compression")]
 fn find<'a>(res: &'a Response, name: &str) -> Option<&'a [u8]> {
     crate::response::header_value(res, name)
 }
 
+#[cfg(feature = "compression")]
 fn add_vary(res: &mut Response) {
     if let Some((_, v)) = res
         .headers
@@ -385,6 +412,8 @@ fn add_vary(res: &mut Response) {
     }
 }
 
+#[cfg(feature = "compression")]
+#[cfg_attr(docsrs, doc(cfg(feature = "compression")))]
 impl Middleware for Compression {
     fn call(&self, req: Request, next: Next) -> BoxFuture<Response> {
         let coding = req
@@ -481,6 +510,7 @@ mod tests {
         assert_eq!(negotiate(b"", true, true), None);
     }
 
+    #[cfg(feature = "compression")]
     #[test]
     fn compressible_types() {
         assert!(compressible(b"text/plain; charset=utf-8"));
@@ -491,6 +521,7 @@ mod tests {
         assert!(!compressible(b"application/zip"));
     }
 
+    #[cfg(feature = "compression")]
     #[test]
     fn round_trips() {
         let c = Compression::new();
@@ -499,13 +530,32 @@ mod tests {
         let mut out = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut out).unwrap();
         assert_eq!(out, data);
-        let br = c.compress(Coding::Brotli, &data).unwrap();
-        let mut out = Vec::new();
-        brotli::BrotliDecompress(&mut &br[..], &mut out).unwrap();
-        assert_eq!(out, data);
-        assert!(br.len() < data.len() / 10);
+        #[cfg(feature = "brotli")]
+        {
+            let br = c.compress(Coding::Brotli, &data).unwrap();
+            let mut out = Vec::new();
+            brotli::BrotliDecompress(&mut &br[..], &mut out).unwrap();
+            assert_eq!(out, data);
+            assert!(br.len() < data.len() / 10);
+        }
+        #[cfg(not(feature = "brotli"))]
+        assert!(c.compress(Coding::Brotli, &data).is_err());
     }
 
+    /// A build without brotli never picks it, even for a client that prefers it.
+    #[cfg(all(feature = "compression", not(feature = "brotli")))]
+    #[test]
+    fn without_brotli_gzip_is_chosen() {
+        let c = Compression::new();
+        assert!(!c.brotli);
+        assert_eq!(
+            negotiate(b"br, gzip;q=0.5", c.gzip, c.brotli),
+            Some(Coding::Gzip)
+        );
+        assert_eq!(negotiate(b"br", c.gzip, c.brotli), None);
+    }
+
+    #[cfg(feature = "compression")]
     #[test]
     fn vary_is_merged() {
         let mut r = Response::new(200).with_header("Vary", &b"Origin"[..]);

@@ -32,18 +32,25 @@
 //! # });
 //! ```
 
+// Accept-Encoding negotiation is shared with static files' precompressed siblings.
+#[cfg(any(feature = "compression", feature = "static-files"))]
 pub(crate) mod compression;
 mod cors;
 mod logger;
 pub(crate) mod observe;
+#[cfg(feature = "rate-limit")]
 mod rate_limit;
 mod request_id;
 mod timeout;
 mod trace;
 
+#[cfg(feature = "compression")]
+#[cfg_attr(docsrs, doc(cfg(feature = "compression")))]
 pub use compression::Compression;
 pub use cors::Cors;
 pub use logger::Logger;
+#[cfg(feature = "rate-limit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rate-limit")))]
 pub use rate_limit::RateLimit;
 pub use request_id::{RequestId, RequestIdLayer};
 pub use timeout::Timeout;

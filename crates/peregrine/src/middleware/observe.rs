@@ -95,6 +95,7 @@ impl Drop for Counted {
 }
 
 /// `2xx`-style class of a status, as a static label.
+#[cfg(feature = "metrics")]
 pub(crate) fn status_class(status: u16) -> &'static str {
     match status / 100 {
         1 => "1xx",

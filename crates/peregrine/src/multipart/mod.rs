@@ -150,6 +150,7 @@ impl Stream for ChannelStream {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "multipart")))]
 impl Request {
     /// The body as `multipart/form-data`, with the application's body limit for the whole
     /// body and for each part. 415 if the content type is not `multipart/form-data` with a

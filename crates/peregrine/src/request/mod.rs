@@ -13,6 +13,8 @@ mod params;
 mod rewrite;
 
 pub(crate) use body::body_error;
+// Outside `headers`, only the fuzz checks use it.
+#[cfg(all(feature = "static-files", feature = "brotli"))]
 pub(crate) use headers::find_cookie;
 
 use crate::app::Shared;
