@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import compliance, config, metrics, parity, procs
+from . import compliance, config, loadgen, metrics, parity, procs
 from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
 from .peers import Peer, Scenario
 
@@ -112,8 +112,15 @@ def check_server(opts, peer, entry, planned, contract, progress, logs):
                     HOST, opts.port, scen, contract.required_headers, database.active()
                 )
             else:
+                # Every request the load will send (loadgen.request_set): the same seed.
                 pr = parity.check(
-                    HOST, opts.port, scen, contract.required_headers, timeout=prof.timeout
+                    HOST,
+                    opts.port,
+                    scen,
+                    contract.required_headers,
+                    timeout=prof.timeout,
+                    rounds=loadgen.VARIED_REQUESTS - 1,
+                    seed=opts.seed or 0,
                 )
             entry["parity"][name] = pr.to_json()
             if pr.ok:

@@ -135,6 +135,12 @@ def scenario_for_mode(scen: Scenario, mode: str) -> Scenario:
     return scen
 
 
+def load_requests(opts: Options, scen: Scenario, mode: str) -> list[Scenario]:
+    """The requests a run of this cell spreads over: the run's seed, the same set parity
+    checked (checks.check_server), with the mode's headers."""
+    return loadgen.request_set(scenario_for_mode(scen, mode), opts.seed or 0)
+
+
 def one_run(
     opts: Options,
     server: procs.Server,
@@ -147,7 +153,7 @@ def one_run(
     *,
     mode: str = "keep-alive",
     rate: float | None = None,
-    wire_bytes: int | None = None,
+    wire_bytes: float | None = None,
 ) -> dict:
     """One timed pass of the load generator with the server's CPU time (schedstat, ns), peak RSS,
     the busy, steal and frequency figures of both CPU sets, and the load generator's own CPU."""
@@ -173,6 +179,7 @@ def one_run(
         body_file=body,
         timeout=opts.profile.timeout,
         rate=rate,
+        requests=load_requests(opts, scen, mode),
     )
     after = metrics.Sample.take(server.pid)
     t1 = time.monotonic()
@@ -264,7 +271,8 @@ def measure_rounds(opts, closed: list[Planned], live, entries, progress, body_fi
             progress.line("all", f"block {_what(block[0])}: {names}")
             for pl in block:
                 server, port = live[pl.peer.name]
-                wire = (entries[pl.peer.name]["parity"].get(pl.scen.name) or {}).get("wire_bytes")
+                pr = entries[pl.peer.name]["parity"].get(pl.scen.name) or {}
+                wire = pr.get("load_wire_bytes") or pr.get("wire_bytes")
                 if not server.alive():
                     failed[id(pl)] = f"server exited before run {r + 1}"
                 else:
@@ -331,6 +339,7 @@ def _warm_and_run(opts, pl: Planned, r: int, server, port, wire, body_file, warm
             threads=len(opts.split.client),
             body_file=body_file(pl.scen),
             timeout=prof.timeout,
+            requests=load_requests(opts, pl.scen, pl.mode),
         )
         if r == 0:
             warm_of[id(pl)] = {"requests": w.requests, "rps": w.rps, "errors": w.errors}

@@ -44,6 +44,9 @@ class Options:
     peers_file: Path = config.PEERS_TOML
     before_ref: str = before.DEFAULT_REF
     """The git ref `peregrine-hello-before` is built from, when the run measures it."""
+    seed: int | None = None
+    """The run's seed (the order of the rounds, the requests the load spreads over); None: the
+    time at the start of the run. Recorded as settings["seed"] so a run can be repeated."""
 
 
 def _fmt_secs(s: float) -> str:
@@ -115,7 +118,9 @@ def run(opts: Options) -> dict:
     )
     nofile = procs.raise_nofile_limit(max(4096, prof.idle_connections * 2 + 1024, max_conns * 3))
     planned, unserved = rounds.plan(prof, scenarios, peers)
-    seed = int(time.time())
+    if opts.seed is None:
+        opts.seed = int(time.time())
+    seed = opts.seed
 
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -140,6 +145,8 @@ def run(opts: Options) -> dict:
             "cpu_split_notes": opts.split.notes,
             "order": order.SCHEME,
             "order_seed": seed,
+            "seed": seed,
+            "distinct_requests": loadgen.VARIED_REQUESTS,
             "cpu_time": metrics.cpu_time_source(),
         },
         "machine": results.machine_info(),

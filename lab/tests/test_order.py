@@ -102,7 +102,9 @@ def _rounds(monkeypatch, *, seed=11, runs=4, warmup=0.0, dead=(), failing=()):
     monkeypatch.setattr(rounds, "one_run", fake_one_run)
     monkeypatch.setattr(runner.loadgen, "run", fake_loadgen_run)
     out = io.StringIO()
-    opts = SimpleNamespace(profile=prof, loadgen="wrk", split=config.cpu_split(cpus=(0, 1)))
+    opts = SimpleNamespace(
+        profile=prof, loadgen="wrk", split=config.cpu_split(cpus=(0, 1)), seed=seed
+    )
     rounds.measure_rounds(opts, closed, live, entries, _Progress(100.0, out), lambda s: None, seed)
     return calls, closed, out.getvalue()
 
