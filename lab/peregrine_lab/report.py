@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import db_report, report_verdicts, resilience, results, scaling_report, stats
+from . import db_report, figures, report_verdicts, resilience, results, scaling_report, stats
 from .report_tables import (
     CONSTANT_ANSWERS,
     NA,
@@ -87,6 +87,8 @@ def render(res: dict) -> str:
             if res.get("build_seconds") is not None and res.get("wall_seconds") is not None
             else "."
         ),
+        "",
+        f"> {figures.staleness(res)}",
         "",
         f"**What this profile measured**: {res.get('profile_description', '')}.",
         "",
