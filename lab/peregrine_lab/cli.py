@@ -39,9 +39,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "what",
-        choices=list(config.PROFILES) + ["protocols", "soak", "report", "list", "build"],
-        help="a profile to run, `report DIR` to regenerate a report, `list`, or `build` (the "
-        "servers' build commands, nothing measured)",
+        choices=list(config.PROFILES) + ["protocols", "soak", "report", "figures", "list", "build"],
+        help="a profile to run, `report DIR` to regenerate a report, `figures` to regenerate the "
+        "figures quoted in README.md and docs/*.md, `list`, or `build` (the servers' build "
+        "commands, nothing measured)",
     )
     p.add_argument("dir", nargs="?", help="for `report`: the folder holding results.json")
     p.add_argument("--servers", type=_names, help="comma-separated server names (peers.toml)")
@@ -104,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cannot read results from {args.dir}: {e}", file=sys.stderr)
             return 1
         return _write_outputs(res, Path(args.dir))
+
+    if args.what == "figures":
+        from . import figures
+
+        return figures.main([])
 
     if args.what == "protocols":
         return _protocols(args, command)
