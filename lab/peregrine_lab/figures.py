@@ -156,7 +156,7 @@ def engine_targets(res: dict) -> list[str]:
         if x is None:
             return NA
         r, ci = x
-        return f"{r:.3f} [{ci[0]:.3f}–{ci[1]:.3f}]" if ci else f"{r:.3f} (one run)"
+        return f"{r:.3f} [{ci[0]:.3f}–{ci[1]:.3f}]" if ci else f"{r:.3f} (no interval)"
 
     out = [
         "| lane | hello / floor | target | before / floor | hello / before "

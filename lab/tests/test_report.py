@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import charts, cli, report, results
+from peregrine_lab import charts, cli, report, report_verdicts, results
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "results.json"
 
@@ -126,15 +126,14 @@ def test_targets_compute_engine_and_framework_ratios():
         ],
     }
     t = {x["what"]: x for x in report.targets(res)}
-    assert t["peregrine-hello / floor, plaintext, c=50, no pipelining"]["met"] is True
     piped = t["peregrine-hello / floor, plaintext, c=64, 16 requests pipelined per connection"]
-    assert piped["ratio"] == pytest.approx(1.5) and piped["met"] is False
-    assert (
-        t["peregrine-hello / hyper, plaintext, c=64, 16 requests pipelined per connection"]["met"]
-        is None
-    )
-    assert t["peregrine param / plaintext, c=50, no pipelining"]["met"] is True
-    assert t["peregrine json / plaintext, c=50, no pipelining"]["met"] is False
+    assert piped["ratio"] == pytest.approx(1.5)
+    assert t["peregrine param / plaintext, c=50, no pipelining"]["ratio"] == pytest.approx(1.05)
+    # Cells without their runs have no interval: the ratios are shown, no target is decided
+    # (below 2 runs the intervals' coverage is not established: test_stats_coverage.py).
+    assert {x["met"] for x in t.values()} == {None}
+    rows = [ln for ln in report_verdicts.targets_lines(res) if ln.startswith("| peregrine")]
+    assert rows and all("(none: no verdict)" in r and r.endswith("|  |") for r in rows)
 
 
 @pytest.fixture(scope="module")
