@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import config
-from .report_tables import CONSTANT_ANSWERS, NA, _labels, _value, unranked
+from .report_tables import CONSTANT_ANSWERS, NA, _labels, _value, derive_medians, unranked
 from .report_verdicts import _find, before_after
 
 BLOCK = re.compile(
@@ -96,12 +96,14 @@ def _cpu(cell: dict | None) -> str:
 
 def headline(res: dict) -> list[str]:
     """Server CPU µs per request of every server on the main scenarios at 50 connections and on
-    plaintext with 16 pipelined, idle memory, busy share and the probe's MUST-only score."""
+    plaintext with 16 pipelined, the server's busy share on plaintext (below 100%: the load
+    generator was its ceiling), idle memory and the probe's MUST-only score."""
+    derive_medians(res)
     labels = _labels(res)
     scen = [s["name"] for s in res.get("scenarios", []) if s.get("main")]
     shapes = [(s, 50, 0) for s in scen] + [("plaintext", 50, 16)]
     titles = [f"`{s}`" if p <= 1 else f"`{s}` × {p} pipelined" for s, _c, p in shapes]
-    header = ["server", *titles, "idle KiB/conn", "compliance: MUST only (total)"]
+    header = ["server", *titles, "busy", "idle KiB/conn", "compliance: MUST only (total)"]
     rows = []
     for s in res.get("servers", []):
         name = s["name"]
@@ -115,11 +117,13 @@ def headline(res: dict) -> list[str]:
             score = f"{comp.get('must_score')}% ({comp.get('score')}%)"
         label = f"**{labels[name]}**" if name == res.get("settings", {}).get("reference") else None
         idle = NA if im is None else f"{im / 1024:.1f}"
-        rows.append([label or labels[name], *map(_cpu, cells), idle, score])
+        busy = _value(cells[0], "server_busy_share")
+        busy = NA if busy is None else f"{busy:.0%}"
+        rows.append([label or labels[name], *map(_cpu, cells), busy, idle, score])
     out = [
         "Server CPU µs per request (lower is better), medians of "
         f"{res.get('settings', {}).get('runs')} runs, one worker on the server CPU, at 50 "
-        "connections:",
+        "connections; busy: the share of its CPU the server used on the first column's runs:",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

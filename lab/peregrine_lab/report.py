@@ -24,6 +24,7 @@ from .report_tables import (
     _table,
     _unranked_note,
     _value,
+    derive_medians,
     groups,
     methods_used,
     ratio_estimate,
@@ -52,6 +53,7 @@ PROBE_BODY_SCENARIO = "post_json"
 
 
 def render(res: dict) -> str:
+    derive_medians(res)
     servers = _server_order(res)
     labels = _labels(res)
     ref = reference_server(res)

@@ -27,6 +27,11 @@ METRICS = [
         False,
         lambda v: f"{v / 2**20:.1f}",
     ),
+    # Neither better nor worse (None): what was compared. Bytes per response as the load
+    # generator received them (the answers differ in size between servers: headers, framing);
+    # the server's busy share of its CPUs (below 100%: the load generator was the ceiling).
+    ("bytes_per_response", "Bytes per response", "as received", None, lambda v: f"{v:,.0f}"),
+    ("server_busy_share", "Server CPU busy", "share of its CPUs", None, lambda v: f"{v:.0%}"),
 ]
 
 # Cells whose answer is a constant the server was given (a string in its config or a static
@@ -93,6 +98,31 @@ def _unranked_note(res: dict, labels: dict) -> list[str]:
         return []
     reasons = "; ".join(f"{labels.get(n, n)}: {why}" for n, why in out.items())
     return [f"‡ not ranked (figures shown, never the best of a column): {reasons}.", ""]
+
+
+def derive_medians(res: dict) -> dict:
+    """Fills in place each cell's median bytes per response and server busy share from its runs
+    where results made before those were recorded lack them; returns `res`."""
+    ncpu = len((res.get("settings") or {}).get("server_cpus") or []) or 1
+    derive = {
+        "bytes_per_response": lambda r: r["bytes"] / r["requests"] if r.get("requests") else None,
+        "server_busy_share": lambda r: (
+            min(r["server_cpu_s"] / (r["duration_s"] * ncpu), 1.0)
+            if r.get("server_cpu_s") is not None and r.get("duration_s")
+            else None
+        ),
+    }
+    for cell in res.get("cells", []):
+        med = cell.get("median")
+        runs = cell.get("runs") or []
+        if med is None or not runs:
+            continue
+        for key, f in derive.items():
+            if med.get(key) is None:
+                med[key] = stats.median(
+                    [r.get(key) if r.get(key) is not None else f(r) for r in runs if "bytes" in r]
+                )
+    return res
 
 
 def groups(res: dict, mode: str = "keep-alive") -> OrderedDict[tuple[str, int], dict]:
@@ -264,7 +294,10 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
     if len(concs) == 1:
         # One concurrency level: one table with the metrics as columns.
         c = concs[0]
-        header = ["server"] + [f"{title} ({'↑' if hi else '↓'})" for _, title, _, hi, _ in metrics]
+        header = ["server"] + [
+            title if hi is None else f"{title} ({'↑' if hi else '↓'})"
+            for _, title, _, hi, _ in metrics
+        ]
         rows = []
         for s in present:
             row = [labels.get(s, s)]
@@ -294,10 +327,11 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
 def _metric_cell(cells, present, ref, server, conc, key, hi, fmt) -> str:
     """One table cell: `server`'s figure for metric `key` at concurrency `conc`, bold when it is
     the best among `present` (the ranked servers), with its ratio to the reference's figure."""
-    # A server left out of `present` (not ranked) is never bold, even when it ties the best.
-    best = _best([_value(cells.get((x, conc)), key) for x in present], hi)
+    # A server left out of `present` (not ranked) is never bold, even when it ties the best;
+    # a figure neither better nor worse (hi None) has no best and no ratio.
+    best = None if hi is None else _best([_value(cells.get((x, conc)), key) for x in present], hi)
     best = best if server in present else None
-    refv = _value(cells.get((ref, conc)), key) if ref and server != ref else None
+    refv = _value(cells.get((ref, conc)), key) if ref and server != ref and hi is not None else None
     return _cell_text(
         cells.get((server, conc)),
         key,

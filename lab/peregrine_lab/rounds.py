@@ -19,7 +19,16 @@ from .peers import Peer, Scenario
 if TYPE_CHECKING:
     from .runner import Options
 
-CELL_KEYS = ("rps", "p50_us", "p99_us", "cpu_us_per_req", "peak_rss_bytes", "db_cpu_us_per_req")
+CELL_KEYS = (
+    "rps",
+    "p50_us",
+    "p99_us",
+    "cpu_us_per_req",
+    "peak_rss_bytes",
+    "db_cpu_us_per_req",
+    "bytes_per_response",
+    "server_busy_share",
+)
 
 
 def plan_cells(profile: config.Profile, scenarios: list[Scenario]):
@@ -204,6 +213,9 @@ def one_run(
             "p99_us": None if pipelined else res.latency_us.get("p99"),
             "p999_us": None if pipelined else res.latency_us.get("p999"),
             "server_cpu_s": cpu,
+            # How much of its CPUs the server used: a server below 100% was not the bottleneck.
+            "server_busy_share": round(min(cpu / (wall * len(opts.split.server)), 1.0), 4),
+            "bytes_per_response": res.bytes / res.requests if res.requests else None,
             "server_cpus_other_share": round(min(other_srv, 1.0), 4),
             "client_cpus_busy_share": round(min(cli.busy / (wall * len(opts.split.client)), 1), 4),
             "client_cpus_other_share": None if overlap else round(min(other_cli, 1.0), 4),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import charts, cli, report, report_verdicts, results
+from peregrine_lab import charts, cli, report, report_tables, report_verdicts, results
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "results.json"
 
@@ -282,3 +282,31 @@ def test_targets_and_before_after_use_the_paired_ratio():
     eng = wide["peregrine-hello / floor, plaintext, c=50, no pipelining"]
     assert eng["method"] == "independent" and eng["ci"][1] - eng["ci"][0] > 1.0
     assert eng["met"] is False
+
+
+def test_every_table_shows_bytes_per_response_and_server_busy_share():
+    run = {"requests": 1000, "bytes": 150_000, "server_cpu_s": 0.9, "duration_s": 1.0, "rps": 1e3}
+    cell = {
+        "server": "peregrine",
+        "scenario": "plaintext",
+        "concurrency": 50,
+        "pipeline": 0,
+        "status": "ok",
+        "runs": [run, {**run, "bytes": 152_000, "server_cpu_s": 0.7}],
+        "median": {"rps": 1e3, "cpu_us_per_req": 4.0},
+    }
+    res = {
+        "settings": {"server_cpus": [1]},
+        "servers": [{"name": "peregrine"}],
+        "scenarios": [{"name": "plaintext", "title": "Hello"}],
+        "cells": [cell, {**cell, "concurrency": 10}],
+    }
+    # Results made before the two were recorded per run: taken from each run's figures.
+    med = report_tables.derive_medians(res)["cells"][0]["median"]
+    assert med["bytes_per_response"] == pytest.approx(151.0)
+    assert med["server_busy_share"] == pytest.approx(0.8)
+    md = report.render(res)
+    # One table per metric at several concurrency levels: both are tables of their own.
+    assert "**Bytes per response** (as received)" in md
+    assert "**Server CPU busy** (share of its CPUs)" in md
+    assert "| peregrine | 151 | 151 |" in md and "| peregrine | 80% | 80% |" in md
