@@ -387,9 +387,13 @@ def _open_loop_lines(res: dict, labels: dict, ref: str | None) -> list[str]:
                     cell += f" (did {pt['rps'] / 1000:.0f}k)"
                 row.append(cell)
             knee = r.get("knee_rps")
-            row.append(
-                f"{knee // 1000}k" if knee else ("> swept" if r["status"] == "ok" else r["status"])
-            )
+            if knee:
+                row.append(f"{knee // 1000}k")
+            elif r["status"] != "ok":
+                row.append(r["status"])
+            else:
+                # One rate offered (the fixed-rate lane) is no sweep: no knee to speak of.
+                row.append("> swept" if len(r["points"]) > 1 else "one rate")
             rows.append(row)
         L += [f"**{what}** ({r['scenario'] if recs else ''})", ""] + _table(header, rows) + [""]
     fails = [r for r in recs if r["status"] != "ok"]

@@ -387,6 +387,7 @@ def measure_open(opts, items: list[Planned], live, res, progress, body_file, see
         rec = {
             "server": pl.peer.name,
             "scenario": pl.scen.name,
+            "lane": pl.lane,
             "connections": pl.c,
             "duration": pl.duration,
             "points": [],

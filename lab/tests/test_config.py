@@ -77,6 +77,11 @@ def test_standard_lanes_meet_the_method_and_measure_each_cell_once():
         assert ("peregrine-hello", "plaintext", *shape, "keep-alive") in by
     assert ("peregrine-hello", "plaintext", 50, 0, "close") in by
     assert any(p.mode == "open" and p.rates for p in planned)
+    # Every server has a CPU per request at one equal offered load: the sweep's first rate.
+    first = {
+        p.peer.name for p in planned if p.mode == "open" and p.rates[0] == config.OPEN_RATES[0]
+    }
+    assert first == {x.name for x in peers if "plaintext" in x.scenarios}
     # Peregrine's framework targets get the headline method too.
     assert by[("peregrine", "param", 50, 0, "keep-alive")].runs >= 10
     assert all(c["status"] == "n/a" for c in unserved)

@@ -310,3 +310,19 @@ def test_every_table_shows_bytes_per_response_and_server_busy_share():
     assert "**Bytes per response** (as received)" in md
     assert "**Server CPU busy** (share of its CPUs)" in md
     assert "| peregrine | 151 | 151 |" in md and "| peregrine | 80% | 80% |" in md
+
+
+def test_open_loop_table_tells_a_sweep_from_the_fixed_rate_lane():
+    def rec(server, rates, lane):
+        pts = [{"offered_rps": r, "rps": r, "p99_us": 900.0, "cpu_us_per_req": 5.0} for r in rates]
+        return {"server": server, "scenario": "plaintext", "lane": lane, "points": pts,
+                "knee_rps": None, "status": "ok", "message": ""}  # fmt: skip
+
+    res = {
+        "servers": [{"name": "peregrine"}, {"name": "koa"}],
+        "cells": [],
+        "open_loop": [rec("peregrine", (5000, 10000), "open"), rec("koa", (5000,), "fixed-rate")],
+    }
+    md = report.render(res)
+    assert "| peregrine | 5.00 | 5.00 | > swept |" in md
+    assert "| koa | 5.00 | n/a | one rate |" in md
