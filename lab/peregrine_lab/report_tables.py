@@ -291,6 +291,7 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
     note = _runs_note(cells)
     if note:
         lines += [note, ""]
+    lines += _flush_note(pipe, present)
     if len(concs) == 1:
         # One concurrency level: one table with the metrics as columns.
         c = concs[0]
@@ -322,6 +323,28 @@ def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
         lines += _table(header, rows)
         lines.append("")
     return lines
+
+
+FLUSHED = {"hyper": "hyper-flush", "hyper-percore": "hyper-flush", "axum": "axum-flush",
+           "axum-percore": "axum-flush"}  # fmt: skip
+"""hyper and axum rows, and their rows with pipeline_flush(true), which TechEmpower's use."""
+
+
+def _flush_note(pipe: int, present: list[str]) -> list[str]:
+    """Beside a pipelined figure of hyper or axum with pipeline_flush off, where their
+    pipeline_flush(true) rows are (in this table, or not in this run)."""
+    shown = [s for s in present if s in FLUSHED]
+    if pipe <= 1 or not shown:
+        return []
+    missing = sorted({FLUSHED[s] for s in shown} - set(present))
+    text = (
+        "hyper and axum pipeline with `pipeline_flush` off by default (one write per response); "
+        "with `pipeline_flush(true)`, as TechEmpower runs them, they are the "
+        "`hyper-flush` / `axum-flush` rows"
+    )
+    if missing:
+        text += f" (not in this run: {', '.join(missing)}; the standard profile measures them)"
+    return [text + ".", ""]
 
 
 def _metric_cell(cells, present, ref, server, conc, key, hi, fmt) -> str:

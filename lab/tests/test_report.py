@@ -326,3 +326,13 @@ def test_open_loop_table_tells_a_sweep_from_the_fixed_rate_lane():
     md = report.render(res)
     assert "| peregrine | 5.00 | 5.00 | > swept |" in md
     assert "| koa | 5.00 | n/a | one rate |" in md
+
+
+def test_pipelined_hyper_and_axum_figures_say_where_pipeline_flush_is():
+    from peregrine_lab.report_tables import _flush_note
+
+    assert _flush_note(0, ["hyper"]) == [] and _flush_note(16, ["peregrine"]) == []
+    (text, _) = _flush_note(16, ["peregrine", "hyper", "axum", "hyper-flush"])
+    assert "`pipeline_flush(true)`" in text and "not in this run: axum-flush;" in text
+    (both, _) = _flush_note(16, ["hyper", "hyper-flush"])
+    assert "not in this run" not in both
