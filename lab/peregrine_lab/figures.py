@@ -206,9 +206,44 @@ def engine_targets(res: dict) -> list[str]:
     return out
 
 
+def protocols(res: dict) -> list[str]:
+    """`./scripts/lab protocols`: server CPU µs per request over HTTPS keep-alive, a handshake per
+    request and HTTP/2, idle memory per TLS and HTTP/2 connection, and each server's TLS library
+    beside its figures (the comparison is of the TLS stacks too)."""
+    from . import tls_lanes, tls_report  # the protocols profile's modules, only for this key
+
+    if not any(c.get("mode") in tls_lanes.MODES for c in res.get("cells", [])):
+        raise FiguresError("no HTTPS / HTTP/2 cells in this source (a `protocols` run)")
+    labels = _labels(res)
+    out = [
+        "| server | TLS library | HTTPS keep-alive | handshake per request | HTTP/2 "
+        "| idle KiB per TLS conn | idle KiB per HTTP/2 conn |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in res.get("servers", []):
+        figs = []
+        for mode in ("https", "handshake", "h2"):
+            cell = tls_lanes.find_cell(res, s["name"], mode)
+            v = _value(cell, "cpu_us_per_req")
+            figs.append(NA if v is None else f"{v:.2f}")
+        idle = s.get("idle_memory") or {}
+        kib = [
+            NA
+            if (idle.get(m) or {}).get("per_connection_bytes") is None
+            else f"{idle[m]['per_connection_bytes'] / 1024:.1f}"
+            for m in ("https", "h2")
+        ]
+        lib = tls_report.tls_library(s["name"], res.get("tools") or {}) or "?"
+        out.append(
+            f"| {labels.get(s['name'], s['name'])} | {lib} | " + " | ".join(figs + kib) + " |"
+        )
+    return ["Server CPU µs per request (medians), one worker:", "", *out]
+
+
 KEYS: dict[str, Callable[[dict], list[str]]] = {
     "headline": headline,
     "engine-targets": engine_targets,
+    "protocols": protocols,
 }
 """What a block can show, by its `key`."""
 
