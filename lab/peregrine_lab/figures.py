@@ -120,10 +120,12 @@ def headline(res: dict) -> list[str]:
         busy = _value(cells[0], "server_busy_share")
         busy = NA if busy is None else f"{busy:.0%}"
         rows.append([label or labels[name], *map(_cpu, cells), busy, idle, score])
+    st = res.get("settings") or {}
+    cpus = ",".join(map(str, st.get("server_cpus") or [])) or "?"
     out = [
-        "Server CPU µs per request (lower is better), medians of "
-        f"{res.get('settings', {}).get('runs')} runs, one worker on the server CPU, at 50 "
-        "connections; busy: the share of its CPU the server used on the first column's runs:",
+        "Server CPU µs per request (lower is better), the median of each cell's runs, "
+        f"WORKERS={st.get('workers')} on CPU {cpus}, {st.get('loadgen')} on the others, 50 "
+        "connections; busy: the share of its CPU the server used in the first column:",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
