@@ -99,3 +99,10 @@ def test_the_report_says_how_old_its_code_is():
 
     res = {"git": {"commit": "f" * 40}, "servers": [], "cells": []}
     assert f"> {figures.STALE_PREFIX}`ffffffffffff`" in report.render(res)
+
+
+def test_the_protocols_report_says_how_old_its_code_is_too():
+    from peregrine_lab import tls_report
+
+    res = {"git": {"commit": "e" * 40}, "servers": [], "cells": [], "settings": {}}
+    assert f"> {figures.STALE_PREFIX}`eeeeeeeeeeee`" in tls_report.render(res)
