@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import config
+from . import config, stats
 from .report_tables import CONSTANT_ANSWERS, NA, _labels, _value, derive_medians, unranked
 from .report_verdicts import _find, before_after
 
@@ -76,9 +76,18 @@ def staleness(res: dict, root: Path = config.REPO_DIR) -> str:
 def _made(res: dict, source: str, link: str) -> str:
     m = res.get("machine") or {}
     when = (res.get("generated_at") or "?")[:10]
+    other = stats.median(
+        [
+            r.get("server_cpus_other_share")
+            for c in res.get("cells", [])
+            for r in c.get("runs") or []
+        ]
+    )
+    # A busy machine makes every figure of the block noisier: the reader sees how busy.
+    busy = "" if other is None else f"; other work took a median {other:.0%} of the server CPU"
     return (
         f"From [`{source}`]({link}) (`{res.get('command') or '?'}`, {when}, "
-        f"{m.get('cpu_model') or '?'}, {m.get('nproc') or '?'} CPUs)."
+        f"{m.get('cpu_model') or '?'}, {m.get('nproc') or '?'} CPUs{busy})."
     )
 
 
