@@ -57,8 +57,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "what",
         choices=list(config.PROFILES)
-        + ["protocols", "soak", "restart", "seeds", "report", "list", "build", "compare", "export"],
-        help="a profile to run, `report DIR` to regenerate a report, `list`, `build` (the "
+        + [
+            "protocols",
+            "soak",
+            "restart",
+            "seeds",
+            "report",
+            "figures",
+            "list",
+            "build",
+            "compare",
+            "export",
+        ],
+        help="a profile to run, `report DIR` to regenerate a report, `figures` to regenerate "
+        "the figures quoted in README.md and docs/*.md, `list`, `build` (the "
         "servers' build commands, nothing measured), `compare A B` (ratios B/A of two result "
         "folders), `export DIR --csv OUT`",
     )
@@ -171,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+
+    if args.what == "figures":
+        from . import figures
+
+        return figures.main([])
+
     if args.what == "protocols":
         return _protocols(args, command)
 

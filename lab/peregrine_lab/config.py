@@ -221,7 +221,8 @@ PROFILES: dict[str, Profile] = {
                 "connections for every server (3 runs of 2 s); the seeds' lanes c=1, c=1 x 256 "
                 "pipelined and Kourier's 512 x 256 (3 runs of 3 s); a concurrency sweep to 10,000 "
                 "connections, a connection per request, and an open-loop rate sweep to each "
-                "server's knee (oha), for the fastest servers; idle memory with 1000 connections; "
+                "server's knee (oha), for the fastest servers, every other server at the sweep's "
+                "first rate; idle memory with 1000 connections; "
                 "the probe's quick set without robustness; the scaling lane (plaintext at 50 "
                 "connections with WORKERS=1 and WORKERS=2, the load generator sharing both CPUs "
                 "at 2 workers; 5 interleaved runs of 3 s) (about 63 minutes on 2 CPUs by the "
@@ -298,6 +299,19 @@ PROFILES: dict[str, Profile] = {
                     duration=2.0,
                     mode="open",
                     rates=OPEN_RATES,
+                ),
+                # Every other server at the sweep's first rate, so every server has a CPU per
+                # request at one equal offered load (closed-loop cells compare servers at
+                # whatever busy share wrk drives each to).
+                Lane(
+                    "fixed-rate",
+                    f"every server at {OPEN_RATES[0]:,} req/s offered (oha open loop), 2 s",
+                    ("plaintext",),
+                    ((50, 0),),
+                    runs=1,
+                    duration=2.0,
+                    mode="open",
+                    rates=OPEN_RATES[:1],
                 ),
             ),
         ),

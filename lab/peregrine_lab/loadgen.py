@@ -5,6 +5,12 @@ coordinated-omission correction (`-q RATE --latency-correction`).
 
 Both return a LoadResult; `check_statuses` decides whether a run counted errors or statuses the
 contract does not expect.
+
+A scenario whose answer depends on the request (an id, a query, a body) is not measured with one
+fixed request, which a server caching answers by URL would pass: the load spreads over
+`request_set`, VARIED_REQUESTS requests drawn from the run's seed, every one checked by parity
+first. wrk cycles through them (wrk_report.lua), oha picks among them (`--urls-from-file`, `-Z`);
+bombardier and ab send one fixed request, and the run records `distinct_requests` either way.
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ import re
 import resource
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config
+from . import config, parity
 from .peers import Scenario
 
 MARKER = "PEREGRINE_LAB_JSON "
+VARIED_REQUESTS = 64
+"""Distinct requests the load spreads over for a scenario whose answer depends on the request."""
 
 
 class LoadgenError(Exception):
@@ -36,6 +45,7 @@ class LoadResult:
     latency_us: dict[str, float | None]
     status_counts: dict[str, int] = field(default_factory=dict)
     client_cpu_s: float | None = None  # the load generator's own CPU time (user + system)
+    distinct_requests: int = 1  # how many different requests the load was spread over
 
     @property
     def rps(self) -> float:
@@ -51,6 +61,7 @@ class LoadResult:
             "latency_us": dict(self.latency_us),
             "status_counts": dict(self.status_counts),
             "client_cpu_s": self.client_cpu_s,
+            "distinct_requests": self.distinct_requests,
         }
 
 
@@ -197,6 +208,43 @@ def parse_ab_output(stdout: str) -> LoadResult:
     )
 
 
+def request_set(scenario: Scenario, seed: int) -> list[Scenario]:
+    """The requests a load run of `scenario` spreads over: the contract's and, when its answer
+    depends on the request, VARIED_REQUESTS - 1 others (`parity.variants`, drawn from `seed`, so
+    every server of a run gets the same set and parity checks each of them first)."""
+    return [scenario, *parity.variants(scenario, VARIED_REQUESTS - 1, seed)]
+
+
+def _write_requests(folder: Path, requests: list[Scenario]) -> Path:
+    """wrk_report.lua's request file: one `METHOD<TAB>PATH<TAB>BODY` line per request."""
+    lines = []
+    for r in requests:
+        body = r.body.decode()
+        if any(ch in x for x in (r.method, r.path, body) for ch in "\t\r\n"):
+            raise LoadgenError(f"request {r.method} {r.path} cannot be written one per line")
+        lines.append(f"{r.method}\t{r.path}\t{body}")
+    path = folder / "requests.tsv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _write_oha_sets(folder: Path, base: str, requests: list[Scenario]) -> dict[str, Path]:
+    """oha's equivalents: the URLs (`--urls-from-file`) and bodies (`-Z`, one per line) that
+    differ between the requests; oha picks one of each per request."""
+    out = {}
+    paths = list(dict.fromkeys(r.path for r in requests))
+    bodies = list(dict.fromkeys(r.body for r in requests))
+    if len(paths) > 1:
+        out["urls"] = folder / "urls.txt"
+        out["urls"].write_text("".join(f"{base}{p}\n" for p in paths))
+    if len(bodies) > 1:
+        if any(b"\n" in b for b in bodies):
+            raise LoadgenError("a request body holds a newline: oha -Z reads one body per line")
+        out["bodies"] = folder / "bodies.txt"
+        out["bodies"].write_bytes(b"".join(b + b"\n" for b in bodies))
+    return out
+
+
 def check_statuses(result: LoadResult, expected_status: int) -> list[str]:
     """Problems that make a run invalid: transport errors, or statuses other than expected.
 
@@ -235,9 +283,11 @@ def wrk_command(
     pipeline: int,
     body_file: Path | None,
     timeout: float = 5.0,
+    requests_file: Path | None = None,
 ) -> list[str]:
     threads = max(1, min(threads, concurrency))
     args = [str(pipeline), scenario.method, str(body_file) if body_file else "-"]
+    args.append(str(requests_file) if requests_file else "-")
     args += [f"{k}: {v}" for k, v in scenario.headers.items()]
     return [
         "wrk",
@@ -268,7 +318,9 @@ def oha_command(
     body_file: Path | None,
     timeout: float = 5.0,
     rate: float | None = None,
+    sets: dict[str, Path] | None = None,
 ) -> list[str]:
+    sets = sets or {}
     cmd = [
         "oha",
         "--no-tui",
@@ -289,8 +341,12 @@ def oha_command(
         cmd += ["-q", f"{rate:g}", "--latency-correction"]
     for k, v in scenario.headers.items():
         cmd += ["-H", f"{k}: {v}"]
-    if body_file:
+    if "bodies" in sets:
+        cmd += ["-Z", str(sets["bodies"])]
+    elif body_file:
         cmd += ["-D", str(body_file)]
+    if "urls" in sets:
+        return cmd + ["--urls-from-file", str(sets["urls"])]
     return cmd + [url]
 
 
@@ -344,19 +400,63 @@ def run(
     body_file: Path | None,
     timeout: float = 5.0,
     rate: float | None = None,
+    requests: list[Scenario] | None = None,
 ) -> LoadResult:
     """Run one load-generator pass, pinned to the client CPUs, and parse its figures. `rate`
-    (oha only) makes it an open-loop run at that many requests per second."""
+    (oha only) makes it an open-loop run at that many requests per second; `requests` (from
+    `request_set`) are the distinct requests wrk and oha spread the load over."""
+    with tempfile.TemporaryDirectory(prefix="peregrine-lab-load-") as folder:
+        return _run(
+            loadgen,
+            url,
+            scenario,
+            concurrency=concurrency,
+            pipeline=pipeline,
+            duration=duration,
+            client_cpus=client_cpus,
+            threads=threads,
+            body_file=body_file,
+            timeout=timeout,
+            rate=rate,
+            requests=requests if requests and len(requests) > 1 else None,
+            folder=Path(folder),
+        )
+
+
+def _run(
+    loadgen,
+    url,
+    scenario,
+    *,
+    concurrency,
+    pipeline,
+    duration,
+    client_cpus,
+    threads,
+    body_file,
+    timeout,
+    rate,
+    requests,
+    folder,
+) -> LoadResult:
+    distinct = 1
     if rate and loadgen != "oha":
         raise LoadgenError("open-loop runs (a fixed rate) use oha")
     if pipeline > 1 and loadgen != "wrk":
         raise LoadgenError(f"{loadgen} cannot pipeline requests; use wrk for pipelined cells")
     common = dict(concurrency=concurrency, duration=duration, body_file=body_file, timeout=timeout)
     if loadgen == "wrk":
-        cmd = wrk_command(url, scenario, threads=threads, pipeline=pipeline, **common)
+        reqs = _write_requests(folder, requests) if requests else None
+        distinct = len(requests) if requests else 1
+        cmd = wrk_command(
+            url, scenario, threads=threads, pipeline=pipeline, requests_file=reqs, **common
+        )
         parse = parse_wrk_output
     elif loadgen == "oha":
-        cmd = oha_command(url, scenario, threads=threads, rate=rate, **common)
+        base = url[: len(url) - len(scenario.path)] if url.endswith(scenario.path) else url
+        sets = _write_oha_sets(folder, base, requests) if requests else {}
+        distinct = len(requests) if sets else 1
+        cmd = oha_command(url, scenario, threads=threads, rate=rate, sets=sets, **common)
         parse = parse_oha_output
     elif loadgen == "bombardier":
         cmd = bombardier_command(url, scenario, **common)
@@ -386,6 +486,7 @@ def run(
             f"{(proc.stderr or proc.stdout).strip()[-500:]}"
         )
     res = parse(proc.stdout)
+    res.distinct_requests = distinct
     res.client_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return res
 

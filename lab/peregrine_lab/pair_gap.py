@@ -27,7 +27,7 @@ from pathlib import Path
 KEY = "cpu_us_per_req"
 RUN_OVERHEAD_S = 0.35
 """Seconds between two runs besides their load, when results.json has no `measuring_seconds` to
-derive it from: the runner's own estimate (`runner.cell_estimate`)."""
+derive it from: the runner's own estimate (`rounds.cell_estimate`)."""
 
 
 def cell_key(cell: dict) -> tuple:

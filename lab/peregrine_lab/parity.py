@@ -266,7 +266,7 @@ def check_dates(first: Response, second: Response, seconds_apart: float) -> list
 
 
 def bytes_per_response_problem(
-    wire_bytes: int | None, seen_bytes: int, responses: int, tolerance: float = 0.03
+    wire_bytes: float | None, seen_bytes: int, responses: int, tolerance: float = 0.03
 ) -> str | None:
     """Compare the bytes per response the load generator received with the length of the
     answer the parity check saw: a server answering something else under load (a cached or
@@ -277,8 +277,8 @@ def bytes_per_response_problem(
     per = seen_bytes / responses
     if abs(per - wire_bytes) > max(8.0, tolerance * wire_bytes):
         return (
-            f"the load generator received {per:.1f} bytes per response; the parity answer "
-            f"was {wire_bytes} bytes"
+            f"the load generator received {per:.1f} bytes per response; the parity answers "
+            f"were {wire_bytes:g} bytes (mean over the requests the load spreads over)"
         )
     return None
 
@@ -351,6 +351,7 @@ class ParityResult:
     body_bytes: int | None = None
     wire_bytes: int | None = None
     variants: int = 0
+    load_wire_bytes: float | None = None  # mean wire length over the contract's and the variants
 
     def to_json(self) -> dict:
         return {
@@ -361,6 +362,7 @@ class ParityResult:
             "body_bytes": self.body_bytes,
             "wire_bytes": self.wire_bytes,
             "variants": self.variants,
+            "load_wire_bytes": self.load_wire_bytes,
         }
 
 
@@ -374,7 +376,9 @@ def check(
     seed: int = 0,
 ) -> ParityResult:
     """Send the request twice on one keep-alive connection and check both answers; then, on the
-    same connection, `rounds` requests with other ids / query strings / bodies (`variants`)."""
+    same connection, `rounds` requests with other ids / query strings / bodies (`variants`). The
+    mean wire length over the contract's request and those is what a load run cycling through
+    the same set (loadgen.request_set with this seed) must receive per response."""
     extra = variants(scenario, rounds, seed)
     try:
         responses = exchange(
@@ -403,6 +407,7 @@ def check(
         for p in check_response(v, r, required_headers):
             problems.append(f"varied request {v.method} {v.path}: {p}")
     first = responses[0]
+    load_set = responses[1:]
     conn = [v.lower() for v in first.values("connection")]
     if any("close" in v for v in conn):
         problems.append("answered with Connection: close: the load generator needs keep-alive")
@@ -415,4 +420,5 @@ def check(
         len(first.body),
         first.wire_bytes,
         len(extra),
+        round(sum(r.wire_bytes or 0 for r in load_set) / len(load_set), 2),
     )

@@ -6,602 +6,54 @@ each column in bold, and each figure's ratio to Peregrine. A cell that was not m
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from pathlib import Path
 
-from . import db_report, resilience, results, scaling_report, stats
+from . import db_report, figures, report_verdicts, resilience, results, scaling_report, stats
+from .report_tables import (
+    CONSTANT_ANSWERS,
+    NA,
+    _group_tables,
+    _kib,
+    _labels,
+    _mib,
+    _overview,
+    _pipe_text,
+    _ratio_method_row,
+    _scenario_titles,
+    _server_order,
+    _table,
+    _unranked_note,
+    _value,
+    derive_medians,
+    groups,
+    methods_used,
+    ratio_estimate,
+    reference_server,
+)
+from .report_verdicts import BEFORE, _before_after_lines, before_after, targets
 
-NA = "n/a"
+__all__ = [
+    "BEFORE",
+    "_before_after_lines",
+    "_labels",
+    "_value",
+    "before_after",
+    "groups",
+    "methods_used",
+    "ratio_estimate",
+    "reference_server",
+    "render",
+    "targets",
+    "version_text",
+    "write",
+]
 
 # The scenario the probe sends its accepted requests with bodies to (probe/README.md).
 PROBE_BODY_SCENARIO = "post_json"
 
-# metric key in cell["median"], title, unit note, higher-is-better, formatter
-METRICS = [
-    ("rps", "Requests per second", "higher is better", True, lambda v: f"{v:,.0f}"),
-    ("cpu_us_per_req", "Server CPU µs per request", "lower is better", False, lambda v: f"{v:.2f}"),
-    ("p50_us", "Latency p50 (ms)", "lower is better", False, lambda v: f"{v / 1000:.2f}"),
-    ("p99_us", "Latency p99 (ms)", "lower is better", False, lambda v: f"{v / 1000:.2f}"),
-    (
-        "peak_rss_bytes",
-        "Peak RSS under load (MiB, fresh process)",
-        "lower is better",
-        False,
-        lambda v: f"{v / 2**20:.1f}",
-    ),
-]
-
-# Cells whose answer is a constant the server was given (a string in its config or a static
-# file), not an answer built per request: flagged wherever they appear.
-CONSTANT_ANSWERS = {
-    ("nginx", "json"): "a constant string in nginx.conf, not JSON serialised per request",
-    ("nginx", "large_json"): "a static file (sendfile), not JSON serialised per request",
-    ("h2o", "json"): "a static file, not JSON serialised per request",
-    ("h2o", "large_json"): "a static file, not JSON serialised per request",
-    ("h2o", "plaintext"): "a static file",
-}
-CONST_MARK = " §"
-
-# issue targets: (numerator, denominator, shape test, limit, issue); the first that matches a
-# shape applies. Issue 16 tightened issue 3's c=50 and x16 targets; issue 18 added c=1 and x256.
-ENGINE_TARGETS = [
-    ("peregrine-hello", "floor", lambda c, p: c == 1 and p <= 1, 1.05, "issue 18, c=1"),
-    ("peregrine-hello", "floor", lambda c, p: c == 50 and p <= 1, 1.03, "issue 16, c=50"),
-    ("peregrine-hello", "floor", lambda c, p: p <= 1 and c > 1, 1.05, "issue 3"),
-    ("peregrine-hello", "floor", lambda c, p: 1 < p <= 16, 1.10, "issue 16, x16"),
-    ("peregrine-hello", "floor", lambda c, p: p >= 256, 1.60, "issue 18, x256"),
-]
-BEFORE = "peregrine-hello-before"
-"""The engine built from another commit (before.py): the "before" of issue 16's before/after."""
-IDLE_LIMIT_BYTES = 1024
-"""Issue 16: idle memory per keep-alive connection of the engine stays under 1 KiB."""
-
-STATUS_TEXT = {
-    "n/a": NA,
-    "parity-failed": "parity ✗",
-    "failed": "failed",
-    "start-failed": "no start",
-    "build-failed": "no build",
-    "skipped": "skipped",
-}
-
-
-def reference_server(res: dict) -> str | None:
-    """The server ratios are taken to: the configured one if present, else the first whose name
-    starts with "peregrine"."""
-    names = [s["name"] for s in res.get("servers", [])]
-    ref = res.get("settings", {}).get("reference", "peregrine")
-    if ref in names:
-        return ref
-    return next((n for n in names if n.startswith("peregrine")), None)
-
-
-def _server_order(res: dict) -> list[str]:
-    return [s["name"] for s in res.get("servers", [])]
-
-
-def _labels(res: dict) -> dict[str, str]:
-    out = {}
-    for s in res.get("servers", []):
-        label = s.get("label") or s["name"]
-        if s.get("kind") == "floor":
-            label += " †"
-        if s.get("ranked") is False:
-            label += " ‡"
-        out[s["name"]] = label
-    return out
-
-
-def unranked(res: dict) -> dict[str, str]:
-    """Servers whose row does not represent their server (peers.toml `not_ranked`), with why:
-    their figures are shown but never bold as the best of a column."""
-    return {
-        s["name"]: s.get("not_ranked") or "not ranked"
-        for s in res.get("servers", [])
-        if s.get("ranked") is False
-    }
-
-
-def _unranked_note(res: dict, labels: dict) -> list[str]:
-    out = unranked(res)
-    if not out:
-        return []
-    reasons = "; ".join(f"{labels.get(n, n)}: {why}" for n, why in out.items())
-    return [f"‡ not ranked (figures shown, never the best of a column): {reasons}.", ""]
-
-
-def groups(res: dict, mode: str = "keep-alive") -> OrderedDict[tuple[str, int], dict]:
-    """Cells of one mode (keep-alive, or close: a connection per request) grouped by (scenario,
-    pipeline) → {(server, concurrency): cell}, in scenario order."""
-    order = [s["name"] for s in res.get("scenarios", [])]
-    out: OrderedDict = OrderedDict()
-    cells = sorted(
-        (c for c in res.get("cells", []) if c.get("mode", "keep-alive") == mode),
-        key=lambda c: (order.index(c["scenario"]) if c["scenario"] in order else 99, c["pipeline"]),
-    )
-    for c in cells:
-        out.setdefault((c["scenario"], c["pipeline"]), {})[(c["server"], c["concurrency"])] = c
-    return out
-
-
-def _value(cell: dict | None, key: str):
-    if not cell or cell.get("status") != "ok":
-        return None
-    return (cell.get("median") or {}).get(key)
-
-
-def _best(values: list, higher: bool):
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return None
-    return max(vals) if higher else min(vals)
-
-
-def ratio_estimate(cell: dict | None, ref_cell: dict | None, key: str):
-    """cell / reference cell for `key` with its 95% interval (`stats.ratio_estimate`: the
-    geometric mean of the per-round ratios with a paired t interval on their logs when both were
-    measured in the same interleaved rounds, geometric means with a Welch t interval otherwise);
-    None when either cell is missing or failed."""
-    if not cell or not ref_cell or cell.get("status") != "ok" or ref_cell.get("status") != "ok":
-        return None
-    est = stats.ratio_estimate(cell.get("runs") or [], ref_cell.get("runs") or [], key)
-    if est is None:
-        # Cells recorded without their runs: the ratio of their medians, no interval.
-        r = stats.ratio(_value(cell, key), _value(ref_cell, key))
-        est = None if r is None else stats.RatioEstimate(r, None, stats.INDEPENDENT)
-    return est
-
-
-def ratio_ci(cell: dict | None, ref_cell: dict | None, key: str):
-    """The 95% interval of `ratio_estimate` (None when there is none)."""
-    est = ratio_estimate(cell, ref_cell, key)
-    return est.ci if est else None
-
-
-def methods_used(res: dict, ref: str | None) -> set[str]:
-    """Which ratio methods (`stats.PAIRED`, `stats.INDEPENDENT`) the report's ratios of server
-    CPU per request to `ref` (same cell shape, keep-alive and close) use, for the method row."""
-    out = set()
-    for mode in ("keep-alive", "close"):
-        for cells in groups(res, mode).values():
-            for (server, conc), cell in cells.items():
-                ref_cell = cells.get((ref, conc))
-                if server == ref or not ref_cell:
-                    continue
-                if cell.get("status") != "ok" or ref_cell.get("status") != "ok":
-                    continue
-                runs = (cell.get("runs") or [], ref_cell.get("runs") or [])
-                out.add(stats.ratio_method(*runs, "cpu_us_per_req"))
-    return out
-
-
-RATIO_METHOD_TEXT = {
-    stats.PAIRED: "a ratio between two servers is the geometric mean of its per-round ratios "
-    "(round k of both ran in the same interleaved round, so the ratio cancels the load drift "
-    "both shared between rounds), [a–b] the paired Student t 95% interval on the logs of those "
-    "ratios (n − 1 degrees of freedom; simulated coverage ≥ 93% from 2 rounds, "
-    "docs/measuring.md)",
-    stats.INDEPENDENT: "a ratio is geometric mean / geometric mean, [a–b] the Welch t 95% "
-    "interval on the difference of the two servers' mean log figures",
-}
-
-
-def _ratio_method_row(res: dict, ref: str | None) -> list[str]:
-    used = methods_used(res, ref)
-    if not used:
-        return []
-    if used == {stats.INDEPENDENT}:
-        return [f"| ratios | {RATIO_METHOD_TEXT[stats.INDEPENDENT]} |"]
-    text = RATIO_METHOD_TEXT[stats.PAIRED]
-    fallback = (
-        f"; where two cells share fewer than {stats.MIN_PAIRED_ROUNDS} rounds or their runs "
-        f"carry no round number, {RATIO_METHOD_TEXT[stats.INDEPENDENT]}"
-    )
-    note = " (used by some ratios here)" if stats.INDEPENDENT in used else ""
-    return [f"| ratios | {text}{fallback}{note} |"]
-
-
-def _fmt_ratio(r: float) -> str:
-    return f"{r:.2f}" if r >= 0.1 else f"{r:.3f}"
-
-
-def _cell_text(cell, key, fmt, best, ref_value, show_cv=True, ref_cell=None) -> str:
-    if cell is None:
-        return NA
-    if cell.get("status") != "ok":
-        return STATUS_TEXT.get(cell.get("status"), cell.get("status", "?"))
-    v = _value(cell, key)
-    if v is None:
-        return NA
-    text = fmt(v)
-    if best is not None and v == best:
-        text = f"**{text}**"
-    cv = (cell.get("cv") or {}).get(key)
-    if show_cv and cv is not None:
-        text += f" ±{cv * 100:.0f}%"
-    r = stats.ratio(v, ref_value)
-    if r is not None:
-        est = ratio_estimate(cell, ref_cell, key) if ref_cell is not None else None
-        # The ratio of geometric means goes with its interval, not the ratio of the two
-        # medians shown beside it.
-        ci = est.ci if est else None
-        if est is not None:
-            r = est.ratio
-        interval = f" [{_fmt_ratio(ci[0])}–{_fmt_ratio(ci[1])}]" if ci else ""
-        text += f" ({_fmt_ratio(r)}×{interval})"
-    if (cell.get("server"), cell.get("scenario")) in CONSTANT_ANSWERS:
-        text += CONST_MARK
-    return text
-
-
-def _runs_note(cells: dict) -> str:
-    """How many runs of what length the cells of a table had (lanes may differ)."""
-    shapes: dict[tuple, set] = {}
-    for (server, _c), cell in cells.items():
-        runs = cell.get("runs") or []
-        if cell.get("status") == "ok" and runs:
-            shapes.setdefault((len(runs), round(runs[0].get("duration_s") or 0)), set()).add(server)
-    if not shapes:
-        return ""
-    parts = [f"{n} runs of {d} s" for (n, d) in sorted(shapes, reverse=True)]
-    return "Runs per cell: " + " or ".join(parts) + " (interleaved with the other servers')."
-
-
-def _pipe_text(p: int) -> str:
-    return "no pipelining" if p <= 1 else f"{p} requests pipelined per connection"
-
-
-def _scenario_titles(res: dict) -> dict[str, dict]:
-    return {s["name"]: s for s in res.get("scenarios", [])}
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return lines
-
-
-def _group_tables(res, scen, pipe, cells, servers, labels, ref) -> list[str]:
-    concs = sorted({c for (_, c) in cells})
-    present = [s for s in servers if any((s, c) in cells for c in concs)]
-    ranked = [s for s in present if s not in unranked(res)]
-    # A metric nobody has in this group (latency of pipelined cells) gets no column/table.
-    metrics = [
-        m
-        for m in METRICS
-        if m[0] in ("rps", "cpu_us_per_req")
-        or any(_value(cell, m[0]) is not None for cell in cells.values())
-    ]
-    lines = []
-    note = _runs_note(cells)
-    if note:
-        lines += [note, ""]
-    if len(concs) == 1:
-        # One concurrency level: one table with the metrics as columns.
-        c = concs[0]
-        header = ["server"] + [f"{title} ({'↑' if hi else '↓'})" for _, title, _, hi, _ in metrics]
-        rows = []
-        for s in present:
-            row = [labels.get(s, s)]
-            for key, _, _, hi, fmt in metrics:
-                row.append(_metric_cell(cells, ranked, ref, s, c, key, hi, fmt))
-            rows.append(row)
-        lines.append(f"{len(present)} servers at {c} connections.")
-        lines.append("")
-        lines += _table(header, rows)
-        lines.append("")
-        return lines
-    for key, title, note, hi, fmt in metrics:
-        header = ["server"] + [f"c = {c}" for c in concs]
-        rows = []
-        for s in present:
-            row = [labels.get(s, s)]
-            for c in concs:
-                row.append(_metric_cell(cells, ranked, ref, s, c, key, hi, fmt))
-            rows.append(row)
-        lines.append(f"**{title}** ({note})")
-        lines.append("")
-        lines += _table(header, rows)
-        lines.append("")
-    return lines
-
-
-def _metric_cell(cells, present, ref, server, conc, key, hi, fmt) -> str:
-    """One table cell: `server`'s figure for metric `key` at concurrency `conc`, bold when it is
-    the best among `present` (the ranked servers), with its ratio to the reference's figure."""
-    # A server left out of `present` (not ranked) is never bold, even when it ties the best.
-    best = _best([_value(cells.get((x, conc)), key) for x in present], hi)
-    best = best if server in present else None
-    refv = _value(cells.get((ref, conc)), key) if ref and server != ref else None
-    return _cell_text(
-        cells.get((server, conc)),
-        key,
-        fmt,
-        best,
-        refv,
-        show_cv=key in ("rps", "cpu_us_per_req"),
-        ref_cell=cells.get((ref, conc)) if key in ("rps", "cpu_us_per_req") else None,
-    )
-
-
-def _mib(v):
-    return NA if v is None else f"{v / 2**20:.1f}"
-
-
-def _kib(v):
-    return NA if v is None else f"{v / 1024:.1f}"
-
-
-def _overview(res, grouped, servers, labels, ref) -> list[str]:
-    """CPU per request of every server on every scenario at the first cell shape: the one-table
-    answer to "what does each server cost per request"."""
-    shapes = sorted({(c["concurrency"], c["pipeline"]) for c in res.get("cells", [])})
-    if not shapes:
-        return []
-    # The seeds' usual operating point (50 connections, no pipelining) when measured, else the
-    # highest concurrency without pipelining, else the first shape.
-    unpiped = sorted(c for c, p in shapes if p <= 1)
-    if (50, 0) in shapes:
-        c0, p0 = 50, 0
-    elif unpiped:
-        c0, p0 = unpiped[-1], 0
-    else:
-        c0, p0 = shapes[0]
-    scen_names = [s for (s, p) in grouped if p == p0]
-    if not scen_names:
-        return []
-    lines = [
-        f"## Overview: server CPU µs per request at {c0} connections, {_pipe_text(p0)}",
-        "",
-        "Lower is better; best per column in bold"
-        + (f"; ratio to {labels.get(ref, ref)} in parentheses." if ref else "."),
-        "",
-    ]
-    header = ["server"] + [f"`{s}`" for s in scen_names]
-    rows = []
-    for srv in servers:
-        if not any((srv, c0) in grouped[(s, p0)] for s in scen_names):
-            continue
-        row = [labels.get(srv, srv)]
-        for s in scen_names:
-            cells = grouped[(s, p0)]
-            ranked = [x for x in servers if x not in unranked(res)]
-            best = _best([_value(cells.get((x, c0)), "cpu_us_per_req") for x in ranked], False)
-            best = best if srv in ranked else None
-            refv = _value(cells.get((ref, c0)), "cpu_us_per_req") if ref and srv != ref else None
-            row.append(
-                _cell_text(
-                    cells.get((srv, c0)),
-                    "cpu_us_per_req",
-                    lambda v: f"{v:.2f}",
-                    best,
-                    refv,
-                    show_cv=False,
-                    ref_cell=cells.get((ref, c0)),
-                )
-            )
-        rows.append(row)
-    return lines + _table(header, rows) + [""]
-
-
-def _find(res, server, scenario, c, p, mode="keep-alive"):
-    for cell in res.get("cells", []):
-        if (cell["server"], cell["scenario"], cell["concurrency"], cell["pipeline"]) == (
-            server,
-            scenario,
-            c,
-            p,
-        ) and cell.get("mode", "keep-alive") == mode:
-            return cell
-    return None
-
-
-def targets(res: dict) -> list[dict]:
-    """The issue targets that the results can decide, each with its ratio (`ratio_estimate`:
-    paired by round when it can be) and the t 95% interval of that ratio; a target is
-    met only when the interval's upper bound is within it (with a single run there is no
-    interval, and the median decides, marked so).
-    Engine (issues 3 and 18): CPU per request of peregrine-hello within 5% of the floor without
-    pipelining, 20% with 16 pipelined, 5% at c=1, 60% with 256 pipelined; framework (issue 4):
-    param and json within 10% of plaintext CPU."""
-    out = []
-    shapes = sorted(
-        {(c["concurrency"], c["pipeline"]) for c in res.get("cells", []) if c["status"] == "ok"}
-    )
-    key = "cpu_us_per_req"
-
-    def add(what, cell, ref_cell, limit, issue=""):
-        est = ratio_estimate(cell, ref_cell, key)
-        if est is None:
-            return
-        r, ci = est.ratio, est.ci
-        if limit is None:
-            met = None
-        elif ci is not None:
-            met = stats.target_met(ci, limit)
-        else:
-            met = r <= limit
-        out.append(
-            {
-                "what": what,
-                "ratio": r,
-                "ci": ci,
-                "method": est.method,
-                "limit": limit,
-                "met": met,
-                "issue": issue,
-                "runs": len(cell.get("runs") or []),
-            }
-        )
-
-    for c, p in shapes:
-        eng = _find(res, "peregrine-hello", "plaintext", c, p)
-        limits = [(lim, iss) for _n, _d, test, lim, iss in ENGINE_TARGETS if test(c, p)]
-        for other in ("floor", BEFORE, "hyper", "hyper-percore", "hyper-flush"):
-            lim, iss = limits[0] if (other == "floor" and limits) else (None, "")
-            add(
-                f"peregrine-hello / {other}, plaintext, c={c}, {_pipe_text(p)}",
-                eng,
-                _find(res, other, "plaintext", c, p),
-                lim,
-                iss or ("after / before" if other == BEFORE else ""),
-            )
-        add(
-            f"{BEFORE} / floor, plaintext, c={c}, {_pipe_text(p)}",
-            _find(res, BEFORE, "plaintext", c, p),
-            _find(res, "floor", "plaintext", c, p),
-            None,
-            "before",
-        )
-        base = _find(res, "peregrine", "plaintext", c, p)
-        for scen in ("param", "json"):
-            add(
-                f"peregrine {scen} / plaintext, c={c}, {_pipe_text(p)}",
-                _find(res, "peregrine", scen, c, p),
-                base,
-                1.10,
-                "issue 4",
-            )
-    out += idle_memory_targets(res)
-    return out
-
-
-def idle_memory_targets(res: dict) -> list[dict]:
-    """Issue 16's "idle memory per connection stays under 1 KiB" for the engine (one
-    measurement: the value decides), and the before engine's figure beside it."""
-    out = []
-    for s in res.get("servers", []):
-        if s["name"] not in ("peregrine-hello", BEFORE):
-            continue
-        im = s.get("idle_memory") or {}
-        v = im.get("per_connection_bytes")
-        if v is None:
-            continue
-        mine = s["name"] == "peregrine-hello"
-        out.append(
-            {
-                "what": f"{s['name']} idle memory per keep-alive connection "
-                f"({im.get('opened')} connections)",
-                "ratio": None,
-                "value_text": f"{v / 1024:.2f} KiB",
-                "ci": None,
-                "limit": IDLE_LIMIT_BYTES if mine else None,
-                "limit_text": "< 1 KiB (issue 16)" if mine else "(before)",
-                "met": (v < IDLE_LIMIT_BYTES) if mine else None,
-                "issue": "issue 16" if mine else "before",
-                "runs": 1,
-            }
-        )
-    return out
-
-
-def before_after(res: dict) -> list[dict]:
-    """Issue 16's before/after per engine lane: the engine's CPU per request to the floor's now
-    (after) and at --before-ref (before), after / before, and hyper-percore's, each a ratio of
-    medians (`ratio_estimate`: paired by round when it can be) with its t 95% interval;
-    the lane's target applies to after / floor."""
-    if not any(c["server"] == BEFORE for c in res.get("cells", [])):
-        return []
-    key = "cpu_us_per_req"
-    shapes = sorted(
-        {(c["concurrency"], c["pipeline"]) for c in res.get("cells", []) if c["server"] == BEFORE}
-    )
-    out = []
-    for c, p in shapes:
-        cell = {n: _find(res, n, "plaintext", c, p) for n in ("peregrine-hello", BEFORE, "floor")}
-        hyper = _find(res, "hyper-percore", "plaintext", c, p)
-
-        def pair(a, b):
-            est = ratio_estimate(a, b, key)
-            return None if est is None else (est.ratio, est.ci)
-
-        limits = [(lim, iss) for _n, _d, test, lim, iss in ENGINE_TARGETS if test(c, p)]
-        after = pair(cell["peregrine-hello"], cell["floor"])
-        limit, issue = limits[0] if limits else (None, "")
-        met = None
-        if after and limit is not None:
-            met = stats.target_met(after[1], limit) if after[1] else after[0] <= limit
-        out.append(
-            {
-                "concurrency": c,
-                "pipeline": p,
-                "limit": limit,
-                "issue": issue,
-                "before": pair(cell[BEFORE], cell["floor"]),
-                "after": after,
-                "after_before": pair(cell["peregrine-hello"], cell[BEFORE]),
-                "hyper": pair(hyper, cell["floor"]),
-                "met": met,
-                "runs": {n: len((x or {}).get("runs") or []) for n, x in cell.items()},
-            }
-        )
-    return out
-
-
-def _before_after_lines(res: dict) -> list[str]:
-    rows = before_after(res)
-    if not rows:
-        return []
-    b = res.get("before") or {}
-    commit = (b.get("commit") or "?")[:12]
-
-    def fmt(x):
-        if x is None:
-            return NA
-        r, ci = x
-        return f"{r:.3f} [{ci[0]:.3f}–{ci[1]:.3f}]" if ci else f"{r:.3f} (one run)"
-
-    table = []
-    for r in rows:
-        lane = f"c={r['concurrency']}" + (f" × {r['pipeline']}" if r["pipeline"] > 1 else "")
-        target = f"≤ {r['limit']:.2f} ({r['issue']})" if r["limit"] is not None else NA
-        met = "" if r["met"] is None else ("met" if r["met"] else "**not met**")
-        table.append(
-            [
-                lane,
-                fmt(r["after"]),
-                target,
-                met,
-                fmt(r["before"]),
-                fmt(r["after_before"]),
-                fmt(r["hyper"]),
-            ]
-        )
-    L = [
-        "## Before and after (issue 16): server CPU µs per request, ratios with 95% intervals",
-        "",
-        f"After: peregrine-hello at this run's commit; before: {BEFORE}, the same example built "
-        f"from `{b.get('ref')}` = `{commit}` ({(b.get('date') or '?')[:10]}: "
-        f"{b.get('subject') or '?'}). Each ratio is the geometric mean of the per-round ratios "
-        "over the interleaved rounds, [a–b] the paired t 95% interval on their logs (geometric "
-        "means with a Welch t interval where the cells share fewer than "
-        f"{stats.MIN_PAIRED_ROUNDS} rounds); a target is met only when the interval's upper bound "
-        "is within it. After / before below 1 is a gain.",
-        "",
-    ]
-    L += _table(
-        [
-            "lane",
-            "after / floor",
-            "target",
-            "",
-            "before / floor",
-            "after / before",
-            "hyper-percore / floor",
-        ],
-        table,
-    )
-    mem = [t for t in idle_memory_targets(res) if t["limit"] is not None]
-    for t in mem:
-        verdict = "met" if t["met"] else "**not met**"
-        L += [
-            "",
-            f"Idle memory: {t['what']}: {t['value_text']}, target {t['limit_text']}: {verdict}.",
-        ]
-    return L + [""]
-
 
 def render(res: dict) -> str:
+    derive_medians(res)
     servers = _server_order(res)
     labels = _labels(res)
     ref = reference_server(res)
@@ -637,6 +89,8 @@ def render(res: dict) -> str:
             if res.get("build_seconds") is not None and res.get("wall_seconds") is not None
             else "."
         ),
+        "",
+        f"> {figures.staleness(res)}",
         "",
         f"**What this profile measured**: {res.get('profile_description', '')}.",
         "",
@@ -689,40 +143,7 @@ def render(res: dict) -> str:
         L += _group_tables(res, scen, pipe, cells, servers, labels, ref)
 
     L += _before_after_lines(res)
-    tg = targets(res)
-    if tg:
-        L += [
-            "## Targets from the engine and framework issues (server CPU µs per request)",
-            "",
-            "Met only when the upper bound of the ratio's 95% interval is within the "
-            "target. The method column says how the ratio and its interval were computed: "
-            "`paired`, the geometric mean of the per-round ratios with the paired t interval "
-            "on their logs; `independent` (runs without shared rounds), geometric mean / "
-            "geometric mean with the Welch t interval on the logs (docs/measuring.md).",
-            "",
-        ]
-        rows = [
-            [
-                t["what"],
-                t.get("value_text") or f"{t['ratio']:.3f}",
-                f"{t['ci'][0]:.3f}–{t['ci'][1]:.3f}"
-                if t.get("ci")
-                else ("(one measurement)" if t.get("value_text") else "(one run)"),
-                str(t.get("runs", "")),
-                t.get("method") or "",
-                t.get("limit_text")
-                or (
-                    f"≤ {t['limit']:.2f} ({t.get('issue', '')})"
-                    if t["limit"]
-                    else f"({t.get('issue') or 'comparison'})"
-                ),
-                "" if t["met"] is None else ("met" if t["met"] else "**not met**"),
-            ]
-            for t in tg
-        ]
-        header = ["comparison", "ratio", "95% interval", "runs", "method", "target", ""]
-        L += _table(header, rows) + [""]
-
+    L += report_verdicts.targets_lines(res)
     close = groups(res, "close")
     for (scen, pipe), cells in close.items():
         t = titles.get(scen, {"title": scen})
@@ -966,9 +387,13 @@ def _open_loop_lines(res: dict, labels: dict, ref: str | None) -> list[str]:
                     cell += f" (did {pt['rps'] / 1000:.0f}k)"
                 row.append(cell)
             knee = r.get("knee_rps")
-            row.append(
-                f"{knee // 1000}k" if knee else ("> swept" if r["status"] == "ok" else r["status"])
-            )
+            if knee:
+                row.append(f"{knee // 1000}k")
+            elif r["status"] != "ok":
+                row.append(r["status"])
+            else:
+                # One rate offered (the fixed-rate lane) is no sweep: no knee to speak of.
+                row.append("> swept" if len(r["points"]) > 1 else "one rate")
             rows.append(row)
         L += [f"**{what}** ({r['scenario'] if recs else ''})", ""] + _table(header, rows) + [""]
     fails = [r for r in recs if r["status"] != "ok"]

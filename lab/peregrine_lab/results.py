@@ -21,6 +21,10 @@ NODE_PEERS = config.PEERS_DIR / "node" / "node_modules" / ".bin"
 TOOLS = {
     "wrk": ["wrk", "-v"],
     "oha": ["oha", "--version"],
+    # The other load generators a run may use: h2load (protocols), ab and bombardier (--loadgen).
+    "h2load": ["h2load", "--version"],
+    "ab": ["ab", "-V"],
+    "bombardier": ["bombardier", "--version"],
     "rustc": ["rustc", "--version"],
     "cargo": ["cargo", "--version"],
     # The Go the peers are built with (peers.toml's GOTOOLCHAIN), and the machine's own.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, replace
 
-from . import config, loadgen, order, parity, procs, stats
+from . import checks, config, loadgen, order, parity, procs, rounds, stats
 
 HOST = "127.0.0.1"
 
@@ -175,7 +175,6 @@ def measure(opts, peers, entries, contract, res, progress, body_file, seed) -> N
     """Run the lane: start a fresh process per (server, worker count) pinned to its CPUs, check
     its answers, then every cell once per round, the worker counts of a (server, shape) back to
     back (blocked order); results in res["scaling"]."""
-    from . import runner  # the runner calls this module; its helpers are imported late
 
     prof = opts.profile
     lane = prof.scaling
@@ -231,7 +230,7 @@ def measure(opts, peers, entries, contract, res, progress, body_file, seed) -> N
                 while procs.port_in_use(HOST, port):
                     port += 1
                 try:
-                    server = runner._start(cell_opts, peer, port, logs, f"-scaling-w{w}")
+                    server = checks.start(cell_opts, peer, port, logs, f"-scaling-w{w}")
                 except procs.StartError as e:
                     _fail(cells, peer.name, w, f"did not start: {e}")
                     continue
@@ -263,7 +262,6 @@ def _fail(cells, server, workers, message):
 
 
 def _rounds(opts, lane, scen, cells, live, progress, body_file, seed):
-    from . import runner
 
     rng = random.Random(seed + 2)
     for r in range(lane.runs):
@@ -297,7 +295,7 @@ def _rounds(opts, lane, scen, cells, live, progress, body_file, seed):
                         body_file=body_file(scen),
                         timeout=opts.profile.timeout,
                     )
-                run = runner.one_run(
+                run = rounds.one_run(
                     cell_opts,
                     server,
                     port,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import config, stats, tls_lanes
+from . import config, figures, stats, tls_lanes
 
 NA = "n/a"
 PLAINTEXT_RESULTS = config.LAB_DIR / "results" / "standard" / "results.json"
@@ -188,6 +188,8 @@ def render(res: dict) -> str:
         f"{'complete' if res.get('complete') else 'INCOMPLETE'} run, "
         f"{_f(res.get('measure_seconds'), '{:.0f}')} s of measuring, "
         f"{_f(res.get('wall_seconds'), '{:.0f}')} s in all.",
+        "",
+        f"> {figures.staleness(res)}",
         "",
         _quietness(res),
         "",

@@ -1,6 +1,6 @@
 import pytest
 
-from peregrine_lab import config, runner
+from peregrine_lab import config, rounds, runner
 from peregrine_lab.peers import load_contract, load_peers
 
 
@@ -46,7 +46,7 @@ def test_quick_plan_pipelines_only_plaintext_on_main_scenarios():
     quick = config.PROFILES["quick"]
     scenarios = contract.select(quick.scenarios)
     assert [s.name for s in scenarios] == [s.name for s in contract.scenarios if s.main]
-    cells = runner.plan_cells(quick, scenarios)
+    cells = rounds.plan_cells(quick, scenarios)
     pipelined = [(s.name, c, p) for s, c, p in cells if p > 0]
     assert pipelined == [("plaintext", 50, 16)]
     assert len(cells) == len(scenarios) + 1
@@ -64,7 +64,7 @@ def test_standard_lanes_meet_the_method_and_measure_each_cell_once():
     contract = load_contract()
     std = config.PROFILES["standard"]
     peers = load_peers()
-    planned, unserved = runner.plan(std, contract.select(std.scenarios), peers)
+    planned, unserved = rounds.plan(std, contract.select(std.scenarios), peers)
     keys = [(p.peer.name, p.scen.name, p.c, p.p, p.mode) for p in planned]
     assert len(keys) == len(set(keys))
     by = {k: p for k, p in zip(keys, planned, strict=True)}
@@ -77,6 +77,11 @@ def test_standard_lanes_meet_the_method_and_measure_each_cell_once():
         assert ("peregrine-hello", "plaintext", *shape, "keep-alive") in by
     assert ("peregrine-hello", "plaintext", 50, 0, "close") in by
     assert any(p.mode == "open" and p.rates for p in planned)
+    # Every server has a CPU per request at one equal offered load: the sweep's first rate.
+    first = {
+        p.peer.name for p in planned if p.mode == "open" and p.rates[0] == config.OPEN_RATES[0]
+    }
+    assert first == {x.name for x in peers if "plaintext" in x.scenarios}
     # Peregrine's framework targets get the headline method too.
     assert by[("peregrine", "param", 50, 0, "keep-alive")].runs >= 10
     assert all(c["status"] == "n/a" for c in unserved)
@@ -94,6 +99,6 @@ def test_quick_plans_under_ten_minutes_of_measuring():
     # 3 runs and Express, Hono and Koa; 10.5 min, over budget, so quick dropped them).
     quick = config.PROFILES["quick"]
     peers = [p for p in load_peers() if p.name not in quick.skip_servers]
-    planned, _ = runner.plan(quick, load_contract().select(quick.scenarios), peers)
+    planned, _ = rounds.plan(quick, load_contract().select(quick.scenarios), peers)
     assert runner.measuring_estimate(quick, peers, planned) < 540
     assert quick.runs >= 2  # a spread (CV) needs two runs

@@ -358,7 +358,7 @@ def test_db_profile_runs_end_to_end_and_stops_postgres(tmp_path, monkeypatch):
 
 
 def test_db_profile_stops_postgres_when_the_run_fails(tmp_path, monkeypatch):
-    from peregrine_lab import runner
+    from peregrine_lab import checks, runner
     from peregrine_lab.database import active
 
     seen = {}
@@ -367,7 +367,7 @@ def test_db_profile_stops_postgres_when_the_run_fails(tmp_path, monkeypatch):
         seen["pids"] = active().pids()
         raise RuntimeError("simulated failure while measuring")
 
-    monkeypatch.setattr(runner, "_check_server", boom)
+    monkeypatch.setattr(checks, "check_server", boom)
     with pytest.raises(RuntimeError, match="simulated"):
         runner.run(_opts(tmp_path))
     assert len(seen["pids"]) >= 3

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import before, cli, config, report, runner
+from peregrine_lab import before, cli, config, report, rounds, runner
 from peregrine_lab.peers import load_contract, load_peers
 
 TESTS = Path(__file__).resolve().parent
@@ -101,7 +101,7 @@ def test_engine_profile_measures_the_four_lanes_with_the_before_engine():
     peers.insert(1, before.peer(rev))
     picked = [p for p in peers if p.name in prof.servers]
     contract = load_contract()
-    planned, unserved = runner.plan(prof, contract.select(prof.scenarios), picked)
+    planned, unserved = rounds.plan(prof, contract.select(prof.scenarios), picked)
     assert not unserved
     keys = {(p.peer.name, p.c, p.p) for p in planned}
     assert keys == {(s, c, p) for s in prof.servers for c, p in prof.cells}

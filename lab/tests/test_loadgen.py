@@ -99,7 +99,7 @@ def test_wrk_command_passes_method_body_and_headers(tmp_path):
     assert cmd[:7] == ["wrk", "-t", "1", "-c", "64", "-d", "1s"]
     assert str(config.WRK_SCRIPT) in cmd
     tail = cmd[cmd.index("--") + 1 :]
-    assert tail == ["16", "POST", str(body), "Content-Type: application/json"]
+    assert tail == ["16", "POST", str(body), "-", "Content-Type: application/json"]
     # Never more threads than connections (wrk refuses that).
     cmd1 = loadgen.wrk_command(
         "http://x/", post, concurrency=1, threads=4, duration=1, pipeline=0, body_file=None
@@ -108,6 +108,7 @@ def test_wrk_command_passes_method_body_and_headers(tmp_path):
 
 
 needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed")
+needs_oha = pytest.mark.skipif(shutil.which("oha") is None, reason="oha not installed")
 
 
 def _run(srv, name, pipeline=0, concurrency=4, tmp_path=None):
@@ -331,4 +332,124 @@ def test_open_loop_rate_is_oha_only_and_sets_latency_correction():
             threads=1,
             body_file=None,
             rate=1000,
+        )
+
+
+def test_request_set_is_drawn_from_the_seed_and_varies_what_the_answer_depends_on():
+    param = CONTRACT.by_name("param")
+    a, again, other = (loadgen.request_set(param, s) for s in (7, 7, 8))
+    assert a[0] == param and len(a) == loadgen.VARIED_REQUESTS
+    assert len({r.path for r in a}) == loadgen.VARIED_REQUESTS
+    assert [r.path for r in a] == [r.path for r in again] != [r.path for r in other]
+    posts = loadgen.request_set(CONTRACT.by_name("post_json"), 7)
+    assert len({r.body for r in posts}) == loadgen.VARIED_REQUESTS
+    # An answer that does not depend on the request: one fixed request, wrk stays static.
+    assert loadgen.request_set(CONTRACT.by_name("plaintext"), 7) == [CONTRACT.by_name("plaintext")]
+
+
+class _RecordingServer:
+    """A raw HTTP/1.1 server answering `ok` to every request head it reads (GET only), keeping
+    each request's target: what the load generator really sent."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.targets = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        data = b""
+        with c:
+            while True:
+                try:
+                    chunk = c.recv(65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                data += chunk
+                heads = data.split(b"\r\n\r\n")
+                data = heads.pop()
+                for head in heads:
+                    self.targets.append(head.split(b" ", 2)[1].decode())
+                try:
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" * len(heads))
+                except OSError:
+                    return
+
+
+@pytest.mark.parametrize(
+    "gen,pipeline",
+    [
+        pytest.param("wrk", 0, marks=needs_wrk),
+        pytest.param("wrk", 8, marks=needs_wrk),
+        pytest.param("oha", 0, marks=needs_oha),
+    ],
+)
+def test_real_load_spreads_over_the_request_set(gen, pipeline):
+    srv = _RecordingServer()
+    param = CONTRACT.by_name("param")
+    reqs = loadgen.request_set(param, 3)
+    try:
+        res = loadgen.run(
+            gen,
+            f"http://127.0.0.1:{srv.port}{param.path}",
+            param,
+            concurrency=4,
+            pipeline=pipeline,
+            duration=1,
+            client_cpus=None,
+            threads=2,
+            body_file=None,
+            timeout=3,
+            requests=reqs,
+        )
+    finally:
+        srv.sock.close()
+    assert res.distinct_requests == len(reqs) and res.requests > len(reqs)
+    sent = set(srv.targets)
+    assert sent <= {r.path for r in reqs}
+    # wrk cycles through the set, oha draws from it: either way (nearly) every one is sent.
+    assert len(sent) >= 0.9 * len(reqs), sorted(sent)
+
+
+@needs_wrk
+def test_real_wrk_varied_load_matches_the_parity_answers_byte_for_byte(contract_srv):
+    """The load's bytes per response equal the mean parity answer over the same set; a server
+    answering the contract's answer whatever it is asked is caught by both."""
+    from peregrine_lab import parity
+
+    for name in ("param", "post_json", "query"):
+        scen = CONTRACT.by_name(name)
+        pr = parity.check(
+            contract_srv.host, contract_srv.port, scen, CONTRACT.required_headers, rounds=63, seed=5
+        )
+        assert pr.ok, pr.problems
+        body = None
+        res = loadgen.run(
+            "wrk",
+            f"http://{contract_srv.host}:{contract_srv.port}{scen.path}",
+            scen,
+            concurrency=2,
+            pipeline=0,
+            duration=1,
+            client_cpus=None,
+            threads=1,
+            body_file=body,
+            timeout=3,
+            requests=loadgen.request_set(scen, 5),
+        )
+        assert loadgen.check_statuses(res, int(scen.expect["status"])) == [], name
+        assert (
+            parity.bytes_per_response_problem(pr.load_wire_bytes, res.bytes, res.requests) is None
         )

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from peregrine_lab import config, loadgen, order, report, runner
+from peregrine_lab import config, loadgen, order, report, rounds, runner
 from peregrine_lab.peers import load_contract
 
 SERVERS = ("peregrine-hello", "peregrine-hello-before", "hyper-percore", "floor")
@@ -62,7 +62,7 @@ def _rounds(monkeypatch, *, seed=11, runs=4, warmup=0.0, dead=(), failing=()):
     )
     peers = {name: SimpleNamespace(name=name) for name in SERVERS}
     closed = [
-        runner.Planned(peers[s], scen, c, p, "keep-alive", "main", runs, 1.0)
+        rounds.Planned(peers[s], scen, c, p, "keep-alive", "main", runs, 1.0)
         for s in SERVERS
         for c, p in SHAPES
     ]
@@ -99,11 +99,13 @@ def _rounds(monkeypatch, *, seed=11, runs=4, warmup=0.0, dead=(), failing=()):
                 state["round"] = int(what.split()[1].split("/")[0])
             super().line(server, what)
 
-    monkeypatch.setattr(runner, "one_run", fake_one_run)
+    monkeypatch.setattr(rounds, "one_run", fake_one_run)
     monkeypatch.setattr(runner.loadgen, "run", fake_loadgen_run)
     out = io.StringIO()
-    opts = SimpleNamespace(profile=prof, loadgen="wrk", split=config.cpu_split(cpus=(0, 1)))
-    runner._measure_rounds(opts, closed, live, entries, _Progress(100.0, out), lambda s: None, seed)
+    opts = SimpleNamespace(
+        profile=prof, loadgen="wrk", split=config.cpu_split(cpus=(0, 1)), seed=seed
+    )
+    rounds.measure_rounds(opts, closed, live, entries, _Progress(100.0, out), lambda s: None, seed)
     return calls, closed, out.getvalue()
 
 
@@ -213,7 +215,7 @@ def test_scaling_lane_runs_the_worker_counts_of_a_server_back_to_back(monkeypatc
         return {"rps": 1.0, "cpu_us_per_req": 1.0, "client_cpu_s": 0.1, "requests": 10,
                 "problems": []}  # fmt: skip
 
-    monkeypatch.setattr(runner, "one_run", fake_one_run)
+    monkeypatch.setattr(rounds, "one_run", fake_one_run)
     out = io.StringIO()
     scaling._rounds(opts, lane, scen, cells, live, runner.Progress(9.0, out), lambda s: None, 4)
     assert len(seen) == 3 * 8

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import charts, cli, report, results
+from peregrine_lab import charts, cli, report, report_tables, report_verdicts, results
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "results.json"
 
@@ -126,15 +126,14 @@ def test_targets_compute_engine_and_framework_ratios():
         ],
     }
     t = {x["what"]: x for x in report.targets(res)}
-    assert t["peregrine-hello / floor, plaintext, c=50, no pipelining"]["met"] is True
     piped = t["peregrine-hello / floor, plaintext, c=64, 16 requests pipelined per connection"]
-    assert piped["ratio"] == pytest.approx(1.5) and piped["met"] is False
-    assert (
-        t["peregrine-hello / hyper, plaintext, c=64, 16 requests pipelined per connection"]["met"]
-        is None
-    )
-    assert t["peregrine param / plaintext, c=50, no pipelining"]["met"] is True
-    assert t["peregrine json / plaintext, c=50, no pipelining"]["met"] is False
+    assert piped["ratio"] == pytest.approx(1.5)
+    assert t["peregrine param / plaintext, c=50, no pipelining"]["ratio"] == pytest.approx(1.05)
+    # Cells without their runs have no interval: the ratios are shown, no target is decided
+    # (below 2 runs the intervals' coverage is not established: test_stats_coverage.py).
+    assert {x["met"] for x in t.values()} == {None}
+    rows = [ln for ln in report_verdicts.targets_lines(res) if ln.startswith("| peregrine")]
+    assert rows and all("(none: no verdict)" in r and r.endswith("|  |") for r in rows)
 
 
 @pytest.fixture(scope="module")
@@ -283,3 +282,57 @@ def test_targets_and_before_after_use_the_paired_ratio():
     eng = wide["peregrine-hello / floor, plaintext, c=50, no pipelining"]
     assert eng["method"] == "independent" and eng["ci"][1] - eng["ci"][0] > 1.0
     assert eng["met"] is False
+
+
+def test_every_table_shows_bytes_per_response_and_server_busy_share():
+    run = {"requests": 1000, "bytes": 150_000, "server_cpu_s": 0.9, "duration_s": 1.0, "rps": 1e3}
+    cell = {
+        "server": "peregrine",
+        "scenario": "plaintext",
+        "concurrency": 50,
+        "pipeline": 0,
+        "status": "ok",
+        "runs": [run, {**run, "bytes": 152_000, "server_cpu_s": 0.7}],
+        "median": {"rps": 1e3, "cpu_us_per_req": 4.0},
+    }
+    res = {
+        "settings": {"server_cpus": [1]},
+        "servers": [{"name": "peregrine"}],
+        "scenarios": [{"name": "plaintext", "title": "Hello"}],
+        "cells": [cell, {**cell, "concurrency": 10}],
+    }
+    # Results made before the two were recorded per run: taken from each run's figures.
+    med = report_tables.derive_medians(res)["cells"][0]["median"]
+    assert med["bytes_per_response"] == pytest.approx(151.0)
+    assert med["server_busy_share"] == pytest.approx(0.8)
+    md = report.render(res)
+    # One table per metric at several concurrency levels: both are tables of their own.
+    assert "**Bytes per response** (as received)" in md
+    assert "**Server CPU busy** (share of its CPUs)" in md
+    assert "| peregrine | 151 | 151 |" in md and "| peregrine | 80% | 80% |" in md
+
+
+def test_open_loop_table_tells_a_sweep_from_the_fixed_rate_lane():
+    def rec(server, rates, lane):
+        pts = [{"offered_rps": r, "rps": r, "p99_us": 900.0, "cpu_us_per_req": 5.0} for r in rates]
+        return {"server": server, "scenario": "plaintext", "lane": lane, "points": pts,
+                "knee_rps": None, "status": "ok", "message": ""}  # fmt: skip
+
+    res = {
+        "servers": [{"name": "peregrine"}, {"name": "koa"}],
+        "cells": [],
+        "open_loop": [rec("peregrine", (5000, 10000), "open"), rec("koa", (5000,), "fixed-rate")],
+    }
+    md = report.render(res)
+    assert "| peregrine | 5.00 | 5.00 | > swept |" in md
+    assert "| koa | 5.00 | n/a | one rate |" in md
+
+
+def test_pipelined_hyper_and_axum_figures_say_where_pipeline_flush_is():
+    from peregrine_lab.report_tables import _flush_note
+
+    assert _flush_note(0, ["hyper"]) == [] and _flush_note(16, ["peregrine"]) == []
+    (text, _) = _flush_note(16, ["peregrine", "hyper", "axum", "hyper-flush"])
+    assert "`pipeline_flush(true)`" in text and "not in this run: axum-flush;" in text
+    (both, _) = _flush_note(16, ["hyper", "hyper-flush"])
+    assert "not in this run" not in both

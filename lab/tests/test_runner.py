@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import cli, config, metrics, procs, runner
+from peregrine_lab import checks, cli, config, metrics, procs, runner
 from peregrine_lab.peers import RegistryError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -189,7 +189,7 @@ def test_default_port_skips_a_busy_one(tmp_path, monkeypatch):
     base = _free_port()
     while procs.port_in_use("127.0.0.1", base + 1):
         base = _free_port()
-    monkeypatch.setattr(runner, "DEFAULT_PORT", base)
+    monkeypatch.setattr(checks, "DEFAULT_PORT", base)
     s = socket.socket()
     s.bind(("127.0.0.1", base))
     s.listen(1)

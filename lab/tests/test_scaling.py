@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import config, procs, report, runner, scaling, scaling_report
+from peregrine_lab import config, procs, report, rounds, runner, scaling, scaling_report
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -57,7 +57,7 @@ def test_the_scaling_profile_plans_no_ordinary_cells():
 
     prof = config.PROFILES["scaling"]
     peers = [p for p in load_peers(config.PEERS_TOML) if p.name in prof.servers]
-    planned, unserved = runner.plan(prof, load_contract().select(prof.scenarios), peers)
+    planned, unserved = rounds.plan(prof, load_contract().select(prof.scenarios), peers)
     assert planned == [] and unserved == []
 
 

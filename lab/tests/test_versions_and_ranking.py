@@ -27,7 +27,7 @@ def test_every_installed_tool_has_a_recorded_version():
         if cmd[0] == "env" and name == "go":
             continue  # may need to fetch the toolchain: checked on its own below
         assert tools[name], f"{name} is installed but its version was recorded empty"
-    for tool in ("wrk", "nginx", "h2o", "openssl", "python"):
+    for tool in ("wrk", "oha", "h2load", "ab", "bombardier", "nginx", "h2o", "openssl", "python"):
         if shutil.which(tool):
             assert tools[tool], tool
 

@@ -1,0 +1,347 @@
+"""Figures quoted in the docs, generated from committed results.
+
+A quoted figure lives in a marked block of README.md or docs/*.md:
+
+    <!-- lab:figures source=lab/results/quick key=headline -->
+    (generated)
+    <!-- /lab:figures -->
+
+`python3 -m peregrine_lab.figures` (`./scripts/lab figures`) rewrites every block from its
+source's results.json; `--check` rewrites nothing and exits 1 when a block's figures differ from
+what its source gives (lab/tests/test_figures.py runs the same check). Each block says which
+commit, day and machine made its figures and how far that commit is behind HEAD in crates/ and
+lab/peers/; that last line depends on HEAD, not on the results, so the check leaves it out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from . import config, stats
+from .report_tables import CONSTANT_ANSWERS, NA, _labels, _value, derive_medians, unranked
+from .report_verdicts import _find, before_after
+
+BLOCK = re.compile(
+    r"(?P<open><!-- lab:figures (?P<attrs>[^>]*?) -->\n)(?P<body>.*?)"
+    r"(?P<close><!-- /lab:figures -->)",
+    re.S,
+)
+STALE_PREFIX = "Made at commit "
+"""The first words of a block's staleness line: HEAD-dependent, so left out of the check."""
+STALE_PATHS = ("crates", "lab/peers")
+"""What a report's figures depend on: the code measured (the crates and the peers)."""
+
+
+class FiguresError(Exception):
+    """A block that cannot be generated: unknown key, missing source, bad attributes."""
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        p = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def staleness(res: dict, root: Path = config.REPO_DIR) -> str:
+    """How far the commit that made `res` is behind HEAD in crates/ and lab/peers/, from git now:
+    `git log COMMIT..HEAD -- crates lab/peers` counted."""
+    commit = (res.get("git") or {}).get("commit")
+    if not commit:
+        return "Made at an unrecorded commit: how old its code is cannot be told."
+    short = commit[:12]
+    dirty = " with uncommitted changes" if (res.get("git") or {}).get("dirty") else ""
+    paths = " and ".join(f"{p}/" for p in STALE_PATHS)
+    if _git(root, "cat-file", "-e", f"{commit}^{{commit}}") is None:
+        return (
+            f"{STALE_PREFIX}`{short}`{dirty}, which is not in this clone's history: how far it "
+            f"is behind HEAD in {paths} cannot be told."
+        )
+    out = _git(root, "log", "--format=%h", f"{commit}..HEAD", "--", *STALE_PATHS)
+    n = len(out.splitlines()) if out else 0
+    what = "commit" if n == 1 else "commits"
+    return (
+        f"{STALE_PREFIX}`{short}`{dirty}, {n} {what} behind HEAD in {paths} "
+        f"(`git log {short}..HEAD -- {' '.join(STALE_PATHS)}`)."
+    )
+
+
+def _made(res: dict, source: str, link: str) -> str:
+    m = res.get("machine") or {}
+    when = (res.get("generated_at") or "?")[:10]
+    other = stats.median(
+        [
+            r.get("server_cpus_other_share")
+            for c in res.get("cells", [])
+            for r in c.get("runs") or []
+        ]
+    )
+    # A busy machine makes every figure of the block noisier: the reader sees how busy.
+    busy = "" if other is None else f"; other work took a median {other:.0%} of the server CPU"
+    return (
+        f"From [`{source}`]({link}) (`{res.get('command') or '?'}`, {when}, "
+        f"{m.get('cpu_model') or '?'}, {m.get('nproc') or '?'} CPUs{busy})."
+    )
+
+
+def _cpu(cell: dict | None) -> str:
+    if cell is None:
+        return NA
+    if cell.get("status") != "ok":
+        return {"n/a": NA, "parity-failed": "parity ✗"}.get(cell["status"], cell["status"])
+    v = _value(cell, "cpu_us_per_req")
+    text = NA if v is None else f"{v:.2f}"
+    if (cell["server"], cell["scenario"]) in CONSTANT_ANSWERS:
+        text += " §"
+    return text
+
+
+def headline(res: dict) -> list[str]:
+    """Server CPU µs per request of every server on the main scenarios at 50 connections and on
+    plaintext with 16 pipelined, the server's busy share on plaintext (below 100%: the load
+    generator was its ceiling), idle memory and the probe's MUST-only score."""
+    derive_medians(res)
+    labels = _labels(res)
+    scen = [s["name"] for s in res.get("scenarios", []) if s.get("main")]
+    shapes = [(s, 50, 0) for s in scen] + [("plaintext", 50, 16)]
+    titles = [f"`{s}`" if p <= 1 else f"`{s}` × {p} pipelined" for s, _c, p in shapes]
+    header = ["server", *titles, "busy", "idle KiB/conn", "compliance: MUST only (total)"]
+    rows = []
+    for s in res.get("servers", []):
+        name = s["name"]
+        cells = [_find(res, name, sc, c, p) for sc, c, p in shapes]
+        if all(c is None for c in cells):
+            continue
+        im = (s.get("idle_memory") or {}).get("per_connection_bytes")
+        comp = s.get("compliance") or {}
+        score = NA
+        if comp.get("status") == "ok":
+            score = f"{comp.get('must_score')}% ({comp.get('score')}%)"
+        label = f"**{labels[name]}**" if name == res.get("settings", {}).get("reference") else None
+        idle = NA if im is None else f"{im / 1024:.1f}"
+        busy = _value(cells[0], "server_busy_share")
+        busy = NA if busy is None else f"{busy:.0%}"
+        rows.append([label or labels[name], *map(_cpu, cells), busy, idle, score])
+    st = res.get("settings") or {}
+    cpus = ",".join(map(str, st.get("server_cpus") or [])) or "?"
+    out = [
+        "Server CPU µs per request (lower is better), the median of each cell's runs, "
+        f"WORKERS={st.get('workers')} on CPU {cpus}, {st.get('loadgen')} on the others, 50 "
+        "connections; busy: the share of its CPU the server used in the first column:",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+    notes = []
+    consts = sorted(
+        {(c["server"], c["scenario"]) for c in res.get("cells", [])} & CONSTANT_ANSWERS.keys()
+    )
+    if consts:
+        notes.append(
+            "§ "
+            + "; ".join(f"{labels.get(a, a)} `{b}`: {CONSTANT_ANSWERS[(a, b)]}" for a, b in consts)
+            + "."
+        )
+    skipped = unranked(res)
+    if skipped:
+        notes.append(
+            "‡ not ranked: "
+            + "; ".join(f"{labels.get(n, n)}: {w}" for n, w in skipped.items())
+            + "."
+        )
+    return out + ([""] + notes if notes else [])
+
+
+def engine_targets(res: dict) -> list[str]:
+    """The engine's four lanes against the floor, before and hyper-percore: ratios of server CPU
+    per request with their t 95% intervals (report_verdicts.before_after), and the medians."""
+    rows = before_after(res)
+    if not rows:
+        raise FiguresError("no before/after cells in this source (an `engine` profile run)")
+
+    def fmt(x):
+        if x is None:
+            return NA
+        r, ci = x
+        return f"{r:.3f} [{ci[0]:.3f}–{ci[1]:.3f}]" if ci else f"{r:.3f} (no interval)"
+
+    out = [
+        "| lane | hello / floor | target | before / floor | hello / before "
+        "| hyper-percore / floor |",
+        "|---|---|---|---|---|---|",
+    ]
+    medians = []
+    for r in rows:
+        c, p = r["concurrency"], r["pipeline"]
+        lane = f"c={c}" if p <= 1 else f"{c} × {p}"
+        target = NA if r["limit"] is None else f"≤ {r['limit']:.2f}"
+        if r["met"] is not None:
+            target += ", **met**" if r["met"] else ", **not met**"
+        out.append(
+            f"| {lane} | {fmt(r['after'])} | {target} | {fmt(r['before'])} | "
+            f"{fmt(r['after_before'])} | {fmt(r['hyper'])} |"
+        )
+        figs = [
+            _value(_find(res, n, "plaintext", c, p), "cpu_us_per_req")
+            for n in ("peregrine-hello", "peregrine-hello-before", "floor", "hyper-percore")
+        ]
+        medians.append(f"{lane} " + ", ".join(NA if v is None else f"{v:.2f}" for v in figs))
+    idle = next(
+        (
+            s.get("idle_memory") or {}
+            for s in res.get("servers", [])
+            if s["name"] == "peregrine-hello"
+        ),
+        {},
+    )
+    out += [
+        "",
+        "Server CPU µs per request, medians (hello, before, floor, hyper-percore): "
+        + "; ".join(medians)
+        + "."
+        + (
+            f" Idle memory: {idle['per_connection_bytes'] / 1024:.2f} KiB per keep-alive "
+            f"connection ({idle.get('opened')} connections)."
+            if idle.get("per_connection_bytes") is not None
+            else ""
+        ),
+    ]
+    return out
+
+
+def protocols(res: dict) -> list[str]:
+    """`./scripts/lab protocols`: server CPU µs per request over HTTPS keep-alive, a handshake per
+    request and HTTP/2, idle memory per TLS and HTTP/2 connection, and each server's TLS library
+    beside its figures (the comparison is of the TLS stacks too)."""
+    from . import tls_lanes, tls_report  # the protocols profile's modules, only for this key
+
+    if not any(c.get("mode") in tls_lanes.MODES for c in res.get("cells", [])):
+        raise FiguresError("no HTTPS / HTTP/2 cells in this source (a `protocols` run)")
+    labels = _labels(res)
+    out = [
+        "| server | TLS library | HTTPS keep-alive | handshake per request | HTTP/2 "
+        "| idle KiB per TLS conn | idle KiB per HTTP/2 conn |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in res.get("servers", []):
+        figs = []
+        for mode in ("https", "handshake", "h2"):
+            cell = tls_lanes.find_cell(res, s["name"], mode)
+            v = _value(cell, "cpu_us_per_req")
+            figs.append(NA if v is None else f"{v:.2f}")
+        idle = s.get("idle_memory") or {}
+        kib = [
+            NA
+            if (idle.get(m) or {}).get("per_connection_bytes") is None
+            else f"{idle[m]['per_connection_bytes'] / 1024:.1f}"
+            for m in ("https", "h2")
+        ]
+        lib = tls_report.tls_library(s["name"], res.get("tools") or {}) or "?"
+        out.append(
+            f"| {labels.get(s['name'], s['name'])} | {lib} | " + " | ".join(figs + kib) + " |"
+        )
+    return ["Server CPU µs per request (medians), one worker:", "", *out]
+
+
+KEYS: dict[str, Callable[[dict], list[str]]] = {
+    "headline": headline,
+    "engine-targets": engine_targets,
+    "protocols": protocols,
+}
+"""What a block can show, by its `key`."""
+
+
+def _attrs(text: str) -> dict[str, str]:
+    out = {}
+    for part in text.split():
+        k, sep, v = part.partition("=")
+        if not sep or not v:
+            raise FiguresError(f"bad attribute {part!r} (expected name=value)")
+        out[k] = v
+    for need in ("source", "key"):
+        if need not in out:
+            raise FiguresError(f"a lab:figures block without {need}= ({text!r})")
+    if out["key"] not in KEYS:
+        raise FiguresError(f"unknown key {out['key']!r} (known: {', '.join(KEYS)})")
+    return out
+
+
+def block(attrs: dict[str, str], doc: Path, root: Path = config.REPO_DIR) -> str:
+    """The generated body of one block of `doc`: where its figures come from, the figures, and
+    the staleness line."""
+    source = attrs["source"]
+    path = root / source / "results.json"
+    try:
+        res = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise FiguresError(f"{doc.name}: cannot read {source}/results.json: {e}") from e
+    link = os.path.relpath(root / source / "report.md", doc.parent)
+    lines = [_made(res, source, link), "", *KEYS[attrs["key"]](res), "", staleness(res, root)]
+    return "\n".join(lines) + "\n"
+
+
+def rewrite(text: str, doc: Path, root: Path = config.REPO_DIR) -> str:
+    """`text` with every block regenerated."""
+    return BLOCK.sub(lambda m: m["open"] + block(_attrs(m["attrs"]), doc, root) + m["close"], text)
+
+
+def _figures_only(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith(STALE_PREFIX))
+
+
+def check(doc: Path, root: Path = config.REPO_DIR) -> list[str]:
+    """Every block of `doc` whose figures differ from what its source gives now."""
+    problems = []
+    for m in BLOCK.finditer(doc.read_text()):
+        try:
+            want = block(_attrs(m["attrs"]), doc, root)
+        except FiguresError as e:
+            problems.append(f"{doc}: {e}")
+            continue
+        if _figures_only(m["body"]) != _figures_only(want):
+            problems.append(
+                f"{doc}: the block `{m['attrs']}` differs from its source: run "
+                "`./scripts/lab figures`"
+            )
+    return problems
+
+
+def documents(root: Path = config.REPO_DIR) -> list[Path]:
+    """README.md and docs/*.md."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in ([], ["--check"]):
+        print("usage: python3 -m peregrine_lab.figures [--check]", file=sys.stderr)
+        return 2
+    problems = []
+    for doc in documents():
+        if argv:
+            problems += check(doc)
+            continue
+        text = doc.read_text()
+        try:
+            new = rewrite(text, doc)
+        except FiguresError as e:
+            problems.append(f"{doc}: {e}")
+            continue
+        if new != text:
+            doc.write_text(new)
+            print(f"rewrote the figures of {doc.relative_to(config.REPO_DIR)}")
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
