@@ -79,11 +79,11 @@ pub mod upgrade;
 mod worker;
 
 pub use body::{Body, BodyError};
-pub use config::ServerConfig;
+pub use config::{Limits, ServerConfig, ServerConfigBuilder, Timeouts};
 pub use listener::Listener;
 /// The codec the engine is built on (request parsing, response encoding, the HTTP grammar).
 pub use peregrine_codec as codec;
-pub use peregrine_codec::{Limits, Method, Version};
+pub use peregrine_codec::{Method, Version};
 pub use request::Request;
 pub use response::{FieldValue, Response, ResponseBody};
 pub use server::{DrainSignal, Server, ServerHandle};

@@ -215,20 +215,26 @@ pub(crate) struct WriteBounded<T> {
     sent: u64,
     /// The wait under way: since when, and its deadline (boxed: only a blocked write has one).
     wait: Option<(Instant, Pin<Box<Sleep>>)>,
-    /// Who hears of a close by timeout (`ServerConfig::events`), and about which client.
+    /// Who hears of a close by timeout (`Server::with_events`), and about which client.
     events: Option<(Arc<dyn EngineEvents>, SocketAddr)>,
 }
 
 impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
-    /// The upgraded connection `t` of client `peer`, under `config`'s write rules.
-    pub(crate) fn new(t: T, config: &ServerConfig, peer: SocketAddr) -> Self {
+    /// The upgraded connection `t` of client `peer`, under `config`'s write rules; `events`
+    /// hears of a close by timeout.
+    pub(crate) fn new(
+        t: T,
+        config: &ServerConfig,
+        events: Option<&Arc<dyn EngineEvents>>,
+        peer: SocketAddr,
+    ) -> Self {
         WriteBounded {
             io: Some(TransportIo::new(t)),
             rules: PaceRules::write(config),
             waited: Duration::ZERO,
             sent: 0,
             wait: None,
-            events: config.events.clone().map(|e| (e, peer)),
+            events: events.map(|e| (e.clone(), peer)),
         }
     }
 
@@ -448,13 +454,13 @@ mod tests {
                     .await
                     .unwrap();
                 let (server, peer) = l.accept().await.unwrap();
-                let config = ServerConfig {
-                    write_timeout: std::time::Duration::from_millis(50),
-                    write_min_rate: 1 << 20,
-                    write_rate_grace: std::time::Duration::from_millis(200),
-                    ..ServerConfig::default()
-                };
-                let mut w = WriteBounded::new(crate::transport::Stream::Tcp(server), &config, peer);
+                let config = ServerConfig::builder()
+                    .write_timeout(std::time::Duration::from_millis(50))
+                    .write_min_rate(1 << 20)
+                    .write_rate_grace(std::time::Duration::from_millis(200))
+                    .build();
+                let mut w =
+                    WriteBounded::new(crate::transport::Stream::Tcp(server), &config, None, peer);
                 let piece = vec![0u8; 64 * 1024];
                 while let Poll::Ready(r) = write_once(&mut w, &piece).await {
                     r.unwrap();

@@ -51,7 +51,7 @@ impl Conn {
 
     /// Decodes the next piece of the current body from what is buffered.
     fn body_step(&self, io: &mut Io) -> Step {
-        let max_body = self.shared.config.max_body_size;
+        let max_body = self.shared.config.limits.max_body_size;
         match &mut io.body {
             BodyState::Done => Step::End,
             BodyState::Failed(e) => Step::Err(e.clone()),
@@ -68,7 +68,7 @@ impl Conn {
                 Step::Data(data)
             }
             BodyState::Chunked(dec, delivered) => loop {
-                match dec.decode(&io.rbuf, &self.shared.config.limits) {
+                match dec.decode(&io.rbuf, &self.shared.config.limits.parser) {
                     Ok(ChunkedStep::NeedMore { consumed }) => {
                         io.rbuf.advance(consumed);
                         // A chunk that declares more than the limit allows is refused now, not

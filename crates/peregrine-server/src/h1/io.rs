@@ -292,7 +292,7 @@ impl Conn {
                 // dropped at once instead of staying in the kernel for a client that does not
                 // read (nginx `reset_timedout_connection`).
                 let _ = self.stream().reset_on_close();
-                if let Some(events) = &self.shared.config.events {
+                if let Some(events) = &self.shared.events {
                     let (reason, peer) =
                         (crate::events::RejectReason::WriteTimeout, self.peer.get());
                     crate::events::emit_close(&**events, reason, "write_timeout", peer);

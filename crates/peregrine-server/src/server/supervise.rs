@@ -11,6 +11,8 @@
 //! shuts it down (`shutdown(2)` on a listening socket leaves the group and resets the
 //! connections in its backlog) whatever happened to the worker's handle.
 
+use crate::drain::DrainSignal;
+use crate::events::EngineEvents;
 use crate::listener::Listener;
 use crate::transport::Acceptor;
 use crate::worker::{self, panic_text, Global, WorkerStartHook};
@@ -66,6 +68,9 @@ pub(super) enum Source {
 /// The workers of one server and what is needed to start them again.
 pub(super) struct Workers<S, A> {
     pub(super) config: ServerConfig,
+    /// The server's observer and drain signal ([`Server::with_events`](crate::Server::with_events)).
+    pub(super) observer: Option<Arc<dyn EngineEvents>>,
+    pub(super) drain: DrainSignal,
     pub(super) service: S,
     pub(super) acceptor: A,
     pub(super) global: Arc<Global>,
@@ -93,6 +98,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
     /// Workers for `n` listeners; restarted ones get theirs from `source`.
     pub(super) fn new(
         config: ServerConfig,
+        (observer, drain): (Option<Arc<dyn EngineEvents>>, DrainSignal),
         service: S,
         acceptor: A,
         hooks: Vec<WorkerStartHook>,
@@ -101,13 +107,15 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         source: Source,
     ) -> Self {
         let global = Arc::new(Global::new(
-            config.max_connections,
-            config.max_connections_per_addr,
+            config.limits.max_connections,
+            config.limits.max_connections_per_addr,
         ));
         let (exits, events) = mpsc::channel();
         Workers {
             pins: cpus::pin_plan(config.pin, n),
             config,
+            observer,
+            drain,
             service,
             acceptor,
             global,
@@ -149,6 +157,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             hooks: self.hooks.clone(),
             ready,
             own_socket,
+            events: self.observer.clone(),
             #[cfg(feature = "fault-injection")]
             fault: self.faults[index].clone(),
         };
@@ -353,7 +362,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
     /// Stops the server: the error `join` and `run_until_signal` return.
     fn give_up(&self, e: io::Error) -> io::Error {
         tracing::error!(error = %e, "stopping the server");
-        self.config.drain_signal.start();
+        self.drain.start();
         self.send_stop();
         e
     }
