@@ -30,7 +30,7 @@ fn engine_rejections_reach_the_access_log_and_metrics_with_their_reason() {
         .route("/metrics", prometheus.endpoint());
     let s = TestServer::start_with(app, |c| {
         c.events = Some(Arc::new(EngineObserver::new()));
-        c.header_timeout = Duration::from_millis(300);
+        c.server.timeouts.header = Duration::from_millis(300);
     });
     assert!(exchange(&s, b"GET /\x01 HTTP/1.1\r\nHost: t\r\n\r\n").starts_with("HTTP/1.1 400"));
     let big = format!(

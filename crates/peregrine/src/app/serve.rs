@@ -228,9 +228,9 @@ impl App {
     fn build_for(mut self, mut config: ServerConfig) -> io::Result<(AppService, ServerConfig)> {
         let limit = self
             .body_limit
-            .unwrap_or(usize::try_from(config.max_body_size).unwrap_or(usize::MAX));
+            .unwrap_or(usize::try_from(config.limits.max_body_size).unwrap_or(usize::MAX));
         self.body_limit = Some(limit);
-        config.max_body_size = u64::MAX;
+        config.limits.max_body_size = u64::MAX;
         let service = self
             .try_into_service()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -248,6 +248,10 @@ struct Started {
 /// Serves `service` on `server`, behind a TLS acceptor when `config` has TLS settings (the
 /// certificates are read here: a file that does not load is an error before any worker starts).
 fn start(server: Server, service: AppService, config: &Config) -> io::Result<Started> {
+    let mut server = server.with_drain_signal(config.drain_signal.clone());
+    if let Some(events) = &config.events {
+        server = server.with_events(events.clone());
+    }
     #[cfg(feature = "tls")]
     if let Some(tls) = &config.tls {
         let acceptor = peregrine_server::tls::TlsAcceptor::new(tls)?;
