@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use supervise::{Event, Source, Workers};
+use supervise::{Event, Setup, Source, Workers};
 use tokio::sync::watch;
 
 #[cfg(feature = "fault-injection")]
@@ -297,8 +297,11 @@ impl<A: Acceptor> Server<A> {
         let config = self.config;
         let stop = Arc::new(watch::channel(false).0);
         let mut workers = Workers::new(
-            config.clone(),
-            (self.events, self.drain.clone()),
+            Setup {
+                config: config.clone(),
+                events: self.events,
+                drain: self.drain.clone(),
+            },
             service,
             self.acceptor,
             self.on_worker_start,

@@ -65,12 +65,22 @@ pub(super) enum Source {
     Share(Vec<Listener>),
 }
 
+/// What a server is given to run with: its configuration, and the live handles beside it.
+pub(super) struct Setup {
+    pub(super) config: ServerConfig,
+    /// Who hears about connections and refusals ([`Server::with_events`](crate::Server::with_events)).
+    pub(super) events: Option<Arc<dyn EngineEvents>>,
+    /// Raised when a graceful shutdown starts, or when the server gives up.
+    pub(super) drain: DrainSignal,
+}
+
 /// The workers of one server and what is needed to start them again.
 pub(super) struct Workers<S, A> {
     pub(super) config: ServerConfig,
-    /// The server's observer and drain signal ([`Server::with_events`](crate::Server::with_events)).
-    pub(super) observer: Option<Arc<dyn EngineEvents>>,
-    pub(super) drain: DrainSignal,
+    /// Who hears about connections and refusals.
+    observer: Option<Arc<dyn EngineEvents>>,
+    /// Raised when the server gives up.
+    drain: DrainSignal,
     pub(super) service: S,
     pub(super) acceptor: A,
     pub(super) global: Arc<Global>,
@@ -97,8 +107,7 @@ pub(super) struct Workers<S, A> {
 impl<S: Service, A: Acceptor> Workers<S, A> {
     /// Workers for `n` listeners; restarted ones get theirs from `source`.
     pub(super) fn new(
-        config: ServerConfig,
-        (observer, drain): (Option<Arc<dyn EngineEvents>>, DrainSignal),
+        setup: Setup,
         service: S,
         acceptor: A,
         hooks: Vec<WorkerStartHook>,
@@ -106,6 +115,11 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         n: usize,
         source: Source,
     ) -> Self {
+        let Setup {
+            config,
+            events: observer,
+            drain,
+        } = setup;
         let global = Arc::new(Global::new(
             config.limits.max_connections,
             config.limits.max_connections_per_addr,
