@@ -1,6 +1,6 @@
 """Figures quoted in the docs, generated from committed results.
 
-A quoted figure lives in a marked block of README.md or docs/*.md:
+A quoted figure lives in a marked block of README.md, docs/*.md or lab/README.md:
 
     <!-- lab:figures source=lab/results/quick key=headline -->
     (generated)
@@ -252,6 +252,48 @@ def protocols(res: dict) -> list[str]:
     return ["Server CPU µs per request (medians), one worker:", "", *out]
 
 
+def db_targets(res: dict) -> list[str]:
+    """`./scripts/lab db`: per `db` and `fortunes` cell, Peregrine's server CPU µs per request
+    and requests/s (medians) and whether it leads, or which peers are ahead of it
+    (db_report.targets, the report's own judgement)."""
+    from .db_report import targets
+
+    rows = targets(res)
+    if not rows:
+        raise FiguresError("no `db` or `fortunes` cells in this source (a `db` run)")
+    labels = _labels(res)
+    kinds = (("server CPU µs/request", ".1f"), ("requests/s", ",.0f"))
+    by_cell: dict[tuple, dict] = {}
+    for r in rows:
+        by_cell.setdefault((r["scenario"], r["concurrency"]), {})[r["figure"]] = r
+
+    def judged(r: dict | None, spec: str) -> str:
+        if r is None:
+            return NA
+        if r["ahead_of_all"]:
+            return f"{r['value']:{spec}}, ahead of every peer"
+        first = "first among the Rust peers, " if r["first_among_rust"] else ""
+        behind = ", ".join(labels.get(s, s) for s in r["not_beaten"])
+        return f"{r['value']:{spec}}, {first}behind {behind}"
+
+    out = [
+        "Peregrine's medians against every peer (targets: first among the Rust peers and "
+        "ahead of every other one):",
+        "",
+        "| cell | " + " | ".join(k for k, _ in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for (scen, conc), figs in by_cell.items():
+        cols = [judged(figs.get(k), spec) for k, spec in kinds]
+        out.append(f"| `{scen}` c={conc} | " + " | ".join(cols) + " |")
+    met = [
+        f"{sum(1 for f in by_cell.values() if (f.get(k) or {}).get('ahead_of_all'))} of "
+        f"{sum(1 for f in by_cell.values() if k in f)} cells on {k}"
+        for k, _ in kinds
+    ]
+    return out + ["", "Ahead of every peer in " + " and ".join(met) + "."]
+
+
 SEEDS_PEER = "peregrine"
 """The seeds' lane that is Peregrine (the framework; the engine's lane is in their report)."""
 
@@ -365,6 +407,7 @@ KEYS: dict[str, Callable[[dict], list[str]]] = {
     "engine-targets": engine_targets,
     "protocols": protocols,
     "seeds": seeds,
+    "db-targets": db_targets,
 }
 """What a block can show, by its `key`."""
 
@@ -425,8 +468,8 @@ def check(doc: Path, root: Path = config.REPO_DIR) -> list[str]:
 
 
 def documents(root: Path = config.REPO_DIR) -> list[Path]:
-    """README.md and docs/*.md."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """README.md, docs/*.md and lab/README.md."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "lab" / "README.md"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,10 +15,11 @@ from peregrine_lab import figures
 def test_every_quoted_figure_in_the_docs_matches_its_source():
     docs = figures.documents()
     blocks = [m for d in docs for m in figures.BLOCK.finditer(d.read_text())]
-    # The README's headline table, seeds and engine targets, and docs/performance.md's targets.
+    # The README's headline table, seeds and engine targets, docs/performance.md's targets and
+    # lab/README.md's database runs.
     assert len(blocks) >= 4
     keys = [figures._attrs(m["attrs"])["key"] for m in blocks]
-    assert "seeds" in keys
+    assert {"seeds", "db-targets"} <= set(keys)
     assert [p for d in docs for p in figures.check(d)] == []
 
 
@@ -55,6 +56,7 @@ def test_a_figure_that_differs_from_its_source_fails_and_the_staleness_line_does
         ("source=lab/results/quick key", "bad attribute 'key'"),
         ("source=lab/results/quick key=engine-targets", "no before/after cells"),
         ("source=lab/results/quick key=seeds", "no seed experiments"),
+        ("source=lab/results/quick key=db-targets", "no `db` or `fortunes` cells"),
     ],
 )
 def test_a_bad_block_gets_a_clear_answer(tmp_path, attrs, message):
@@ -213,3 +215,42 @@ def test_the_seeds_sentences_come_from_the_run_and_the_seeds_placements(tmp_path
 def test_a_quiet_seeds_run_has_no_busy_note(tmp_path):
     text = _seeds_source(tmp_path, load=1.5).read_text()
     assert "**The machine was busy**" not in text and "- **NURL (000)**" in text
+
+
+def test_the_db_targets_say_who_is_ahead_of_peregrine_in_each_cell():
+    def cell(server, scenario, conc, rps, cpu):
+        median = {"rps": rps, "cpu_us_per_req": cpu}
+        return {
+            "server": server,
+            "scenario": scenario,
+            "concurrency": conc,
+            "pipeline": 0,
+            "status": "ok",
+            "median": median,
+        }
+
+    res = {
+        "servers": [
+            {"name": "peregrine", "label": "Peregrine", "language": "Rust"},
+            {"name": "axum", "label": "axum", "language": "Rust"},
+            {"name": "bun", "label": "Bun", "language": "JavaScript"},
+        ],
+        "cells": [
+            cell("peregrine", "db", 50, 9000.0, 20.0),
+            cell("axum", "db", 50, 8000.0, 30.0),
+            cell("bun", "db", 50, 9500.0, 25.0),
+            cell("peregrine", "fortunes", 50, 5000.0, 40.0),
+            cell("axum", "fortunes", 50, 6000.0, 35.0),
+            cell("bun", "fortunes", 50, 4000.0, 45.0),
+            cell("peregrine", "plaintext", 50, 1.0, 1.0),  # not a target
+        ],
+    }
+    assert figures.db_targets(res)[2:] == [
+        "| cell | server CPU µs/request | requests/s |",
+        "|---|---|---|",
+        "| `db` c=50 | 20.0, ahead of every peer | 9,000, first among the Rust peers, behind Bun |",
+        "| `fortunes` c=50 | 40.0, behind axum | 5,000, behind axum |",
+        "",
+        "Ahead of every peer in 1 of 2 cells on server CPU µs/request and 0 of 2 cells on "
+        "requests/s.",
+    ]
