@@ -28,7 +28,7 @@ use crate::{ServerConfig, Service};
 use bytes::BytesMut;
 use peregrine_codec::FieldSpan;
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
@@ -60,6 +60,17 @@ pub(crate) struct WorkerShared {
     /// plain add per read or write call, never a branch or an atomic.
     pub(crate) bytes_in: Cell<u64>,
     pub(crate) bytes_out: Cell<u64>,
+}
+
+thread_local! {
+    /// The state of the worker running on this thread: upgraded connections take its shutdown
+    /// signal from here (see `Upgraded::new`), whichever protocol driver made them.
+    static CURRENT: RefCell<Weak<WorkerShared>> = const { RefCell::new(Weak::new()) };
+}
+
+/// The state of the worker running on this thread, if one is.
+pub(crate) fn current() -> Option<Rc<WorkerShared>> {
+    CURRENT.with(|c| c.borrow().upgrade())
 }
 
 impl WorkerShared {
@@ -103,7 +114,6 @@ impl WorkerShared {
     }
 
     /// Resolves once shutdown has started.
-    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(crate) async fn shutdown_started(&self) {
         loop {
             let notified = self.shutdown_started.notified();
@@ -248,6 +258,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             }
         };
         let shared = Rc::new(WorkerShared::new(config, global));
+        CURRENT.with(|c| *c.borrow_mut() = Rc::downgrade(&shared));
         // Periodic work ticks from `Ticker`s (a timerfd on Linux), not tokio intervals: timers
         // in tokio's wheel cost work at every park, once per request at c=1. Made before the
         // worker reports ready, so a failure fails `serve` instead of leaving a bound listener

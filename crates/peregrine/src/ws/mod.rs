@@ -35,4 +35,4 @@ mod handshake;
 mod socket;
 
 pub use handshake::{WebSocketUpgrade, WsConfig};
-pub use socket::{CloseFrame, Message, WebSocket, WsError};
+pub use socket::{CloseFrame, Message, WebSocket, WsError, GOING_AWAY, GOING_AWAY_REASON};
