@@ -519,6 +519,21 @@ mod tests {
     }
 
     #[test]
+    fn off_a_worker_thread_the_shutdown_signal_never_starts() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let (a, _b) = tokio::io::duplex(8);
+                let signal = Upgraded::new(a, Bytes::new()).shutdown_signal();
+                assert!(!signal.is_started());
+                let waited = tokio::time::timeout(Duration::from_millis(20), signal.started());
+                assert!(waited.await.is_err(), "no worker, no shutdown");
+            });
+    }
+
+    #[test]
     fn the_prefix_is_read_before_the_connection_and_writes_go_through() {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
