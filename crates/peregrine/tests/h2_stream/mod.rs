@@ -96,6 +96,8 @@ where
 
 /// Sends `CONNECT` with `:protocol` (and `Sec-WebSocket-Version: 13`) to `path`: the
 /// response's status, and the stream if it was accepted.
+// Used by the ws tests, not by every test that includes this module.
+#[allow(dead_code)]
 pub async fn extended_connect(
     send: &mut h2::client::SendRequest<Bytes>,
     addr: std::net::SocketAddr,
@@ -135,6 +137,7 @@ pub async fn extended_connect(
 }
 
 /// A WebSocket session (tokio-tungstenite's client) on an accepted extended CONNECT to `path`.
+#[allow(dead_code)]
 pub async fn open_ws(
     send: &mut h2::client::SendRequest<Bytes>,
     addr: std::net::SocketAddr,
