@@ -2,16 +2,13 @@
 //! HTTP/2 (RFC 8441), its handler sees the session end, and the server stops at once instead
 //! of waiting out `shutdown_timeout` (10 s here). Clients are tokio-tungstenite's.
 
-// Its echo handler; not `start_echo` (these servers are shut down, not kept).
-#[allow(dead_code)]
-mod ws_support;
-
 mod h2_stream;
 use h2_stream::{h2_client, open_ws};
 
 use futures_util::{SinkExt, StreamExt};
-use peregrine::ws::{Message as ServerMessage, WebSocket, WebSocketUpgrade};
-use peregrine::ws::{GOING_AWAY, GOING_AWAY_REASON};
+use peregrine::ws::{
+    Message as ServerMessage, WebSocket, WebSocketUpgrade, GOING_AWAY, GOING_AWAY_REASON,
+};
 use peregrine::{get, App, Error, Request, Response, ServerConfig, ServerHandle};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
