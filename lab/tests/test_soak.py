@@ -340,6 +340,8 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     missed = [f for f in budgets["failures"] if not f.startswith("p99_ms:")]
     assert not missed, (missed, "\n".join(lines[-10:]))
     assert budgets["rss"]["ok"] and budgets["fds"]["ok"] and not budgets["errors"]
+    # The app reports its live heap (glibc), and that budget is checked too.
+    assert budgets["heap"]["ok"] and budgets["heap"]["first_third_median"] > 100, budgets["heap"]
     assert budgets["p99"]["samples"] >= 40 and budgets["p99"]["first_third_median"] > 0
     kinds = ("steady", "churn", "slow_read", "vanish_close", "vanish_reset", "ws_echo")
     kinds += ("h2_stream", "range", "upload", "slow_upload", "db")
