@@ -42,8 +42,9 @@ FDS_RESOLUTION = 2.0  # descriptors of projected growth below which there is no 
 # after); a leak keeps growing past it in a run of any useful length.
 RSS_RESOLUTION = 256.0
 # KiB of projected live-heap growth below which there is no trend: the requests in flight at
-# the instant of a sample move it by about ±30 KiB (the soak's load, measured with heaptrack);
-# a leak of 1 KiB a request passes this in well under a second at the soak's rates.
+# the instant of a sample (64 KiB uploads, file reads) move it by up to about 150 KiB, which
+# the slope's 95% bound absorbs; what is left is a small step, such as one more pooled buffer.
+# A leak of 1 KiB a request passes it in under a second at the soak's rates.
 HEAP_RESOLUTION = 64.0
 # One-sided 95% t quantiles by degrees of freedom (above 30: the normal's 1.645 is close).
 _T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860}

@@ -292,7 +292,8 @@ struct Heap {
 }
 
 /// `GET /debug/heap`: glibc's live heap. RSS also counts what the allocator keeps after a free
-/// (per-thread arenas, fragmentation), so only this tells a leak from the allocator settling.
+/// (per-thread arenas, fragmentation), so only this tells a leak from the allocator settling;
+/// chunks in glibc's per-thread caches count as in use (the soak turns those caches off).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 async fn heap(_req: Request) -> Json<Heap> {
     // SAFETY: mallinfo2 only reads the allocator's statistics (under its arena locks).
