@@ -1,10 +1,12 @@
 """`./scripts/lab soak [--duration S]`: the scenarios app (TLS, HTTP/2, WebSocket, SSE,
 static files, multipart uploads, PostgreSQL) under a mixed load for a long time (default 30
 minutes), sampled every 10 s (every 2 s when the run is shorter than 10 minutes): RSS, open
-descriptors, TCP connections by state and CPU of the server, CPU per request, p50/p99/p99.9 of
-the steady load, every client error by kind. After warm-up, RSS and descriptors must stay flat
-(within 5%, no upward trend), the steady p99 stable within 20%, and no client may see an
-unexpected error (budgets: `soak_stats`). Writes results.json, report.md and soak.svg under
+descriptors, TCP connections by state and CPU of the server, its live heap (`GET /debug/heap`,
+glibc's per-thread caches off), CPU per request, p50/p99/p99.9 of the steady load, every client
+error by kind. After warm-up, RSS, the live heap and descriptors must stay flat (within 5%; no
+upward trend of the heap or the descriptors, nor of RSS when the heap is not reported), the
+steady p99 stable within 20%, and no client may see an unexpected error (budgets:
+`soak_stats`). Writes results.json, report.md and soak.svg under
 lab/results/soak (or --out); exits 1 when a budget is missed.
 
 The clients are in `soak_load`; the chart and report in `soak_report`.
