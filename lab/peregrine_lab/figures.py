@@ -1,6 +1,6 @@
 """Figures quoted in the docs, generated from committed results.
 
-A quoted figure lives in a marked block of README.md or docs/*.md:
+A quoted figure lives in a marked block of README.md, docs/*.md or lab/README.md:
 
     <!-- lab:figures source=lab/results/quick key=headline -->
     (generated)
@@ -75,7 +75,8 @@ def staleness(res: dict, root: Path = config.REPO_DIR) -> str:
 
 def _made(res: dict, source: str, link: str) -> str:
     m = res.get("machine") or {}
-    when = (res.get("generated_at") or "?")[:10]
+    # The seeds profile records when it started rather than when it finished.
+    when = (res.get("generated_at") or res.get("started") or "?")[:10]
     other = stats.median(
         [
             r.get("server_cpus_other_share")
@@ -251,10 +252,162 @@ def protocols(res: dict) -> list[str]:
     return ["Server CPU µs per request (medians), one worker:", "", *out]
 
 
+def db_targets(res: dict) -> list[str]:
+    """`./scripts/lab db`: per `db` and `fortunes` cell, Peregrine's server CPU µs per request
+    and requests/s (medians) and whether it leads, or which peers are ahead of it
+    (db_report.targets, the report's own judgement)."""
+    from .db_report import targets
+
+    rows = targets(res)
+    if not rows:
+        raise FiguresError("no `db` or `fortunes` cells in this source (a `db` run)")
+    labels = _labels(res)
+    kinds = (("server CPU µs/request", ".1f"), ("requests/s", ",.0f"))
+    by_cell: dict[tuple, dict] = {}
+    for r in rows:
+        by_cell.setdefault((r["scenario"], r["concurrency"]), {})[r["figure"]] = r
+
+    def judged(r: dict | None, spec: str) -> str:
+        if r is None:
+            return NA
+        if r["ahead_of_all"]:
+            return f"{r['value']:{spec}}, ahead of every peer"
+        first = "first among the Rust peers, " if r["first_among_rust"] else ""
+        behind = ", ".join(labels.get(s, s) for s in r["not_beaten"])
+        return f"{r['value']:{spec}}, {first}behind {behind}"
+
+    out = [
+        "Peregrine's medians against every peer (targets: first among the Rust peers and "
+        "ahead of every other one):",
+        "",
+        "| cell | " + " | ".join(k for k, _ in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for (scen, conc), figs in by_cell.items():
+        cols = [judged(figs.get(k), spec) for k, spec in kinds]
+        out.append(f"| `{scen}` c={conc} | " + " | ".join(cols) + " |")
+    met = [
+        f"{sum(1 for f in by_cell.values() if (f.get(k) or {}).get('ahead_of_all'))} of "
+        f"{sum(1 for f in by_cell.values() if k in f)} cells on {k}"
+        for k, _ in kinds
+    ]
+    return out + ["", "Ahead of every peer in " + " and ".join(met) + "."]
+
+
+SEEDS_PEER = "peregrine"
+"""The seeds' lane that is Peregrine (the framework; the engine's lane is in their report)."""
+
+
+def _slash(values, fmt) -> str:
+    return " / ".join(NA if v is None else fmt(v) for v in values)
+
+
+def _seed_groups(tables: list[str], ours_t: dict, row: str) -> list[tuple[str, list]]:
+    """Peregrine's tables as sentence clauses: (label, [(table, column)]). Scenario tables of one
+    tool measured at one same column (`autocannon:hello`, `autocannon:param` at c = 100) make
+    one clause with the scenarios side by side; every other table is a clause of its columns."""
+    groups: list[tuple[str, str, list, bool]] = []  # tool, scenario, cells, scenarios merged
+    merged: dict[tuple[str, int], list] = {}
+    for t in tables:
+        cols = sorted(ours_t[t][row])
+        tool, _, scen = t.partition(":")
+        if scen and len(cols) == 1:
+            if (tool, cols[0]) not in merged:
+                merged[(tool, cols[0])] = []
+                groups.append((tool, "", merged[(tool, cols[0])], True))
+            merged[(tool, cols[0])].append((t, cols[0]))
+        else:
+            groups.append((tool, scen, [(t, c) for c in cols], False))
+    out = []
+    for tool, scen, cells, scenarios in groups:
+        cols = list(dict.fromkeys(c for _, c in cells))
+        label = f"`{tool}` " + (f"{scen} " if scen else "") + f"c = {_slash(cols, str)}"
+        if scenarios:
+            label += ", " + _slash([t.partition(":")[2] for t, _ in cells], str)
+        out.append((label, cells))
+    return out
+
+
+def _lands(exp, exp_res: dict) -> str:
+    """One seed's sentence: where Peregrine lands in each of its tables."""
+    from .seeds import figures as seed_figures
+    from .seeds.tables import _num
+
+    head = f"**{exp.title.partition(':')[0]}**"
+    lanes = exp_res.get("lanes") or []
+    row = next((ln["row"] for ln in lanes if ln["peer"] == SEEDS_PEER and not ln.get("check")), "")
+    ours_t = seed_figures.ours(exp_res)
+    tables = [t for t, by_row in ours_t.items() if row in by_row]
+    if not tables:
+        return f"{head}: Peregrine has no figures in this run."
+    theirs_t = seed_figures.theirs(exp.name)
+    mapping = seed_figures.seed_rows(exp_res)
+    not_rerun = exp.published.get("not_rerun", [])
+
+    def rps(here, t, c):
+        return ((ours_t[t].get(here) or {}).get(c) or {}).get("rps")
+
+    def times(values) -> str:
+        return _slash(values, "{:.2f}".format) + "×"
+
+    clauses = []
+    for label, cells in _seed_groups(tables, ours_t, row):
+        text = f"{label}: {_slash([rps(row, t, c) for t, c in cells], _num)} req/s"
+        for here in mapping:
+            ratios = [stats.ratio(rps(row, t, c), rps(here, t, c)) for t, c in cells]
+            if any(r is not None for r in ratios):
+                text += f", {times(ratios)} {here}"
+        est: dict[str, dict] = {}
+        for t in dict.fromkeys(t for t, _ in cells):
+            for who, seed_row, col, r in seed_figures.placements(
+                ours_t[t], theirs_t.get(t, {}), mapping, exp.reference, not_rerun
+            ):
+                if who == row:
+                    est.setdefault(seed_row, {})[(t, col)] = r
+        if est:
+            text += f", placed through {exp.reference}: " + ", ".join(
+                f"{times([by.get(cell) for cell in cells])} the seed's {seed_row}"
+                for seed_row, by in est.items()
+            )
+        clauses.append(text)
+    return f"{head}: " + "; ".join(clauses) + "."
+
+
+def seeds(res: dict) -> list[str]:
+    """`./scripts/lab seeds`: the run's load note, then per seed where Peregrine lands: its req/s
+    per column, its ratio to each system re-run in the same table, and its placement against
+    the seed's rows that were not re-run through the row both tables share (the seeds report's
+    own placements)."""
+    from .seeds import experiments
+    from .seeds.tables import busy_note
+
+    runs = res.get("experiments") or {}
+    names = [n for n in experiments.ORDER if n in runs]
+    if not names:
+        raise FiguresError("no seed experiments in this source (a `./scripts/lab seeds` run)")
+    busy = busy_note(res.get("machine") or {})
+    return [
+        "The seed benchmarks this project started from, each re-run with its own tool, flags, "
+        "paths and servers' configurations, Peregrine added to its table beside the seed's "
+        "published figures (those are from the seed's own machine: compare ratios, not "
+        "absolute figures).",
+        *(["", busy] if busy else []),
+        "",
+        "Where Peregrine (the framework) lands in that run: its req/s per column; N× a system: "
+        "Peregrine's req/s over that system's, both measured here; placed through R: "
+        "(Peregrine / R here) × (R / the system in the seed's table), for the seed's systems "
+        "that were not re-run (the engine's rows are in the report):",
+        "",
+        *(f"- {_lands(experiments.EXPERIMENTS[n], runs[n])}" for n in names),
+    ]
+
+
 KEYS: dict[str, Callable[[dict], list[str]]] = {
     "headline": headline,
     "engine-targets": engine_targets,
     "protocols": protocols,
+    "seeds": seeds,
+    "db-targets": db_targets,
 }
 """What a block can show, by its `key`."""
 
@@ -315,8 +468,8 @@ def check(doc: Path, root: Path = config.REPO_DIR) -> list[str]:
 
 
 def documents(root: Path = config.REPO_DIR) -> list[Path]:
-    """README.md and docs/*.md."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """README.md, docs/*.md and lab/README.md."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "lab" / "README.md"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,12 @@
 """`./scripts/lab soak [--duration S]`: the scenarios app (TLS, HTTP/2, WebSocket, SSE,
 static files, multipart uploads, PostgreSQL) under a mixed load for a long time (default 30
 minutes), sampled every 10 s (every 2 s when the run is shorter than 10 minutes): RSS, open
-descriptors, TCP connections by state and CPU of the server, CPU per request, p50/p99/p99.9 of
-the steady load, every client error by kind. After warm-up, RSS and descriptors must stay flat
-(within 5%, no upward trend), the steady p99 stable within 20%, and no client may see an
-unexpected error (budgets: `soak_stats`). Writes results.json, report.md and soak.svg under
+descriptors, TCP connections by state and CPU of the server, its live heap (`GET /debug/heap`,
+glibc's per-thread caches off), CPU per request, p50/p99/p99.9 of the steady load, every client
+error by kind. After warm-up, RSS, the live heap and descriptors must stay flat (within 5%; no
+upward trend of the heap or the descriptors, nor of RSS when the heap is not reported), the
+steady p99 stable within 20%, and no client may see an unexpected error (budgets:
+`soak_stats`). Writes results.json, report.md and soak.svg under
 lab/results/soak (or --out); exits 1 when a budget is missed.
 
 The clients are in `soak_load`; the chart and report in `soak_report`.
@@ -25,13 +27,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import config, database, procs, soak_report, soak_stats, tls_checks
+from . import config, database, procs, soak_proto, soak_report, soak_stats, tls_checks
 from .soak_load import BLOB_NAME, Load, Plan, blob_bytes
-from .soak_proto import Target
+from .soak_proto import Target, connect, exchange, get
 
 ROOT = config.LAB_DIR.parent
 DEFAULT_DURATION = 1800.0
 FEATURES = "tls,http2,ws,multipart"
+# The server's allocator setting: no per-thread cache, so `GET /debug/heap` is the live heap.
+HEAP_TUNABLES = "glibc.malloc.tcache_count=0"
 
 
 class SoakError(Exception):
@@ -106,8 +110,29 @@ def _target(port: int, tls: bool) -> Target:
     return Target("127.0.0.1", port, ctx(["http/1.1"]), ctx(["h2"]))
 
 
+async def read_heap_kib(target: Target) -> int | None:
+    """The app's live heap (KiB) from `GET /debug/heap` (the scenarios app on glibc: bytes in
+    allocated chunks); None when it has no such route (404)."""
+    reader, writer = await connect(target)
+    try:
+        status, _, body = await exchange(reader, writer, get("/debug/heap", close=True))
+    finally:
+        writer.close()
+    if status == 404:
+        return None
+    if status != 200:
+        raise ValueError(f"GET /debug/heap answered {status}")
+    return round(json.loads(body)["in_use"] / 1024)
+
+
 def _sample(
-    server: procs.Server, port: int, tally, t: float, cpu_pct: float | None, cpu_s: float | None
+    server: procs.Server,
+    port: int,
+    tally,
+    t: float,
+    cpu_pct: float | None,
+    cpu_s: float | None,
+    heap_kib: int | None,
 ) -> dict:
     """One sample: the server's figures now and what the clients did in the interval."""
     lat = tally.latencies
@@ -116,6 +141,7 @@ def _sample(
     return {
         "t": round(t, 2),
         "rss_kib": soak_stats.read_rss_kib(server.pid),
+        "heap_kib": heap_kib,
         "fds": soak_stats.read_fds(server.pid),
         "tcp_states": soak_stats.read_tcp_states(port),
         "cpu_pct": None if cpu_pct is None else round(cpu_pct, 2),
@@ -136,7 +162,8 @@ async def _soak(
 ) -> tuple[list[dict], int | None, list[float]]:
     """Runs the load and samples the server until the duration is up or the server exits;
     also returns the steady latencies after warm-up (seconds)."""
-    load = Load(_target(port, opts.tls), opts.plan, blob)
+    target = _target(port, opts.tls)
+    load = Load(target, opts.plan, blob)
     clients = asyncio.create_task(load.run())
     warmup = warmup_for(opts.duration)
     latencies: list[float] = []
@@ -150,7 +177,13 @@ async def _soak(
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         next_at += interval
         now = time.monotonic()
+        try:
+            heap_kib, heap_error = await read_heap_kib(target), None
+        except Exception as e:  # any failure to read it is a recorded client error
+            heap_kib, heap_error = None, soak_proto.error_kind(e)
         tally = load.swap()
+        if heap_error:
+            tally.errors[f"heap_read_{heap_error}"] += 1
         if server.proc.poll() is not None:
             exit_status = server.proc.returncode
             samples.append({"t": round(now - start, 2), "errors": dict(tally.errors)})
@@ -159,12 +192,13 @@ async def _soak(
         used = cpu - prev_cpu if cpu is not None and prev_cpu is not None else None
         pct = None if used is None else 100 * used / (now - prev_t)
         prev_t, prev_cpu = now, cpu
-        sample = _sample(server, port, tally, now - start, pct, used)
+        sample = _sample(server, port, tally, now - start, pct, used, heap_kib)
         if sample["t"] >= warmup:
             latencies += tally.latencies
         samples.append(sample)
         opts.progress(
-            f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  fds {sample['fds']}  "
+            f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  heap {heap_kib} KiB  "
+            f"fds {sample['fds']}  "
             f"tcp {sample['tcp_states']}  cpu {sample['cpu_pct']}% "
             f"({sample['cpu_us_per_request']} us/req)  p50/p99/p99.9 {sample['p50_ms']}/"
             f"{sample['p99_ms']}/{sample['p999_ms']} ms  errors {sample['errors'] or 0}"
@@ -190,6 +224,9 @@ def _server_env(port: int, work: Path, opts: Options, blob: bytes) -> tuple[dict
     env = dict(
         os.environ, ADDR=f"127.0.0.1:{port}", WORKERS=str(opts.workers), STATIC_DIR=str(static)
     )
+    # glibc counts the chunks its per-thread caches hold as in use: up to 7 per size class and
+    # thread, filled over minutes, which would read as a slow leak of the live heap.
+    env["GLIBC_TUNABLES"] = HEAP_TUNABLES
     args = []
     if opts.tls:
         cert = tls_checks.make_certificate(work / "tls")

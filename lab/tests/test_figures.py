@@ -4,6 +4,7 @@ answer, and the staleness line counts the commits in crates/ and lab/peers/ sinc
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -14,8 +15,11 @@ from peregrine_lab import figures
 def test_every_quoted_figure_in_the_docs_matches_its_source():
     docs = figures.documents()
     blocks = [m for d in docs for m in figures.BLOCK.finditer(d.read_text())]
-    # The README's headline table and engine targets, and docs/performance.md's targets.
-    assert len(blocks) >= 3
+    # The README's headline table, seeds and engine targets, docs/performance.md's targets and
+    # lab/README.md's database runs.
+    assert len(blocks) >= 4
+    keys = [figures._attrs(m["attrs"])["key"] for m in blocks]
+    assert {"seeds", "db-targets"} <= set(keys)
     assert [p for d in docs for p in figures.check(d)] == []
 
 
@@ -51,6 +55,8 @@ def test_a_figure_that_differs_from_its_source_fails_and_the_staleness_line_does
         ("key=headline", "without source="),
         ("source=lab/results/quick key", "bad attribute 'key'"),
         ("source=lab/results/quick key=engine-targets", "no before/after cells"),
+        ("source=lab/results/quick key=seeds", "no seed experiments"),
+        ("source=lab/results/quick key=db-targets", "no `db` or `fortunes` cells"),
     ],
 )
 def test_a_bad_block_gets_a_clear_answer(tmp_path, attrs, message):
@@ -106,3 +112,145 @@ def test_the_protocols_report_says_how_old_its_code_is_too():
 
     res = {"git": {"commit": "e" * 40}, "servers": [], "cells": [], "settings": {}}
     assert f"> {figures.STALE_PREFIX}`eeeeeeeeeeee`" in tls_report.render(res)
+
+
+def _lane(peer, row, seed_row, cells, check=""):
+    def run(rps):
+        return {"rps": rps, "latency_us": {"p50": 100.0, "p99": 900.0}, "errors": {}}
+
+    return {
+        "peer": peer,
+        "row": row,
+        "seed_row": seed_row,
+        "check": check,
+        "cells": [
+            {"table": t, "column": c, "argv": ["x"], "runs": [run(rps)]} for t, c, rps in cells
+        ],
+    }
+
+
+def _seeds_source(tmp_path, load):
+    """A synthetic seeds run: NURL and NextRush with figures chosen against the seeds' published
+    rows, and a Lemire without Peregrine."""
+    nurl = [
+        # A check lane of Peregrine first: the sentence must take the default lane's figures.
+        _lane("peregrine", "P, one worker", None, [("oha", 1, 1.0)], check="one worker"),
+        _lane("hyper", "hyper", "Rust", [("oha", 1, 7225.5), ("oha", 200, 29522.0)]),
+        _lane("node-http", "node", "Node", [("oha", 1, 8708.0), ("oha", 200, 15555.0)]),
+        _lane("peregrine", "P", None, [("oha", 1, 14451.0), ("oha", 200, 59044.0)]),
+    ]
+    nextrush = [
+        _lane(
+            "fastify",
+            "Fastify",
+            "Fastify",
+            [
+                ("autocannon:hello", 100, 10000.0),
+                ("autocannon:param", 100, 10000.0),
+                ("wrk:text", 1, 1000.0),
+                ("wrk:text", 64, 2000.0),
+            ],
+        ),
+        _lane(
+            "peregrine",
+            "P",
+            None,
+            [
+                ("autocannon:hello", 100, 20000.0),
+                ("autocannon:param", 100, 30000.0),
+                ("wrk:text", 1, 1500.0),
+                ("wrk:text", 64, 5000.0),
+            ],
+        ),
+    ]
+    lemire = [_lane("go", "Go", "Go 1.19", [("bombardier", 10, 1000.0)])]
+    res = {
+        "command": "./scripts/lab seeds",
+        "started": "2026-01-02T03:04:05+00:00",
+        "machine": {"cpu_model": "Test CPU", "nproc": 2, "loadavg_at_start": [load, 1.0, 1.0]},
+        "experiments": {
+            "lemire": {"lanes": lemire},
+            "nextrush": {"lanes": nextrush},
+            "nurl": {"lanes": nurl},
+        },
+    }
+    src = tmp_path / "lab" / "results" / "s"
+    src.mkdir(parents=True)
+    (src / "results.json").write_text(json.dumps(res))
+    doc = tmp_path / "doc.md"
+    empty = "<!-- lab:figures source=lab/results/s key=seeds -->\n<!-- /lab:figures -->\n"
+    doc.write_text(figures.rewrite(empty, doc, tmp_path))
+    return doc
+
+
+def test_the_seeds_sentences_come_from_the_run_and_the_seeds_placements(tmp_path):
+    doc = _seeds_source(tmp_path, load=5.0)
+    lines = doc.read_text().splitlines()
+    assert lines[1] == (
+        "From [`lab/results/s`](lab/results/s/report.md) (`./scripts/lab seeds`, 2026-01-02, "
+        "Test CPU, 2 CPUs)."
+    )
+    assert "**The machine was busy** (load average 5.0, 1.0, 1.0 on 2 CPUs at the start)" in (
+        doc.read_text()
+    )
+    bullets = [ln for ln in lines if ln.startswith("- ")]
+    # In the seeds' order. P is 2x hyper and 14 451 / 8 708 = 1.66x Node here, and through Node
+    # (8 708 and 15 555 here as in the seed) exactly NURL's published 14 451 and 59 044: 1.00.
+    assert bullets == [
+        "- **NURL (000)**: `oha` c = 1 / 200: 14 451 / 59 044 req/s, 2.00 / 2.00× hyper, "
+        "1.66 / 3.80× node, placed through Node: 1.00 / 1.00× the seed's NURL.",
+        # 2x Fastify on hello, where Fastify / NextRush was 48 045 / 43 268 in the seed: 2.22;
+        # no system is in both wrk tables, so nothing is placed there.
+        "- **NextRush (003)**: `autocannon` c = 100, hello / param: 20 000 / 30 000 req/s, "
+        "2.00 / 3.00× Fastify, placed through Fastify: 2.22 / 3.53× the seed's NextRush v3; "
+        "`wrk` text c = 1 / 64: 1 500 / 5 000 req/s, 1.50 / 2.50× Fastify.",
+        "- **Lemire (004)**: Peregrine has no figures in this run.",
+    ]
+    assert figures.check(doc, tmp_path) == []
+    doc.write_text(doc.read_text().replace("2.22 / 3.53×", "2.2 / 3.5×"))
+    (problem,) = figures.check(doc, tmp_path)
+    assert "differs from its source" in problem
+
+
+def test_a_quiet_seeds_run_has_no_busy_note(tmp_path):
+    text = _seeds_source(tmp_path, load=1.5).read_text()
+    assert "**The machine was busy**" not in text and "- **NURL (000)**" in text
+
+
+def test_the_db_targets_say_who_is_ahead_of_peregrine_in_each_cell():
+    def cell(server, scenario, conc, rps, cpu):
+        median = {"rps": rps, "cpu_us_per_req": cpu}
+        return {
+            "server": server,
+            "scenario": scenario,
+            "concurrency": conc,
+            "pipeline": 0,
+            "status": "ok",
+            "median": median,
+        }
+
+    res = {
+        "servers": [
+            {"name": "peregrine", "label": "Peregrine", "language": "Rust"},
+            {"name": "axum", "label": "axum", "language": "Rust"},
+            {"name": "bun", "label": "Bun", "language": "JavaScript"},
+        ],
+        "cells": [
+            cell("peregrine", "db", 50, 9000.0, 20.0),
+            cell("axum", "db", 50, 8000.0, 30.0),
+            cell("bun", "db", 50, 9500.0, 25.0),
+            cell("peregrine", "fortunes", 50, 5000.0, 40.0),
+            cell("axum", "fortunes", 50, 6000.0, 35.0),
+            cell("bun", "fortunes", 50, 4000.0, 45.0),
+            cell("peregrine", "plaintext", 50, 1.0, 1.0),  # not a target
+        ],
+    }
+    assert figures.db_targets(res)[2:] == [
+        "| cell | server CPU µs/request | requests/s |",
+        "|---|---|---|",
+        "| `db` c=50 | 20.0, ahead of every peer | 9,000, first among the Rust peers, behind Bun |",
+        "| `fortunes` c=50 | 40.0, behind axum | 5,000, behind axum |",
+        "",
+        "Ahead of every peer in 1 of 2 cells on server CPU µs/request and 0 of 2 cells on "
+        "requests/s.",
+    ]

@@ -118,10 +118,6 @@ def test_ci_restarts_lose_and_repeat_nothing(ci_run):
 
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the app")
-@pytest.mark.xfail(
-    strict=True,
-    reason="the engine ends upgraded connections at shutdown without a WebSocket close frame",
-)
 def test_ci_restarts_close_websockets_with_going_away(ci_run):
     res, _ = ci_run
     assert sum(res["ws_close_codes"].values()) >= 3

@@ -71,6 +71,7 @@ pub mod request;
 pub mod response;
 pub mod server;
 pub mod service;
+mod shutdown;
 mod steering;
 #[cfg(feature = "tls")]
 pub mod tls;

@@ -20,8 +20,9 @@ pub trait Io: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// The raw connection after a 101 response: first the bytes the client had already sent after
-/// its request (read by the engine with the request), then the connection itself.
-pub struct Upgraded(Rewind<Box<dyn Io>>);
+/// its request (read by the engine with the request), then the connection itself; with the
+/// graceful shutdown of the worker serving it (see [`Upgraded::shutdown_signal`]).
+pub struct Upgraded(Rewind<Box<dyn Io>>, ShutdownSignal);
 
 /// What a handler gives the engine to run once the 101 is written: a function of the
 /// connection. It runs on the worker that owns the connection, like a handler.
@@ -29,8 +30,49 @@ pub type OnUpgrade = Box<dyn FnOnce(Upgraded) -> Pin<Box<dyn Future<Output = ()>
 
 impl Upgraded {
     /// The connection `io`, with `prefix` (bytes already read from it) to be read first.
+    ///
+    /// Made on a worker thread (as the engine does), it carries that worker's
+    /// [`ShutdownSignal`]; elsewhere (a test's pipe) one that never starts.
     pub fn new(io: impl Io + 'static, prefix: Bytes) -> Self {
-        Upgraded(Rewind::new(Box::new(io), prefix))
+        let signal = ShutdownSignal(crate::shutdown::current());
+        Upgraded(Rewind::new(Box::new(io), prefix), signal)
+    }
+
+    /// The graceful shutdown of the worker serving this connection: an upgraded connection
+    /// never ends by itself, so its protocol ends it when shutdown starts (WebSocket sends
+    /// Close 1001) instead of being cut at `shutdown_timeout`, as an event stream ends then.
+    pub fn shutdown_signal(&self) -> ShutdownSignal {
+        self.1.clone()
+    }
+}
+
+/// The start of a worker's graceful shutdown (the listeners have closed, after
+/// `drain_delay`), as seen by an upgraded connection it serves. Clones watch the same worker.
+#[derive(Clone, Default)]
+pub struct ShutdownSignal(Option<std::rc::Rc<dyn crate::shutdown::ShutdownWatch>>);
+
+impl ShutdownSignal {
+    /// Whether shutdown has started.
+    pub fn is_started(&self) -> bool {
+        self.0.as_ref().is_some_and(|w| w.is_shutting_down())
+    }
+
+    /// Resolves once shutdown has started (at once if it has); never for a connection no
+    /// worker serves.
+    pub async fn started(&self) {
+        match &self.0 {
+            Some(worker) => worker.shutdown_started().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl std::fmt::Debug for ShutdownSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShutdownSignal")
+            .field("worker", &self.0.is_some())
+            .field("started", &self.is_started())
+            .finish()
     }
 }
 
@@ -479,6 +521,21 @@ mod tests {
                 assert!(r.unwrap() > 0);
                 assert_eq!(w.waited, std::time::Duration::ZERO);
                 assert!(w.io.is_some(), "still open");
+            });
+    }
+
+    #[test]
+    fn off_a_worker_thread_the_shutdown_signal_never_starts() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let (a, _b) = tokio::io::duplex(8);
+                let signal = Upgraded::new(a, Bytes::new()).shutdown_signal();
+                assert!(!signal.is_started());
+                let waited = tokio::time::timeout(Duration::from_millis(20), signal.started());
+                assert!(waited.await.is_err(), "no worker, no shutdown");
             });
     }
 

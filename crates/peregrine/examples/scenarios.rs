@@ -36,6 +36,9 @@
 //! * `POST /ledger` when `LEDGER` names a file: appends the body (one request id, at most 64
 //!   bytes) to it as a line and answers 201: the restart measurement (`./scripts/lab restart`)
 //!   counts in that file how often each request was executed, across processes.
+//! * `GET /debug/heap` (Linux with glibc): the allocator's own figures, `{"in_use": B,
+//!   "system": B}` (`mallinfo2`: bytes in allocated chunks, and bytes it holds from the
+//!   system): the soak (`./scripts/lab soak`) budgets the live heap next to RSS with it.
 //!
 //! Stops gracefully on SIGTERM / SIGINT. With `DATABASE_URL` set it also serves the database
 //! scenarios of `lab/contract/db.json` (`scenarios-db/db.rs`); without it, exactly the above.
@@ -270,12 +273,35 @@ pub fn app() -> App {
     let app = app.route("/ws", get(ws_echo));
     #[cfg(feature = "multipart")]
     let app = app.route("/upload", post(upload));
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    let app = app.route("/debug/heap", get(heap));
     let app = with_ledger(app, std::env::var_os("LEDGER"));
     let app = match std::env::var_os("STATIC_DIR") {
         Some(dir) => app.merge(peregrine::fs::ServeDir::new(dir).router("/files")),
         None => app,
     };
     db::routes(app)
+}
+
+/// What `GET /debug/heap` answers: bytes.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[derive(Serialize)]
+struct Heap {
+    in_use: usize,
+    system: usize,
+}
+
+/// `GET /debug/heap`: glibc's live heap. RSS also counts what the allocator keeps after a free
+/// (per-thread arenas, fragmentation), so only this tells a leak from the allocator settling;
+/// chunks in glibc's per-thread caches count as in use (the soak turns those caches off).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+async fn heap(_req: Request) -> Json<Heap> {
+    // SAFETY: mallinfo2 only reads the allocator's statistics (under its arena locks).
+    let info = unsafe { libc::mallinfo2() };
+    Json(Heap {
+        in_use: info.uordblks + info.hblkhd,
+        system: info.arena + info.hblkhd,
+    })
 }
 
 /// Interval of the keep-alive comments of `/events` (short, so a demo client sees them).

@@ -7,7 +7,7 @@
 mod ws_support;
 
 mod h2_stream;
-use h2_stream::{h2_client, ClientStream};
+use h2_stream::{extended_connect, h2_client, open_ws, ClientStream};
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
@@ -57,56 +57,6 @@ fn start() -> std::net::SocketAddr {
 /// An HTTP/2 connection (h2c, prior knowledge) whose SETTINGS announced extended CONNECT.
 async fn connect(addr: std::net::SocketAddr) -> h2::client::SendRequest<Bytes> {
     h2_client(TcpStream::connect(addr).await.unwrap()).await
-}
-
-/// Sends `CONNECT` with `:protocol` (and `Sec-WebSocket-Version: 13`) to `path`: the
-/// response's status, and the stream if it was accepted.
-async fn extended_connect(
-    send: &mut h2::client::SendRequest<Bytes>,
-    addr: std::net::SocketAddr,
-    path: &str,
-    protocol: &'static str,
-) -> (u16, Option<ClientStream>) {
-    let mut req = http::Request::builder()
-        .method(http::Method::CONNECT)
-        .uri(format!("http://{addr}{path}"))
-        .header("sec-websocket-version", "13")
-        .body(())
-        .unwrap();
-    req.extensions_mut()
-        .insert(h2::ext::Protocol::from_static(protocol));
-    let (resp, stream) = send.send_request(req, false).unwrap();
-    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
-        .await
-        .unwrap()
-        .unwrap();
-    let status = resp.status().as_u16();
-    assert!(
-        !resp.headers().contains_key("sec-websocket-accept"),
-        "no key exchange over HTTP/2"
-    );
-    if status != 200 {
-        return (status, None);
-    }
-    let recv = resp.into_body();
-    (
-        status,
-        Some(ClientStream {
-            recv,
-            send: stream,
-            pending: Bytes::new(),
-        }),
-    )
-}
-
-async fn open_ws(
-    send: &mut h2::client::SendRequest<Bytes>,
-    addr: std::net::SocketAddr,
-    path: &str,
-) -> WebSocketStream<ClientStream> {
-    let (status, stream) = extended_connect(send, addr, path, "websocket").await;
-    assert_eq!(status, 200);
-    WebSocketStream::from_raw_socket(stream.unwrap(), Role::Client, None).await
 }
 
 async fn next(ws: &mut WebSocketStream<ClientStream>) -> Message {

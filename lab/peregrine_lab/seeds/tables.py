@@ -277,9 +277,25 @@ def _section(exp, exp_results: dict) -> list[str]:
     return lines
 
 
+def _load(m: dict) -> str:
+    return ", ".join(f"{x:.1f}" for x in m.get("loadavg_at_start") or [])
+
+
+def busy_note(m: dict) -> str | None:
+    """The warning for a run whose load average at the start exceeded its CPUs (the run's
+    `machine`), None for a quiet one or one that recorded no load."""
+    if (m.get("loadavg_at_start") or [0])[0] <= (m.get("nproc") or 1):
+        return None
+    return (
+        f"**The machine was busy** (load average {_load(m)} on {m.get('nproc')} CPUs at the "
+        "start): other work shared the CPUs, so these figures are noisy; re-run on a quiet "
+        "machine before quoting them."
+    )
+
+
 def render(res: dict) -> str:
     m = res.get("machine", {})
-    load = ", ".join(f"{x:.1f}" for x in m.get("loadavg_at_start", []))
+    load = _load(m)
     lines = [
         "# The seeds' own experiments, re-run",
         "",
@@ -293,16 +309,7 @@ def render(res: dict) -> str:
         'rows are the seed\'s published figures on its own machine, "(here)" rows ours on 2 '
         "CPUs: compare ratios, not absolute figures.",
         "",
-        *(
-            [
-                f"**The machine was busy** (load average {load} on {m.get('nproc')} CPUs at "
-                "the start): other work shared the CPUs, so these figures are noisy; re-run on "
-                "a quiet machine before quoting them.",
-                "",
-            ]
-            if (m.get("loadavg_at_start") or [0])[0] > (m.get("nproc") or 1)
-            else []
-        ),
+        *([busy, ""] if (busy := busy_note(m)) else []),
         "Tools: " + ", ".join(f"{k} `{v}`" for k, v in (res.get("tools") or {}).items()),
         "",
         "Servers: " + ", ".join(f"{k} `{v}`" for k, v in (res.get("servers") or {}).items()),

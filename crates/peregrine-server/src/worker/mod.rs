@@ -110,6 +110,9 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         };
         let pools = h1::Pools::new(&config);
         let shared = Rc::new(WorkerShared::new(config, events, global, pools));
+        // Upgraded connections made on this thread watch this worker's shutdown.
+        let watch: Rc<dyn crate::shutdown::ShutdownWatch> = shared.clone();
+        crate::shutdown::set_current(Rc::downgrade(&watch));
         // Periodic work ticks from `Ticker`s (a timerfd on Linux), not tokio intervals: timers
         // in tokio's wheel cost work at every park, once per request at c=1. Made before the
         // worker reports ready, so a failure fails `serve` instead of leaving a bound listener

@@ -81,7 +81,6 @@ impl<P> WorkerShared<P> {
     }
 
     /// Resolves once shutdown has started.
-    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(crate) async fn shutdown_started(&self) {
         loop {
             let notified = self.shutdown_started.notified();
@@ -93,6 +92,16 @@ impl<P> WorkerShared<P> {
             }
             notified.await;
         }
+    }
+}
+
+impl<P> crate::shutdown::ShutdownWatch for WorkerShared<P> {
+    fn is_shutting_down(&self) -> bool {
+        WorkerShared::is_shutting_down(self)
+    }
+
+    fn shutdown_started(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>> {
+        Box::pin(WorkerShared::shutdown_started(self))
     }
 }
 

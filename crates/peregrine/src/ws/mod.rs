@@ -27,6 +27,14 @@
 //! answered with the close codes of RFC 6455 §7.4.1: 1007 for invalid UTF-8, 1009 for a message
 //! or frame over the limit, 1002 for protocol violations.
 //!
+//! At graceful shutdown (SIGTERM, [`crate::ServerHandle::shutdown`], the end of
+//! `run_until`), once the listeners close, every session waiting in [`WebSocket::recv`] is
+//! closed with 1001 Going Away ([`GOING_AWAY`], [`GOING_AWAY_REASON`]), over HTTP/1.1 and over
+//! HTTP/2 alike: `recv` sends the Close, waits for the client's (at most a second), returns the
+//! 1001 frame as `Message::Close`, then `None`, so the handler ends and the process does not
+//! wait out `shutdown_timeout`. A handler that has a last message to send waits for
+//! [`WebSocket::shutdown_started`] next to `recv`, and closes the session itself.
+//!
 //! The opening handshake and its limits are in `handshake.rs` ([`WebSocketUpgrade`],
 //! [`WsConfig`]); the open connection, its messages and close frames in `socket.rs`
 //! ([`WebSocket`], [`Message`], [`CloseFrame`], [`WsError`]).
@@ -35,4 +43,4 @@ mod handshake;
 mod socket;
 
 pub use handshake::{WebSocketUpgrade, WsConfig};
-pub use socket::{CloseFrame, Message, WebSocket, WsError};
+pub use socket::{CloseFrame, Message, WebSocket, WsError, GOING_AWAY, GOING_AWAY_REASON};

@@ -3,8 +3,11 @@
 
 use super::WsConfig;
 use bytes::Bytes;
+use futures_util::future::{select, Either};
 use futures_util::{SinkExt, StreamExt};
-use peregrine_server::upgrade::Upgraded;
+use peregrine_server::upgrade::{ShutdownSignal, Upgraded};
+use std::future::Future;
+use std::time::Duration;
 use tokio_tungstenite::tungstenite::{
     self,
     protocol::{frame::coding::CloseCode, CloseFrame as TCloseFrame, Role},
@@ -148,16 +151,70 @@ impl std::error::Error for WsError {}
 pub struct WebSocket {
     inner: WebSocketStream<Upgraded>,
     protocol: Option<String>,
+    shutdown: ShutdownSignal,
+    /// The session was closed with 1001 at shutdown: `recv` has nothing more to give.
+    gone_away: bool,
 }
+
+/// The code of the Close frame sent to open sessions at graceful shutdown (RFC 6455 §7.4.1).
+pub const GOING_AWAY: u16 = 1001;
+
+/// The reason sent with [`GOING_AWAY`].
+pub const GOING_AWAY_REASON: &str = "server shutting down";
+
+/// How long a closing session waits for the peer's Close once shutdown has started: a peer
+/// that never answers must not hold the process until `shutdown_timeout`.
+const CLOSE_REPLY_WAIT: Duration = Duration::from_secs(1);
 
 impl WebSocket {
     /// Runs the server side of the WebSocket protocol on an upgraded connection (after the 101).
     pub async fn from_upgraded(io: Upgraded, config: WsConfig, protocol: Option<String>) -> Self {
+        let shutdown = io.shutdown_signal();
         WebSocket {
             inner: WebSocketStream::from_raw_socket(io, Role::Server, Some(config.tungstenite()))
                 .await,
             protocol,
+            shutdown,
+            gone_away: false,
         }
+    }
+
+    /// Resolves when the server's graceful shutdown starts (never for a socket no worker
+    /// serves). It does not borrow the socket, so a handler that wants to send a last message
+    /// before the session closes waits for it next to [`WebSocket::recv`], first:
+    ///
+    /// ```
+    /// use peregrine::ws::{Message, WebSocket, GOING_AWAY, GOING_AWAY_REASON};
+    ///
+    /// async fn ticker(mut ws: WebSocket) {
+    ///     let shutdown = ws.shutdown_started();
+    ///     tokio::pin!(shutdown);
+    ///     loop {
+    ///         tokio::select! {
+    ///             biased; // before `recv`, which would close the session with 1001 itself
+    ///             () = &mut shutdown => {
+    ///                 let _ = ws.send(Message::Text("reconnect elsewhere".into())).await;
+    ///                 let _ = ws.close(GOING_AWAY, GOING_AWAY_REASON).await;
+    ///                 return;
+    ///             }
+    ///             msg = ws.recv() => match msg {
+    ///                 Some(Ok(Message::Text(t))) => {
+    ///                     let _ = ws.send(Message::Text(t)).await;
+    ///                 }
+    ///                 Some(Ok(_)) => {}
+    ///                 Some(Err(_)) | None => return,
+    ///             },
+    ///         }
+    ///     }
+    /// }
+    /// # async fn route(req: peregrine::Request) -> Result<peregrine::Response, peregrine::Error> {
+    /// #     Ok(peregrine::ws::WebSocketUpgrade::from_request(&req)?.on_upgrade(ticker))
+    /// # }
+    /// # let _ = peregrine::App::new().route("/ticker", peregrine::get(route));
+    /// ```
+    pub fn shutdown_started(&self) -> impl Future<Output = ()> + 'static {
+        let signal = self.shutdown.clone();
+        async move { signal.started().await }
     }
 
     /// The subprotocol agreed in the handshake, if any.
@@ -168,8 +225,23 @@ impl WebSocket {
     /// The next message; `None` once the connection is closed. Pings are answered and close
     /// frames replied to automatically (both are still returned). A broken rule closes the
     /// connection with its close code and returns the error once.
+    ///
+    /// When the server's graceful shutdown starts (SIGTERM, [`crate::ServerHandle::shutdown`],
+    /// the end of `run_until`), a waiting `recv` sends Close [`GOING_AWAY`] (1001) with
+    /// [`GOING_AWAY_REASON`], waits for the peer's Close (at most a second), and returns that
+    /// 1001 frame as `Message::Close`; `None` after it. The session is closed by then: to send
+    /// a last message first, see [`WebSocket::shutdown_started`].
     pub async fn recv(&mut self) -> Option<Result<Message, WsError>> {
-        let next = self.inner.next().await?;
+        if self.gone_away {
+            return None;
+        }
+        let shutdown = self.shutdown.clone();
+        let started = std::pin::pin!(shutdown.started());
+        // Messages already received are delivered before the session is closed.
+        let next = match select(self.inner.next(), started).await {
+            Either::Left((next, _)) => next?,
+            Either::Right(((), _)) => return self.go_away().await,
+        };
         match next {
             Ok(msg) => Some(Ok(from_tungstenite(msg)?)),
             Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => None,
@@ -267,16 +339,49 @@ impl WebSocket {
     /// server.shutdown();
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    ///
+    /// Once the server's graceful shutdown has started, the wait for the peer's close frame
+    /// lasts at most a second.
     pub async fn close(mut self, code: u16, reason: &str) -> Result<(), WsError> {
-        self.inner
-            .close(Some(TCloseFrame {
-                code: CloseCode::from(code),
-                reason: reason.to_string().into(),
-            }))
-            .await
-            .map_err(map_send_error)?;
-        while let Some(Ok(_)) = self.inner.next().await {}
+        self.send_close(code, reason).await?;
+        self.await_peer_close().await;
         Ok(())
+    }
+
+    async fn send_close(&mut self, code: u16, reason: &str) -> Result<(), WsError> {
+        let frame = TCloseFrame {
+            code: CloseCode::from(code),
+            reason: reason.to_string().into(),
+        };
+        self.inner.close(Some(frame)).await.map_err(map_send_error)
+    }
+
+    /// Reads (and drops) messages until the peer's close frame, or until [`CLOSE_REPLY_WAIT`]
+    /// after shutdown started.
+    async fn await_peer_close(&mut self) {
+        let shutdown = self.shutdown.clone();
+        let cutoff = std::pin::pin!(async move {
+            shutdown.started().await;
+            tokio::time::sleep(CLOSE_REPLY_WAIT).await;
+        });
+        let inner = &mut self.inner;
+        let drained = std::pin::pin!(async move { while let Some(Ok(_)) = inner.next().await {} });
+        select(drained, cutoff).await;
+    }
+
+    /// Closes the session with 1001 at shutdown; the frame sent, for `recv` to return.
+    async fn go_away(&mut self) -> Option<Result<Message, WsError>> {
+        self.gone_away = true;
+        match self.send_close(GOING_AWAY, GOING_AWAY_REASON).await {
+            Ok(()) => {}
+            Err(WsError::Closed) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+        self.await_peer_close().await;
+        Some(Ok(Message::Close(Some(CloseFrame {
+            code: GOING_AWAY,
+            reason: GOING_AWAY_REASON.into(),
+        }))))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The client's side of an HTTP/2 stream as a byte stream, for running a WebSocket client
 //! (tokio-tungstenite) on an RFC 8441 extended CONNECT stream (tests `ws_h2`,
-//! `scenarios_protocols`), and the client connection that carries it.
+//! `scenarios_protocols`, `ws_shutdown`), the client connection that carries it, and the
+//! extended CONNECT that opens one.
 
 use bytes::{Buf, Bytes};
 use std::io;
@@ -8,6 +9,8 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::WebSocketStream;
 
 /// The client's side of an HTTP/2 stream as a byte stream (what tungstenite runs on).
 pub struct ClientStream {
@@ -89,4 +92,58 @@ where
         send = send.ready().await.unwrap();
     }
     panic!("the server did not announce SETTINGS_ENABLE_CONNECT_PROTOCOL");
+}
+
+/// Sends `CONNECT` with `:protocol` (and `Sec-WebSocket-Version: 13`) to `path`: the
+/// response's status, and the stream if it was accepted.
+// Used by the ws tests, not by every test that includes this module.
+#[allow(dead_code)]
+pub async fn extended_connect(
+    send: &mut h2::client::SendRequest<Bytes>,
+    addr: std::net::SocketAddr,
+    path: &str,
+    protocol: &'static str,
+) -> (u16, Option<ClientStream>) {
+    let mut req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(format!("http://{addr}{path}"))
+        .header("sec-websocket-version", "13")
+        .body(())
+        .unwrap();
+    req.extensions_mut()
+        .insert(h2::ext::Protocol::from_static(protocol));
+    let (resp, stream) = send.send_request(req, false).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .unwrap()
+        .unwrap();
+    let status = resp.status().as_u16();
+    assert!(
+        !resp.headers().contains_key("sec-websocket-accept"),
+        "no key exchange over HTTP/2"
+    );
+    if status != 200 {
+        return (status, None);
+    }
+    let recv = resp.into_body();
+    (
+        status,
+        Some(ClientStream {
+            recv,
+            send: stream,
+            pending: Bytes::new(),
+        }),
+    )
+}
+
+/// A WebSocket session (tokio-tungstenite's client) on an accepted extended CONNECT to `path`.
+#[allow(dead_code)]
+pub async fn open_ws(
+    send: &mut h2::client::SendRequest<Bytes>,
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> WebSocketStream<ClientStream> {
+    let (status, stream) = extended_connect(send, addr, path, "websocket").await;
+    assert_eq!(status, 200);
+    WebSocketStream::from_raw_socket(stream.unwrap(), Role::Client, None).await
 }
