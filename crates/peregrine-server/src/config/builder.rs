@@ -1,6 +1,6 @@
 //! [`ServerConfigBuilder`]: a setter for every field of [`ServerConfig`], by name.
 
-use super::{Limits, ServerConfig, Timeouts};
+use super::settings::{Limits, ServerConfig, Timeouts};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,6 +21,26 @@ use std::time::Duration;
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ServerConfigBuilder {
     config: ServerConfig,
+}
+
+impl ServerConfig {
+    /// A builder starting from the defaults, with a setter for every field by its name
+    /// (`.workers(2)`, `.header_timeout(..)`, `.max_body_size(..)`).
+    ///
+    /// ```
+    /// use peregrine_server::ServerConfig;
+    /// use std::time::Duration;
+    /// let config = ServerConfig::builder()
+    ///     .workers(2)
+    ///     .header_timeout(Duration::from_secs(5))
+    ///     .max_body_size(64 * 1024)
+    ///     .build();
+    /// assert_eq!(config.timeouts.header, Duration::from_secs(5));
+    /// assert_eq!(config.limits.max_body_size, 64 * 1024);
+    /// ```
+    pub fn builder() -> ServerConfigBuilder {
+        ServerConfigBuilder::from(ServerConfig::default())
+    }
 }
 
 impl From<ServerConfig> for ServerConfigBuilder {

@@ -1,6 +1,6 @@
 //! Reading a [`ServerConfig`] from environment variables and flags, and checking it.
 
-use super::ServerConfig;
+use super::settings::ServerConfig;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
