@@ -236,7 +236,7 @@ impl<T: crate::transport::Transport + Unpin> AsyncWrite for TransportIo<T> {
 }
 
 /// The connection of an HTTP/1.1 upgrade, its writes bounded like a response's
-/// (`ServerConfig::write_timeout`, `write_min_rate` with `write_rate_grace`): a peer that stops
+/// (`Timeouts::write`, `write_min_rate` with `write_rate_grace`): a peer that stops
 /// reading (a WebSocket client that never reads what it is sent) holds the connection and the
 /// handler's pending write only that long. Past the deadline the connection is closed with a
 /// reset, so the unsent bytes go at once, and the write fails with `TimedOut`; every later read

@@ -1,5 +1,5 @@
 //! The engine's closes without a response reach the access log and the metrics with their
-//! reason, over real sockets (`ServerConfig::events` = `metrics::EngineObserver`): an idle
+//! reason, over real sockets (`Config::events` = `metrics::EngineObserver`): an idle
 //! keep-alive connection timing out (`idle_close`), a new connection that sends nothing
 //! (`header_timeout`, status 0), a client that does not read (`write_timeout`), the connection
 //! limits (`limit_reached`: `max_connections_per_addr`, `max_connections` and the idle

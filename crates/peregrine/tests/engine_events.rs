@@ -1,5 +1,5 @@
 //! The engine's own refusals and connection events reach the access log and the metrics through
-//! `ServerConfig::events` (`metrics::EngineObserver`), over real sockets: a malformed request
+//! `Config::events` (`metrics::EngineObserver`), over real sockets: a malformed request
 //! line, a header section over the limit, a body over the limit and a header timeout each
 //! appear as a `rejected` event with their reason, and as `peregrine_rejections_total{reason}`.
 

@@ -57,7 +57,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         let slot = Slot::acquire(&shared.global, &shared.idle).await;
         let held = Held::new(shared, slot);
         if let Some(events) = &shared.events {
-            // Someone listens (`ServerConfig::events`): this connection's task reports its
+            // Someone listens (`Server::with_events`): this connection's task reports its
             // opening and closing. Only then, so the default task stays as it is.
             let (events, service) = (events.clone(), service.clone());
             let worker = crate::events::current_worker();
