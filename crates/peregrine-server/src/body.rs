@@ -4,6 +4,12 @@ use crate::conn::Conn;
 use bytes::{Bytes, BytesMut};
 use std::rc::Rc;
 
+/// The default body limit, in bytes (1 MiB): what [`ServerConfig::max_body_size`] starts at and
+/// what a [`Body`] made in memory ([`Body::from_bytes`]) is held to until [`Body::set_limit`].
+///
+/// [`ServerConfig::max_body_size`]: crate::ServerConfig::max_body_size
+pub const DEFAULT_BODY_LIMIT: u64 = 1024 * 1024;
+
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyError {
@@ -47,8 +53,19 @@ impl std::error::Error for BodyError {}
 ///
 /// Backpressure: nothing is read from the socket until the handler asks for the next chunk, so
 /// a slow consumer slows the client down through TCP flow control.
+///
+/// Every body has a size limit ([`Body::limit`]; from a connection it starts at
+/// [`ServerConfig::max_body_size`](crate::ServerConfig::max_body_size)), which every way of
+/// reading it is held to: a declared length over it fails before anything is read (and before
+/// `100 Continue`), a body that grows past it fails on the piece that crosses it, and a chunked
+/// body's extensions count against it too. [`Body::set_limit`] changes it for this body (a
+/// framework does so per route) before it is read.
 pub struct Body {
     inner: Inner,
+    /// The size limit (see [`Body::limit`]).
+    limit: u64,
+    /// Data bytes handed out so far, held to `limit`.
+    read: u64,
 }
 
 enum Inner {
@@ -63,8 +80,14 @@ enum Inner {
 impl Body {
     /// An empty body.
     pub fn empty() -> Self {
+        Body::with(Inner::Empty, DEFAULT_BODY_LIMIT)
+    }
+
+    fn with(inner: Inner, limit: u64) -> Self {
         Body {
-            inner: Inner::Empty,
+            inner,
+            limit,
+            read: 0,
         }
     }
 
@@ -86,55 +109,97 @@ impl Body {
         if bytes.is_empty() {
             Body::empty()
         } else {
-            Body {
-                inner: Inner::Memory(Some(bytes)),
-            }
+            Body::with(Inner::Memory(Some(bytes)), DEFAULT_BODY_LIMIT)
         }
     }
 
+    /// A connection's body, held to the connection's `max_body_size` until [`Body::set_limit`].
     pub(crate) fn from_conn(conn: Rc<Conn>, gen: u64, content_length: Option<u64>) -> Self {
-        Body {
-            inner: Inner::Conn(ConnBody {
-                conn,
-                gen,
-                content_length,
-            }),
-        }
+        let limit = conn.max_body_size();
+        let inner = Inner::Conn(ConnBody {
+            conn,
+            gen,
+            content_length,
+        });
+        Body::with(inner, limit)
     }
 
     #[cfg(feature = "http2")]
-    pub(crate) fn from_h2(body: crate::h2::H2Body) -> Self {
-        Body {
-            inner: Inner::H2(body),
+    pub(crate) fn from_h2(body: crate::h2::H2Body, limit: u64) -> Self {
+        Body::with(Inner::H2(body), limit)
+    }
+
+    /// This body's size limit, in bytes (see [`Body`]; `u64::MAX`: none).
+    ///
+    /// ```
+    /// use peregrine_server::{Body, DEFAULT_BODY_LIMIT};
+    /// assert_eq!(Body::from_bytes("hello".into()).limit(), DEFAULT_BODY_LIMIT);
+    /// ```
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Sets this body's size limit, in bytes (`u64::MAX` lifts it), for every way of reading it
+    /// from now on: [`Body::chunk`], [`Body::to_bytes`] and, over HTTP/1.1, the chunk-extension
+    /// bytes. Set it before reading; bytes already read count against the new limit.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use peregrine_server::{Body, BodyError};
+    /// let mut b = Body::from_bytes("hello".into());
+    /// b.set_limit(4);
+    /// assert_eq!(b.chunk().await, Err(BodyError::TooLarge));
+    /// # });
+    /// ```
+    pub fn set_limit(&mut self, bytes: u64) {
+        self.limit = bytes;
+    }
+
+    /// The length the body declares (`Content-Length`, or what is left of one in memory).
+    fn declared(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::Empty => None,
+            Inner::Memory(b) => b.as_ref().map(|b| b.len() as u64),
+            Inner::Conn(c) => c.content_length,
+            #[cfg(feature = "http2")]
+            Inner::H2(h) => h.content_length(),
         }
     }
 
-    /// Next piece of the body, `None` at the end.
+    /// Next piece of the body, `None` at the end; [`BodyError::TooLarge`] past [`Body::limit`].
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
-        match &mut self.inner {
-            Inner::Empty => Ok(None),
-            Inner::Memory(b) => Ok(b.take()),
-            Inner::Conn(c) => c.conn.body_chunk(c.gen).await,
-            #[cfg(feature = "http2")]
-            Inner::H2(h) => h.chunk().await,
+        // A declared length over the limit fails before anything is read.
+        if self.declared().is_some_and(|n| n > self.limit) {
+            return Err(self.too_large());
         }
+        let piece = match &mut self.inner {
+            Inner::Empty => None,
+            Inner::Memory(b) => b.take(),
+            Inner::Conn(c) => c.conn.body_chunk(c.gen, self.limit).await?,
+            #[cfg(feature = "http2")]
+            Inner::H2(h) => h.chunk().await?,
+        };
+        if let Some(piece) = &piece {
+            self.read = self.read.saturating_add(piece.len() as u64);
+            if self.read > self.limit {
+                return Err(self.too_large());
+            }
+        }
+        Ok(piece)
     }
 
-    /// The whole body, failing with [`BodyError::TooLarge`] past `limit` bytes (checked against
-    /// Content-Length before reading anything).
+    /// The whole body, failing with [`BodyError::TooLarge`] past `limit` bytes or past the
+    /// body's own [`Body::limit`], whichever is smaller (checked against Content-Length before
+    /// reading anything).
     pub async fn to_bytes(&mut self, limit: usize) -> Result<Bytes, BodyError> {
-        let declared = match &self.inner {
-            Inner::Empty => return Ok(Bytes::new()),
-            Inner::Memory(b) => b.as_ref().map_or(0, |b| b.len() as u64),
-            Inner::Conn(c) => c.content_length.unwrap_or(0),
-            #[cfg(feature = "http2")]
-            Inner::H2(h) => h.content_length().unwrap_or(0),
-        };
+        if matches!(self.inner, Inner::Empty) {
+            return Ok(Bytes::new());
+        }
+        let limit = (limit as u64).min(self.limit.saturating_sub(self.read));
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let declared = self.declared().unwrap_or(0);
         if declared > limit as u64 {
-            if let Inner::Conn(c) = &self.inner {
-                c.conn.fail_body(c.gen, BodyError::TooLarge);
-            }
-            return Err(BodyError::TooLarge);
+            return Err(self.too_large());
         }
         // One piece (the common case: the body arrived with the head) is returned without a copy.
         let first = match self.chunk().await? {

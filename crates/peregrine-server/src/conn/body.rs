@@ -1,5 +1,5 @@
 //! The body of the request being answered: its framing state, decoding from the read buffer
-//! (Content-Length or chunked, with the body-size limit), waiting for more with the body timeouts
+//! (Content-Length or chunked, with the body's size limit), waiting for more with the body timeouts
 //! and the minimum body rate, `100 Continue`, and draining what the handler left unread.
 
 use super::io::{Fill, Io};
@@ -51,6 +51,11 @@ impl Conn {
         (now, rules.deadline(now, io.body_waited, io.body_read))
     }
 
+    /// The size limit a body read from this connection starts with (see `Body::set_limit`).
+    pub(crate) fn max_body_size(&self) -> u64 {
+        self.shared.config.max_body_size
+    }
+
     /// Marks the current body failed (for example when the handler's limit was passed), so the
     /// driver closes the connection after the response.
     pub(crate) fn fail_body(&self, gen: u64, err: BodyError) {
@@ -60,9 +65,9 @@ impl Conn {
         }
     }
 
-    /// Decodes the next piece of the current body from what is buffered.
-    fn body_step(&self, io: &mut Io) -> Step {
-        let max_body = self.shared.config.max_body_size;
+    /// Decodes the next piece of the current body from what is buffered; a chunked body is held
+    /// to `max_body` (data and extension bytes).
+    fn body_step(&self, io: &mut Io, max_body: u64) -> Step {
         match &mut io.body {
             BodyState::Done => Step::End,
             BodyState::Failed(e) => Step::Err(e.clone()),
@@ -122,15 +127,20 @@ impl Conn {
         }
     }
 
-    /// Next piece of the body of request `gen` (see [`Body::chunk`]).
-    pub(crate) async fn body_chunk(&self, gen: u64) -> Result<Option<Bytes>, BodyError> {
+    /// Next piece of the body of request `gen` (see [`Body::chunk`]), a chunked one held to
+    /// `max_body` (the body's limit).
+    pub(crate) async fn body_chunk(
+        &self,
+        gen: u64,
+        max_body: u64,
+    ) -> Result<Option<Bytes>, BodyError> {
         loop {
             {
                 let mut io = self.io.borrow_mut();
                 if io.gen != gen {
                     return Err(BodyError::Incomplete);
                 }
-                match self.body_step(&mut io) {
+                match self.body_step(&mut io, max_body) {
                     Step::Data(b) => return Ok(Some(b)),
                     Step::End => return Ok(None),
                     Step::Err(e) => return Err(e),
@@ -193,7 +203,8 @@ impl Conn {
         let mut drained = 0u64;
         let ext_before = self.chunk_extension_bytes();
         loop {
-            match self.body_chunk(gen).await {
+            // What is skipped is bounded by `DRAIN_MAX` (extensions included), not the limit.
+            match self.body_chunk(gen, u64::MAX).await {
                 Ok(None) => return true,
                 Ok(Some(b)) => {
                     drained += b.len() as u64;
@@ -223,9 +234,8 @@ pub(super) const CHUNK_EXT_ALLOWANCE: u64 = 64 * 1024;
 /// Whether a chunked body already breaks its limits: the data delivered, plus what the current
 /// chunk still declares, plus every chunk-extension byte so far is over `max_body` (an
 /// oversized chunk is answered 413 at once); or the extensions outgrow the data delivered by
-/// more than [`CHUNK_EXT_ALLOWANCE`]. The second bound holds whatever `max_body` is: the
-/// framework lifts `max_body_size` to `u64::MAX` and limits data bytes itself, which it can
-/// see, while the extensions never reach it.
+/// more than [`CHUNK_EXT_ALLOWANCE`]. The second bound holds whatever `max_body` is, so a body
+/// without a limit (`u64::MAX`) or being drained cannot carry unbounded extensions either.
 #[inline]
 fn chunked_over_limit(dec: &ChunkedDecoder, delivered: u64, max_body: u64) -> bool {
     delivered
