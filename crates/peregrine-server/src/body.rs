@@ -155,6 +155,11 @@ impl Body {
         self.limit = bytes;
     }
 
+    /// Data bytes read from this body so far (what [`Body::limit`] is held against).
+    pub fn bytes_read(&self) -> u64 {
+        self.read
+    }
+
     /// The length the body declares (`Content-Length`, or what is left of one in memory).
     fn declared(&self) -> Option<u64> {
         match &self.inner {

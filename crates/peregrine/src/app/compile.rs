@@ -2,7 +2,7 @@
 //! check that every handler's state needs are met.
 
 use super::service::{AutoAnswer, Dispatch, Route, RouteThenStart, Shared, BARE_PREFIX};
-use super::{App, AppService, DEFAULT_BODY_LIMIT};
+use super::{App, AppService};
 use crate::middleware;
 use crate::router::{self, MethodRouter};
 use crate::state::{Need, StateMapHolder, WorkerInit, WorkerInits};
@@ -133,7 +133,7 @@ impl App {
                 has_worker_inits: !self.worker_inits.is_empty(),
                 worker: Arc::new(WorkerInits::new(self.worker_inits, states.clone())),
                 states,
-                body_limit: self.body_limit.unwrap_or(DEFAULT_BODY_LIMIT),
+                body_limit: self.body_limit,
                 decode_bodies: self.decode_bodies,
                 chain,
                 fallback: self.fallback,

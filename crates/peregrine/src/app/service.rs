@@ -45,7 +45,9 @@ pub(crate) struct Shared {
     pub(super) worker: Arc<WorkerInits>,
     /// `!worker.is_empty()`, kept inline: checked on every request.
     pub(super) has_worker_inits: bool,
-    pub(crate) body_limit: usize,
+    /// [`App::body_limit`](super::App::body_limit), set on each request's body; `None` leaves
+    /// the engine's.
+    pub(super) body_limit: Option<u64>,
     pub(crate) decode_bodies: bool,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
     /// case calls the handler directly.
@@ -264,8 +266,11 @@ impl Service for AppService {
     type Future = AppFuture;
 
     #[inline]
-    fn call(&self, inner: peregrine_server::Request) -> AppFuture {
+    fn call(&self, mut inner: peregrine_server::Request) -> AppFuture {
         let shared = &self.shared;
+        if let Some(limit) = shared.body_limit {
+            inner.body_mut().set_limit(limit);
+        }
         let mut req = if shared.pre_routing.is_some() {
             // Routed inside the chain, after the layers that may rewrite it (RouteThenStart).
             Request::new(inner, shared.clone(), PRE_ROUTING, SmallVec::new())
