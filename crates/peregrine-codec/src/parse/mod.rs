@@ -12,7 +12,7 @@
 //! connection), `instantiations` (one parser per scanning path). The steps are called in order
 //! by [`parse_core`], below.
 
-use crate::request::{FieldSpan, Parsed, RequestHead, Span};
+use crate::head::{FieldSpan, Parsed, RequestHead, Span};
 use crate::scan::Scan;
 use crate::{Limits, ParseError};
 
@@ -29,8 +29,9 @@ mod instantiations;
 mod request_line;
 mod target;
 
+pub(crate) use crate::grammar::name_is;
 pub(crate) use authority::validate_authority;
-pub(crate) use fields::{name_is, parse_field_line};
+pub(crate) use fields::parse_field_line;
 pub(crate) use head_fields::{parse_connection, parse_content_length, parse_transfer_encoding};
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 pub(crate) use instantiations::{parse_avx2, parse_avx2_general, parse_sse42, parse_sse42_general};

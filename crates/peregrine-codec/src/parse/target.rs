@@ -3,7 +3,7 @@
 
 use super::authority::validate_authority;
 use super::{is_hex, span};
-use crate::request::{Method, Span};
+use crate::head::{Method, Span};
 use crate::scan::{Scan, TARGET};
 use crate::{Limits, ParseError};
 

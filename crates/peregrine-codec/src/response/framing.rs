@@ -1,9 +1,11 @@
 //! How a response body is delimited (RFC 9112 §6): what the handler gave ([`BodyKind`]), the
 //! framing line it gets ([`Framing`]), and whether its bytes are sent at all ([`sends_body`]).
 
-use super::head::TRANSFER_ENCODING_CHUNKED;
 use super::status::status_forbids_body;
 use crate::Version;
+
+/// `Transfer-Encoding: chunked\r\n`.
+pub const TRANSFER_ENCODING_CHUNKED: &[u8] = b"Transfer-Encoding: chunked\r\n";
 
 /// Appends `Content-Length: <n>\r\n` to `out` without allocating a temporary string.
 pub fn write_content_length(out: &mut Vec<u8>, n: u64) {

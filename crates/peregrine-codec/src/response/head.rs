@@ -8,8 +8,6 @@ use crate::Version;
 pub const CONNECTION_CLOSE: &[u8] = b"Connection: close\r\n";
 /// `Connection: keep-alive\r\n`, sent to HTTP/1.0 clients that asked to keep the connection.
 pub const CONNECTION_KEEP_ALIVE: &[u8] = b"Connection: keep-alive\r\n";
-/// `Transfer-Encoding: chunked\r\n`.
-pub const TRANSFER_ENCODING_CHUNKED: &[u8] = b"Transfer-Encoding: chunked\r\n";
 /// The complete interim response sent before reading a body announced with
 /// `Expect: 100-continue`.
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";

@@ -8,7 +8,6 @@ mod compile;
 mod serve;
 mod service;
 
-pub(crate) use service::Shared;
 pub use service::{AppFuture, AppService};
 
 use crate::handler::{Handler, IntoHandler};

@@ -48,7 +48,7 @@ impl Request {
     /// # });
     /// ```
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
-        let coding = if self.shared.decode_bodies {
+        let coding = if self.ctx.decode_bodies {
             crate::decode::coding_of(self.header_bytes("content-encoding"))?
         } else {
             None
