@@ -160,21 +160,26 @@ impl Body {
         self.read
     }
 
-    /// The length the body declares (`Content-Length`, or what is left of one in memory).
-    fn declared(&self) -> Option<u64> {
-        match &self.inner {
-            Inner::Empty => None,
-            Inner::Memory(b) => b.as_ref().map(|b| b.len() as u64),
+    /// The bytes the body still declares: what is left of its `Content-Length`, or of a body
+    /// in memory.
+    fn declared_left(&self) -> Option<u64> {
+        let total = match &self.inner {
+            Inner::Empty => return None,
+            Inner::Memory(b) => return b.as_ref().map(|b| b.len() as u64),
             Inner::Conn(c) => c.content_length,
             #[cfg(feature = "http2")]
             Inner::H2(h) => h.content_length(),
-        }
+        };
+        total.map(|n| n.saturating_sub(self.read))
     }
 
     /// Next piece of the body, `None` at the end; [`BodyError::TooLarge`] past [`Body::limit`].
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
         // A declared length over the limit fails before anything is read.
-        if self.declared().is_some_and(|n| n > self.limit) {
+        if self
+            .declared_left()
+            .is_some_and(|n| self.read.saturating_add(n) > self.limit)
+        {
             return Err(self.too_large());
         }
         let piece = match &mut self.inner {
@@ -202,7 +207,7 @@ impl Body {
         }
         let limit = (limit as u64).min(self.limit.saturating_sub(self.read));
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let declared = self.declared().unwrap_or(0);
+        let declared = self.declared_left().unwrap_or(0);
         if declared > limit as u64 {
             return Err(self.too_large());
         }

@@ -22,6 +22,15 @@ fn limited() -> impl Service {
         }
         let read = match req.path() {
             "/bytes" => req.body_mut().to_bytes(usize::MAX).await.map(|b| b.len()),
+            // The first piece streamed, then the rest whole.
+            "/mixed" => match req.body_mut().chunk().await {
+                Ok(first) => {
+                    let first = first.map_or(0, |b| b.len());
+                    let rest = req.body_mut().to_bytes(usize::MAX).await;
+                    rest.map(|b| first + b.len())
+                }
+                Err(e) => Err(e),
+            },
             _ => {
                 let mut n = 0;
                 loop {
@@ -110,6 +119,25 @@ fn a_lowered_limit_holds_at_the_limit_and_refuses_past_it() {
         assert_eq!((over.0, over.2), (413, true), "{path}");
         let raised = exchange(&h, &chunked(path, Some(1 << 20), 7000, 0));
         assert_eq!((raised.0, raised.1.as_str()), (200, "70000"), "{path}");
+    }
+    h.shutdown();
+}
+
+#[test]
+fn what_was_streamed_counts_once_when_the_rest_is_read_whole() {
+    let h = server();
+    // Up to `max_body_size` (64 KiB) in all: the declared length is checked against what is
+    // left, not counted twice.
+    for len in [60_000, 65_536] {
+        let raw = with_length("/mixed", None, len);
+        let mut c = Client::new(h.local_addr());
+        // The head and part of the body first, so the first read takes only that part.
+        let split = raw.len() - len + 1000;
+        c.send(&raw[..split]);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        c.send(&raw[split..]);
+        let r = c.read_response();
+        assert_eq!((r.status, r.body_str()), (200, &*len.to_string()));
     }
     h.shutdown();
 }
