@@ -184,6 +184,12 @@ pub(crate) fn name_is<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
     }
 }
 
+/// `HEXDIG` (RFC 5234 B.1), either case.
+#[inline(always)]
+pub(crate) fn is_hex(b: u8) -> bool {
+    b.is_ascii_hexdigit()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,7 +45,7 @@ use crate::{parse, Limits, ParseError};
 /// assert_eq!(err.unwrap_err().status, 400);
 /// ```
 // Inlined into the caller so that the result is written in the caller's own frame, where it is
-// read (see `parse::parse_fast_then`); only the dispatch is inlined, the parse is one call.
+// read (see `parse::instantiations::parse_fast_then`); only the dispatch is inlined, the parse is one call.
 #[inline]
 pub fn parse_request_head(
     buf: &[u8],
@@ -83,16 +83,16 @@ pub fn parse_request_head_into(
     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
     if Isa::best_is_avx2() {
         // SAFETY: `BEST` holds `Avx2` only once `Isa::best` found the CPU supports it.
-        return unsafe { parse::parse_avx2(buf, limits, fields, out) };
+        return unsafe { parse::instantiations::parse_avx2(buf, limits, fields, out) };
     }
     match Isa::best() {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `Isa::best` only returns a path the CPU supports.
-        Isa::Avx2 => unsafe { parse::parse_avx2(buf, limits, fields, out) },
+        Isa::Avx2 => unsafe { parse::instantiations::parse_avx2(buf, limits, fields, out) },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: as above.
-        Isa::Sse42 => unsafe { parse::parse_sse42(buf, limits, fields, out) },
-        _ => parse::parse_scalar(buf, limits, fields, out),
+        Isa::Sse42 => unsafe { parse::instantiations::parse_sse42(buf, limits, fields, out) },
+        _ => parse::instantiations::parse_scalar(buf, limits, fields, out),
     }
 }
 
@@ -112,14 +112,14 @@ pub fn parse_request_head_with(
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: the CPU was checked for AVX2.
         Isa::Avx2 if isa.is_available() => unsafe {
-            parse::parse_avx2(buf, limits, fields, &mut out)
+            parse::instantiations::parse_avx2(buf, limits, fields, &mut out)
         },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: the CPU was checked for SSSE3 and SSE4.2.
         Isa::Sse42 if isa.is_available() => unsafe {
-            parse::parse_sse42(buf, limits, fields, &mut out)
+            parse::instantiations::parse_sse42(buf, limits, fields, &mut out)
         },
-        _ => parse::parse_scalar(buf, limits, fields, &mut out),
+        _ => parse::instantiations::parse_scalar(buf, limits, fields, &mut out),
     }
     out
 }
@@ -138,13 +138,13 @@ pub fn parse_request_head_general_with(
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: the CPU was checked for AVX2.
         Isa::Avx2 if isa.is_available() => unsafe {
-            parse::parse_avx2_general(buf, limits, fields)
+            parse::instantiations::parse_avx2_general(buf, limits, fields)
         },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: the CPU was checked for SSSE3 and SSE4.2.
         Isa::Sse42 if isa.is_available() => unsafe {
-            parse::parse_sse42_general(buf, limits, fields)
+            parse::instantiations::parse_sse42_general(buf, limits, fields)
         },
-        _ => parse::parse_scalar_general(buf, limits, fields),
+        _ => parse::instantiations::parse_scalar_general(buf, limits, fields),
     }
 }

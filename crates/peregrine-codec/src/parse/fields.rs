@@ -2,7 +2,7 @@
 //! field lines (for the chunked decoder).
 
 use super::head_fields::HeadFields;
-use super::span;
+use super::span::span;
 use crate::grammar::trim_ows;
 use crate::head::FieldSpan;
 use crate::scan::{Scan, TCHAR, VALUE};

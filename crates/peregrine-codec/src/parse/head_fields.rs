@@ -3,7 +3,7 @@
 //! taken from them once the head is complete.
 
 use super::authority::validate_authority;
-use super::span;
+use super::span::span;
 use crate::grammar::{name_is, trim_ows};
 use crate::head::{BodyFraming, ConnectionDirective, Expectation, Span, Version};
 use crate::scan::Scan;

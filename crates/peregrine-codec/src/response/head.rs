@@ -74,6 +74,16 @@ mod tests {
     use crate::response::{reason_phrase, sends_body, status_line, BodyKind};
 
     #[test]
+    fn a_sized_body_head_ends_with_its_length() {
+        for version in [Version::Http10, Version::Http11] {
+            let f = Framing::choose(200, BodyKind::Sized(20 << 20), version);
+            let mut out = status_line(200).to_vec();
+            finish_head(&mut out, ConnectionLine::Default, f);
+            assert!(out.ends_with(b"Content-Length: 20971520\r\n\r\n"));
+        }
+    }
+
+    #[test]
     fn connection_lines() {
         assert_eq!(
             connection_header(Version::Http10, true),
