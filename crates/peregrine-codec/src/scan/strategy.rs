@@ -5,7 +5,7 @@ use super::class::{Class, TCHAR, VALUE};
 /// A scanning strategy. The parser is generic over it so that each instantiation is compiled
 /// (and inlined) with the target features of its path.
 ///
-/// The methods take the strategy by value: a value of a vector strategy ([`Sse42`], [`Avx2`])
+/// The methods take the strategy by value: a value of a vector strategy (`Sse42`, `Avx2`)
 /// is a zero-sized proof that the CPU has its features, obtainable only from runtime detection
 /// (or from an `unsafe` promise), so calling a vector scan from safe code is always sound.
 pub(crate) trait Scan: Copy {
