@@ -235,9 +235,11 @@ impl Request {
         let boundary = multer::parse_boundary(ct).map_err(|_| {
             Error::new(415).with_detail("expected content type multipart/form-data with a boundary")
         })?;
+        // The whole stream's limit is the body's (the engine holds the stream to it).
+        self.set_body_limit(limits.total);
         if let Some(n) = self.content_length() {
             if n > limits.total {
-                return Err(Error::new(413).with_detail("request body exceeds the size limit"));
+                return Err(body_error(BodyError::TooLarge));
             }
         }
         let (tx, rx) = tokio::sync::mpsc::channel(1);

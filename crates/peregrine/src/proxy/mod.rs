@@ -501,7 +501,7 @@ fn pick<T>(values: &[T], at: HopAt) -> Option<&T> {
 /// # });
 /// ```
 pub fn client_info(req: &Request) -> ClientInfo {
-    match req.shared.state::<TrustedProxies>() {
+    match req.ctx.states.get::<TrustedProxies>() {
         Some(t) => t.resolve(req),
         None => ClientInfo {
             addr: req.peer_addr().ip().to_canonical(),
@@ -527,7 +527,7 @@ pub fn client_info(req: &Request) -> ClientInfo {
 /// # });
 /// ```
 pub fn client_host(req: &Request) -> Option<String> {
-    req.shared.state::<TrustedProxies>()?.host(req)
+    req.ctx.states.get::<TrustedProxies>()?.host(req)
 }
 
 #[cfg(test)]

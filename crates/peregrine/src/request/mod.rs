@@ -5,6 +5,7 @@
 //! (`extensions`), and the body (`body`, with the content-type checks in `media_type`).
 
 mod body;
+pub(crate) mod context;
 mod extensions;
 mod headers;
 mod line;
@@ -17,7 +18,7 @@ pub(crate) use body::body_error;
 #[cfg(all(feature = "static-files", feature = "brotli"))]
 pub(crate) use headers::find_cookie;
 
-use crate::app::Shared;
+use context::{AppContext, Locals};
 use rewrite::Rewrites;
 use smallvec::SmallVec;
 use std::any::{Any, TypeId};
@@ -57,7 +58,8 @@ type Extensions = Vec<(TypeId, Box<dyn Any>)>;
 /// ```
 pub struct Request {
     pub(crate) inner: peregrine_server::Request,
-    pub(crate) shared: Arc<Shared>,
+    /// The application's run-time context (routes' names, states...), not the app itself.
+    pub(crate) ctx: Arc<AppContext>,
     pub(crate) route: u32,
     /// Parameter values as byte ranges into the (still encoded) path, in pattern order. Ranges
     /// rather than strings: matching allocates nothing.
@@ -68,7 +70,7 @@ pub struct Request {
     normalized_path: Option<Box<str>>,
     /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
     /// before middleware and handler run when the app has any.
-    pub(crate) locals: Option<Rc<crate::state::Locals>>,
+    pub(crate) locals: Option<Rc<Locals>>,
     /// Method and headers as rewritten by middleware; `None` (the usual case) reads the
     /// engine's parsed request.
     rewrites: Option<Box<Rewrites>>,
@@ -77,13 +79,13 @@ pub struct Request {
 impl Request {
     pub(crate) fn new(
         inner: peregrine_server::Request,
-        shared: Arc<Shared>,
+        ctx: Arc<AppContext>,
         route: u32,
         params: SmallVec<[(u32, u32); 4]>,
     ) -> Self {
         Request {
             inner,
-            shared,
+            ctx,
             route,
             params,
             extensions: None,
