@@ -131,7 +131,8 @@ pub enum Expectation {
     Unknown,
 }
 
-/// A parsed request head. All spans index into the buffer given to [`parse_request_head`].
+/// A parsed request head. All spans index into the buffer given to
+/// [`parse_request_head`](crate::request::parse_request_head).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHead {
     /// Length of the head including the final CRLFCRLF (and any tolerated leading empty lines):
