@@ -1,6 +1,6 @@
 //! The body of the request being answered: its framing state, decoding from the read buffer
-//! (Content-Length or chunked, with the body's size limit), waiting for more with the body timeouts
-//! and the minimum body rate, `100 Continue`, and draining what the handler left unread.
+//! (Content-Length or chunked, with the body's size limit), waiting for more with the body
+//! timeouts and the minimum body rate, `100 Continue`, and draining what the handler left unread.
 
 use super::io::{BodyState, Fill, Io};
 use super::Conn;
