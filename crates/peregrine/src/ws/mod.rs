@@ -27,12 +27,14 @@
 //! answered with the close codes of RFC 6455 §7.4.1: 1007 for invalid UTF-8, 1009 for a message
 //! or frame over the limit, 1002 for protocol violations.
 //!
-//! The opening handshake and its limits are in `handshake.rs` ([`WebSocketUpgrade`],
-//! [`WsConfig`]); the open connection, its messages and close frames in `socket.rs`
+//! The opening handshake is in `handshake.rs` ([`WebSocketUpgrade`]), the limits a connection
+//! gets in `config.rs` ([`WsConfig`]); the open connection, its messages and close frames in `socket.rs`
 //! ([`WebSocket`], [`Message`], [`CloseFrame`], [`WsError`]).
 
+mod config;
 mod handshake;
 mod socket;
 
-pub use handshake::{WebSocketUpgrade, WsConfig};
+pub use config::WsConfig;
+pub use handshake::WebSocketUpgrade;
 pub use socket::{CloseFrame, Message, WebSocket, WsError};
