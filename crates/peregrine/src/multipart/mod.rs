@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+mod file_name;
 mod files;
 
 /// Limits for [`Request::multipart_with`]. Past either limit the read fails with 413.
@@ -311,7 +312,7 @@ impl Multipart {
             .await
             .map_err(multer_error)?;
         Ok(next.map(|inner| Field {
-            safe_name: inner.file_name().and_then(files::safe_file_name),
+            safe_name: inner.file_name().and_then(file_name::safe_file_name),
             inner,
             pump,
         }))
