@@ -2,8 +2,8 @@
 //! the layer's changes applied.
 
 use super::body::LocalBody;
+use super::box_error::BoxError;
 use super::stash::{StashGuard, StashKey, NEXT_KEY, STASH};
-use super::BoxError;
 use crate::error::Error;
 use crate::request::Request;
 use crate::response::IntoResponse;
