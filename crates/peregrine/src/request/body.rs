@@ -1,13 +1,13 @@
 //! Reading the request body: whole (`bytes`, `text`, `json`, `form`, decoded when sent
 //! compressed) or as a raw stream, all held to the request's body limit, which is the engine
 //! body's own (`peregrine_server::Body::limit`): it counts every byte read, however read. Also
-//! the problem answers for body errors.
+//! (The problem answers for body errors are in `body_error.rs`.)
 
+use super::body_error::body_error;
 use super::media_type::{is_json_content_type, media_type_is};
 use super::Request;
 use crate::error::Error;
 use bytes::Bytes;
-use peregrine_server::BodyError;
 use serde::de::DeserializeOwned;
 
 impl Request {
@@ -227,28 +227,5 @@ impl Request {
         crate::body::BodyStream {
             body: self.inner.body_mut(),
         }
-    }
-}
-
-pub(crate) fn body_error(e: BodyError) -> Error {
-    let err = Error::new(e.status());
-    match e {
-        BodyError::TooLarge => err.with_detail("request body exceeds the size limit"),
-        BodyError::Timeout => err.with_detail("timed out waiting for the request body"),
-        BodyError::Incomplete => err.with_detail("request body incomplete"),
-        BodyError::Invalid(r) => err.with_detail(format!("invalid request body: {r}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn body_errors_map_to_statuses() {
-        assert_eq!(body_error(BodyError::TooLarge).status(), 413);
-        assert_eq!(body_error(BodyError::Invalid("x")).status(), 400);
-        assert_eq!(body_error(BodyError::Timeout).status(), 408);
-        assert_eq!(body_error(BodyError::Incomplete).status(), 400);
     }
 }
