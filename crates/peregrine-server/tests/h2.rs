@@ -157,7 +157,7 @@ async fn bodies_both_ways_respect_flow_control() {
 }
 
 #[tokio::test]
-async fn declared_body_over_the_limit_is_answered_413_without_the_handler() {
+async fn declared_body_over_the_limit_is_answered_413_before_any_data_is_read() {
     let counters = Arc::new(Counters::default());
     let config = ServerConfig {
         max_body_size: 1000,
