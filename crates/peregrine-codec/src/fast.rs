@@ -11,12 +11,12 @@
 //! one place, and the fast path can only ever be slower to say "no", never different.
 //! `tests/fast.rs` and every rules and property test compare it with the general parser alone.
 
+use crate::head::{
+    BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, RequestHead, Span, Version,
+};
 use crate::parse::{
     name_is, parse_connection, parse_content_length, parse_transfer_encoding, span,
     validate_authority,
-};
-use crate::request::{
-    BodyFraming, ConnectionDirective, Expectation, FieldSpan, Method, RequestHead, Span, Version,
 };
 use crate::scan::{Scan, HOST, TARGET};
 use crate::Limits;

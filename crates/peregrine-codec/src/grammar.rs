@@ -155,6 +155,41 @@ pub fn trim_ows(mut s: &[u8]) -> &[u8] {
     s
 }
 
+/// `name` (a field name, so only `tchar` bytes) equals `lower` (lowercase letters and `-`),
+/// ignoring ASCII case. Setting bit 5 lowercases letters and leaves `-` alone; the only other
+/// byte it could turn into a letter or `-` is a control byte, and those are not `tchar`.
+///
+/// Every name we look for is 4 to 17 bytes long, so two overlapping word loads (the first and
+/// the last 4 or 8 bytes) cover it: each byte is compared independently, so overlap is harmless,
+/// and the lengths are constants, so this compiles to a handful of instructions.
+#[inline(always)]
+pub(crate) fn name_is<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
+    debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
+    const { assert!(N >= 4 && N <= 24) };
+    let Ok(name) = <&[u8; N]>::try_from(name) else {
+        return false;
+    };
+    if N >= 8 {
+        let w = |s: &[u8; N], at: usize| {
+            u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8])) | 0x2020_2020_2020_2020
+        };
+        w(name, 0) == w(lower, 0)
+            && w(name, N - 8) == w(lower, N - 8)
+            && (N <= 16 || w(name, 8) == w(lower, 8))
+    } else {
+        let w = |s: &[u8; N], at: usize| {
+            u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or([0; 4])) | 0x2020_2020
+        };
+        w(name, 0) == w(lower, 0) && w(name, N - 4) == w(lower, N - 4)
+    }
+}
+
+/// `HEXDIG` (RFC 5234 B.1), either case.
+#[inline(always)]
+pub(crate) fn is_hex(b: u8) -> bool {
+    b.is_ascii_hexdigit()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +247,34 @@ mod tests {
     fn ows_is_trimmed_on_both_sides_only() {
         assert_eq!(trim_ows(b" \t a b \t"), b"a b");
         assert_eq!(trim_ows(b"   "), b"");
+    }
+
+    fn check_name_is<const N: usize>(word: &[u8; N]) {
+        let mut name = word.to_vec();
+        for i in 0..N {
+            for b in (0..=255u8).filter(|&b| is_tchar(b)) {
+                name[i] = b;
+                assert_eq!(
+                    name_is(&name, word),
+                    name.eq_ignore_ascii_case(word),
+                    "{name:?}"
+                );
+            }
+            name[i] = word[i];
+        }
+        assert!(name_is(&word.to_ascii_uppercase(), word));
+        assert!(!name_is(&word[1..], word));
+        let mut longer = word.to_vec();
+        longer.push(b'x');
+        assert!(!name_is(&longer, word));
+    }
+
+    #[test]
+    fn name_is_matches_eq_ignore_ascii_case_for_every_tchar_substitution() {
+        check_name_is(b"host");
+        check_name_is(b"expect");
+        check_name_is(b"connection");
+        check_name_is(b"content-length");
+        check_name_is(b"transfer-encoding");
     }
 }

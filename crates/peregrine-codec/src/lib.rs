@@ -24,6 +24,7 @@ pub mod chunked;
 pub mod error;
 mod fast;
 pub mod grammar;
+mod head;
 pub mod limits;
 mod parse;
 pub mod request;

@@ -4,6 +4,12 @@ use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::pin::Pin;
 
+/// The default body limit, in bytes (1 MiB): what [`ServerConfig::max_body_size`] starts at and
+/// what a [`Body`] made in memory ([`Body::from_bytes`]) is held to until [`Body::set_limit`].
+///
+/// [`ServerConfig::max_body_size`]: crate::ServerConfig::max_body_size
+pub const DEFAULT_BODY_LIMIT: u64 = 1024 * 1024;
+
 /// Why a body could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyError {
@@ -47,8 +53,19 @@ impl std::error::Error for BodyError {}
 ///
 /// Backpressure: nothing is read from the socket until the handler asks for the next chunk, so
 /// a slow consumer slows the client down through TCP flow control.
+///
+/// Every body has a size limit ([`Body::limit`]; from a connection it starts at
+/// [`ServerConfig::max_body_size`](crate::ServerConfig::max_body_size)), which every way of
+/// reading it is held to: a declared length over it fails before anything is read (and before
+/// `100 Continue`), a body that grows past it fails on the piece that crosses it, and a chunked
+/// body's extensions count against it too. [`Body::set_limit`] changes it for this body (a
+/// framework does so per route) before it is read.
 pub struct Body {
     inner: Inner,
+    /// The size limit (see [`Body::limit`]).
+    limit: u64,
+    /// Data bytes handed out so far, held to `limit`.
+    read: u64,
 }
 
 enum Inner {
@@ -67,9 +84,12 @@ pub(crate) type ChunkFuture<'a> =
 pub(crate) trait BodySource {
     /// The next piece if it can be had without waiting (the common case: the body arrived with
     /// the head), `None` when it must wait (then [`BodySource::chunk`]).
-    fn try_chunk(&mut self) -> Option<Result<Option<Bytes>, BodyError>>;
-    /// The next piece, `None` at the end, waiting for it as long as the driver's rules allow.
-    fn chunk(&mut self) -> ChunkFuture<'_>;
+    /// `limit` is the body's current [`Body::limit`], for what only the driver sees (the chunk
+    /// extensions of HTTP/1.1); [`Body`] itself counts the data bytes against it.
+    fn try_chunk(&mut self, limit: u64) -> Option<Result<Option<Bytes>, BodyError>>;
+    /// The next piece, `None` at the end, waiting for it as long as the driver's rules allow
+    /// (`limit` as for [`BodySource::try_chunk`]).
+    fn chunk(&mut self, limit: u64) -> ChunkFuture<'_>;
     /// The length the request declared, if any.
     fn content_length(&self) -> Option<u64>;
     /// The handler refused the body as too large: the driver must not read it on its own
@@ -80,8 +100,14 @@ pub(crate) trait BodySource {
 impl Body {
     /// An empty body.
     pub fn empty() -> Self {
+        Body::with(Inner::Empty, DEFAULT_BODY_LIMIT)
+    }
+
+    fn with(inner: Inner, limit: u64) -> Self {
         Body {
-            inner: Inner::Empty,
+            inner,
+            limit,
+            read: 0,
         }
     }
 
@@ -103,39 +129,94 @@ impl Body {
         if bytes.is_empty() {
             Body::empty()
         } else {
-            Body {
-                inner: Inner::Memory(Some(bytes)),
+            Body::with(Inner::Memory(Some(bytes)), DEFAULT_BODY_LIMIT)
+        }
+    }
+
+    /// A body read from a driver, held to `limit` (the server's `max_body_size`) until
+    /// [`Body::set_limit`].
+    pub(crate) fn from_source(source: Box<dyn BodySource>, limit: u64) -> Self {
+        Body::with(Inner::Source(source), limit)
+    }
+
+    /// This body's size limit, in bytes (see [`Body`]; `u64::MAX`: none).
+    ///
+    /// ```
+    /// use peregrine_server::{Body, DEFAULT_BODY_LIMIT};
+    /// assert_eq!(Body::from_bytes("hello".into()).limit(), DEFAULT_BODY_LIMIT);
+    /// ```
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Sets this body's size limit, in bytes (`u64::MAX` lifts it), for every way of reading it
+    /// from now on: [`Body::chunk`], [`Body::to_bytes`] and, over HTTP/1.1, the chunk-extension
+    /// bytes. Set it before reading; bytes already read count against the new limit.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use peregrine_server::{Body, BodyError};
+    /// let mut b = Body::from_bytes("hello".into());
+    /// b.set_limit(4);
+    /// assert_eq!(b.chunk().await, Err(BodyError::TooLarge));
+    /// # });
+    /// ```
+    pub fn set_limit(&mut self, bytes: u64) {
+        self.limit = bytes;
+    }
+
+    /// Data bytes read from this body so far (what [`Body::limit`] is held against).
+    pub fn bytes_read(&self) -> u64 {
+        self.read
+    }
+
+    /// The bytes the body still declares: what is left of its `Content-Length`, or of a body
+    /// in memory.
+    fn declared_left(&self) -> Option<u64> {
+        let total = match &self.inner {
+            Inner::Empty => return None,
+            Inner::Memory(b) => return b.as_ref().map(|b| b.len() as u64),
+            Inner::Source(s) => s.content_length(),
+        };
+        total.map(|n| n.saturating_sub(self.read))
+    }
+
+    /// Next piece of the body, `None` at the end; [`BodyError::TooLarge`] past [`Body::limit`].
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+        // A declared length over the limit fails before anything is read.
+        if self
+            .declared_left()
+            .is_some_and(|n| self.read.saturating_add(n) > self.limit)
+        {
+            return Err(self.too_large());
+        }
+        let piece = match &mut self.inner {
+            Inner::Empty => None,
+            Inner::Memory(b) => b.take(),
+            Inner::Source(s) => match s.try_chunk(self.limit) {
+                Some(ready) => ready?,
+                None => s.chunk(self.limit).await?,
+            },
+        };
+        if let Some(piece) = &piece {
+            self.read = self.read.saturating_add(piece.len() as u64);
+            if self.read > self.limit {
+                return Err(self.too_large());
             }
         }
+        Ok(piece)
     }
 
-    /// A body read from a driver.
-    pub(crate) fn from_source(source: Box<dyn BodySource>) -> Self {
-        Body {
-            inner: Inner::Source(source),
-        }
-    }
-
-    /// Next piece of the body, `None` at the end.
-    pub async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
-        match &mut self.inner {
-            Inner::Empty => Ok(None),
-            Inner::Memory(b) => Ok(b.take()),
-            Inner::Source(s) => match s.try_chunk() {
-                Some(ready) => ready,
-                None => s.chunk().await,
-            },
-        }
-    }
-
-    /// The whole body, failing with [`BodyError::TooLarge`] past `limit` bytes (checked against
-    /// Content-Length before reading anything).
+    /// The whole body, failing with [`BodyError::TooLarge`] past `limit` bytes or past the
+    /// body's own [`Body::limit`], whichever is smaller (checked against Content-Length before
+    /// reading anything).
     pub async fn to_bytes(&mut self, limit: usize) -> Result<Bytes, BodyError> {
-        let declared = match &self.inner {
-            Inner::Empty => return Ok(Bytes::new()),
-            Inner::Memory(b) => b.as_ref().map_or(0, |b| b.len() as u64),
-            Inner::Source(s) => s.content_length().unwrap_or(0),
-        };
+        if matches!(self.inner, Inner::Empty) {
+            return Ok(Bytes::new());
+        }
+        let limit = (limit as u64).min(self.limit.saturating_sub(self.read));
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let declared = self.declared_left().unwrap_or(0);
         if declared > limit as u64 {
             return Err(self.too_large());
         }

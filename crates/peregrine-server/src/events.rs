@@ -45,7 +45,8 @@ pub enum RejectReason {
     UriTooLong,
     /// The header section is larger than the limit, or has too many fields (431).
     HeaderTooLarge,
-    /// The declared or received body is larger than `max_body_size` (413).
+    /// The body failed past its size limit (`Body::limit`, from `max_body_size`) and the
+    /// service answered success all the same (413).
     BodyTooLarge,
     /// An `Expect` other than `100-continue` (417).
     ExpectationFailed,

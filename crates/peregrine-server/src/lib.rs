@@ -81,7 +81,7 @@ pub mod transport;
 pub mod upgrade;
 mod worker;
 
-pub use body::{Body, BodyError};
+pub use body::{Body, BodyError, DEFAULT_BODY_LIMIT};
 pub use config::{Limits, ServerConfig, ServerConfigBuilder, Timeouts};
 pub use listener::Listener;
 /// The codec the engine is built on (request parsing, response encoding, the HTTP grammar).

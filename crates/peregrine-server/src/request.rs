@@ -414,6 +414,10 @@ impl Request {
             BodyFraming::Chunked => None,
         }
     }
+    /// The body (its size limit: [`Body::limit`]).
+    pub fn body(&self) -> &Body {
+        &self.parts.body
+    }
     /// The body, to read from.
     pub fn body_mut(&mut self) -> &mut Body {
         &mut self.parts.body

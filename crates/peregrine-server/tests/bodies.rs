@@ -61,14 +61,14 @@ fn invalid_chunked_framing_is_400_and_close() {
 
 #[test]
 fn content_length_over_limit_is_413_before_reading() {
-    let (h, calls) = start(config());
+    let (h, _) = start(config());
     let mut c = Client::new(h.local_addr());
-    // Only the head is sent: the answer must not wait for the body.
+    // Only the head is sent: the read fails on the declared length, without waiting for the
+    // body (the handler may raise the limit first, so it is the read that refuses).
     c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n");
     let r = c.read_response();
     assert_eq!(r.status, 413);
     assert!(r.closes());
-    assert_eq!(calls.get(), 0, "the handler is not called");
     h.shutdown();
 }
 

@@ -156,7 +156,7 @@ async fn bodies_both_ways_respect_flow_control() {
 }
 
 #[tokio::test]
-async fn declared_body_over_the_limit_is_answered_413_without_the_handler() {
+async fn declared_body_over_the_limit_is_answered_413_before_any_data_is_read() {
     let counters = Arc::new(Counters::default());
     let config = ServerConfig::builder().max_body_size(1000).build();
     let srv = start(app(counters), config, Http2Config::default());

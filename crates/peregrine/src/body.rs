@@ -4,12 +4,12 @@
 use crate::error::Error;
 use crate::request::body_error;
 use bytes::Bytes;
-use peregrine_server::{Body, BodyError};
+use peregrine_server::Body;
 
 /// The request body piece by piece, as sent (not decoded), made by
 /// [`Request::body_mut`](crate::Request::body_mut). It stops at the request's body limit
-/// ([`App::body_limit`](crate::App::body_limit), or a route's
-/// [`MethodRouter::body_limit`](crate::MethodRouter::body_limit)): a declared
+/// ([`Request::body_limit`](crate::Request::body_limit): the application's, the route's or the
+/// request's own, which the engine's body is held to): a declared
 /// `Content-Length` over the limit fails before anything is read, and a body that grows past it
 /// (chunked) fails on the piece that crosses it. The failure is the same 413 problem document
 /// as [`Request::bytes`](crate::Request::bytes) gives, so a handler's `?` answers it.
@@ -31,10 +31,6 @@ use peregrine_server::{Body, BodyError};
 /// ```
 pub struct BodyStream<'a> {
     pub(crate) body: &'a mut Body,
-    pub(crate) limit: u64,
-    /// Bytes handed out so far (kept in the request, across `body_mut()` calls).
-    pub(crate) read: &'a mut u64,
-    pub(crate) declared: Option<u64>,
 }
 
 impl BodyStream<'_> {
@@ -60,21 +56,7 @@ impl BodyStream<'_> {
     /// # });
     /// ```
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
-        if self.declared.is_some_and(|n| n > self.limit) {
-            return Err(body_error(BodyError::TooLarge));
-        }
-        match self.body.chunk().await {
-            Ok(Some(piece)) => {
-                let total = self.read.saturating_add(piece.len() as u64);
-                *self.read = total;
-                if total > self.limit {
-                    return Err(body_error(BodyError::TooLarge));
-                }
-                Ok(Some(piece))
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(body_error(e)),
-        }
+        self.body.chunk().await.map_err(body_error)
     }
 
     /// The limit this stream is held to, in bytes.
@@ -93,7 +75,7 @@ impl BodyStream<'_> {
     /// # });
     /// ```
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.body.limit()
     }
 
     /// How many body bytes have been read so far.
@@ -115,6 +97,6 @@ impl BodyStream<'_> {
     /// # });
     /// ```
     pub fn bytes_read(&self) -> u64 {
-        *self.read
+        self.body.bytes_read()
     }
 }

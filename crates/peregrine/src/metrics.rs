@@ -298,9 +298,9 @@ fn record(route: &str, method: Method, status: u16, secs: f64, body_in: u64, out
 impl Middleware for Metrics {
     fn call(&self, req: Request, next: Next) -> BoxFuture<Response> {
         let start = Instant::now();
-        // The compiled application holds the route patterns: keep it (one reference count)
+        // The application's context holds the route patterns: keep it (one reference count)
         // rather than copying the pattern per request.
-        let shared = req.shared.clone();
+        let ctx = req.ctx.clone();
         let route_index = req.route;
         let method = req.method_kind();
         let body_in = req.content_length().unwrap_or(0);
@@ -309,10 +309,7 @@ impl Middleware for Metrics {
         Box::pin(async move {
             let mut res = fut.await;
             on_complete(&mut res, head, move |status, bytes| {
-                let route = shared
-                    .routes
-                    .get(route_index as usize)
-                    .map_or("-", |r| &*r.pattern);
+                let route = ctx.route(route_index).map_or("-", |r| &*r.pattern);
                 record(
                     route,
                     method,

@@ -5,6 +5,9 @@
 //! an error when the application is built rather than a 500 on every request.
 
 use crate::error::Error;
+pub(crate) use crate::request::context::{
+    find_local, find_shared, LocalValue, Locals, StateMapHolder,
+};
 use crate::request::Request;
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -15,9 +18,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-
-/// Shared state values by type (a short list: applications register a handful).
-pub(crate) type StateMap = Vec<(TypeId, Arc<dyn Any + Send + Sync>)>;
 
 /// Something a handler needs before it can run; checked when the application is built.
 ///
@@ -355,9 +355,6 @@ pub struct WorkerContext {
     built: Rc<RefCell<Vec<LocalValue>>>,
 }
 
-/// The shared states, reachable from a [`WorkerContext`] without the rest of the app.
-pub(crate) struct StateMapHolder(pub(crate) StateMap);
-
 impl WorkerContext {
     /// This worker's number for this application: 0, 1, ... in the order the workers started
     /// initialising.
@@ -429,40 +426,6 @@ impl WorkerContext {
     /// ```
     pub fn local<T: 'static>(&self) -> Option<Rc<T>> {
         find_local(&self.built.borrow())
-    }
-}
-
-pub(crate) fn find_shared<T: Send + Sync + 'static>(
-    map: &[(TypeId, Arc<dyn Any + Send + Sync>)],
-) -> Option<Arc<T>> {
-    let id = TypeId::of::<T>();
-    let v = map.iter().find(|(t, _)| *t == id)?.1.clone();
-    v.downcast::<T>().ok()
-}
-
-type LocalValue = (TypeId, Rc<dyn Any>);
-
-fn find_local<T: 'static>(values: &[LocalValue]) -> Option<Rc<T>> {
-    let id = TypeId::of::<T>();
-    let v = values.iter().find(|(t, _)| *t == id)?.1.clone();
-    v.downcast::<T>().ok()
-}
-
-/// The per-worker values of one application on one thread.
-pub(crate) struct Locals(Vec<LocalValue>);
-
-impl Locals {
-    #[inline]
-    pub(crate) fn get<T: 'static>(&self) -> Option<Rc<T>> {
-        find_local(&self.0)
-    }
-    #[inline]
-    pub(crate) fn get_ref<T: 'static>(&self) -> Option<&T> {
-        let id = TypeId::of::<T>();
-        self.0
-            .iter()
-            .find(|(t, _)| *t == id)
-            .and_then(|(_, v)| v.downcast_ref::<T>())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Streamed response bodies: [`StreamBody`] from any stream of byte chunks, or from a channel
 //! whose sending half ([`BodySender`]) a task fills while the response is being written.
 
-use crate::response::{IntoResponse, OCTET_STREAM};
+use crate::response::into_response::{IntoResponse, OCTET_STREAM};
 use bytes::Bytes;
 use futures_core::Stream;
 use peregrine_server::{Response, ResponseBody};

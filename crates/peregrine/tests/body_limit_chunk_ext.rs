@@ -1,9 +1,10 @@
-//! The engine's cap on chunk-extension bytes holds under the framework's own body limits. The
-//! framework lifts the engine's `max_body_size` (it answers body limits itself, on data bytes),
-//! which used to lift the only bound on chunk extensions too: a 30 KB body could carry 30 MB
-//! of them. Over a real socket: a small body with megabytes of extensions is refused (413, the
-//! connection closed), on routes with the default limit, a raised one and none; ordinary
-//! extensions still pass.
+//! The engine's cap on chunk-extension bytes holds under the framework's body limits: the
+//! extensions count against the request's own limit (the application's default, a route's),
+//! and beyond the data by at most 64 KiB whatever the limit (none included). Over a real
+//! socket: a small body with megabytes of extensions is refused (413, the connection closed),
+//! on routes with the default limit, a raised one and none; a body whose data is within the
+//! default limit but whose data and extensions are not is refused too; ordinary extensions
+//! still pass.
 
 mod common;
 use common::TestServer;
@@ -100,6 +101,28 @@ fn megabytes_of_chunk_extensions_on_a_small_body_are_refused() {
         );
         assert!(closed, "{path}: the connection stays open after {status}");
     }
+}
+
+#[test]
+fn extensions_count_against_the_default_limit() {
+    let s = TestServer::start(App::new().route(
+        "/default",
+        post(
+            |mut req: Request| async move { Ok::<_, Error>(req.bytes().await?.len().to_string()) },
+        ),
+    ));
+    // 600 chunks of 1,000 data bytes, each size line with a 1,000-byte extension: 600 KB of
+    // data (within the default 1 MiB), 1.2 MB in all.
+    let ext = format!(";e={}", "x".repeat(997));
+    let mut req =
+        b"POST /default HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..600 {
+        req.extend_from_slice(format!("3e8{ext}\r\n").as_bytes());
+        req.extend_from_slice(&[b'z'; 1000]);
+        req.extend_from_slice(b"\r\n");
+    }
+    req.extend_from_slice(b"0\r\n\r\n");
+    assert_eq!(exchange(&s, req, true), (413, true));
 }
 
 #[test]

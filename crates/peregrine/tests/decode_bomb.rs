@@ -50,7 +50,7 @@ fn a_gzip_bomb_is_refused_without_allocating_past_the_limit() {
                 Ok::<_, Error>(b.len().to_string())
             }),
         )
-        .body_limit(LIMIT)
+        .body_limit(LIMIT as u64)
         .test();
     let req = client
         .post("/")

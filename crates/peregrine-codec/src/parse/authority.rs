@@ -1,6 +1,6 @@
 //! `uri-host [ ":" port ]`: the Host value and the authority of a request-target.
 
-use super::is_hex;
+use crate::grammar::is_hex;
 use crate::scan::{Scan, HOST};
 use crate::ParseError;
 

@@ -2,9 +2,9 @@
 //! field lines (for the chunked decoder).
 
 use super::head_fields::HeadFields;
-use super::span;
+use super::span::span;
 use crate::grammar::trim_ows;
-use crate::request::FieldSpan;
+use crate::head::FieldSpan;
 use crate::scan::{Scan, TCHAR, VALUE};
 use crate::{Limits, ParseError};
 
@@ -130,35 +130,6 @@ pub(super) fn field_lines<S: Scan>(
     }
 }
 
-/// `name` (a field name, so only `tchar` bytes) equals `lower` (lowercase letters and `-`),
-/// ignoring ASCII case. Setting bit 5 lowercases letters and leaves `-` alone; the only other
-/// byte it could turn into a letter or `-` is a control byte, and those are not `tchar`.
-///
-/// Every name we look for is 4 to 17 bytes long, so two overlapping word loads (the first and
-/// the last 4 or 8 bytes) cover it: each byte is compared independently, so overlap is harmless,
-/// and the lengths are constants, so this compiles to a handful of instructions.
-#[inline(always)]
-pub(crate) fn name_is<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
-    debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
-    const { assert!(N >= 4 && N <= 24) };
-    let Ok(name) = <&[u8; N]>::try_from(name) else {
-        return false;
-    };
-    if N >= 8 {
-        let w = |s: &[u8; N], at: usize| {
-            u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8])) | 0x2020_2020_2020_2020
-        };
-        w(name, 0) == w(lower, 0)
-            && w(name, N - 8) == w(lower, N - 8)
-            && (N <= 16 || w(name, 8) == w(lower, 8))
-    } else {
-        let w = |s: &[u8; N], at: usize| {
-            u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or([0; 4])) | 0x2020_2020
-        };
-        w(name, 0) == w(lower, 0) && w(name, N - 4) == w(lower, N - 4)
-    }
-}
-
 /// Validates one complete field line (without its CRLF) with the header-field rules; used for
 /// trailer fields. Returns the name and the OWS-trimmed value.
 pub(crate) fn parse_field_line(line: &[u8]) -> Result<(&[u8], &[u8]), ParseError> {
@@ -187,39 +158,4 @@ pub(crate) fn parse_field_line(line: &[u8]) -> Result<(&[u8], &[u8]), ParseError
         }
     }
     Ok((&line[..name_end], trim_ows(value)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::grammar::is_tchar;
-
-    fn check_name_is<const N: usize>(word: &[u8; N]) {
-        let mut name = word.to_vec();
-        for i in 0..N {
-            for b in (0..=255u8).filter(|&b| is_tchar(b)) {
-                name[i] = b;
-                assert_eq!(
-                    name_is(&name, word),
-                    name.eq_ignore_ascii_case(word),
-                    "{name:?}"
-                );
-            }
-            name[i] = word[i];
-        }
-        assert!(name_is(&word.to_ascii_uppercase(), word));
-        assert!(!name_is(&word[1..], word));
-        let mut longer = word.to_vec();
-        longer.push(b'x');
-        assert!(!name_is(&longer, word));
-    }
-
-    #[test]
-    fn name_is_matches_eq_ignore_ascii_case_for_every_tchar_substitution() {
-        check_name_is(b"host");
-        check_name_is(b"expect");
-        check_name_is(b"connection");
-        check_name_is(b"content-length");
-        check_name_is(b"transfer-encoding");
-    }
 }

@@ -3,10 +3,9 @@
 //! taken from them once the head is complete.
 
 use super::authority::validate_authority;
-use super::fields::name_is;
-use super::span;
-use crate::grammar::trim_ows;
-use crate::request::{BodyFraming, ConnectionDirective, Expectation, Span, Version};
+use super::span::span;
+use crate::grammar::{name_is, trim_ows};
+use crate::head::{BodyFraming, ConnectionDirective, Expectation, Span, Version};
 use crate::scan::Scan;
 use crate::ParseError;
 

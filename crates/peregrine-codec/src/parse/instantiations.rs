@@ -2,7 +2,7 @@
 //! path's target features: the fast path first, then the general parser when it declines.
 
 use super::parse_core;
-use crate::request::{FieldSpan, Parsed};
+use crate::head::{FieldSpan, Parsed};
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 use crate::scan::{Avx2, Sse42};
 use crate::scan::{Scalar, Scan};

@@ -12,7 +12,7 @@
 //! connection), `instantiations` (one parser per scanning path). The steps are called in order
 //! by [`parse_core`], below.
 
-use crate::request::{FieldSpan, Parsed, RequestHead, Span};
+use crate::head::{FieldSpan, Parsed, RequestHead};
 use crate::scan::Scan;
 use crate::{Limits, ParseError};
 
@@ -25,34 +25,21 @@ macro_rules! bad {
 mod authority;
 mod fields;
 mod head_fields;
-mod instantiations;
+pub(crate) mod instantiations;
 mod request_line;
+mod span;
 mod target;
 
+pub(crate) use crate::grammar::name_is;
 pub(crate) use authority::validate_authority;
-pub(crate) use fields::{name_is, parse_field_line};
+pub(crate) use fields::parse_field_line;
 pub(crate) use head_fields::{parse_connection, parse_content_length, parse_transfer_encoding};
-#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-pub(crate) use instantiations::{parse_avx2, parse_avx2_general, parse_sse42, parse_sse42_general};
-pub(crate) use instantiations::{parse_scalar, parse_scalar_general};
+pub(crate) use span::span;
 
 use fields::field_lines;
 use head_fields::HeadFields;
 use request_line::{method, skip_leading_empty_lines, version};
 use target::{request_target, target_form};
-
-#[inline(always)]
-pub(crate) fn span(start: usize, end: usize) -> Span {
-    Span {
-        start: start as u32,
-        len: (end - start) as u32,
-    }
-}
-
-#[inline(always)]
-fn is_hex(b: u8) -> bool {
-    b.is_ascii_hexdigit()
-}
 
 /// `Ok(Some(x))` goes on with `x`; `Ok(None)` means "the head is incomplete" and ends the
 /// parse with [`Parsed::Incomplete`]; an error ends it with the error.

@@ -1,6 +1,6 @@
 //! The request line around its target: leading empty lines, the method, the version.
 
-use crate::request::{Method, Version};
+use crate::head::{Method, Version};
 use crate::scan::{Scan, TCHAR};
 use crate::{Limits, ParseError};
 

@@ -2,8 +2,9 @@
 //! authority, absolute; RFC 9112 §3.2) split into path, query and authority.
 
 use super::authority::validate_authority;
-use super::{is_hex, span};
-use crate::request::{Method, Span};
+use super::span::span;
+use crate::grammar::is_hex;
+use crate::head::{Method, Span};
 use crate::scan::{Scan, TARGET};
 use crate::{Limits, ParseError};
 

@@ -8,8 +8,6 @@ use crate::Version;
 pub const CONNECTION_CLOSE: &[u8] = b"Connection: close\r\n";
 /// `Connection: keep-alive\r\n`, sent to HTTP/1.0 clients that asked to keep the connection.
 pub const CONNECTION_KEEP_ALIVE: &[u8] = b"Connection: keep-alive\r\n";
-/// `Transfer-Encoding: chunked\r\n`.
-pub const TRANSFER_ENCODING_CHUNKED: &[u8] = b"Transfer-Encoding: chunked\r\n";
 /// The complete interim response sent before reading a body announced with
 /// `Expect: 100-continue`.
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -74,6 +72,16 @@ pub fn finish_head(out: &mut Vec<u8>, conn: ConnectionLine, framing: Framing) {
 mod tests {
     use super::*;
     use crate::response::{reason_phrase, sends_body, status_line, BodyKind};
+
+    #[test]
+    fn a_sized_body_head_ends_with_its_length() {
+        for version in [Version::Http10, Version::Http11] {
+            let f = Framing::choose(200, BodyKind::Sized(20 << 20), version);
+            let mut out = status_line(200).to_vec();
+            finish_head(&mut out, ConnectionLine::Default, f);
+            assert!(out.ends_with(b"Content-Length: 20971520\r\n\r\n"));
+        }
+    }
 
     #[test]
     fn connection_lines() {

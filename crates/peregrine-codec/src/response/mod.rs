@@ -38,10 +38,10 @@ pub use date::DateCache;
 pub use fields::{
     asks_close, check_field, is_engine_owned, is_server_field, write_field, FieldError,
 };
-pub use framing::{sends_body, write_content_length, BodyKind, Framing};
+pub use framing::{sends_body, write_content_length, BodyKind, Framing, TRANSFER_ENCODING_CHUNKED};
 pub use head::{
     connection_header, finish_head, ConnectionLine, CONNECTION_CLOSE, CONNECTION_KEEP_ALIVE,
-    CONTINUE_100, TRANSFER_ENCODING_CHUNKED,
+    CONTINUE_100,
 };
 pub use keep_alive::{CloseReason, KeepAlive, UNREAD_BODY_DRAIN_MAX};
 pub use sized_body::{SizedBody, SizedBodyError};

@@ -74,9 +74,10 @@ pub struct Limits {
     /// has no request line and h2 decodes the header block:
     /// [`crate::h2::Http2Config::max_header_list_size`] bounds it instead (431 past it).
     pub parser: peregrine_codec::Limits,
-    /// Largest request body accepted; a larger Content-Length is answered 413 before reading, a
-    /// chunked body is answered 413 once it passes this. Default 1 MiB. HTTP/2 alike, per
-    /// stream (a body without `content-length` is cut when it passes it). Not upgraded
+    /// The size limit each request body starts with ([`crate::Body::limit`]; a service may
+    /// change it per request with [`crate::Body::set_limit`] before reading): reading a body with
+    /// a larger Content-Length fails (413) before anything is read, a chunked one once it passes
+    /// it. Default [`crate::DEFAULT_BODY_LIMIT`] (1 MiB). HTTP/2 alike, per stream. Not upgraded
     /// connections: their bytes are no request body.
     pub max_body_size: u64,
     /// Most open connections across all workers (HTTP/2 connections included, one each whatever

@@ -244,13 +244,8 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
         }
     };
     let head_request = method_kind == Method::Head;
-    let refusal = match framing {
-        _ if expect == Expectation::Unknown => Some((417, "unsupported expectation")),
-        BodyFraming::Length(n) if n > cfg.limits.max_body_size => {
-            Some((413, "request body too large"))
-        }
-        _ => None,
-    };
+    // (A body over the size limit is refused when it is read: the limit may change first.)
+    let refusal = (expect == Expectation::Unknown).then_some((417, "unsupported expectation"));
     *served = served.saturating_add(1);
     if let Some((status, reason)) = refusal {
         pending.give_back();
@@ -293,7 +288,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             gen,
             content_length: len,
         };
-        *req.body_mut() = Body::from_source(Box::new(body));
+        *req.body_mut() = Body::from_source(Box::new(body), cfg.limits.max_body_size);
     }
     io.rbuf.advance(head_len);
     if cfg

@@ -1,6 +1,6 @@
 //! The body of the request being answered: its framing state, decoding from the read buffer
-//! (Content-Length or chunked, with the body-size limit), waiting for more with the body timeouts
-//! and the minimum body rate, `100 Continue`, and draining what the handler left unread.
+//! (Content-Length or chunked, with the body's size limit), waiting for more with the body
+//! timeouts and the minimum body rate, `100 Continue`, and draining what the handler left unread.
 
 use super::io::{BodyState, Fill, Io};
 use super::Conn;
@@ -49,9 +49,9 @@ impl Conn {
         }
     }
 
-    /// Decodes the next piece of the current body from what is buffered.
-    fn body_step(&self, io: &mut Io) -> Step {
-        let max_body = self.shared.config.limits.max_body_size;
+    /// Decodes the next piece of the current body from what is buffered; a chunked body is held
+    /// to `max_body` (data and extension bytes).
+    fn body_step(&self, io: &mut Io, max_body: u64) -> Step {
         match &mut io.body {
             BodyState::Done => Step::End,
             BodyState::Failed(e) => Step::Err(e.clone()),
@@ -112,13 +112,14 @@ impl Conn {
     }
 
     /// The next piece of the body of request `gen` if it is buffered (or the body is over or
-    /// failed), `None` when reading must wait.
-    fn try_body_chunk(&self, gen: u64) -> Option<Result<Option<Bytes>, BodyError>> {
+    /// failed), `None` when reading must wait; a chunked body is held to `max_body` (the body's
+    /// limit).
+    fn try_body_chunk(&self, gen: u64, max_body: u64) -> Option<Result<Option<Bytes>, BodyError>> {
         let mut io = self.io.borrow_mut();
         if io.gen != gen {
             return Some(Err(BodyError::Incomplete));
         }
-        match self.body_step(&mut io) {
+        match self.body_step(&mut io, max_body) {
             Step::Data(b) => Some(Ok(Some(b))),
             Step::End => Some(Ok(None)),
             Step::Err(e) => Some(Err(e)),
@@ -126,10 +127,15 @@ impl Conn {
         }
     }
 
-    /// Next piece of the body of request `gen` (see [`Body::chunk`](crate::Body::chunk)).
-    pub(crate) async fn body_chunk(&self, gen: u64) -> Result<Option<Bytes>, BodyError> {
+    /// Next piece of the body of request `gen` (see [`Body::chunk`](crate::Body::chunk)), a
+    /// chunked one held to `max_body` (the body's limit).
+    pub(crate) async fn body_chunk(
+        &self,
+        gen: u64,
+        max_body: u64,
+    ) -> Result<Option<Bytes>, BodyError> {
         loop {
-            if let Some(ready) = self.try_body_chunk(gen) {
+            if let Some(ready) = self.try_body_chunk(gen, max_body) {
                 return ready;
             }
             {
@@ -196,7 +202,8 @@ impl Conn {
         let mut drained = 0u64;
         let ext_before = self.chunk_extension_bytes();
         loop {
-            match self.body_chunk(gen).await {
+            // What is skipped is bounded by `DRAIN_MAX` (extensions included), not the limit.
+            match self.body_chunk(gen, u64::MAX).await {
                 Ok(None) => return true,
                 Ok(Some(b)) => {
                     drained += b.len() as u64;
@@ -230,12 +237,12 @@ pub(super) struct ConnBody {
 }
 
 impl BodySource for ConnBody {
-    fn try_chunk(&mut self) -> Option<Result<Option<Bytes>, BodyError>> {
-        self.conn.try_body_chunk(self.gen)
+    fn try_chunk(&mut self, limit: u64) -> Option<Result<Option<Bytes>, BodyError>> {
+        self.conn.try_body_chunk(self.gen, limit)
     }
 
-    fn chunk(&mut self) -> ChunkFuture<'_> {
-        Box::pin(self.conn.body_chunk(self.gen))
+    fn chunk(&mut self, limit: u64) -> ChunkFuture<'_> {
+        Box::pin(self.conn.body_chunk(self.gen, limit))
     }
 
     fn content_length(&self) -> Option<u64> {
@@ -253,9 +260,8 @@ pub(super) const CHUNK_EXT_ALLOWANCE: u64 = 64 * 1024;
 /// Whether a chunked body already breaks its limits: the data delivered, plus what the current
 /// chunk still declares, plus every chunk-extension byte so far is over `max_body` (an
 /// oversized chunk is answered 413 at once); or the extensions outgrow the data delivered by
-/// more than [`CHUNK_EXT_ALLOWANCE`]. The second bound holds whatever `max_body` is: the
-/// framework lifts `max_body_size` to `u64::MAX` and limits data bytes itself, which it can
-/// see, while the extensions never reach it.
+/// more than [`CHUNK_EXT_ALLOWANCE`]. The second bound holds whatever `max_body` is, so a body
+/// without a limit (`u64::MAX`) or being drained cannot carry unbounded extensions either.
 #[inline]
 fn chunked_over_limit(dec: &ChunkedDecoder, delivered: u64, max_body: u64) -> bool {
     delivered

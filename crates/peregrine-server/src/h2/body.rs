@@ -84,26 +84,18 @@ pub(crate) async fn drain(recv: SharedRecv, rules: BodyRules) {
 /// The DATA frames of one stream, handed out as they arrive. Each piece read gives its bytes
 /// back to the stream's and the connection's flow-control windows, so a handler that does not
 /// read stops the client once the window is used up (backpressure, as over HTTP/1.1).
+/// The body's size limit is `Body`'s, which counts what this hands out.
 pub(crate) struct H2Body {
     recv: SharedRecv,
     content_length: Option<u64>,
-    limit: u64,
-    read: u64,
     rules: BodyRules,
 }
 
 impl H2Body {
-    pub(crate) fn new(
-        recv: SharedRecv,
-        content_length: Option<u64>,
-        limit: u64,
-        rules: BodyRules,
-    ) -> Self {
+    pub(crate) fn new(recv: SharedRecv, content_length: Option<u64>, rules: BodyRules) -> Self {
         H2Body {
             recv,
             content_length,
-            limit,
-            read: 0,
             rules,
         }
     }
@@ -119,10 +111,6 @@ impl H2Body {
                 Some(Err(_)) => return Err(BodyError::Incomplete),
                 Some(Ok(data)) => data,
             };
-            self.read += data.len() as u64;
-            if self.read > self.limit {
-                return Err(BodyError::TooLarge);
-            }
             if !data.is_empty() {
                 return Ok(Some(data));
             }
@@ -132,11 +120,12 @@ impl H2Body {
 
 impl BodySource for H2Body {
     /// DATA frames arrive through h2's stream: every read waits on it.
-    fn try_chunk(&mut self) -> Option<Result<Option<Bytes>, BodyError>> {
+    fn try_chunk(&mut self, _limit: u64) -> Option<Result<Option<Bytes>, BodyError>> {
         None
     }
 
-    fn chunk(&mut self) -> ChunkFuture<'_> {
+    /// HTTP/2 frames carry nothing outside the data to hold to the limit: `Body` counts it.
+    fn chunk(&mut self, _limit: u64) -> ChunkFuture<'_> {
         Box::pin(self.next_chunk())
     }
 
@@ -144,6 +133,6 @@ impl BodySource for H2Body {
         self.content_length
     }
 
-    /// The stream's own limit check cuts it; nothing is read on the handler's behalf.
+    /// The stream is drained after the response within its bounds, or reset past them.
     fn refuse_too_large(&self) {}
 }

@@ -55,9 +55,6 @@ impl<S: Service> CallH2 for S {
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > ctx.max_body_size) {
-            return Start::Answer(Response::new(413));
-        }
         let framing = match declared {
             Some(n) => BodyFraming::Length(n),
             None if recv.is_end_stream() => BodyFraming::None,
@@ -68,8 +65,10 @@ impl<S: Service> CallH2 for S {
             (Body::empty(), None)
         } else {
             let shared: SharedRecv = Rc::new(std::cell::RefCell::new(Recv::new(recv)));
-            let body = H2Body::new(shared.clone(), declared, ctx.max_body_size, ctx.body_rules);
-            (Body::from_source(Box::new(body)), Some(shared))
+            let body = H2Body::new(shared.clone(), declared, ctx.body_rules);
+            // The limit is checked as the body is read (a declared length before any DATA).
+            let body = Body::from_source(Box::new(body), ctx.max_body_size);
+            (body, Some(shared))
         };
         let target = match parts.uri.path_and_query() {
             Some(pq) => pq.as_str(),

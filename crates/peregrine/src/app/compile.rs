@@ -1,9 +1,12 @@
 //! Compiling an [`App`] into its [`AppService`]: the route table, the layer stacks, and the
 //! check that every handler's state needs are met.
 
-use super::service::{AutoAnswer, Dispatch, Route, RouteThenStart, Shared, BARE_PREFIX};
-use super::{App, AppService, DEFAULT_BODY_LIMIT};
+use super::service::{
+    AutoAnswer, Dispatch, Route, RouteThenStart, Routing, Shared, Table, BARE_PREFIX,
+};
+use super::{App, AppService};
 use crate::middleware;
+use crate::request::context::{AppContext, RouteInfo};
 use crate::router::{self, MethodRouter};
 use crate::state::{Need, StateMapHolder, WorkerInit, WorkerInits};
 use std::any::{Any, TypeId};
@@ -49,6 +52,10 @@ impl App {
     pub fn try_into_service(self) -> Result<AppService, String> {
         let mut matcher = matchit::Router::new();
         let mut routes = Vec::new();
+        let mut infos = Vec::new();
+        let mut allows = Vec::new();
+        // The automatic answers' layers, by route, wrapped once every route's `Allow` is known.
+        let mut auto_stacks = Vec::new();
         let mut all_methods: Vec<String> = Vec::new();
         let mut needs = Vec::new();
         let mut bare = Vec::new();
@@ -70,22 +77,36 @@ impl App {
             let auto_layers = std::mem::take(&mut methods.auto_layers);
             // Without layers the automatic answers stay ready responses (nothing boxed).
             // (A path with an `any` handler has no automatic answers.)
-            let auto = (!auto_layers.is_empty() && methods.any.is_none())
-                .then(|| middleware::wrap(Arc::new(AutoAnswer), &auto_layers));
+            auto_stacks
+                .push((!auto_layers.is_empty() && methods.any.is_none()).then_some(auto_layers));
             let allow = methods.allow();
             for m in String::from_utf8_lossy(&allow).split(", ") {
                 if !all_methods.iter().any(|x| x == m) {
                     all_methods.push(m.to_owned());
                 }
             }
-            routes.push(Route {
+            allows.push(allow);
+            infos.push(RouteInfo {
                 param_names: router::param_names(&path).into_boxed_slice(),
                 pattern: path.into_boxed_str(),
-                allow,
-                methods,
-                auto,
             });
+            routes.push(methods);
         }
+        let allows: Arc<[Vec<u8>]> = allows.into();
+        let auto_answer = || {
+            Arc::new(AutoAnswer {
+                allows: allows.clone(),
+                method_not_allowed: self.method_not_allowed.clone(),
+            })
+        };
+        let routes = routes
+            .into_iter()
+            .zip(auto_stacks)
+            .map(|(methods, layers)| Route {
+                methods,
+                auto: layers.map(|l| middleware::wrap(auto_answer(), &l)),
+            })
+            .collect();
         // A catch-all `/p/{*rest}` also answers `/p/` and `/p` (with `rest` empty), so a hook
         // on it covers the directory itself; a route registered for either path wins (its
         // insert came first, this one conflicts and is skipped).
@@ -113,35 +134,37 @@ impl App {
             }
         }
         let states = Arc::new(StateMapHolder(self.states));
-        let pre_routing = if self.pre_routing.is_empty() {
-            None
-        } else {
-            Some(middleware::wrap(
-                Arc::new(RouteThenStart),
-                &self.pre_routing,
-            ))
-        };
-        let chain = if self.layers.is_empty() {
-            None
-        } else {
-            Some(middleware::wrap(Arc::new(Dispatch), &self.layers))
-        };
+        let table = Arc::new(Table {
+            routes,
+            auto_answer: auto_answer(),
+            allows,
+            fallback: self.fallback,
+            method_not_allowed: self.method_not_allowed,
+            all_allow: all_methods.join(", ").into_bytes(),
+        });
+        let chain = (!self.layers.is_empty())
+            .then(|| middleware::wrap(Arc::new(Dispatch(table.clone())), &self.layers));
+        let routing = Arc::new(Routing {
+            matcher,
+            encoded_slashes: self.encoded_slashes,
+            chain,
+            table,
+        });
+        let pre_routing = (!self.pre_routing.is_empty()).then(|| {
+            middleware::wrap(Arc::new(RouteThenStart(routing.clone())), &self.pre_routing)
+        });
         Ok(AppService {
             shared: Arc::new(Shared {
-                matcher,
-                routes,
+                routing,
                 has_worker_inits: !self.worker_inits.is_empty(),
                 worker: Arc::new(WorkerInits::new(self.worker_inits, states.clone())),
-                states,
-                body_limit: self.body_limit.unwrap_or(DEFAULT_BODY_LIMIT),
-                decode_bodies: self.decode_bodies,
-                chain,
-                fallback: self.fallback,
-                method_not_allowed: self.method_not_allowed,
-                auto_answer: Arc::new(AutoAnswer),
-                encoded_slashes: self.encoded_slashes,
+                body_limit: self.body_limit,
                 pre_routing,
-                all_allow: all_methods.join(", ").into_bytes(),
+                ctx: Arc::new(AppContext {
+                    routes: infos.into_boxed_slice(),
+                    states,
+                    decode_bodies: self.decode_bodies,
+                }),
             }),
         })
     }

@@ -8,7 +8,6 @@ mod compile;
 mod serve;
 mod service;
 
-pub(crate) use service::Shared;
 pub use service::{AppFuture, AppService};
 
 use crate::handler::{Handler, IntoHandler};
@@ -35,7 +34,7 @@ use std::sync::Arc;
 /// assert_eq!(client.post("/").send().await.text(), DEFAULT_BODY_LIMIT.to_string());
 /// # });
 /// ```
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+pub const DEFAULT_BODY_LIMIT: u64 = peregrine_server::DEFAULT_BODY_LIMIT;
 
 /// A web application: a route table, shared state and middleware, served by the engine.
 ///
@@ -61,7 +60,7 @@ pub struct App {
     states: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
     worker_inits: Vec<WorkerInit>,
     /// `None`: the engine's `max_body_size` from the config given to `serve`/`run`.
-    body_limit: Option<usize>,
+    body_limit: Option<u64>,
     decode_bodies: bool,
     fallback: Option<Arc<dyn Handler>>,
     method_not_allowed: Option<Arc<dyn Handler>>,
@@ -362,22 +361,22 @@ impl App {
         })
     }
 
-    /// The request body limit: one number for the engine and the framework, for every way
-    /// of reading the body: [`Request::bytes`], `text`, `json`, `form`, `multipart` (whole
-    /// stream), the raw [`Request::body_mut`] stream, the decoded size of a compressed body,
-    /// and the body a mounted tower service (`App::mount_service`) reads. Past it the answer is
-    /// a 413 problem document (a declared `Content-Length` past it fails before anything is
-    /// read). A route that takes more (an upload) or less sets its own with
-    /// [`MethodRouter::body_limit`] or opts out with [`MethodRouter::no_body_limit`];
-    /// middleware may set it per request with [`Request::set_body_limit`].
+    /// The application's request body limit, in bytes: the engine's limit on each request's
+    /// body ([`peregrine_server::Body::set_limit`], set before any middleware runs), which
+    /// holds for every way of reading the body: [`Request::bytes`], `text`, `json`, `form`,
+    /// `multipart` (whole stream), the raw [`Request::body_mut`] stream, the decoded size of a
+    /// compressed body, and the body a mounted tower service (`App::mount_service`) reads, over
+    /// HTTP/1.1 (Content-Length or chunked, its chunk extensions included) and HTTP/2 alike.
+    /// Past it the answer is a 413 problem document (a declared `Content-Length` past it fails
+    /// before anything is read, and before `100 Continue`). A route that takes more (an upload)
+    /// or less sets its own with [`MethodRouter::body_limit`] or opts out with
+    /// [`MethodRouter::no_body_limit`]; middleware and handlers may set it per request with
+    /// [`Request::set_body_limit`] before reading.
     ///
-    /// Without this call the limit is the `max_body_size` of the [`ServerConfig`] given to
-    /// [`App::serve`] / [`App::run`] (default 1 MiB; [`DEFAULT_BODY_LIMIT`] for a service built
-    /// with [`App::into_service`]). When serving, the framework takes the engine's
-    /// declared-length check over (it raises the engine's `max_body_size`, so that a route's
-    /// larger limit can work), and a too-large body is answered as problem+json by the
-    /// framework instead of `text/plain` by the engine; an unread body is still drained (at
-    /// most 256 KiB) or the connection closed by the engine.
+    /// Without this call the limit is the engine's: the `max_body_size` of the [`ServerConfig`]
+    /// given to [`App::serve`] / [`App::run`] ([`DEFAULT_BODY_LIMIT`], 1 MiB, by default and for
+    /// a request made in memory, as by [`App::test`]). An unread body is drained (at most
+    /// 256 KiB) or the connection closed by the engine.
     ///
     /// ```
     /// use peregrine::{post, App, Error, Request};
@@ -393,7 +392,7 @@ impl App {
     ///     .route("/upload", post(upload).body_limit(100 << 20)); // ...but this one
     /// # let _ = app;
     /// ```
-    pub fn body_limit(mut self, bytes: usize) -> Self {
+    pub fn body_limit(mut self, bytes: u64) -> Self {
         self.body_limit = Some(bytes);
         self
     }

@@ -200,7 +200,9 @@ impl App {
     /// The engine server for this app, with the per-worker initialisers as its worker-start
     /// hook (so they run before a worker accepts), and the service it runs.
     fn build_server(self, config: ServerConfig) -> io::Result<(Server, AppService)> {
-        let (service, config) = self.build_for(config)?;
+        let service = self
+            .try_into_service()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let mut server = Server::new(config);
         if service.shared.has_worker_inits {
             let worker = service.shared.worker.clone();
@@ -220,21 +222,6 @@ impl App {
             });
         }
         Ok((server, service))
-    }
-
-    /// The service, and the engine's configuration with the body limit agreed on: the app's
-    /// limit is `body_limit` if set, else the config's `max_body_size`; the engine's own
-    /// declared-length check is lifted so the framework answers (problem+json).
-    fn build_for(mut self, mut config: ServerConfig) -> io::Result<(AppService, ServerConfig)> {
-        let limit = self
-            .body_limit
-            .unwrap_or(usize::try_from(config.limits.max_body_size).unwrap_or(usize::MAX));
-        self.body_limit = Some(limit);
-        config.limits.max_body_size = u64::MAX;
-        let service = self
-            .try_into_service()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        Ok((service, config))
     }
 }
 

@@ -4,13 +4,14 @@
 use crate::error::Error;
 use crate::handler::{BoxFuture, Handler};
 use crate::path::{self, EncodedSlashes};
+use crate::request::context::AppContext;
 use crate::request::{Request, BAD_PATH, NO_ROUTE, PRE_ROUTING};
 use crate::response::IntoResponse;
 use crate::router::{self, MethodRouter};
-use crate::state::{StateMapHolder, WorkerInits};
+use crate::state::WorkerInits;
 use peregrine_server::{Method, Response, Service};
 use smallvec::SmallVec;
-use std::any::{Any, TypeId};
+use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -26,56 +27,56 @@ type Routed = (u32, SmallVec<[(u32, u32); 4]>, Option<Box<str>>);
 /// `/p/{*rest}`): the route index is the rest of the value, and the catch-all is empty.
 pub(super) const BARE_PREFIX: u32 = 1 << 31;
 
+/// A route's handlers (its pattern and parameter names are in the request's [`AppContext`]).
 pub(crate) struct Route {
-    pub(crate) pattern: Box<str>,
-    pub(crate) param_names: Box<[Box<str>]>,
-    pub(super) allow: Vec<u8>,
     pub(super) methods: MethodRouter,
     /// The automatic `OPTIONS` / 405 answer inside the path's group and route layers; `None`
     /// when it has none.
     pub(super) auto: Option<Arc<dyn Handler>>,
 }
 
-/// Everything compiled at startup, shared (read-only) by every worker.
+/// Everything compiled at startup, shared (read-only) by every worker. The parts are nested so
+/// that the handlers inside them (the layers' innermost [`Dispatch`] and [`RouteThenStart`])
+/// hold what they need without a reference cycle, and requests hold only the [`AppContext`].
 pub(crate) struct Shared {
-    pub(super) matcher: matchit::Router<u32>,
-    pub(crate) routes: Vec<Route>,
-    pub(super) states: Arc<StateMapHolder>,
+    pub(super) routing: Arc<Routing>,
     /// Per-worker initialisers and where each thread keeps their values.
     pub(super) worker: Arc<WorkerInits>,
     /// `!worker.is_empty()`, kept inline: checked on every request.
     pub(super) has_worker_inits: bool,
-    pub(crate) body_limit: usize,
-    pub(crate) decode_bodies: bool,
+    /// [`App::body_limit`](super::App::body_limit), set on each request's body; `None` leaves
+    /// the engine's.
+    pub(super) body_limit: Option<u64>,
+    /// Layers before routing around [`RouteThenStart`]; `None` when there are none, so the
+    /// common case routes right away.
+    pub(super) pre_routing: Option<Arc<dyn Handler>>,
+    pub(super) ctx: Arc<AppContext>,
+}
+
+/// Routing and what runs after it: the matcher, the application-wide layers, the routes.
+pub(crate) struct Routing {
+    pub(super) matcher: matchit::Router<u32>,
+    pub(super) encoded_slashes: EncodedSlashes,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
     /// case calls the handler directly.
     pub(super) chain: Option<Arc<dyn Handler>>,
+    pub(super) table: Arc<Table>,
+}
+
+/// What answers a routed request: the routes' handlers and the automatic answers.
+pub(crate) struct Table {
+    pub(super) routes: Vec<Route>,
+    /// Each route's `Allow` value, by route index.
+    pub(super) allows: Arc<[Vec<u8>]>,
     pub(super) fallback: Option<Arc<dyn Handler>>,
     /// [`App::method_not_allowed`](super::App::method_not_allowed)'s handler.
     pub(super) method_not_allowed: Option<Arc<dyn Handler>>,
     /// [`AutoAnswer`] unlayered: for a 405 that needs the handler above.
     pub(super) auto_answer: Arc<dyn Handler>,
-    pub(super) encoded_slashes: EncodedSlashes,
-    /// Layers before routing around [`RouteThenStart`]; `None` when there are none, so the
-    /// common case routes right away.
-    pub(super) pre_routing: Option<Arc<dyn Handler>>,
     pub(super) all_allow: Vec<u8>,
 }
 
-impl Shared {
-    pub(crate) fn states_map(&self) -> &crate::state::StateMap {
-        &self.states.0
-    }
-
-    pub(crate) fn state<T: 'static>(&self) -> Option<&T> {
-        let id = TypeId::of::<T>();
-        self.states
-            .0
-            .iter()
-            .find(|(t, _)| *t == id)
-            .and_then(|(_, v)| v.downcast_ref::<T>())
-    }
-
+impl Routing {
     /// Normalises `path` and finds its route: the route, its parameters as byte ranges into the
     /// normalised path, and that path when it differs from `path`.
     #[inline]
@@ -119,6 +120,21 @@ impl Shared {
         }
     }
 
+    /// Runs the application-wide layers, or the table's choice directly when there are none:
+    /// `Err` is a ready answer (404/405/OPTIONS without layers: nothing boxed).
+    #[inline]
+    fn start(&self, req: Request) -> Result<BoxFuture<Response>, Response> {
+        if let Some(chain) = &self.chain {
+            return Ok(chain.call(req));
+        }
+        match self.table.select(&req) {
+            Selected::Handler(h) => Ok(h.call(req)),
+            Selected::Ready(r) => Err(r),
+        }
+    }
+}
+
+impl Table {
     /// What answers `req`: a handler, or a ready response (400 for a refused path, 404, 405,
     /// automatic OPTIONS).
     fn select(&self, req: &Request) -> Selected<'_> {
@@ -131,7 +147,8 @@ impl Shared {
                     .into_response(),
             );
         }
-        let Some(route) = self.routes.get(req.route as usize) else {
+        let index = req.route as usize;
+        let (Some(route), Some(allow)) = (self.routes.get(index), self.allows.get(index)) else {
             if let Some(f) = &self.fallback {
                 return Selected::Handler(f);
             }
@@ -159,13 +176,11 @@ impl Shared {
         match (found.or(m.any.as_ref()), &route.auto) {
             (Some(e), _) => Selected::Handler(&e.handler),
             (None, Some(auto)) => Selected::Handler(auto),
-            (None, None) if kind == Method::Options => {
-                Selected::Ready(allow_response(&route.allow))
-            }
+            (None, None) if kind == Method::Options => Selected::Ready(allow_response(allow)),
             (None, None) if self.method_not_allowed.is_some() => {
                 Selected::Handler(&self.auto_answer)
             }
-            (None, None) => Selected::Ready(not_allowed(&route.allow)),
+            (None, None) => Selected::Ready(not_allowed(allow)),
         }
     }
 }
@@ -179,21 +194,24 @@ fn not_allowed(allow: &[u8]) -> Response {
 /// The automatic answer for a method a route has no handler for: `204` with `Allow` to
 /// `OPTIONS`, `405` (or [`App::method_not_allowed`](super::App::method_not_allowed)'s answer)
 /// otherwise. It is a handler so that the path's group and route layers wrap it.
-pub(super) struct AutoAnswer;
+pub(super) struct AutoAnswer {
+    /// Each route's `Allow` value, by route index.
+    pub(super) allows: Arc<[Vec<u8>]>,
+    pub(super) method_not_allowed: Option<Arc<dyn Handler>>,
+}
 
 impl Handler for AutoAnswer {
     fn call(&self, req: Request) -> BoxFuture<Response> {
-        let shared = req.shared.clone();
-        let Some(route) = shared.routes.get(req.route as usize) else {
+        let Some(allow) = self.allows.get(req.route as usize) else {
             return Box::pin(std::future::ready(Error::not_found().into_response()));
         };
         if req.method_kind() == Method::Options {
-            return Box::pin(std::future::ready(allow_response(&route.allow)));
+            return Box::pin(std::future::ready(allow_response(allow)));
         }
-        let Some(h) = &shared.method_not_allowed else {
-            return Box::pin(std::future::ready(not_allowed(&route.allow)));
+        let Some(h) = &self.method_not_allowed else {
+            return Box::pin(std::future::ready(not_allowed(allow)));
         };
-        let allow = route.allow.clone();
+        let allow = allow.clone();
         let fut = h.call(req);
         Box::pin(async move {
             let mut res = fut.await;
@@ -220,12 +238,11 @@ fn allow_response(allow: &[u8]) -> Response {
 }
 
 /// Innermost handler of the application-wide stack: runs what routing selected.
-pub(super) struct Dispatch;
+pub(super) struct Dispatch(pub(super) Arc<Table>);
 
 impl Handler for Dispatch {
     fn call(&self, req: Request) -> BoxFuture<Response> {
-        let shared = req.shared.clone();
-        match shared.select(&req) {
+        match self.0.select(&req) {
             Selected::Handler(h) => h.call(req),
             Selected::Ready(r) => Box::pin(std::future::ready(r)),
         }
@@ -264,14 +281,18 @@ impl Service for AppService {
     type Future = AppFuture;
 
     #[inline]
-    fn call(&self, inner: peregrine_server::Request) -> AppFuture {
+    fn call(&self, mut inner: peregrine_server::Request) -> AppFuture {
         let shared = &self.shared;
+        if let Some(limit) = shared.body_limit {
+            inner.body_mut().set_limit(limit);
+        }
+        let ctx = shared.ctx.clone();
         let mut req = if shared.pre_routing.is_some() {
             // Routed inside the chain, after the layers that may rewrite it (RouteThenStart).
-            Request::new(inner, shared.clone(), PRE_ROUTING, SmallVec::new())
+            Request::new(inner, ctx, PRE_ROUTING, SmallVec::new())
         } else {
-            let (route, params, normalized) = shared.route_of(inner.path());
-            let mut req = Request::new(inner, shared.clone(), route, params);
+            let (route, params, normalized) = shared.routing.route_of(inner.path());
+            let mut req = Request::new(inner, ctx, route, params);
             if let Some(p) = normalized {
                 req.set_normalized_path(p);
             }
@@ -283,7 +304,7 @@ impl Service for AppService {
                 // First request on this worker: build its state first.
                 None => {
                     return AppFuture {
-                        fut: Some(Box::pin(init_then_start(req))),
+                        fut: Some(Box::pin(init_then_start(shared.clone(), req))),
                         ready: None,
                     }
                 }
@@ -307,9 +328,8 @@ impl Service for AppService {
     }
 }
 
-/// Runs the application-wide layers, or routing's choice directly when there are none:
-/// `Err` is a ready answer (404/405/OPTIONS without layers: nothing boxed).
-/// `shared` is the request's own (passed in so the hot path clones no `Arc`).
+/// Runs the layers before routing, or [`Routing::start`] when there are none (or the request
+/// is routed already): `Err` is a ready answer.
 #[inline]
 fn start(shared: &Shared, req: Request) -> Result<BoxFuture<Response>, Response> {
     if req.route == PRE_ROUTING {
@@ -317,25 +337,18 @@ fn start(shared: &Shared, req: Request) -> Result<BoxFuture<Response>, Response>
             return Ok(pre.call(req));
         }
     }
-    if let Some(chain) = &shared.chain {
-        return Ok(chain.call(req));
-    }
-    match shared.select(&req) {
-        Selected::Handler(h) => Ok(h.call(req)),
-        Selected::Ready(r) => Err(r),
-    }
+    shared.routing.start(req)
 }
 
 /// Innermost handler of the layers before routing: routes the (possibly rewritten) request,
 /// then runs the application-wide layers and the handler.
-pub(super) struct RouteThenStart;
+pub(super) struct RouteThenStart(pub(super) Arc<Routing>);
 
 impl Handler for RouteThenStart {
     fn call(&self, mut req: Request) -> BoxFuture<Response> {
-        let shared = req.shared.clone();
-        let (route, params, normalized) = shared.route_of(req.path());
+        let (route, params, normalized) = self.0.route_of(req.path());
         req.set_route(route, params, normalized);
-        match start(&shared, req) {
+        match self.0.start(req) {
             Ok(fut) => fut,
             Err(res) => Box::pin(std::future::ready(res)),
         }
@@ -343,12 +356,10 @@ impl Handler for RouteThenStart {
 }
 
 /// Builds this worker's state ([`App::on_worker_start`]), then answers `req`.
-async fn init_then_start(mut req: Request) -> Response {
-    let worker = req.shared.worker.clone();
-    match worker.init().await {
+async fn init_then_start(shared: Arc<Shared>, mut req: Request) -> Response {
+    match shared.worker.init().await {
         Ok(locals) => {
             req.locals = Some(locals);
-            let shared = req.shared.clone();
             match start(&shared, req) {
                 Ok(fut) => fut.await,
                 Err(res) => res,

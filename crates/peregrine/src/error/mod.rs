@@ -501,7 +501,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::response::IntoResponse;
+    use crate::response::into_response::IntoResponse;
 
     #[test]
     fn out_of_range_status_becomes_500() {

@@ -2,7 +2,7 @@
 //! with the detail and extension members left out of server errors (logged instead).
 
 use super::{Error, Extra};
-use crate::response::IntoResponse;
+use crate::response::into_response::IntoResponse;
 use bytes::Bytes;
 use peregrine_server::{Response, ResponseBody};
 use std::borrow::Cow;

@@ -4,12 +4,12 @@
 //! streamed part by part (the file read in [`PIECE`]-sized `pread`s on the blocking pool), so
 //! no answer holds more than one piece of the file, whatever the ranges add up to.
 
-use super::open::{self, blocking, Opened};
+use super::open::{self, blocking, miss_response, Opened};
 use super::range::{self, ByteRange};
-use super::respond::{miss_response, push};
 use bytes::Bytes;
 use futures_core::Stream;
 use peregrine_server::{Response, ResponseBody};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::future::Future;
@@ -49,11 +49,10 @@ pub(super) async fn multipart(
         format!("\r\n--{boundary}--\r\n").into_bytes(),
     )));
     res.status = 206;
-    push(
-        &mut res,
-        "content-type",
-        format!("multipart/byteranges; boundary={boundary}").into_bytes(),
-    );
+    res.headers.push((
+        Cow::Borrowed("content-type"),
+        Cow::Owned(format!("multipart/byteranges; boundary={boundary}").into_bytes()),
+    ));
     let total: u64 = pieces.iter().map(Piece::len).sum();
     if range::total(ranges) <= max_in_memory {
         let built = blocking(move || {

@@ -3,10 +3,10 @@
 //! trailing-slash form; a precompressed sibling is picked if the client accepts one; a miss
 //! from a browser navigation gets the SPA fallback document when one is configured.
 
-use super::open::{self, blocking, Miss};
+use super::open::{self, blocking, miss_response, Miss};
 use super::precompressed::{pick_sibling, wanted_codings};
 use super::resolve::safe_relative;
-use super::respond::{miss_response, serve};
+use super::respond::serve;
 use super::serve_dir::{DirConfig, ServeDir};
 use crate::error::Error;
 use crate::handler::{BoxFuture, Handler};

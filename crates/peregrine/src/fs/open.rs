@@ -18,6 +18,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::symlinks::{allowed, Symlinks};
+use crate::error::Error;
+use crate::response::IntoResponse;
+use peregrine_server::Response;
 
 /// A regular file, open, with its metadata and the path it was found at.
 #[derive(Debug)]
@@ -39,6 +42,15 @@ pub(crate) enum Miss {
     Forbidden,
     /// Any other I/O error.
     Io(io::Error),
+}
+
+/// The answer for a file that could not be opened: 404, 403, or a logged 500.
+pub(super) fn miss_response(miss: Miss) -> Response {
+    match miss {
+        Miss::NotFound | Miss::NeedsSlash => Error::not_found().into_response(),
+        Miss::Forbidden => Error::forbidden().into_response(),
+        Miss::Io(e) => Error::internal_from(e).into_response(),
+    }
 }
 
 impl From<io::Error> for Miss {

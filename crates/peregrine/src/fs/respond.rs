@@ -6,7 +6,7 @@ use super::byteranges::multipart;
 use super::cache;
 use super::conditional::{self, validators, Conditions, Precondition};
 use super::content_type::content_type;
-use super::open::{self, blocking, Miss, Opened};
+use super::open::{self, blocking, miss_response, Opened};
 use super::options::FileOptions;
 use super::range::{self, Ranges};
 use crate::error::Error;
@@ -16,15 +16,6 @@ use crate::response::IntoResponse;
 use bytes::Bytes;
 use peregrine_server::{Method, Response, ResponseBody};
 use std::borrow::Cow;
-
-/// The answer when nothing could be opened: 404, 403 or a (logged) 500.
-pub(super) fn miss_response(miss: Miss) -> Response {
-    match miss {
-        Miss::NotFound | Miss::NeedsSlash => Error::not_found().into_response(),
-        Miss::Forbidden => Error::forbidden().into_response(),
-        Miss::Io(e) => Error::internal_from(e).into_response(),
-    }
-}
 
 /// Answers `req` from an opened file (or its precompressed `sibling`).
 pub(super) async fn serve(
@@ -143,7 +134,7 @@ pub(super) async fn serve(
     }
 }
 
-pub(super) fn push(res: &mut Response, name: &'static str, value: Vec<u8>) {
+fn push(res: &mut Response, name: &'static str, value: Vec<u8>) {
     res.headers.push((Cow::Borrowed(name), Cow::Owned(value)));
 }
 

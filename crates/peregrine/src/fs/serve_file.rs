@@ -2,9 +2,9 @@
 //! it answers: open the file on the blocking pool, then the same response building as
 //! [`ServeDir`](super::ServeDir) (validators, conditional requests, `Range`).
 
-use super::open::{self, blocking};
+use super::open::{self, blocking, miss_response};
 use super::options::{checked_value, FileOptions};
-use super::respond::{miss_response, serve};
+use super::respond::serve;
 use crate::handler::{BoxFuture, Handler};
 use crate::request::Request;
 use peregrine_server::Response;

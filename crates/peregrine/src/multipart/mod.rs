@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+mod file_name;
 mod files;
 
 /// Limits for [`Request::multipart_with`]. Past either limit the read fails with 413.
@@ -235,9 +236,11 @@ impl Request {
         let boundary = multer::parse_boundary(ct).map_err(|_| {
             Error::new(415).with_detail("expected content type multipart/form-data with a boundary")
         })?;
+        // The whole stream's limit is the body's (the engine holds the stream to it).
+        self.set_body_limit(limits.total);
         if let Some(n) = self.content_length() {
             if n > limits.total {
-                return Err(Error::new(413).with_detail("request body exceeds the size limit"));
+                return Err(body_error(BodyError::TooLarge));
             }
         }
         let (tx, rx) = tokio::sync::mpsc::channel(1);
@@ -309,7 +312,7 @@ impl Multipart {
             .await
             .map_err(multer_error)?;
         Ok(next.map(|inner| Field {
-            safe_name: inner.file_name().and_then(files::safe_file_name),
+            safe_name: inner.file_name().and_then(file_name::safe_file_name),
             inner,
             pump,
         }))

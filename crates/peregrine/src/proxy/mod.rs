@@ -47,10 +47,12 @@
 //! `docs/operations.md` has the settings for nginx, HAProxy and Envoy.
 
 mod parse;
+mod scheme;
 
 use crate::request::Request;
 use ipnet::IpNet;
 use parse::{forwarded_elements, items, joined, parse_host, parse_node, parse_scheme, single};
+pub use scheme::Scheme;
 use std::net::IpAddr;
 
 /// The header a trusted proxy puts the client's address in.
@@ -137,40 +139,6 @@ pub struct TrustedProxies {
     client_ip: Option<ForwardedHeader>,
     proto: Option<ProtoHeader>,
     host: Option<HostHeader>,
-}
-
-/// The scheme the client used, as forwarded by a trusted proxy.
-///
-/// ```
-/// use peregrine::proxy::{client_info, ForwardedHeader, ProtoHeader, Scheme, TrustedProxies};
-/// use peregrine::{get, App, IntoResponse, Redirect, Request, Response};
-///
-/// /// Sends plain-HTTP visitors (as the TLS-terminating proxy reports) to HTTPS.
-/// async fn home(req: Request) -> Response {
-///     match client_info(&req).scheme {
-///         Some(Scheme::Https) => Response::text("secure"),
-///         _ => Redirect::permanent("https://example.com/").into_response(),
-///     }
-/// }
-///
-/// let trust = TrustedProxies::new(["127.0.0.1"])
-///     .unwrap()
-///     .client_ip_from(ForwardedHeader::XForwardedFor)
-///     .proto_from(ProtoHeader::XForwardedProto);
-/// let client = App::new().route("/", get(home)).with_state(trust).test();
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// // What the proxy adds: the client's address and the scheme it used.
-/// let via = |proto: &'static str| client.get("/").header("x-forwarded-for", "203.0.113.7").header("x-forwarded-proto", proto);
-/// assert_eq!(via("https").send().await.text(), "secure");
-/// assert_eq!(via("http").send().await.status(), 308);
-/// # });
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scheme {
-    /// `http`
-    Http,
-    /// `https`
-    Https,
 }
 
 /// Who sent the request, after trusted proxies are accounted for.
@@ -501,7 +469,7 @@ fn pick<T>(values: &[T], at: HopAt) -> Option<&T> {
 /// # });
 /// ```
 pub fn client_info(req: &Request) -> ClientInfo {
-    match req.shared.state::<TrustedProxies>() {
+    match req.ctx.states.get::<TrustedProxies>() {
         Some(t) => t.resolve(req),
         None => ClientInfo {
             addr: req.peer_addr().ip().to_canonical(),
@@ -527,7 +495,7 @@ pub fn client_info(req: &Request) -> ClientInfo {
 /// # });
 /// ```
 pub fn client_host(req: &Request) -> Option<String> {
-    req.shared.state::<TrustedProxies>()?.host(req)
+    req.ctx.states.get::<TrustedProxies>()?.host(req)
 }
 
 #[cfg(test)]

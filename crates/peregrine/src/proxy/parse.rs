@@ -1,7 +1,7 @@
 //! Reading the forwarding headers: each one's values, in order, as the proxies wrote them. No
 //! trust is decided here (see the parent module).
 
-use super::Scheme;
+use super::scheme::Scheme;
 use crate::request::Request;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -1,41 +1,14 @@
 //! Reading the request body: whole (`bytes`, `text`, `json`, `form`, decoded when sent
-//! compressed) or as a raw stream, all held to the request's body limit, whose per-request
-//! override and count of bytes already streamed are kept among the extensions. Also the
-//! problem answers for body errors.
+//! compressed) or as a raw stream, all held to the request's body limit, which is the engine
+//! body's own (`peregrine_server::Body::limit`): it counts every byte read, however read. Also
+//! (The problem answers for body errors are in `body_error.rs`.)
 
+use super::body_error::body_error;
 use super::media_type::{is_json_content_type, media_type_is};
-use super::{Extensions, Request};
+use super::Request;
 use crate::error::Error;
 use bytes::Bytes;
-use peregrine_server::BodyError;
 use serde::de::DeserializeOwned;
-use std::any::TypeId;
-
-/// A request's own body limit ([`Request::set_body_limit`]) and what its raw stream has read,
-/// kept among the extensions: most requests never touch either, and the request (moved into
-/// every future) stays as small as before.
-#[derive(Default)]
-struct BodyBudget {
-    limit: Option<u64>,
-    read: u64,
-}
-
-/// The request's [`BodyBudget`], created on first use.
-fn budget_mut(extensions: &mut Option<Box<Extensions>>) -> &mut BodyBudget {
-    let ext = extensions.get_or_insert_with(Default::default);
-    let id = TypeId::of::<BodyBudget>();
-    let i = match ext.iter().position(|(t, _)| *t == id) {
-        Some(i) => i,
-        None => {
-            ext.push((id, Box::new(BodyBudget::default())));
-            ext.len() - 1
-        }
-    };
-    match ext[i].1.downcast_mut::<BodyBudget>() {
-        Some(b) => b,
-        None => unreachable!("stored under its own type id"),
-    }
-}
 
 impl Request {
     /// Declared body length, `None` for a chunked body.
@@ -75,11 +48,26 @@ impl Request {
     /// # });
     /// ```
     pub async fn bytes(&mut self) -> Result<Bytes, Error> {
-        // What the raw stream already handed out counts against the same limit.
-        let read = self.extension::<BodyBudget>().map_or(0, |b| b.read);
-        let left = self.body_limit().saturating_sub(read);
-        self.bytes_limited(usize::try_from(left).unwrap_or(usize::MAX))
+        let coding = if self.ctx.decode_bodies {
+            crate::decode::coding_of(self.header_bytes("content-encoding"))?
+        } else {
+            None
+        };
+        // The engine holds the body (compressed, as sent) to its limit, counting what the raw
+        // stream already handed out.
+        let raw = self
+            .inner
+            .body_mut()
+            .to_bytes(usize::MAX)
             .await
+            .map_err(body_error)?;
+        match coding {
+            None => Ok(raw),
+            Some(c) => {
+                let limit = usize::try_from(self.body_limit()).unwrap_or(usize::MAX);
+                crate::decode::decode(c, &raw, limit)
+            }
+        }
     }
 
     /// The body limit for this request, in bytes: the one [`Request::bytes`], `json`, `form`,
@@ -100,14 +88,13 @@ impl Request {
     /// # });
     /// ```
     pub fn body_limit(&self) -> u64 {
-        self.extension::<BodyBudget>()
-            .and_then(|b| b.limit)
-            .unwrap_or(self.shared.body_limit as u64)
+        self.inner.body().limit()
     }
 
-    /// Sets this request's body limit (for middleware that decides it per request, such as a
-    /// larger limit for authenticated uploaders); `u64::MAX` lifts it. Set it before the body
-    /// is read.
+    /// Sets this request's body limit (for middleware or a handler that decides it per request,
+    /// such as a larger limit for authenticated uploaders); `u64::MAX` lifts it. Set it before
+    /// the body is read: it replaces the application's and the route's for this request, and
+    /// the engine holds every way of reading the body to it.
     ///
     /// ```
     /// use peregrine::middleware::Hook;
@@ -123,10 +110,11 @@ impl Request {
     /// }
     /// ```
     pub fn set_body_limit(&mut self, bytes: u64) {
-        budget_mut(&mut self.extensions).limit = Some(bytes);
+        self.inner.body_mut().set_limit(bytes);
     }
 
-    /// The whole body, failing with 413 past `limit` bytes.
+    /// The whole body, failing with 413 past `limit` bytes: [`Request::set_body_limit`] then
+    /// [`Request::bytes`], for a handler that knows its own limit.
     ///
     /// ```
     /// # use peregrine::{Error, Request};
@@ -136,23 +124,9 @@ impl Request {
     /// }
     /// # let _ = upload;
     /// ```
-    pub async fn bytes_limited(&mut self, limit: usize) -> Result<Bytes, Error> {
-        let coding = if self.shared.decode_bodies {
-            crate::decode::coding_of(self.header_bytes("content-encoding"))?
-        } else {
-            None
-        };
-        // The compressed form is held to the limit too (it is in memory at once).
-        let raw = self
-            .inner
-            .body_mut()
-            .to_bytes(limit)
-            .await
-            .map_err(body_error)?;
-        match coding {
-            None => Ok(raw),
-            Some(c) => crate::decode::decode(c, &raw, limit),
-        }
+    pub async fn bytes_limited(&mut self, limit: u64) -> Result<Bytes, Error> {
+        self.set_body_limit(limit);
+        self.bytes().await
     }
 
     /// The body as UTF-8 text (400 if it is not UTF-8).
@@ -250,36 +224,8 @@ impl Request {
     /// # });
     /// ```
     pub fn body_mut(&mut self) -> crate::body::BodyStream<'_> {
-        let declared = self.inner.content_length();
-        let limit = self.body_limit();
         crate::body::BodyStream {
             body: self.inner.body_mut(),
-            limit,
-            read: &mut budget_mut(&mut self.extensions).read,
-            declared,
         }
-    }
-}
-
-pub(crate) fn body_error(e: BodyError) -> Error {
-    let err = Error::new(e.status());
-    match e {
-        BodyError::TooLarge => err.with_detail("request body exceeds the size limit"),
-        BodyError::Timeout => err.with_detail("timed out waiting for the request body"),
-        BodyError::Incomplete => err.with_detail("request body incomplete"),
-        BodyError::Invalid(r) => err.with_detail(format!("invalid request body: {r}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn body_errors_map_to_statuses() {
-        assert_eq!(body_error(BodyError::TooLarge).status(), 413);
-        assert_eq!(body_error(BodyError::Invalid("x")).status(), 400);
-        assert_eq!(body_error(BodyError::Timeout).status(), 408);
-        assert_eq!(body_error(BodyError::Incomplete).status(), 400);
     }
 }

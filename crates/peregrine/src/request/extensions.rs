@@ -27,7 +27,7 @@ impl Request {
     /// # let _ = app;
     /// ```
     pub fn state<T: Send + Sync + 'static>(&self) -> Result<&T, Error> {
-        self.shared.state::<T>().ok_or_else(|| {
+        self.ctx.states.get::<T>().ok_or_else(|| {
             Error::internal().with_detail(format!(
                 "no application state of type {} registered",
                 std::any::type_name::<T>()
@@ -52,7 +52,7 @@ impl Request {
     /// # });
     /// ```
     pub fn state_arc<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, Error> {
-        crate::state::find_shared::<T>(self.shared.states_map())
+        super::context::find_shared::<T>(&self.ctx.states.0)
             .ok_or_else(|| missing_state("application", std::any::type_name::<T>()))
     }
 

@@ -1,8 +1,7 @@
 //! Reading the header fields (the engine's, or middleware's rewritten copy) and the cookies
 //! carried in `Cookie` fields.
 
-use super::rewrite::OwnedField;
-use super::Request;
+use super::parts::{OwnedField, Request};
 
 impl Request {
     /// First value of header `name` (case-insensitive) as text; `None` if absent or not UTF-8

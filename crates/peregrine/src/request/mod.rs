@@ -1,119 +1,24 @@
 //! The request handlers receive, with typed accessors. The [`Request`] type and its
-//! construction are here; its accessors are grouped by job in the submodules: the request line
-//! and connection (`line`), routing results and URL values (`params`), header fields and
-//! cookies (`headers`), middleware rewrites (`rewrite`), state and extensions
-//! (`extensions`), and the body (`body`, with the content-type checks in `media_type`).
+//! construction are in `parts`; its accessors are grouped by job in the submodules: the
+//! request line and connection (`line`), routing results and URL values (`params`), header
+//! fields and cookies (`headers`), middleware rewrites (`rewrite`), state and extensions
+//! (`extensions`), and the body (`body`, with the content-type checks in `media_type` and the
+//! problem answers for body errors in `body_error`).
 
 mod body;
+mod body_error;
+pub(crate) mod context;
 mod extensions;
 mod headers;
 mod line;
 mod media_type;
 mod params;
+mod parts;
 mod rewrite;
 
-pub(crate) use body::body_error;
+pub(crate) use body_error::body_error;
 // Outside `headers`, only the fuzz checks use it.
 #[cfg(all(feature = "static-files", feature = "brotli"))]
 pub(crate) use headers::find_cookie;
-
-use crate::app::Shared;
-use rewrite::Rewrites;
-use smallvec::SmallVec;
-use std::any::{Any, TypeId};
-use std::rc::Rc;
-use std::sync::Arc;
-
-/// Route index meaning "no route matched".
-pub(crate) const NO_ROUTE: u32 = u32::MAX;
-/// Route index while middleware that runs before routing has the request.
-pub(crate) const PRE_ROUTING: u32 = u32::MAX - 2;
-/// Route index meaning "the path was refused by [`crate::path::normalize`]" (answered 400).
-pub(crate) const BAD_PATH: u32 = u32::MAX - 1;
-
-/// Per-request values by type; a short list beats a hash map for the one or two entries
-/// requests carry, and nothing is allocated until the first insert.
-type Extensions = Vec<(TypeId, Box<dyn Any>)>;
-
-/// An incoming request: the engine's parsed request plus what routing found (the route and
-/// its parameters), the application's state and per-request extensions.
-///
-/// Every accessor that can fail returns [`Error`](crate::Error) with the status a client should
-/// see, so a handler uses `?` throughout:
-///
-/// ```
-/// use peregrine::{Error, Json, Request};
-/// #[derive(serde::Deserialize)]
-/// struct Page { limit: Option<u32> }
-///
-/// async fn list(req: Request) -> Result<Json<Vec<u32>>, Error> {
-///     let org: u32 = req.param("org")?;            // 400 if not a number
-///     let page: Page = req.query()?;               // 400 if malformed
-///     let _agent = req.header("user-agent");       // case-insensitive
-///     let _sid = req.cookie("sid");
-///     Ok(Json(vec![org, page.limit.unwrap_or(10)]))
-/// }
-/// # let _ = list;
-/// ```
-pub struct Request {
-    pub(crate) inner: peregrine_server::Request,
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) route: u32,
-    /// Parameter values as byte ranges into the (still encoded) path, in pattern order. Ranges
-    /// rather than strings: matching allocates nothing.
-    pub(crate) params: SmallVec<[(u32, u32); 4]>,
-    extensions: Option<Box<Extensions>>,
-    /// The normalised path when it differs from the one sent (see [`crate::path`]); routing
-    /// and the parameter ranges refer to it.
-    normalized_path: Option<Box<str>>,
-    /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
-    /// before middleware and handler run when the app has any.
-    pub(crate) locals: Option<Rc<crate::state::Locals>>,
-    /// Method and headers as rewritten by middleware; `None` (the usual case) reads the
-    /// engine's parsed request.
-    rewrites: Option<Box<Rewrites>>,
-}
-
-impl Request {
-    pub(crate) fn new(
-        inner: peregrine_server::Request,
-        shared: Arc<Shared>,
-        route: u32,
-        params: SmallVec<[(u32, u32); 4]>,
-    ) -> Self {
-        Request {
-            inner,
-            shared,
-            route,
-            params,
-            extensions: None,
-            normalized_path: None,
-            locals: None,
-            rewrites: None,
-        }
-    }
-
-    /// Records the normalised path that was routed (only when it differs from the one sent).
-    pub(crate) fn set_normalized_path(&mut self, path: Box<str>) {
-        self.normalized_path = Some(path);
-    }
-
-    /// The engine's request underneath.
-    ///
-    /// ```
-    /// use peregrine::{get, App, Request};
-    ///
-    /// // The engine's request has the path as sent; the framework's, as routed (normalised).
-    /// let client = App::new()
-    ///     .route("/a/b", get(|req: Request| async move {
-    ///         format!("{} {}", req.as_server_request().path(), req.path())
-    ///     }))
-    ///     .test();
-    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// assert_eq!(client.get("/a//b").send().await.text(), "/a//b /a/b");
-    /// # });
-    /// ```
-    pub fn as_server_request(&self) -> &peregrine_server::Request {
-        &self.inner
-    }
-}
+pub use parts::Request;
+pub(crate) use parts::{BAD_PATH, NO_ROUTE, PRE_ROUTING};

@@ -24,10 +24,7 @@ impl Request {
     /// # });
     /// ```
     pub fn route(&self) -> Option<&str> {
-        self.shared
-            .routes
-            .get(self.route as usize)
-            .map(|r| &*r.pattern)
+        self.ctx.route(self.route).map(|r| &*r.pattern)
     }
 
     /// The raw (still percent-encoded) value of path parameter `name`.
@@ -43,7 +40,7 @@ impl Request {
     /// # });
     /// ```
     pub fn param_raw(&self, name: &str) -> Option<&str> {
-        let route = self.shared.routes.get(self.route as usize)?;
+        let route = self.ctx.route(self.route)?;
         let i = route.param_names.iter().position(|n| &**n == name)?;
         let (s, e) = *self.params.get(i)?;
         self.path().get(s as usize..e as usize)
@@ -116,9 +113,8 @@ impl Request {
     /// ```
     pub fn params(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         let names: &[Box<str>] = self
-            .shared
-            .routes
-            .get(self.route as usize)
+            .ctx
+            .route(self.route)
             .map_or(&[], |r| &r.param_names[..]);
         let path = self.path();
         names

@@ -1,22 +1,11 @@
 //! Middleware rewriting a request before the handler (and inner layers) see it: header fields
 //! set, appended, replaced or removed, the method overridden, the path changed before
-//! routing. The engine's parsed request is never edited: changes live in [`Rewrites`], the
+//! routing. The engine's parsed request is never edited: changes live in `Rewrites` (in `parts.rs`), the
 //! headers copied out of the engine's request on the first change.
 
-use super::{Request, PRE_ROUTING};
+use super::parts::{OwnedField, Request, PRE_ROUTING};
 use crate::error::Error;
 use peregrine_server::Method;
-
-/// What middleware changed in a request. Headers are copied out of the engine's request on
-/// the first change, then edited here.
-#[derive(Default)]
-pub(super) struct Rewrites {
-    pub(super) method: Option<(Box<str>, Method)>,
-    pub(super) headers: Option<Vec<OwnedField>>,
-}
-
-/// A header field owned by the request (after a rewrite).
-pub(super) type OwnedField = (Box<str>, Box<[u8]>);
 
 impl Request {
     /// The headers, copied out of the engine's request on the first change.

@@ -2,10 +2,10 @@
 //! of the stack as a `tower::Service`).
 
 use super::body::{LocalBody, LocalResBody};
+use super::box_error::{service_error, BoxError};
 use super::request::{back_to_peregrine, to_http};
 use super::response::{from_http, to_http_response};
 use super::stash::StashKey;
-use super::{service_error, BoxError};
 use crate::error::Error;
 use crate::handler::BoxFuture;
 use crate::middleware::{Middleware, Next};

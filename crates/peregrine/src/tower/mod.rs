@@ -43,6 +43,7 @@
 //! [`App::mount_service`]: crate::App::mount_service
 
 mod body;
+mod box_error;
 mod layer;
 mod mount;
 mod request;
@@ -51,18 +52,7 @@ mod response_body_as;
 mod stash;
 
 pub use body::{LocalBody, LocalResBody};
+pub use box_error::BoxError;
 pub use layer::{NextService, TowerLayer};
 pub use mount::SendBody;
 pub use response_body_as::{ResponseBodyAs, ResponseBodyAsService};
-
-use crate::error::Error;
-use crate::response::IntoResponse;
-use peregrine_server::Response;
-
-/// Errors as tower passes them around.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-fn service_error(e: BoxError) -> Response {
-    tracing::error!(error = %e, "tower service failed");
-    Error::internal().into_response()
-}

@@ -1,9 +1,9 @@
 //! [`App::mount_service`]: a `tower::Service` (an axum `Router`...) mounted under a path
 //! prefix, with its `Send` request body ([`SendBody`]) fed from the engine's.
 
+use super::box_error::{service_error, BoxError};
 use super::request::uri_of;
 use super::response::from_http;
-use super::{service_error, BoxError};
 use crate::app::App;
 use crate::error::Error;
 use crate::handler::{BoxFuture, Handler};

@@ -2,14 +2,14 @@
 //! the layer's changes applied.
 
 use super::body::LocalBody;
+use super::box_error::BoxError;
 use super::stash::{StashGuard, StashKey, NEXT_KEY, STASH};
-use super::BoxError;
 use crate::error::Error;
 use crate::request::Request;
 use crate::response::IntoResponse;
 use bytes::{Buf, Bytes};
 use http_body::Body as HttpBody;
-use peregrine_server::{Body, Response};
+use peregrine_server::{Body, BodyError, Response};
 use std::any::Any;
 
 /// The peregrine request as an `http::Request`: method, URI (path as routed, query), headers,
@@ -47,7 +47,10 @@ pub(super) fn to_http(
             ext.extend(prev.clone());
         }
     }
+    let limit = req.body_limit();
     let body = LocalBody::new(std::mem::replace(req.inner.body_mut(), Body::empty()));
+    // The request keeps its body limit while the layers have the body.
+    req.set_body_limit(limit);
     let peer = req.peer_addr();
     let http_req = builder
         .extension(StashKey(key))
@@ -113,9 +116,10 @@ where
             let Ok(other) = other.downcast::<B>() else {
                 unreachable!("the body is a B")
             };
-            let limit = usize::try_from(req.body_limit()).unwrap_or(usize::MAX);
-            let bytes = collect(*other, limit).await?;
+            let limit = req.body_limit();
+            let bytes = collect(*other, usize::try_from(limit).unwrap_or(usize::MAX)).await?;
             *req.inner.body_mut() = Body::from_bytes(bytes);
+            req.set_body_limit(limit);
         }
     }
     // The peer address was ours; anything else a layer left is worth keeping.
@@ -139,9 +143,13 @@ where
     while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
         let frame = frame.map_err(|e| {
             let e: BoxError = e.into();
-            Error::bad_request()
-                .with_detail(format!("request body: {e}"))
-                .into_response()
+            // The engine's own errors (413 past the body's limit...) keep their status.
+            match e.downcast::<BodyError>() {
+                Ok(e) => crate::request::body_error(*e).into_response(),
+                Err(e) => Error::bad_request()
+                    .with_detail(format!("request body: {e}"))
+                    .into_response(),
+            }
         })?;
         if let Ok(mut data) = frame.into_data() {
             if out.len() + data.remaining() > limit {

@@ -3,8 +3,8 @@
 //! and streamed otherwise.
 
 use super::body::LocalResBody;
+use super::box_error::BoxError;
 use super::stash::{StashedBody, BODY_STASH};
-use super::BoxError;
 use bytes::{Buf, Bytes};
 use http_body::Body as HttpBody;
 use peregrine_server::{Response, ResponseBody};

@@ -35,12 +35,15 @@
 //! wait out `shutdown_timeout`. A handler that has a last message to send waits for
 //! [`WebSocket::shutdown_started`] next to `recv`, and closes the session itself.
 //!
-//! The opening handshake and its limits are in `handshake.rs` ([`WebSocketUpgrade`],
-//! [`WsConfig`]); the open connection, its messages and close frames in `socket.rs`
+//! The opening handshake is in `handshake.rs` ([`WebSocketUpgrade`]), the limits a connection
+//! gets in `config.rs` ([`WsConfig`]); the open connection, its messages and close frames in
+//! `socket.rs`
 //! ([`WebSocket`], [`Message`], [`CloseFrame`], [`WsError`]).
 
+mod config;
 mod handshake;
 mod socket;
 
-pub use handshake::{WebSocketUpgrade, WsConfig};
+pub use config::WsConfig;
+pub use handshake::WebSocketUpgrade;
 pub use socket::{CloseFrame, Message, WebSocket, WsError, GOING_AWAY, GOING_AWAY_REASON};

@@ -1,7 +1,7 @@
 //! An open WebSocket: messages both ways through tokio-tungstenite, close frames, and the errors
 //! a connection can end with (a broken rule is answered with its RFC 6455 close code).
 
-use super::WsConfig;
+use super::config::WsConfig;
 use bytes::Bytes;
 use futures_util::future::{select, Either};
 use futures_util::{SinkExt, StreamExt};

@@ -1,6 +1,6 @@
 //! The 32-byte path (AVX2 `vpshufb`) and its CPU token.
 
-use super::{misses16, tail_end};
+use super::block::{misses16, tail_end};
 use crate::scan::scalar::skip_scalar;
 #[cfg(test)]
 use crate::scan::Isa;

@@ -1,43 +1,14 @@
-//! The x86 vector paths ([`Sse42`], [`Avx2`]) and the helpers they share. A path's value is
-//! a zero-sized proof that the CPU has its features.
+//! The x86 vector paths ([`Sse42`], [`Avx2`]) and the helpers they share (`block`). A path's
+//! value is a zero-sized proof that the CPU has its features.
 //!
-//! The helpers here carry no `#[target_feature]` (which would forbid `#[inline(always)]`):
+//! The helpers carry no `#[target_feature]` (which would forbid `#[inline(always)]`):
 //! they are always inlined into `parse_sse42` / `parse_avx2`, which are compiled with the
 //! features, so the intrinsics inline there as single instructions. Calling them anywhere
 //! else would be unsound on CPUs without the features, hence `unsafe fn`.
 
 mod avx2;
+mod block;
 mod sse;
 
 pub(crate) use avx2::Avx2;
 pub(crate) use sse::Sse42;
-
-#[cfg(target_arch = "x86")]
-use core::arch::x86::*;
-#[cfg(target_arch = "x86_64")]
-use core::arch::x86_64::*;
-
-/// Bitmask of the 16 bytes at `p` that are NOT in the class.
-#[inline(always)]
-unsafe fn misses16(p: *const u8, lo_t: __m128i, hi_t: __m128i) -> u32 {
-    // SAFETY: the caller guarantees SSSE3 and 16 readable bytes at `p`.
-    unsafe {
-        let m0f = _mm_set1_epi8(0x0F);
-        let v = _mm_loadu_si128(p as *const __m128i);
-        let lo = _mm_and_si128(v, m0f);
-        let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m0f);
-        let hit = _mm_and_si128(_mm_shuffle_epi8(lo_t, lo), _mm_shuffle_epi8(hi_t, hi));
-        _mm_movemask_epi8(_mm_cmpeq_epi8(hit, _mm_setzero_si128())) as u32
-    }
-}
-
-/// `m`, the miss mask of the `W` bytes that end at `buf.len()` (loaded at `len - W`), seen
-/// from `i` (with `len - W < i < len`): the index of the first miss at or after `i`, or `len`.
-/// The bits below `i` belong to bytes already scanned and are shifted out; a sentinel bit
-/// at `len` stands for "no miss".
-#[inline(always)]
-fn tail_end<const W: usize>(m: u32, len: usize, i: usize) -> usize {
-    let k = i - (len - W); // 1..W
-    let m = (u64::from(m) >> k) | (1u64 << (W - k));
-    i + m.trailing_zeros() as usize
-}

@@ -1,6 +1,6 @@
 //! The 16-byte path (SSSE3 `pshufb`, selected on CPUs with SSE4.2) and its CPU token.
 
-use super::{misses16, tail_end};
+use super::block::{misses16, tail_end};
 use crate::scan::scalar::skip_scalar;
 #[cfg(test)]
 use crate::scan::Isa;
