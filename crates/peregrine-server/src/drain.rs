@@ -1,18 +1,19 @@
-//! The drain signal: a flag raised when a graceful shutdown starts. A leaf, so the configuration,
-//! the server and the framework's readiness checks can all name it.
+//! The drain signal: a flag raised when a graceful shutdown starts. A leaf, so the server and
+//! the framework's readiness checks can both name it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Raised when a graceful shutdown starts, while the server still accepts: a readiness endpoint
 /// that reads it answers "not ready" before the listeners close, so a load balancer stops
-/// sending new connections first (see [`ServerConfig::drain_delay`](crate::ServerConfig::drain_delay)).
+/// sending new connections first (see [`Timeouts::drain_delay`](crate::config::Timeouts::drain_delay)).
 ///
 /// ```
-/// use peregrine_server::ServerConfig;
-/// let config = ServerConfig::default();
-/// let draining = config.drain_signal.clone(); // give this to the readiness handler
+/// use peregrine_server::{DrainSignal, Server, ServerConfig};
+/// let draining = DrainSignal::default(); // give a clone to the readiness handler
+/// let server = Server::new(ServerConfig::default()).with_drain_signal(draining.clone());
 /// assert!(!draining.is_draining());
+/// # drop(server);
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct DrainSignal(Arc<AtomicBool>);

@@ -3,13 +3,13 @@
 //! a header section over the limit, a timeout...). The framework's access log and metrics
 //! implement [`EngineEvents`] so these show up next to the requests handlers answered.
 //!
-//! Cost when nobody listens: [`ServerConfig::events`](crate::ServerConfig::events) is `None`
-//! and every emit point is one predictable branch on it; nothing is built, formatted or
+//! Cost when nobody listens: without [`Server::with_events`](crate::Server::with_events) the
+//! observer is `None` and every emit point is one predictable branch on it; nothing is built, formatted or
 //! allocated.
 //!
 //! ```
 //! use peregrine_server::events::{ConnectionClosed, ConnectionOpened, EngineEvents, Rejection};
-//! use peregrine_server::ServerConfig;
+//! use peregrine_server::{Server, ServerConfig};
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //! use std::sync::Arc;
 //!
@@ -22,8 +22,8 @@
 //!         eprintln!("{} refused {} ({})", r.peer, r.status, r.reason.as_str());
 //!     }
 //! }
-//! let config = ServerConfig { events: Some(Arc::new(Count::default())), ..ServerConfig::default() };
-//! # let _ = config;
+//! let server = Server::new(ServerConfig::default()).with_events(Arc::new(Count::default()));
+//! # let _ = server;
 //! ```
 
 use std::fmt;

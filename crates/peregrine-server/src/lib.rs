@@ -35,13 +35,15 @@
 //! * Request bodies are pulled from the socket only when the handler reads them (`100 Continue`
 //!   is sent then); what the handler leaves unread is drained (up to 256 KiB) or the connection
 //!   is closed. Large response bodies are written from their own buffers; streamed ones are sent
-//!   chunked with the pending output bounded by [`ServerConfig::max_pending_output`].
+//!   chunked with the pending output bounded by
+//!   [`Limits::max_pending_output`](config::Limits::max_pending_output).
 //! * Limits and timeouts are in [`ServerConfig`]; graceful shutdown through
 //!   [`ServerHandle::shutdown`] or SIGTERM/SIGINT ([`Server::run_until_signal`]). A shutdown
-//!   first raises [`ServerConfig::drain_signal`] and keeps accepting for
-//!   [`ServerConfig::drain_delay`], so readiness checks fail before the listeners close.
+//!   first raises its [`DrainSignal`] ([`Server::with_drain_signal`]) and keeps accepting for
+//!   [`Timeouts::drain_delay`](config::Timeouts::drain_delay), so readiness checks fail before
+//!   the listeners close.
 //! * Operations: [`events`] is the interface through which the engine reports connections and
-//!   the requests it refuses by itself ([`ServerConfig::events`]); [`proxy_protocol`] parses
+//!   the requests it refuses by itself ([`Server::with_events`]); [`proxy_protocol`] parses
 //!   HAProxy's PROXY protocol v1/v2 header.
 //!
 //! API CONTRACT: the public items below are what the framework crate (`peregrine`) is written
@@ -80,11 +82,11 @@ pub mod upgrade;
 mod worker;
 
 pub use body::{Body, BodyError, DEFAULT_BODY_LIMIT};
-pub use config::ServerConfig;
+pub use config::{Limits, ServerConfig, ServerConfigBuilder, Timeouts};
 pub use listener::Listener;
 /// The codec the engine is built on (request parsing, response encoding, the HTTP grammar).
 pub use peregrine_codec as codec;
-pub use peregrine_codec::{Limits, Method, Version};
+pub use peregrine_codec::{Method, Version};
 pub use request::Request;
 pub use response::{FieldValue, Response, ResponseBody};
 pub use server::{DrainSignal, Server, ServerHandle};

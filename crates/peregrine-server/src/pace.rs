@@ -43,10 +43,10 @@ impl PaceRules {
     /// `write_rate_grace` (no total bound).
     pub(crate) fn write(config: &ServerConfig) -> PaceRules {
         PaceRules {
-            timeout: config.write_timeout,
+            timeout: config.timeouts.write,
             total: Duration::MAX,
-            min_rate: config.write_min_rate,
-            grace: config.write_rate_grace,
+            min_rate: config.timeouts.write_min_rate,
+            grace: config.timeouts.write_rate_grace,
         }
     }
 
@@ -54,10 +54,10 @@ impl PaceRules {
     /// `body_rate_grace`.
     pub(crate) fn body(config: &ServerConfig) -> PaceRules {
         PaceRules {
-            timeout: config.body_timeout,
-            total: config.body_total_timeout,
-            min_rate: config.body_min_rate,
-            grace: config.body_rate_grace,
+            timeout: config.timeouts.body,
+            total: config.timeouts.body_total,
+            min_rate: config.timeouts.body_min_rate,
+            grace: config.timeouts.body_rate_grace,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Starting workers, accepting, graceful shutdown.
 
 use crate::config::ListenAddr;
+use crate::events::EngineEvents;
 use crate::listener::Listener;
 use crate::steering;
 use crate::transport::{Acceptor, PlainAcceptor};
@@ -14,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use supervise::{Event, Source, Workers};
+use supervise::{Event, Setup, Source, Workers};
 use tokio::sync::watch;
 
 #[cfg(feature = "fault-injection")]
@@ -37,7 +38,7 @@ pub use fault::Fault;
 ///
 /// ```no_run
 /// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
-/// let config = ServerConfig { workers: 2, ..ServerConfig::default() };
+/// let config = ServerConfig::builder().workers(2).build();
 /// let handle = Server::new(config)
 ///     .serve(service_fn(|_req: Request| async { Response::text("Hello, World!") }))
 ///     .unwrap();
@@ -46,6 +47,10 @@ pub use fault::Fault;
 /// ```
 pub struct Server<A = PlainAcceptor> {
     config: ServerConfig,
+    /// Who hears about connections and refusals ([`Server::with_events`]).
+    events: Option<Arc<dyn EngineEvents>>,
+    /// Raised when a graceful shutdown starts ([`Server::with_drain_signal`]).
+    drain: DrainSignal,
     listeners: Vec<Listener>,
     acceptor: A,
     on_worker_start: Vec<WorkerStartHook>,
@@ -82,6 +87,8 @@ impl Server {
     pub fn new(config: ServerConfig) -> Self {
         Server {
             config,
+            events: None,
+            drain: DrainSignal::default(),
             listeners: Vec::new(),
             acceptor: PlainAcceptor,
             on_worker_start: Vec::new(),
@@ -114,10 +121,57 @@ impl<A: Acceptor> Server<A> {
         self
     }
 
+    /// Reports connections opening and closing, worker statistics and the requests the engine
+    /// refuses itself to `events` (see [`EngineEvents`]). Without it the driver skips every
+    /// event. Every protocol: HTTP/1.1, HTTP/2 and upgraded connections.
+    ///
+    /// ```
+    /// use peregrine_server::events::{ConnectionOpened, EngineEvents};
+    /// use peregrine_server::{Server, ServerConfig};
+    /// use std::sync::Arc;
+    ///
+    /// struct Log;
+    /// impl EngineEvents for Log {
+    ///     fn connection_opened(&self, c: &ConnectionOpened) {
+    ///         println!("{} connected", c.peer);
+    ///     }
+    /// }
+    /// let server = Server::new(ServerConfig::default()).with_events(Arc::new(Log));
+    /// ```
+    pub fn with_events(mut self, events: Arc<dyn EngineEvents>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Raises `signal` when a graceful shutdown starts, then keeps accepting for
+    /// [`Timeouts::drain_delay`](crate::config::Timeouts::drain_delay) before the listeners
+    /// close. Give a clone to a readiness endpoint before the server starts. Without it the
+    /// server has a signal of its own ([`Server::drain_signal`]).
+    ///
+    /// ```
+    /// use peregrine_server::{DrainSignal, Server, ServerConfig};
+    /// let draining = DrainSignal::default();
+    /// let server = Server::new(ServerConfig::default()).with_drain_signal(draining.clone());
+    /// assert!(!server.drain_signal().is_draining());
+    /// draining.start(); // what a shutdown does
+    /// assert!(server.drain_signal().is_draining()); // one flag, shared
+    /// ```
+    pub fn with_drain_signal(mut self, signal: DrainSignal) -> Self {
+        self.drain = signal;
+        self
+    }
+
+    /// The signal this server raises when a graceful shutdown starts (clones share the flag).
+    pub fn drain_signal(&self) -> &DrainSignal {
+        &self.drain
+    }
+
     /// Puts `acceptor` between accepting a connection and serving it (a TLS handshake, say).
     pub fn with_acceptor<B: Acceptor>(self, acceptor: B) -> Server<B> {
         Server {
             config: self.config,
+            events: self.events,
+            drain: self.drain,
             listeners: self.listeners,
             acceptor,
             on_worker_start: self.on_worker_start,
@@ -144,7 +198,7 @@ impl<A: Acceptor> Server<A> {
     ///
     /// let started = Arc::new(AtomicUsize::new(0));
     /// let counter = started.clone();
-    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 2, ..Default::default() };
+    /// let config = ServerConfig::builder().addr("127.0.0.1:0".parse().unwrap()).workers(2).build();
     /// let handle = Server::new(config)
     ///     .on_worker_start(move |_worker| {
     ///         let counter = counter.clone();
@@ -243,7 +297,11 @@ impl<A: Acceptor> Server<A> {
         let config = self.config;
         let stop = Arc::new(watch::channel(false).0);
         let mut workers = Workers::new(
-            config.clone(),
+            Setup {
+                config: config.clone(),
+                events: self.events,
+                drain: self.drain.clone(),
+            },
             service,
             self.acceptor,
             self.on_worker_start,
@@ -286,8 +344,8 @@ impl<A: Acceptor> Server<A> {
         };
         let handle = ServerHandle {
             addr,
-            drain: config.drain_signal.clone(),
-            drain_delay: config.drain_delay,
+            drain: self.drain,
+            drain_delay: config.timeouts.drain_delay,
             listen_addr,
             bound_path,
             stop,
@@ -358,8 +416,8 @@ impl ServerHandle {
         &self.listen_addr
     }
 
-    /// Graceful shutdown: raise [`ServerConfig::drain_signal`] and keep accepting for
-    /// [`ServerConfig::drain_delay`] (readiness fails first), then stop accepting, finish
+    /// Graceful shutdown: raise the server's [`DrainSignal`] and keep accepting for
+    /// [`Timeouts::drain_delay`](crate::config::Timeouts::drain_delay) (readiness fails first), then stop accepting, finish
     /// in-flight requests (their responses say `Connection: close`), close idle connections,
     /// force-close after the deadline. Blocks until every worker has exited.
     pub fn shutdown(self) {
@@ -379,7 +437,7 @@ impl ServerHandle {
         self.join()
     }
 
-    /// The server's [`DrainSignal`] (the one in its configuration).
+    /// The server's [`DrainSignal`] (see [`Server::with_drain_signal`]).
     pub fn drain_signal(&self) -> &DrainSignal {
         &self.drain
     }

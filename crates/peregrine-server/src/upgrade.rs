@@ -236,7 +236,7 @@ impl<T: crate::transport::Transport + Unpin> AsyncWrite for TransportIo<T> {
 }
 
 /// The connection of an HTTP/1.1 upgrade, its writes bounded like a response's
-/// (`ServerConfig::write_timeout`, `write_min_rate` with `write_rate_grace`): a peer that stops
+/// (`Timeouts::write`, `write_min_rate` with `write_rate_grace`): a peer that stops
 /// reading (a WebSocket client that never reads what it is sent) holds the connection and the
 /// handler's pending write only that long. Past the deadline the connection is closed with a
 /// reset, so the unsent bytes go at once, and the write fails with `TimedOut`; every later read
@@ -257,20 +257,26 @@ pub(crate) struct WriteBounded<T> {
     sent: u64,
     /// The wait under way: since when, and its deadline (boxed: only a blocked write has one).
     wait: Option<(Instant, Pin<Box<Sleep>>)>,
-    /// Who hears of a close by timeout (`ServerConfig::events`), and about which client.
+    /// Who hears of a close by timeout (`Server::with_events`), and about which client.
     events: Option<(Arc<dyn EngineEvents>, SocketAddr)>,
 }
 
 impl<T: crate::transport::Transport + Unpin> WriteBounded<T> {
-    /// The upgraded connection `t` of client `peer`, under `config`'s write rules.
-    pub(crate) fn new(t: T, config: &ServerConfig, peer: SocketAddr) -> Self {
+    /// The upgraded connection `t` of client `peer`, under `config`'s write rules; `events`
+    /// hears of a close by timeout.
+    pub(crate) fn new(
+        t: T,
+        config: &ServerConfig,
+        events: Option<&Arc<dyn EngineEvents>>,
+        peer: SocketAddr,
+    ) -> Self {
         WriteBounded {
             io: Some(TransportIo::new(t)),
             rules: PaceRules::write(config),
             waited: Duration::ZERO,
             sent: 0,
             wait: None,
-            events: config.events.clone().map(|e| (e, peer)),
+            events: events.map(|e| (e.clone(), peer)),
         }
     }
 
@@ -490,13 +496,13 @@ mod tests {
                     .await
                     .unwrap();
                 let (server, peer) = l.accept().await.unwrap();
-                let config = ServerConfig {
-                    write_timeout: std::time::Duration::from_millis(50),
-                    write_min_rate: 1 << 20,
-                    write_rate_grace: std::time::Duration::from_millis(200),
-                    ..ServerConfig::default()
-                };
-                let mut w = WriteBounded::new(crate::transport::Stream::Tcp(server), &config, peer);
+                let config = ServerConfig::builder()
+                    .write_timeout(std::time::Duration::from_millis(50))
+                    .write_min_rate(1 << 20)
+                    .write_rate_grace(std::time::Duration::from_millis(200))
+                    .build();
+                let mut w =
+                    WriteBounded::new(crate::transport::Stream::Tcp(server), &config, None, peer);
                 let piece = vec![0u8; 64 * 1024];
                 while let Poll::Ready(r) = write_once(&mut w, &piece).await {
                     r.unwrap();

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use peregrine_server::ServerConfig;
+use peregrine_server::ServerConfigBuilder;
 
 #[test]
 fn content_length_body_is_read() {
@@ -74,10 +74,11 @@ fn content_length_over_limit_is_413_before_reading() {
 
 #[test]
 fn chunked_body_over_limit_is_413() {
-    let (h, _) = start(ServerConfig {
-        max_body_size: 1000,
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_body_size(1000)
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     let mut req = b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     for _ in 0..3 {
@@ -96,10 +97,11 @@ fn chunked_body_over_limit_is_413() {
 #[test]
 fn handler_limit_below_engine_limit_is_413() {
     // /echo reads with a 1 MiB limit; the engine limit is raised above it.
-    let (h, _) = start(ServerConfig {
-        max_body_size: 4 << 20,
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_body_size(4 << 20)
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2000000\r\n\r\n");
     let r = c.read_response();
@@ -241,10 +243,11 @@ fn expect_100_continue_with_streamed_echo_sends_100_before_the_response() {
 
 #[test]
 fn large_body_is_read_whole() {
-    let (h, _) = start(ServerConfig {
-        max_body_size: 2 << 20,
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_body_size(2 << 20)
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     let body: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
     c.send(

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use peregrine_server::ServerConfigBuilder;
 use std::io::Write;
 
 #[test]
@@ -303,10 +304,11 @@ fn invalid_response_header_is_not_sent() {
 
 #[test]
 fn max_requests_per_connection() {
-    let (h, _) = start(ServerConfig {
-        max_requests_per_connection: Some(2),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_requests_per_connection(Some(2))
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     let mut batch = get("/plaintext");
     batch.extend(get("/plaintext"));
@@ -321,18 +323,17 @@ fn max_requests_per_connection() {
     h.shutdown();
 }
 
-use peregrine_server::ServerConfig;
-
 #[test]
 fn connections_served_in_turn_keep_their_own_state() {
     // The worker recycles the state of a connection that goes idle for the next one that goes
     // busy: nothing of one connection (buffered bytes, body progress, end of input) may show
     // through in another. (Long timeouts: the half request must not time out meanwhile.)
-    let (h, _) = start(peregrine_server::ServerConfig {
-        header_timeout: std::time::Duration::from_secs(30),
-        idle_timeout: std::time::Duration::from_secs(30),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .header_timeout(std::time::Duration::from_secs(30))
+            .idle_timeout(std::time::Duration::from_secs(30))
+            .build(),
+    );
     let mut clients: Vec<Client> = (0..6).map(|_| Client::new(h.local_addr())).collect();
     // The first client leaves half a request buffered while the others are served.
     clients[0].send(b"GET /plaintext HTTP/1.1\r\nHost: a\r\n\r\nGET /tar");

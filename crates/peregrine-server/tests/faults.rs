@@ -9,6 +9,7 @@
 
 mod common;
 use peregrine_server::server::Fault;
+use peregrine_server::ServerConfigBuilder;
 use peregrine_server::{service_fn, Request, Response, Server, ServerConfig, ServerHandle};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -104,10 +105,9 @@ fn two_workers(server: Server) -> (ServerHandle, Arc<AtomicUsize>) {
 }
 
 fn config(workers: usize) -> ServerConfig {
-    ServerConfig {
-        workers,
-        ..common::config()
-    }
+    ServerConfigBuilder::from(common::config())
+        .workers(workers)
+        .build()
 }
 
 /// Waits until `starts` reaches `n` (a restart ran its hooks), or fails after 10 s.
@@ -285,12 +285,11 @@ fn emfile_child_server() {
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::WARN)
         .init();
-    let config = ServerConfig {
-        workers: 1,
-        header_timeout: Duration::from_secs(60),
-        idle_timeout: Duration::from_secs(60),
-        ..common::config()
-    };
+    let config = ServerConfigBuilder::from(common::config())
+        .workers(1)
+        .header_timeout(Duration::from_secs(60))
+        .idle_timeout(Duration::from_secs(60))
+        .build();
     let handle = Server::new(config)
         .serve(service_fn(|_req: Request| async { Response::text("ok") }))
         .unwrap();

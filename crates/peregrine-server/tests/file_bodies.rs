@@ -7,6 +7,7 @@
 mod common;
 use bytes::Bytes;
 use common::*;
+use peregrine_server::ServerConfigBuilder;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, Server, ServerConfig};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -85,11 +86,10 @@ fn file_service(path: Arc<PathBuf>) -> impl peregrine_server::Service {
 
 /// The test config with time for a debug-built client to check megabytes between reads.
 fn patient() -> ServerConfig {
-    ServerConfig {
-        write_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(10),
-        ..config()
-    }
+    ServerConfigBuilder::from(config())
+        .write_timeout(Duration::from_secs(10))
+        .idle_timeout(Duration::from_secs(10))
+        .build()
 }
 
 fn start_files(cfg: ServerConfig, file: &TempFile) -> peregrine_server::ServerHandle {
@@ -234,12 +234,11 @@ fn a_slow_reader_of_a_file_body_is_cut_by_the_write_min_rate() {
     // As `slow_clients::response_read_slowly_under_the_write_timeout_is_cut_by_min_rate`, for
     // the sendfile path: 32 KiB every 50 ms against an 8 MB/s minimum.
     let f = TempFile::new("slow", 64 * MIB);
-    let cfg = ServerConfig {
-        write_timeout: Duration::from_secs(5),
-        write_min_rate: 8_000_000,
-        write_rate_grace: Duration::from_millis(200),
-        ..config()
-    };
+    let cfg = ServerConfigBuilder::from(config())
+        .write_timeout(Duration::from_secs(5))
+        .write_min_rate(8_000_000)
+        .write_rate_grace(Duration::from_millis(200))
+        .build();
     let h = start_files(cfg, &f);
     let mut s = connect(h.local_addr());
     s.write_all(&get("/file")).unwrap();
@@ -255,10 +254,9 @@ fn a_file_body_over_a_unix_socket_is_read_and_written() {
     let sock =
         std::env::temp_dir().join(format!("peregrine-file-bodies-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
-    let cfg = ServerConfig {
-        unix: Some(sock.clone()),
-        ..config()
-    };
+    let cfg = ServerConfigBuilder::from(config())
+        .unix(Some(sock.clone()))
+        .build();
     let h = start_files(cfg, &f);
     let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
     s.set_read_timeout(Some(CLIENT_WAIT)).unwrap();
@@ -278,10 +276,9 @@ fn a_file_body_over_a_unix_socket_is_read_and_written() {
     drop(f);
     let f = TempFile::new("unix2", 7 * MIB);
     let h = start_files(
-        ServerConfig {
-            unix: Some(sock.clone()),
-            ..config()
-        },
+        ServerConfigBuilder::from(config())
+            .unix(Some(sock.clone()))
+            .build(),
         &f,
     );
     let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();

@@ -121,10 +121,9 @@ async fn extended_connect_joins_split_cookies() {
 
 #[tokio::test]
 async fn bodies_both_ways_respect_flow_control() {
-    let config = ServerConfig {
-        max_body_size: 8 * 1024 * 1024,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .max_body_size(8 * 1024 * 1024)
+        .build();
     let srv = start(
         app(Arc::new(Counters::default())),
         config,
@@ -159,10 +158,7 @@ async fn bodies_both_ways_respect_flow_control() {
 #[tokio::test]
 async fn declared_body_over_the_limit_is_answered_413_before_any_data_is_read() {
     let counters = Arc::new(Counters::default());
-    let config = ServerConfig {
-        max_body_size: 1000,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder().max_body_size(1000).build();
     let srv = start(app(counters), config, Http2Config::default());
     let mut c = client(srv.addr).await;
     let req = http::Request::post("http://localhost/echo")
@@ -441,10 +437,9 @@ async fn graceful_shutdown_sends_goaway_and_lets_open_streams_finish() {
 
 #[tokio::test]
 async fn idle_connections_are_closed_after_the_idle_timeout() {
-    let config = ServerConfig {
-        idle_timeout: Duration::from_millis(200),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .idle_timeout(Duration::from_millis(200))
+        .build();
     let srv = start(
         app(Arc::new(Counters::default())),
         config,
@@ -459,10 +454,9 @@ async fn idle_connections_are_closed_after_the_idle_timeout() {
 
 #[tokio::test]
 async fn a_client_that_sends_no_preface_is_dropped_after_the_header_timeout() {
-    let config = ServerConfig {
-        header_timeout: Duration::from_millis(200),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .header_timeout(Duration::from_millis(200))
+        .build();
     let srv = start(
         app(Arc::new(Counters::default())),
         config,

@@ -47,12 +47,11 @@ async fn trickle(addr: std::net::SocketAddr, every: Duration, bytes: usize) -> (
 /// its 40 bytes would have taken 8 s.
 #[tokio::test]
 async fn a_trickling_request_body_is_bounded_by_the_minimum_rate() {
-    let cfg = ServerConfig {
-        body_timeout: Duration::from_secs(10),
-        body_min_rate: 1000,
-        body_rate_grace: Duration::from_secs(1),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::builder()
+        .body_timeout(Duration::from_secs(10))
+        .body_min_rate(1000)
+        .body_rate_grace(Duration::from_secs(1))
+        .build();
     let srv = start(app(Arc::default()), cfg, Http2Config::default());
     let (status, took) = trickle(srv.addr, Duration::from_millis(200), 40).await;
     assert_eq!(status, 408, "after {took:?}");
@@ -62,12 +61,11 @@ async fn a_trickling_request_body_is_bounded_by_the_minimum_rate() {
 /// With the rate check off, `body_total_timeout` (1 s) still ends the same trickle.
 #[tokio::test]
 async fn a_trickling_request_body_is_bounded_by_the_total_timeout() {
-    let cfg = ServerConfig {
-        body_timeout: Duration::from_secs(10),
-        body_min_rate: 0,
-        body_total_timeout: Duration::from_secs(1),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::builder()
+        .body_timeout(Duration::from_secs(10))
+        .body_min_rate(0)
+        .body_total_timeout(Duration::from_secs(1))
+        .build();
     let srv = start(app(Arc::default()), cfg, Http2Config::default());
     let (status, took) = trickle(srv.addr, Duration::from_millis(200), 40).await;
     assert_eq!(status, 408, "after {took:?}");
@@ -77,12 +75,11 @@ async fn a_trickling_request_body_is_bounded_by_the_total_timeout() {
 /// A body that comes at a fair pace is read whole under the same rules.
 #[tokio::test]
 async fn a_body_at_a_fair_pace_is_read_whole() {
-    let cfg = ServerConfig {
-        body_min_rate: 1000,
-        body_rate_grace: Duration::from_secs(1),
-        body_total_timeout: Duration::from_secs(10),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::builder()
+        .body_min_rate(1000)
+        .body_rate_grace(Duration::from_secs(1))
+        .body_total_timeout(Duration::from_secs(10))
+        .build();
     let srv = start(app(Arc::default()), cfg, Http2Config::default());
     let (status, _) = trickle(srv.addr, Duration::from_millis(20), 10).await;
     assert_eq!(status, 200);
@@ -92,10 +89,9 @@ async fn a_body_at_a_fair_pace_is_read_whole() {
 /// once they are answered; a new connection is served.
 #[tokio::test]
 async fn max_requests_per_connection_ends_the_connection_gracefully() {
-    let cfg = ServerConfig {
-        max_requests_per_connection: Some(3),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::builder()
+        .max_requests_per_connection(Some(3))
+        .build();
     let srv = start(app(Arc::default()), cfg, Http2Config::default());
     let tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
     let (mut send, conn) = h2::client::handshake(tcp).await.unwrap();
@@ -163,11 +159,10 @@ async fn bytes_pulled_from_handlers_are_capped_by_max_pending_output() {
             ))
         }
     });
-    let cfg = ServerConfig {
-        max_pending_output: 256 * 1024,
-        write_timeout: Duration::from_secs(30),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::builder()
+        .max_pending_output(256 * 1024)
+        .write_timeout(Duration::from_secs(30))
+        .build();
     let srv = start(service, cfg, Http2Config::default());
     let tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
     let (send, conn) = h2::client::Builder::new()

@@ -244,10 +244,9 @@ async fn a_socket_that_takes_nothing_is_closed_after_the_write_timeout() {
         .unwrap()
         .set_len(256 * MIB as u64)
         .unwrap();
-    let cfg = ServerConfig {
-        write_timeout: Duration::from_secs(1),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::builder()
+        .write_timeout(Duration::from_secs(1))
+        .build();
     let srv = start(
         app(Arc::new(path.clone()), Arc::default()),
         cfg,

@@ -4,7 +4,8 @@
 
 mod common;
 use common::*;
-use peregrine_server::{service_fn, Request, Response, ResponseBody, Server, ServerConfig};
+use peregrine_server::ServerConfigBuilder;
+use peregrine_server::{service_fn, Request, Response, ResponseBody, Server};
 use std::future::Future;
 use std::net::Shutdown;
 use std::pin::Pin;
@@ -13,11 +14,12 @@ use std::time::Duration;
 
 #[test]
 fn per_address_cap_closes_the_connection_past_it_and_frees_on_close() {
-    let (h, _) = start(ServerConfig {
-        max_connections_per_addr: Some(2),
-        idle_timeout: Duration::from_secs(30),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_connections_per_addr(Some(2))
+            .idle_timeout(Duration::from_secs(30))
+            .build(),
+    );
     let addr = h.local_addr();
     let mut a = Client::new(addr);
     let mut b = Client::new(addr);
@@ -52,11 +54,12 @@ fn per_address_cap_closes_the_connection_past_it_and_frees_on_close() {
 
 #[test]
 fn at_max_connections_the_oldest_idle_connection_makes_room() {
-    let (h, _) = start(ServerConfig {
-        max_connections: 2,
-        idle_timeout: Duration::from_secs(30),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_connections(2)
+            .idle_timeout(Duration::from_secs(30))
+            .build(),
+    );
     let addr = h.local_addr();
     let mut a = Client::new(addr);
     a.send(&get("/plaintext"));
@@ -80,10 +83,11 @@ fn at_max_connections_the_oldest_idle_connection_makes_room() {
 fn a_chunk_larger_than_the_body_limit_is_413_at_once() {
     // The limit is 64 KiB; the chunk declares 1 MiB and sends 3 bytes of it, then waits (the
     // body timeout is 30 s, longer than the client's guard: only the declared size can fail it).
-    let (h, calls) = start(ServerConfig {
-        body_timeout: Duration::from_secs(30),
-        ..config()
-    });
+    let (h, calls) = start(
+        ServerConfigBuilder::from(config())
+            .body_timeout(Duration::from_secs(30))
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n100000\r\nabc");
     let r = c.read_response_for("POST").expect("a response");
@@ -116,10 +120,11 @@ fn chunk_extensions_count_toward_the_drain_limit() {
     // The handler ignores the body; the engine would drain 20 bytes of data, but 300 KB of
     // extensions come with them (past the 256 KiB drain limit): the connection closes instead
     // of answering the next request.
-    let (h, _) = start(ServerConfig {
-        max_body_size: 1 << 30,
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_body_size(1 << 30)
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     let mut req =
         b"POST /ignore HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use peregrine_server::ServerConfig;
+use peregrine_server::ServerConfigBuilder;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
@@ -36,10 +36,11 @@ fn slow_header_is_408() {
 
 #[test]
 fn slowloris_byte_by_byte_still_times_out() {
-    let (h, _) = start(ServerConfig {
-        header_timeout: Duration::from_millis(500),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .header_timeout(Duration::from_millis(500))
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     let req = get("/plaintext");
     // One byte every 200 ms keeps each read short but the head never completes in time.
@@ -168,10 +169,9 @@ fn reset_mid_request_and_mid_response_leave_the_worker_serving() {
 
 #[test]
 fn client_that_does_not_read_is_bounded_and_closed() {
-    let cfg = ServerConfig {
-        max_pending_output: 64 * 1024,
-        ..config()
-    };
+    let cfg = ServerConfigBuilder::from(config())
+        .max_pending_output(64 * 1024)
+        .build();
     let (h, calls) = start(cfg);
     let c = connect(h.local_addr());
     c.set_nonblocking(true).unwrap();
@@ -228,12 +228,13 @@ fn client_that_does_not_read_is_bounded_and_closed() {
 #[test]
 fn max_connections_with_none_idle_waits_without_dropping_busy_ones() {
     // Both connections are busy (inside a request head): nothing may be closed for the third.
-    let (h, _) = start(ServerConfig {
-        max_connections: 2,
-        header_timeout: Duration::from_secs(30),
-        idle_timeout: Duration::from_secs(30),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .max_connections(2)
+            .header_timeout(Duration::from_secs(30))
+            .idle_timeout(Duration::from_secs(30))
+            .build(),
+    );
     let mut a = Client::new(h.local_addr());
     let mut b = Client::new(h.local_addr());
     a.send(b"GET /plaintext HTTP/1.1\r\n");
@@ -256,10 +257,11 @@ fn max_connections_with_none_idle_waits_without_dropping_busy_ones() {
 
 #[test]
 fn graceful_shutdown_drains_in_flight_and_closes_idle() {
-    let (h, _) = start(ServerConfig {
-        idle_timeout: Duration::from_secs(30),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .idle_timeout(Duration::from_secs(30))
+            .build(),
+    );
     let addr = h.local_addr();
     let mut idle = Client::new(addr);
     idle.send(&get("/plaintext"));
@@ -284,11 +286,12 @@ fn graceful_shutdown_drains_in_flight_and_closes_idle() {
 
 #[test]
 fn shutdown_force_closes_after_the_deadline() {
-    let (h, _) = start(ServerConfig {
-        shutdown_timeout: Duration::from_millis(200),
-        header_timeout: Duration::from_secs(60),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .shutdown_timeout(Duration::from_millis(200))
+            .header_timeout(Duration::from_secs(60))
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     // A connection stuck in the middle of a head is neither idle nor finishing.
     c.send(b"GET /plaintext HTTP/1.1\r\n");
@@ -299,10 +302,7 @@ fn shutdown_force_closes_after_the_deadline() {
 
 #[test]
 fn several_workers_share_the_port() {
-    let (h, calls) = start(ServerConfig {
-        workers: 3,
-        ..config()
-    });
+    let (h, calls) = start(ServerConfigBuilder::from(config()).workers(3).build());
     for _ in 0..30 {
         let mut c = Client::new(h.local_addr());
         c.send(&get("/plaintext"));
@@ -315,10 +315,11 @@ fn several_workers_share_the_port() {
 #[test]
 fn idle_connection_outlives_the_header_timeout() {
     // Regression: an idle keep-alive connection is governed by the idle timeout only.
-    let (h, _) = start(ServerConfig {
-        idle_timeout: Duration::from_secs(30),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .idle_timeout(Duration::from_secs(30))
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     c.send(&get("/plaintext"));
     assert_eq!(c.read_response().status, 200);

@@ -57,11 +57,10 @@ fn service() -> impl peregrine_server::Service {
 }
 
 fn config() -> ServerConfig {
-    ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..ServerConfig::default()
-    }
+    ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build()
 }
 
 fn tls_server(ca: &Ca) -> ServerHandle {
@@ -197,13 +196,11 @@ async fn tls_h2_by_alpn_with_engine_events_listening() {
     )]))
     .unwrap();
     let opened = std::sync::Arc::new(Opened::default());
-    let handle = Server::new(ServerConfig {
-        events: Some(opened.clone()),
-        ..config()
-    })
-    .with_acceptor(acceptor)
-    .serve(service())
-    .unwrap();
+    let handle = Server::new(config())
+        .with_events(opened.clone())
+        .with_acceptor(acceptor)
+        .serve(service())
+        .unwrap();
     let tls = tls_connect(&handle, &ca, &[b"h2", b"http/1.1"]).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     assert_eq!(h2_get(tls, "/version").await, (200, Bytes::from("Http2")));

@@ -21,12 +21,11 @@ fn exchange(addr: std::net::SocketAddr, raw: &[u8]) -> String {
 
 #[test]
 fn the_proxy_header_names_the_peer_and_bad_headers_close() {
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        shutdown_timeout: Duration::from_secs(2),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .shutdown_timeout(Duration::from_secs(2))
+        .build();
     let handle = Server::new(config)
         .with_acceptor(
             ProxyProtocolAcceptor::new(PlainAcceptor).timeout(Duration::from_millis(500)),

@@ -79,11 +79,10 @@ fn probe_name(b: u8) -> String {
 }
 
 fn start() -> (ServerHandle, SocketAddr) {
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
     let service = service_fn(|req: Request| async move {
         match req.path() {
             // The byte between two letters, so no client trims it as edge whitespace.

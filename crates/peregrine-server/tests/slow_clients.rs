@@ -5,6 +5,7 @@
 
 mod common;
 use common::*;
+use peregrine_server::ServerConfigBuilder;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, Server, ServerConfig};
 use std::io::Write;
 use std::net::TcpStream;
@@ -24,12 +25,11 @@ fn trickle(s: &mut TcpStream, bytes: &[u8], gap: Duration) -> bool {
 
 /// Each read gets far less than `body_timeout`, so only a rate or total limit can stop it.
 fn trickle_config() -> ServerConfig {
-    ServerConfig {
-        body_timeout: Duration::from_millis(600),
-        body_min_rate: 100,
-        body_rate_grace: Duration::from_millis(300),
-        ..config()
-    }
+    ServerConfigBuilder::from(config())
+        .body_timeout(Duration::from_millis(600))
+        .body_min_rate(100)
+        .body_rate_grace(Duration::from_millis(300))
+        .build()
 }
 
 #[test]
@@ -48,11 +48,12 @@ fn body_trickled_under_the_read_timeout_is_408_by_min_rate() {
 
 #[test]
 fn body_trickled_under_the_read_timeout_is_408_by_total_deadline() {
-    let (h, _) = start(ServerConfig {
-        body_min_rate: 0,
-        body_total_timeout: Duration::from_millis(800),
-        ..trickle_config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(trickle_config())
+            .body_min_rate(0)
+            .body_total_timeout(Duration::from_millis(800))
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
     trickle(
@@ -104,10 +105,11 @@ fn drain_of_an_unread_trickled_body_counts_under_the_same_limit() {
 fn a_new_connection_that_sends_nothing_is_closed_at_the_header_timeout() {
     // Idle timeout 30 s (longer than the client's 10 s guard): only the header timeout
     // (300 ms) can close it in time.
-    let (h, _) = start(ServerConfig {
-        idle_timeout: Duration::from_secs(30),
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .idle_timeout(Duration::from_secs(30))
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     assert!(c.at_eof(), "closed without a response");
     // A keep-alive connection after a request still gets the idle timeout.
@@ -122,16 +124,17 @@ fn a_new_connection_that_sends_nothing_is_closed_at_the_header_timeout() {
 
 #[test]
 fn huge_timeouts_do_not_overflow_deadlines() {
-    let (h, _) = start(ServerConfig {
-        header_timeout: Duration::MAX,
-        body_timeout: Duration::MAX,
-        body_total_timeout: Duration::MAX,
-        body_rate_grace: Duration::MAX,
-        write_timeout: Duration::MAX,
-        write_rate_grace: Duration::MAX,
-        idle_timeout: Duration::MAX,
-        ..config()
-    });
+    let (h, _) = start(
+        ServerConfigBuilder::from(config())
+            .header_timeout(Duration::MAX)
+            .body_timeout(Duration::MAX)
+            .body_total_timeout(Duration::MAX)
+            .body_rate_grace(Duration::MAX)
+            .write_timeout(Duration::MAX)
+            .write_rate_grace(Duration::MAX)
+            .idle_timeout(Duration::MAX)
+            .build(),
+    );
     let mut c = Client::new(h.local_addr());
     // A head and a body that both make the engine wait (and compute a deadline).
     c.send(b"POST /echo HTTP/1.1\r\n");
@@ -159,12 +162,11 @@ fn response_read_slowly_under_the_write_timeout_is_cut_by_min_rate() {
     // The client reads 32 KiB every 50 ms (about 600 KB/s): each wait for writability sees
     // progress within the 5 s write timeout (without it the server went on sending for as
     // long as the client read), but the rate is under the 8 MB/s minimum.
-    let cfg = ServerConfig {
-        write_timeout: Duration::from_secs(5),
-        write_min_rate: 8_000_000,
-        write_rate_grace: Duration::from_millis(200),
-        ..config()
-    };
+    let cfg = ServerConfigBuilder::from(config())
+        .write_timeout(Duration::from_secs(5))
+        .write_min_rate(8_000_000)
+        .write_rate_grace(Duration::from_millis(200))
+        .build();
     let h = Server::new(cfg)
         .serve(huge_stream_service())
         .expect("serve");
@@ -181,11 +183,10 @@ fn response_read_slowly_under_the_write_timeout_is_cut_by_min_rate() {
 #[test]
 fn response_read_at_a_decent_rate_is_complete() {
     // Same service, the client reads as fast as it can: nothing is cut.
-    let cfg = ServerConfig {
-        write_min_rate: 1_000_000,
-        write_rate_grace: Duration::from_millis(200),
-        ..config()
-    };
+    let cfg = ServerConfigBuilder::from(config())
+        .write_min_rate(1_000_000)
+        .write_rate_grace(Duration::from_millis(200))
+        .build();
     let h = Server::new(cfg)
         .serve(huge_stream_service())
         .expect("serve");

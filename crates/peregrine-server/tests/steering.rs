@@ -54,13 +54,12 @@ fn served_by(addr: SocketAddr, cpu: usize) -> String {
 
 fn run(steer: bool, pin: bool) {
     let allowed = affinity();
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 2,
-        steer,
-        pin,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(2)
+        .steer(steer)
+        .pin(pin)
+        .build();
     let service = service_fn(|_req: Request| async {
         let name = std::thread::current().name().unwrap_or("?").to_owned();
         let helper = tokio::task::spawn_blocking(affinity).await.unwrap();
@@ -124,12 +123,11 @@ fn a_shared_port_falls_back_and_serves() {
     let peregrine_server::config::ListenAddr::Tcp(addr) = other.local_addr().unwrap() else {
         unreachable!()
     };
-    let config = ServerConfig {
-        addr,
-        workers: 2,
-        steer: true,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr(addr)
+        .workers(2)
+        .steer(true)
+        .build();
     let service = service_fn(|_req: Request| async {
         Response::text(std::thread::current().name().unwrap_or("?").to_owned())
     });

@@ -6,6 +6,7 @@ mod common;
 
 use common::{config, get, service, Calls, Client, CLIENT_WAIT};
 use peregrine_server::config::ListenAddr;
+use peregrine_server::ServerConfigBuilder;
 use peregrine_server::{service_fn, Listener, Request, Response, Server, ServerConfig};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -44,11 +45,10 @@ fn ok_body(answer: &str) -> &str {
 fn serves_a_unix_domain_socket() {
     let dir = temp_dir("unix");
     let path = dir.join("server.sock");
-    let cfg = ServerConfig {
-        unix: Some(path.clone()),
-        workers: 2,
-        ..config()
-    };
+    let cfg = ServerConfigBuilder::from(config())
+        .unix(Some(path.clone()))
+        .workers(2)
+        .build();
     let calls = Calls::default();
     let handle = Server::new(cfg).serve(service(calls.clone())).unwrap();
     assert_eq!(handle.listen_addr(), &ListenAddr::Unix(path.clone()));
@@ -86,13 +86,10 @@ fn serves_an_injected_tcp_listener() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let calls = Calls::default();
-    let handle = Server::new(ServerConfig {
-        workers: 2,
-        ..config()
-    })
-    .with_listener(Listener::from(listener))
-    .serve(service(calls.clone()))
-    .unwrap();
+    let handle = Server::new(ServerConfigBuilder::from(config()).workers(2).build())
+        .with_listener(Listener::from(listener))
+        .serve(service(calls.clone()))
+        .unwrap();
     assert_eq!(handle.local_addr(), addr);
     for _ in 0..8 {
         let mut c = Client::new(addr);
@@ -140,11 +137,10 @@ fn restart_child_server() {
         .expect("read LISTEN_FDS")
         .expect("a listener from the parent");
     let pid = std::process::id().to_string();
-    let cfg = ServerConfig {
-        workers: 2,
-        shutdown_timeout: Duration::from_secs(5),
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::builder()
+        .workers(2)
+        .shutdown_timeout(Duration::from_secs(5))
+        .build();
     let mut server = Server::new(cfg);
     for l in listeners {
         server = server.with_listener(l);

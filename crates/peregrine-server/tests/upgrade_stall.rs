@@ -10,6 +10,7 @@ mod tls_support;
 use peregrine_server::events::{EngineEvents, RejectReason, Rejection};
 use peregrine_server::tls::{CertificateFiles, TlsAcceptor, TlsConfig};
 use peregrine_server::upgrade::Upgraded;
+use peregrine_server::ServerConfigBuilder;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, Server, ServerConfig};
 use peregrine_server::{ServerHandle, Service};
 use std::future::Future;
@@ -78,9 +79,15 @@ trait Conn: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Conn for T {}
 
 /// A running engine (one worker) serving `service`, and the CA its TLS certificate is from.
-fn serve(via: Via, config: ServerConfig, service: impl Service) -> (ServerHandle, Option<Ca>) {
+fn serve(
+    via: Via,
+    config: ServerConfig,
+    closes: Arc<Closes>,
+    service: impl Service,
+) -> (ServerHandle, Option<Ca>) {
+    let server = Server::new(config).with_events(closes);
     match via {
-        Via::Plain => (Server::new(config).serve(service).unwrap(), None),
+        Via::Plain => (server.serve(service).unwrap(), None),
         Via::Tls => {
             let ca = Ca::new("upgrade-stall");
             let leaf = ca.server("srv", &["localhost"]);
@@ -89,10 +96,7 @@ fn serve(via: Via, config: ServerConfig, service: impl Service) -> (ServerHandle
                 leaf.key_path,
             )]))
             .unwrap();
-            let handle = Server::new(config)
-                .with_acceptor(acceptor)
-                .serve(service)
-                .unwrap();
+            let handle = server.with_acceptor(acceptor).serve(service).unwrap();
             (handle, Some(ca))
         }
     }
@@ -145,15 +149,13 @@ async fn ended(outcome: &Outcome, guard: Duration) -> Option<(io::Result<()>, In
     None
 }
 
-fn config(write_timeout: Duration, events: Arc<Closes>) -> ServerConfig {
-    ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        write_timeout,
-        shutdown_timeout: Duration::from_secs(2),
-        events: Some(events),
-        ..ServerConfig::default()
-    }
+fn config(write_timeout: Duration) -> ServerConfig {
+    ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .write_timeout(write_timeout)
+        .shutdown_timeout(Duration::from_secs(2))
+        .build()
 }
 
 async fn stop(handle: ServerHandle) {
@@ -169,7 +171,8 @@ async fn stops_reading(via: Via) {
     let write_timeout = Duration::from_secs(1);
     let (handle, ca) = serve(
         via,
-        config(write_timeout, closes.clone()),
+        config(write_timeout),
+        closes.clone(),
         app(outcome.clone(), None),
     );
     let mut conn = upgrade(&handle, ca.as_ref(), 4096).await;
@@ -229,12 +232,16 @@ async fn an_upgrade_whose_client_stops_reading_is_closed_after_the_write_timeout
 async fn an_upgrade_whose_client_reads_below_the_minimum_rate_is_closed_after_the_grace() {
     let outcome = Outcome::default();
     let closes = Arc::new(Closes::default());
-    let config = ServerConfig {
-        write_min_rate: 1 << 20,
-        write_rate_grace: Duration::from_secs(1),
-        ..config(Duration::from_secs(60), closes.clone())
-    };
-    let (handle, _) = serve(Via::Plain, config, app(outcome.clone(), None));
+    let config = ServerConfigBuilder::from(config(Duration::from_secs(60)))
+        .write_min_rate(1 << 20)
+        .write_rate_grace(Duration::from_secs(1))
+        .build();
+    let (handle, _) = serve(
+        Via::Plain,
+        config,
+        closes.clone(),
+        app(outcome.clone(), None),
+    );
     let _conn = upgrade(&handle, None, 4096).await;
     let start = Instant::now();
     let Some((result, at)) = ended(&outcome, Duration::from_secs(15)).await else {
@@ -255,15 +262,19 @@ async fn an_upgrade_whose_client_reads_steadily_is_not_cut() {
     let outcome = Outcome::default();
     let closes = Arc::new(Closes::default());
     let write_timeout = Duration::from_secs(1);
-    let config = ServerConfig {
-        write_min_rate: 256 * 1024,
-        write_rate_grace: write_timeout,
-        ..config(write_timeout, closes.clone())
-    };
+    let config = ServerConfigBuilder::from(config(write_timeout))
+        .write_min_rate(256 * 1024)
+        .write_rate_grace(write_timeout)
+        .build();
     // More than the kernel buffers both ways hold on loopback (a few MiB), so the handler
     // waits for the client most of the time.
     let total = 16 << 20;
-    let (handle, _) = serve(Via::Plain, config, app(outcome.clone(), Some(total)));
+    let (handle, _) = serve(
+        Via::Plain,
+        config,
+        closes.clone(),
+        app(outcome.clone(), Some(total)),
+    );
     let mut conn = upgrade(&handle, None, 128 * 1024).await;
     let start = Instant::now();
     let mut got = 0usize;

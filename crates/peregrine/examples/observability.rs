@@ -64,14 +64,14 @@ fn main() -> std::io::Result<()> {
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mode = std::env::var("OBS").unwrap_or_else(|_| "full".into());
     if std::env::var_os("DRAIN_DELAY_MS").is_none() {
-        config.server.drain_delay = Duration::from_secs(2);
+        config.server.timeouts.drain_delay = Duration::from_secs(2);
     }
     let trusted = std::env::var("TRUSTED_PROXIES").unwrap_or_else(|_| "127.0.0.1,::1".into());
     let trusted = TrustedProxies::new(trusted.split(',').filter(|s| !s.is_empty()))
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?
         .client_ip_from(ForwardedHeader::XForwardedFor)
         .proto_from(ProtoHeader::XForwardedProto);
-    let health = Health::new(&config.server);
+    let health = Health::new(&config.drain_signal);
 
     let mut app = App::new()
         .route("/plaintext", get(plaintext))
@@ -118,7 +118,7 @@ fn main() -> std::io::Result<()> {
                 .init();
             provider = Some(p);
             let prometheus = metrics::install().map_err(std::io::Error::other)?;
-            config.server.events = Some(Arc::new(EngineObserver::new()));
+            config.events = Some(Arc::new(EngineObserver::new()));
             app = app
                 .route("/metrics", prometheus.endpoint())
                 .layer(Metrics::new())

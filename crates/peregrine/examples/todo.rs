@@ -354,6 +354,6 @@ async fn main() -> std::io::Result<()> {
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let token = std::env::var("TODO_TOKEN").unwrap_or_else(|_| "dev-token".into());
     println!("todo service on http://{}", config.server.addr);
-    // Until SIGTERM / SIGINT; in-flight requests finish (config.shutdown_timeout).
+    // Until SIGTERM / SIGINT; in-flight requests finish (config.timeouts.shutdown).
     app(AppState::new(token)).run_async(config).await
 }

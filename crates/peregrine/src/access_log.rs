@@ -11,6 +11,7 @@
 //!
 //! ```
 //! use peregrine::access_log::AccessLog;
+//! use peregrine::config::Config;
 //! use peregrine::server::ServerConfig;
 //! use peregrine::{get, App, Request};
 //! use std::sync::Arc;
@@ -21,7 +22,7 @@
 //! let app = App::new()
 //!     .route("/", get(|_r: Request| async { "hi" }))
 //!     .layer_before_routing(log.clone());
-//! let config = ServerConfig { events: Some(Arc::new(log.clone())), ..ServerConfig::default() };
+//! let config = Config::from(ServerConfig::default()).with_events(Arc::new(log.clone()));
 //! # let _ = (app, config);
 //! # Ok::<(), std::io::Error>(())
 //! ```

@@ -24,23 +24,38 @@
 //! speaks cleartext, as before.
 
 pub use peregrine_server::config::{parse_listen_addr, ConfigError, ListenAddr, MAX_TIMEOUT};
+use peregrine_server::events::EngineEvents;
 #[cfg(feature = "tls")]
 use peregrine_server::tls::{CertificateFiles, ClientAuth, TlsConfig};
-use peregrine_server::ServerConfig;
+use peregrine_server::{DrainSignal, ServerConfig};
+use std::sync::Arc;
 
 /// What [`App::run`](crate::App::run), [`App::run_async`](crate::App::run_async),
 /// [`App::run_until`](crate::App::run_until) and [`App::serve`](crate::App::serve) serve with:
-/// the engine's settings and, with the `tls` feature, the TLS settings of the listener
-/// (`None`: cleartext). A plain [`ServerConfig`] converts into one without TLS.
+/// the engine's settings, with the `tls` feature the TLS settings of the listener (`None`:
+/// cleartext), and what the running server is given besides its settings (its drain signal,
+/// who hears its events). A plain [`ServerConfig`] converts into one without TLS, with a
+/// drain signal of its own and no observer.
 ///
 /// ```
 /// use peregrine::config::Config;
 /// use peregrine::ServerConfig;
 ///
-/// let config = Config::from(ServerConfig { workers: 2, ..ServerConfig::default() });
+/// let config = Config::from(ServerConfig::builder().workers(2).build());
 /// assert_eq!(config.server.workers, 2);
 /// # #[cfg(feature = "tls")]
 /// assert!(config.tls.is_none());
+/// ```
+///
+/// A readiness check reads the drain signal, raised when a graceful shutdown starts:
+///
+/// ```
+/// use peregrine::config::Config;
+/// use peregrine::health::Health;
+/// let config = Config::from(peregrine::ServerConfig::default());
+/// let health = Health::new(&config.drain_signal);
+/// config.drain_signal.start(); // what SIGTERM does, before the listeners close
+/// assert!(!health.is_ready());
 /// ```
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -51,6 +66,15 @@ pub struct Config {
     /// is on); `None` serves cleartext. Certificates are read again on SIGHUP.
     #[cfg(feature = "tls")]
     pub tls: Option<TlsConfig>,
+    /// Raised when a graceful shutdown starts (see
+    /// [`Server::with_drain_signal`](peregrine_server::Server::with_drain_signal)); give a
+    /// clone to [`Health`](crate::health::Health). Clones share the flag.
+    pub drain_signal: DrainSignal,
+    /// Who hears about connections and the requests the engine refuses itself (see
+    /// [`Server::with_events`](peregrine_server::Server::with_events)): the
+    /// [`AccessLog`](crate::access_log::AccessLog) or, with the `metrics` feature, an
+    /// `EngineObserver`. `None`: nobody.
+    pub events: Option<Arc<dyn EngineEvents>>,
 }
 
 impl Config {
@@ -65,6 +89,8 @@ impl Config {
             server,
             #[cfg(feature = "tls")]
             tls: None,
+            drain_signal: DrainSignal::default(),
+            events: None,
         }
     }
 
@@ -81,6 +107,24 @@ impl Config {
     #[cfg(feature = "tls")]
     pub fn with_tls(mut self, tls: TlsConfig) -> Config {
         self.tls = Some(tls);
+        self
+    }
+}
+
+impl Config {
+    /// Reports the engine's events to `events` (see [`Config::events`]).
+    ///
+    /// ```
+    /// use peregrine::access_log::AccessLog;
+    /// use peregrine::config::Config;
+    /// use std::sync::Arc;
+    /// let log = AccessLog::to_writer(std::io::sink(), 64)?;
+    /// let config = Config::new(peregrine::ServerConfig::default()).with_events(Arc::new(log));
+    /// assert!(config.events.is_some());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn with_events(mut self, events: Arc<dyn EngineEvents>) -> Config {
+        self.events = Some(events);
         self
     }
 }
@@ -346,8 +390,8 @@ mod tests {
     fn flags_parse_and_errors_are_clear() {
         let c =
             from_env_and_args(["--max-body=10", "--idle-timeout", "5"].map(String::from)).unwrap();
-        assert_eq!(c.server.max_body_size, 10);
-        assert_eq!(c.server.idle_timeout, Duration::from_secs(5));
+        assert_eq!(c.server.limits.max_body_size, 10);
+        assert_eq!(c.server.timeouts.idle, Duration::from_secs(5));
         assert!(from_env_and_args(["--workers", "0"].map(String::from)).is_err());
         assert!(from_env_and_args(["--nope", "1"].map(String::from))
             .unwrap_err()

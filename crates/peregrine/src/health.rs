@@ -1,6 +1,6 @@
 //! Liveness and readiness endpoints for load balancers and orchestrators, and the drain that
 //! makes restarts lossless: on SIGTERM (or [`ServerHandle::shutdown`]) readiness turns false at
-//! once while the server keeps accepting for `ServerConfig::drain_delay`, so the balancer
+//! once while the server keeps accepting for `timeouts.drain_delay`, so the balancer
 //! stops sending new connections before the listeners close. The recipe for Kubernetes and
 //! HAProxy is in the crate README ("Running in production").
 //!
@@ -9,9 +9,10 @@
 //! use peregrine::{get, App, Request};
 //! use std::time::Duration;
 //!
-//! let mut config = peregrine::ServerConfig::default();
-//! config.drain_delay = Duration::from_secs(5); // > the balancer's check interval × failures
-//! let health = Health::new(&config);
+//! // Drain delay > the balancer's check interval × failures.
+//! let server = peregrine::ServerConfig::builder().drain_delay(Duration::from_secs(5)).build();
+//! let config = peregrine::config::Config::from(server);
+//! let health = Health::new(&config.drain_signal); // the signal the server will raise
 //! App::new()
 //!     .route("/", get(|_r: Request| async { "hi" }))
 //!     .route("/livez", health.liveness())
@@ -26,7 +27,7 @@
 use crate::middleware::Hook;
 use crate::request::Request;
 use crate::router::{get, MethodRouter};
-use peregrine_server::{DrainSignal, Response, ServerConfig};
+use peregrine_server::{DrainSignal, Response};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,10 +37,10 @@ use std::sync::Arc;
 ///
 /// ```
 /// use peregrine::health::Health;
-/// use peregrine::{get, App, Request, ServerConfig};
+/// use peregrine::{get, App, DrainSignal, Request};
 ///
-/// let config = ServerConfig::default();
-/// let health = Health::new(&config);
+/// let drain = DrainSignal::default();
+/// let health = Health::new(&drain);
 /// let client = App::new()
 ///     .route("/", get(|_r: Request| async { "hi" }))
 ///     .route("/livez", health.liveness())
@@ -49,7 +50,7 @@ use std::sync::Arc;
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// assert_eq!(client.get("/readyz").send().await.text(), "ready\n");
 ///
-/// config.drain_signal.start(); // what SIGTERM or `ServerHandle::shutdown` does
+/// drain.start(); // what SIGTERM or `ServerHandle::shutdown` does
 /// let ready = client.get("/readyz").send().await;
 /// assert_eq!((ready.status(), ready.text()), (503, "draining\n"));
 /// assert_eq!(client.get("/livez").send().await.status(), 200); // alive, only leaving
@@ -63,21 +64,23 @@ pub struct Health {
 }
 
 impl Health {
-    /// Health tied to the drain signal of `config` (the configuration the server will run with).
+    /// Health tied to `drain`: the drain signal the server will raise (the one in the
+    /// [`Config`](crate::config::Config) it runs with, or given to
+    /// [`Server::with_drain_signal`](peregrine_server::Server::with_drain_signal)).
     ///
     /// ```
     /// use peregrine::health::Health;
-    /// use peregrine::ServerConfig;
+    /// use peregrine::DrainSignal;
     ///
-    /// let config = ServerConfig::default();
-    /// let health = Health::new(&config);
+    /// let drain = DrainSignal::default();
+    /// let health = Health::new(&drain);
     /// assert!(health.is_ready());
-    /// config.drain_signal.start();
+    /// drain.start();
     /// assert!(!health.is_ready()); // the same signal the server raises on shutdown
     /// ```
-    pub fn new(config: &ServerConfig) -> Self {
+    pub fn new(drain: &DrainSignal) -> Self {
         Health {
-            drain: config.drain_signal.clone(),
+            drain: drain.clone(),
             not_ready: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -88,7 +91,7 @@ impl Health {
     /// use peregrine::health::Health;
     /// use peregrine::App;
     ///
-    /// let health = Health::new(&peregrine::ServerConfig::default());
+    /// let health = Health::new(&peregrine::DrainSignal::default());
     /// let client = App::new().route("/readyz", health.readiness()).test();
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// health.set_ready(false); // e.g. until the cache is warm
@@ -107,7 +110,7 @@ impl Health {
     /// ```
     /// use peregrine::health::Health;
     ///
-    /// let health = Health::new(&peregrine::ServerConfig::default());
+    /// let health = Health::new(&peregrine::DrainSignal::default());
     /// health.set_ready(false);
     /// assert!(!health.is_ready());
     /// health.set_ready(true);
@@ -124,7 +127,7 @@ impl Health {
     /// use peregrine::health::Health;
     /// use peregrine::App;
     ///
-    /// let health = Health::new(&peregrine::ServerConfig::default());
+    /// let health = Health::new(&peregrine::DrainSignal::default());
     /// let client = App::new().route("/livez", health.liveness()).test();
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// health.set_ready(false); // not ready is not dead
@@ -142,13 +145,13 @@ impl Health {
     ///
     /// ```
     /// use peregrine::health::Health;
-    /// use peregrine::{App, ServerConfig};
+    /// use peregrine::{App, DrainSignal};
     ///
-    /// let config = ServerConfig::default();
-    /// let health = Health::new(&config);
+    /// let drain = DrainSignal::default();
+    /// let health = Health::new(&drain);
     /// let client = App::new().route("/readyz", health.readiness()).test();
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// config.drain_signal.start();
+    /// drain.start();
     /// let res = client.get("/readyz").send().await;
     /// assert_eq!((res.status(), res.text()), (503, "draining\n"));
     /// assert_eq!(res.header("connection"), Some("close"));
@@ -174,17 +177,17 @@ impl Health {
     ///
     /// ```
     /// use peregrine::health::Health;
-    /// use peregrine::{get, App, Request, ServerConfig};
+    /// use peregrine::{get, App, DrainSignal, Request};
     ///
-    /// let config = ServerConfig::default();
-    /// let health = Health::new(&config);
+    /// let drain = DrainSignal::default();
+    /// let health = Health::new(&drain);
     /// let client = App::new()
     ///     .route("/api/items", get(|_r: Request| async { "[]" }))
     ///     .hook(health.close_when_draining())
     ///     .test();
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// assert_eq!(client.get("/api/items").send().await.header("connection"), None);
-    /// config.drain_signal.start();
+    /// drain.start();
     /// let res = client.get("/api/items").send().await;
     /// assert_eq!((res.text(), res.header("connection")), ("[]", Some("close")));
     /// # });

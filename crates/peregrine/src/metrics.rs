@@ -8,7 +8,7 @@
 //! Without a recorder installed, every `metrics` call is a no-op.
 //!
 //! **Zero cost when disabled**: nothing here runs unless the application adds the [`Metrics`]
-//! layer and gives the engine an [`EngineObserver`] (`ServerConfig::events`); without them the
+//! layer and gives the engine an [`EngineObserver`] (`Config::with_events`); without them the
 //! request path has no metrics code at all.
 //!
 //! ```
@@ -324,15 +324,16 @@ impl Middleware for Metrics {
     }
 }
 
-/// Connection gauges and the engine's own refusals, for `ServerConfig::events`; it also writes
+/// Connection gauges and the engine's own refusals, for `Config::with_events`; it also writes
 /// each refusal to the access log (target `peregrine::request`, event `rejected`, with its
 /// `reason`), next to the requests handlers answered.
 ///
 /// ```
 /// use peregrine::metrics::EngineObserver;
+/// use peregrine::config::Config;
 /// use peregrine::server::ServerConfig;
 /// use std::sync::Arc;
-/// let config = ServerConfig { events: Some(Arc::new(EngineObserver::new())), ..ServerConfig::default() };
+/// let config = Config::from(ServerConfig::default()).with_events(Arc::new(EngineObserver::new()));
 /// # let _ = config;
 /// ```
 #[derive(Debug, Default)]

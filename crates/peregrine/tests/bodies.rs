@@ -133,7 +133,7 @@ fn one_body_limit_answered_as_problem_json_by_the_framework() {
 
     // Only the engine's max_body_size set: the framework takes it as the limit.
     let s = TestServer::start_with(App::new().route("/text", post(echo_text)), |c| {
-        c.max_body_size = 10
+        c.server.limits.max_body_size = 10
     });
     s.send(&request("POST", "/text", &[], &"x".repeat(11)))
         .assert_problem(413, "Content Too Large");

@@ -164,7 +164,7 @@ fn the_engines_max_body_size_is_the_default_and_a_route_overrides_it_both_ways()
         .route("/stream", post(stream))
         .route("/stream-big", post(stream).body_limit(BIG as u64))
         .route("/stream-small", post(stream).body_limit(SMALL as u64));
-    let s = TestServer::start_with(app, |c| c.max_body_size = 200);
+    let s = TestServer::start_with(app, |c| c.server.limits.max_body_size = 200);
     for (path, limit) in [
         ("/stream", 200),
         ("/stream-big", BIG),

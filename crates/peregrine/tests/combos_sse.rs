@@ -39,12 +39,11 @@ fn serve(gone: Arc<AtomicBool>) -> ServerHandle {
             }),
         )
         .route("/ping", get(|_r: Request| async { "pong" }));
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        shutdown_timeout: SHUTDOWN_TIMEOUT,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .shutdown_timeout(SHUTDOWN_TIMEOUT)
+        .build();
     app.serve(config).unwrap()
 }
 
@@ -135,11 +134,10 @@ fn pipelined_input_during_an_event_stream_is_not_a_close() {
             }),
         )
         .route("/ping", get(|_r: Request| async { "pong" }));
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
     let handle = app.serve(config).unwrap();
     let mut tcp = TcpStream::connect(handle.local_addr()).unwrap();
     tcp.write_all(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")

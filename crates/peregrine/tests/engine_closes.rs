@@ -1,5 +1,5 @@
 //! The engine's closes without a response reach the access log and the metrics with their
-//! reason, over real sockets (`ServerConfig::events` = `metrics::EngineObserver`): an idle
+//! reason, over real sockets (`Config::events` = `metrics::EngineObserver`): an idle
 //! keep-alive connection timing out (`idle_close`), a new connection that sends nothing
 //! (`header_timeout`, status 0), a client that does not read (`write_timeout`), the connection
 //! limits (`limit_reached`: `max_connections_per_addr`, `max_connections` and the idle
@@ -10,6 +10,7 @@
 
 mod common;
 use common::{LogCapture, TestServer};
+use peregrine::config::Config;
 use peregrine::metrics::{self, EngineObserver};
 use peregrine::server::proxy_protocol::ProxyProtocolAcceptor;
 use peregrine::server::transport::PlainAcceptor;
@@ -113,12 +114,12 @@ fn engine_closes_reach_the_access_log_and_metrics_with_their_reason() {
             )
             .route("/metrics", prometheus.endpoint())
     };
-    let observed = |c: &mut ServerConfig| {
+    let observed = |c: &mut Config| {
         c.events = Some(Arc::new(EngineObserver::new()));
-        c.header_timeout = Duration::from_millis(300);
-        c.idle_timeout = Duration::from_millis(400);
-        c.write_timeout = Duration::from_millis(300);
-        c.max_connections_per_addr = Some(3);
+        c.server.timeouts.header = Duration::from_millis(300);
+        c.server.timeouts.idle = Duration::from_millis(400);
+        c.server.timeouts.write = Duration::from_millis(300);
+        c.server.limits.max_connections_per_addr = Some(3);
     };
     let s = TestServer::start_with(app(), observed);
 
@@ -153,8 +154,8 @@ fn engine_closes_reach_the_access_log_and_metrics_with_their_reason() {
     // At max_connections (2), a new connection waits, and the oldest idle one makes room.
     let full = TestServer::start_with(app(), |c| {
         observed(c);
-        c.idle_timeout = Duration::from_secs(60);
-        c.max_connections = 2;
+        c.server.timeouts.idle = Duration::from_secs(60);
+        c.server.limits.max_connections = 2;
     });
     let mut a = connect(full.addr);
     let mut b = connect(full.addr);
@@ -178,14 +179,13 @@ fn engine_closes_reach_the_access_log_and_metrics_with_their_reason() {
     drop((b, third, full));
 
     // A PROXY-protocol listener: a malformed header closes the connection, with its reason.
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        shutdown_timeout: Duration::from_secs(2),
-        events: Some(Arc::new(EngineObserver::new())),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .shutdown_timeout(Duration::from_secs(2))
+        .build();
     let proxied = Server::new(config)
+        .with_events(Arc::new(EngineObserver::new()))
         .with_acceptor(ProxyProtocolAcceptor::new(PlainAcceptor).timeout(Duration::from_secs(2)))
         .serve(app().into_service())
         .unwrap();

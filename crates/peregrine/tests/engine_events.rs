@@ -1,5 +1,5 @@
 //! The engine's own refusals and connection events reach the access log and the metrics through
-//! `ServerConfig::events` (`metrics::EngineObserver`), over real sockets: a malformed request
+//! `Config::events` (`metrics::EngineObserver`), over real sockets: a malformed request
 //! line, a header section over the limit, a body over the limit and a header timeout each
 //! appear as a `rejected` event with their reason, and as `peregrine_rejections_total{reason}`.
 
@@ -30,7 +30,7 @@ fn engine_rejections_reach_the_access_log_and_metrics_with_their_reason() {
         .route("/metrics", prometheus.endpoint());
     let s = TestServer::start_with(app, |c| {
         c.events = Some(Arc::new(EngineObserver::new()));
-        c.header_timeout = Duration::from_millis(300);
+        c.server.timeouts.header = Duration::from_millis(300);
     });
     assert!(exchange(&s, b"GET /\x01 HTTP/1.1\r\nHost: t\r\n\r\n").starts_with("HTTP/1.1 400"));
     let big = format!(

@@ -213,7 +213,7 @@ fn bytes_and_limits() {
 fn the_app_body_limit_is_the_one_limit_when_set() {
     // One limit: App::body_limit (64 here) wins over the engine's max_body_size,
     // which the framework lifts; past it the framework answers with problem+json.
-    let s = TestServer::start_with(app(), |c| c.max_body_size = 10);
+    let s = TestServer::start_with(app(), |c| c.server.limits.max_body_size = 10);
     let r = s.send(&request("POST", "/bytes", &[], &"x".repeat(11)));
     assert_eq!(r.text(), "11 bytes");
     let r = s.send(&request("POST", "/bytes", &[], &"x".repeat(65)));

@@ -35,10 +35,10 @@ fn app(log: &AccessLog) -> App {
 fn server(log: &AccessLog) -> TestServer {
     TestServer::start_with(app(log), |c| {
         c.events = Some(Arc::new(log.clone()));
-        c.header_timeout = Duration::from_millis(300);
-        c.body_timeout = Duration::from_millis(300);
-        c.max_body_size = 1000;
-        c.max_connections_per_addr = Some(4);
+        c.server.timeouts.header = Duration::from_millis(300);
+        c.server.timeouts.body = Duration::from_millis(300);
+        c.server.limits.max_body_size = 1000;
+        c.server.limits.max_connections_per_addr = Some(4);
     })
 }
 

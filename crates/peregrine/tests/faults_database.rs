@@ -198,7 +198,7 @@ fn a_database_restart_gives_fast_503s_and_the_pools_recover() {
     load_schema(&pg.url());
     // Two workers of two connections each: every pool must come back, not just one.
     let app = db::routes_with(App::new(), pg.url(), 2);
-    let server = TestServer::start_with(app, |c| c.workers = 2);
+    let server = TestServer::start_with(app, |c| c.server.workers = 2);
     let addr = server.addr;
 
     let t0 = Instant::now();

@@ -64,7 +64,7 @@ fn request(body: &[u8]) -> Vec<u8> {
 #[test]
 fn a_part_too_big_for_the_memory_left_is_503_and_the_server_goes_on() {
     let s = TestServer::start_with(App::new().route("/", post(part_len)), |c| {
-        c.max_body_size = 8 << 20;
+        c.server.limits.max_body_size = 8 << 20;
     });
     let form = |n: usize| {
         let mut b = b"--XX\r\ncontent-disposition: form-data; name=\"f\"\r\n\r\n".to_vec();

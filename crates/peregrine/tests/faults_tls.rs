@@ -88,12 +88,11 @@ async fn a_broken_reload_under_load_keeps_the_old_certificate_and_drops_no_hands
         .unwrap()
         .local_addr()
         .unwrap();
-    let server_config = peregrine::ServerConfig {
-        addr,
-        workers: 2,
-        shutdown_timeout: Duration::from_secs(5),
-        ..peregrine::ServerConfig::default()
-    };
+    let server_config = peregrine::ServerConfig::builder()
+        .addr(addr)
+        .workers(2)
+        .shutdown_timeout(Duration::from_secs(5))
+        .build();
     let config = Config::new(server_config).with_tls(TlsConfig::new(vec![files.clone()]));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = App::new().route("/", get(|_r: Request| async { "ok" }));

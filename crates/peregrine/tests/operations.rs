@@ -88,15 +88,15 @@ fn forwarding_headers_from_a_trusted_proxy_are_followed_to_the_first_untrusted_h
 
 #[test]
 fn readiness_turns_false_before_the_listener_closes() {
-    let mut config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        shutdown_timeout: Duration::from_secs(2),
-        drain_delay: Duration::from_millis(1500),
-        ..ServerConfig::default()
-    };
-    config.backlog = 16;
-    let health = Health::new(&config);
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .shutdown_timeout(Duration::from_secs(2))
+        .drain_delay(Duration::from_millis(1500))
+        .backlog(16)
+        .build();
+    let config = peregrine::config::Config::from(config);
+    let health = Health::new(&config.drain_signal);
     let app = App::new()
         .route("/readyz", health.readiness())
         .route("/livez", health.liveness())

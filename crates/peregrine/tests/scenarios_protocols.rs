@@ -32,11 +32,10 @@ use tokio_tungstenite::WebSocketStream;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn config() -> peregrine::ServerConfig {
-    peregrine::ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..peregrine::ServerConfig::default()
-    }
+    peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build()
 }
 
 /// The app in cleartext (HTTP/1.1 and h2c), as the lab's plaintext profiles run it.

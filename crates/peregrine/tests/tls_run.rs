@@ -52,12 +52,11 @@ fn tls_config(ca: &Ca, file: &str) -> (TlsConfig, tls_support::Leaf) {
 }
 
 fn config(addr: SocketAddr, tls: TlsConfig) -> Config {
-    let server = peregrine::ServerConfig {
-        addr,
-        workers: 1,
-        shutdown_timeout: Duration::from_secs(5),
-        ..peregrine::ServerConfig::default()
-    };
+    let server = peregrine::ServerConfig::builder()
+        .addr(addr)
+        .workers(1)
+        .shutdown_timeout(Duration::from_secs(5))
+        .build();
     Config::new(server).with_tls(tls)
 }
 

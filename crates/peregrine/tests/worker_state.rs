@@ -97,7 +97,7 @@ fn every_worker_builds_its_state_before_it_accepts() {
             "/q",
             get(|_r: Request, Local(p): Local<Pool>| async move { p.worker.to_string() }),
         );
-    let server = TestServer::start_with(app, |c| c.workers = WORKERS);
+    let server = TestServer::start_with(app, |c| c.server.workers = WORKERS);
     let mut names = threads.lock().unwrap().clone();
     names.sort();
     assert_eq!(names, ["peregrine-w0", "peregrine-w1", "peregrine-w2"]);
@@ -125,11 +125,10 @@ fn a_failing_worker_init_fails_startup() {
         .route("/q", get(query))
         .with_state(DbUrl("db://x"));
     let port = free_port();
-    let config = peregrine::ServerConfig {
-        addr: format!("127.0.0.1:{port}").parse().unwrap(),
-        workers: 2,
-        ..Default::default()
-    };
+    let config = peregrine::ServerConfig::builder()
+        .addr(format!("127.0.0.1:{port}").parse().unwrap())
+        .workers(2)
+        .build();
     let e = app.serve(config).expect_err("startup must fail");
     // The engine names the worker and the hook, once; the framework adds nothing and keeps
     // the error's kind.
@@ -150,11 +149,10 @@ async fn run_until_returns_a_failing_worker_init() {
             "/q",
             get(|_r: Request, Local(p): Local<Pool>| async move { p.worker.to_string() }),
         );
-    let config = peregrine::ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..Default::default()
-    };
+    let config = peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
     // The shutdown future never completes: only the startup error ends run_until.
     let e = app
         .run_until(config, std::future::pending())
@@ -283,10 +281,11 @@ fn missing_shared_state_is_a_build_error() {
     let group = peregrine::Router::new().route("/x", get(h));
     let e = App::new()
         .nest("/api", group)
-        .serve(peregrine::ServerConfig {
-            addr: "127.0.0.1:0".parse().unwrap(),
-            ..Default::default()
-        })
+        .serve(
+            peregrine::ServerConfig::builder()
+                .addr("127.0.0.1:0".parse().unwrap())
+                .build(),
+        )
         .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("GET /api/x"), "{e}");
@@ -347,11 +346,10 @@ async fn run_until_serves_inside_tokio_main_and_shuts_down() {
         .local_addr()
         .unwrap()
         .port();
-    let config = peregrine::ServerConfig {
-        addr: format!("127.0.0.1:{port}").parse().unwrap(),
-        workers: 1,
-        ..Default::default()
-    };
+    let config = peregrine::ServerConfig::builder()
+        .addr(format!("127.0.0.1:{port}").parse().unwrap())
+        .workers(1)
+        .build();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
         App::new()

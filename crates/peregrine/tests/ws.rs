@@ -226,11 +226,10 @@ async fn a_handshake_answer_with_another_status_is_sent_as_is_and_nothing_runs()
             }
         }),
     );
-    let config = peregrine::ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..peregrine::ServerConfig::default()
-    };
+    let config = peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
     let handle = app.serve(config).unwrap();
     let mut tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
     tcp.write_all(
@@ -277,11 +276,10 @@ async fn a_refused_handshake_is_an_ordinary_response_without_the_switch_fields()
             Ok::<Response, Error>(up.on_upgrade(ws_support::echo).with_status(403))
         }),
     );
-    let config = peregrine::ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..peregrine::ServerConfig::default()
-    };
+    let config = peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
     let handle = app.serve(config).unwrap();
     let mut tcp = TcpStream::connect(handle.local_addr()).await.unwrap();
     tcp.write_all(

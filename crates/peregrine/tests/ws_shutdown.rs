@@ -44,12 +44,11 @@ fn start(seen: &Seen) -> ServerHandle {
                 Ok::<Response, Error>(WebSocketUpgrade::from_request(&req)?.on_upgrade(last_word))
             }),
         );
-    let config = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        shutdown_timeout: SHUTDOWN_TIMEOUT,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .shutdown_timeout(SHUTDOWN_TIMEOUT)
+        .build();
     app.serve(config).unwrap()
 }
 

@@ -5,6 +5,7 @@
 //! loopback sockets, the opening handshake and the masked frames written by hand.
 #![cfg(feature = "ws")]
 
+use peregrine::server::ServerConfigBuilder;
 use peregrine::ws::{Message, WebSocket, WebSocketUpgrade, WsError};
 use peregrine::{get, App, Error, Request, Response, ServerConfig, ServerHandle};
 use std::sync::{Arc, Mutex};
@@ -71,12 +72,13 @@ fn serve(config: ServerConfig, report: Report) -> ServerHandle {
                 }
             }),
         );
-    app.serve(ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        shutdown_timeout: Duration::from_secs(2),
-        ..config
-    })
+    app.serve(
+        ServerConfigBuilder::from(config)
+            .addr("127.0.0.1:0".parse().unwrap())
+            .workers(1)
+            .shutdown_timeout(Duration::from_secs(2))
+            .build(),
+    )
     .unwrap()
 }
 
@@ -157,10 +159,7 @@ async fn stop(handle: ServerHandle) {
 async fn an_echo_to_a_client_that_never_reads_fails_and_closes_after_the_write_timeout() {
     let report = Report::default();
     let write_timeout = Duration::from_secs(1);
-    let config = ServerConfig {
-        write_timeout,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder().write_timeout(write_timeout).build();
     let handle = serve(config, report.clone());
     let tcp = open(handle.local_addr(), "/echo", 4096).await;
     let (mut read, mut write) = tcp.into_split();
@@ -199,12 +198,11 @@ async fn an_echo_to_a_client_that_never_reads_fails_and_closes_after_the_write_t
 async fn a_client_that_reads_slowly_but_steadily_gets_every_message() {
     let report = Report::default();
     let write_timeout = Duration::from_secs(1);
-    let config = ServerConfig {
-        write_timeout,
-        write_min_rate: 256 * 1024,
-        write_rate_grace: write_timeout,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::builder()
+        .write_timeout(write_timeout)
+        .write_min_rate(256 * 1024)
+        .write_rate_grace(write_timeout)
+        .build();
     let handle = serve(config, report.clone());
     // More than the kernel buffers both ways hold on loopback (a few MiB), so the handler
     // waits for the client most of the time.

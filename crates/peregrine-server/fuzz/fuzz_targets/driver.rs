@@ -51,20 +51,19 @@ fn server() -> SocketAddr {
                 eprintln!("panic: {info}");
                 std::process::abort();
             }));
-            let config = ServerConfig {
-                addr: "127.0.0.1:0".parse().unwrap(),
-                workers: 1,
-                // No timeout should fire within one input (the client half-closes at once); they
-                // are long because the fuzzing machine may be loaded: with 2 s, a client thread
-                // descheduled between connect and write saw its silent new connection closed (a
-                // correct close, but a false "the answer depends on the cuts").
-                header_timeout: Duration::from_secs(30),
-                body_timeout: Duration::from_secs(30),
-                idle_timeout: Duration::from_secs(30),
-                write_timeout: Duration::from_secs(30),
-                max_body_size: 4096,
-                ..ServerConfig::default()
-            };
+            // No timeout should fire within one input (the client half-closes at once); they
+            // are long because the fuzzing machine may be loaded: with 2 s, a client thread
+            // descheduled between connect and write saw its silent new connection closed (a
+            // correct close, but a false "the answer depends on the cuts").
+            let config = ServerConfig::builder()
+                .addr("127.0.0.1:0".parse().unwrap())
+                .workers(1)
+                .header_timeout(Duration::from_secs(30))
+                .body_timeout(Duration::from_secs(30))
+                .idle_timeout(Duration::from_secs(30))
+                .write_timeout(Duration::from_secs(30))
+                .max_body_size(4096)
+                .build();
             Server::new(config)
                 .serve(service_fn(|mut req: Request| async move {
                     match req.path() {

@@ -107,7 +107,7 @@ impl<'a, S: Service> Batch<'a, S> {
     ) -> Poll<Stop> {
         let (service, conn, peer) = (self.service, self.conn, self.peer);
         let served = &mut *self.served;
-        let max_pending = conn.shared.config.max_pending_output;
+        let max_pending = conn.shared.config.limits.max_pending_output;
         // Read once per poll, not per request: the flag is set only by the worker's main task,
         // which cannot run while this synchronous loop does.
         let shutting_down = conn.shared.is_shutting_down();
@@ -206,7 +206,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     }
     let mut table = conn.shared.proto.fields.borrow_mut();
     let mut pending = Request::pending();
-    let found = match pending.parse(&io.rbuf, &cfg.limits, &mut table) {
+    let found = match pending.parse(&io.rbuf, &cfg.limits.parser, &mut table) {
         Ok(Parsed::Complete(h)) => Ok((
             h.method_kind,
             h.framing,
@@ -288,10 +288,11 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             gen,
             content_length: len,
         };
-        *req.body_mut() = Body::from_source(Box::new(body), cfg.max_body_size);
+        *req.body_mut() = Body::from_source(Box::new(body), cfg.limits.max_body_size);
     }
     io.rbuf.advance(head_len);
     if cfg
+        .limits
         .max_requests_per_connection
         .is_some_and(|max| u64::from(*served) >= max)
     {

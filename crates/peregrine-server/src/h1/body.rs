@@ -68,7 +68,7 @@ impl Conn {
                 Step::Data(data)
             }
             BodyState::Chunked(dec, delivered) => loop {
-                match dec.decode(&io.rbuf, &self.shared.config.limits) {
+                match dec.decode(&io.rbuf, &self.shared.config.limits.parser) {
                     Ok(ChunkedStep::NeedMore { consumed }) => {
                         io.rbuf.advance(consumed);
                         // A chunk that declares more than the limit allows is refused now, not

@@ -85,12 +85,12 @@ pub(crate) struct Io {
     /// Slow-client accounts, kept only where a read or write would block, so the
     /// fast path never reads the clock. Only time spent waiting for the client counts (a slow
     /// handler or stream is not the client's fault): the time the current body was waited
-    /// for, and the body bytes read by those waits (see `ServerConfig::body_min_rate`) ...
+    /// for, and the body bytes read by those waits (see `Timeouts::body_min_rate`) ...
     pub(super) body_waited: Duration,
     pub(super) body_read: u64,
     /// ... and the time spent waiting for writability since the output was last fully written
     /// (`None`: no write has blocked since), with the bytes written meanwhile (see
-    /// `ServerConfig::write_min_rate`).
+    /// `Timeouts::write_min_rate`).
     write_waited: Option<Duration>,
     write_sent: u64,
     /// The handler's upgrade function, between its 101 and the hand-over.
@@ -110,7 +110,7 @@ pub(crate) struct Conn {
     stream: Option<Stream>,
     pub(super) shared: Rc<Shared>,
     pub(super) io: RefCell<Io>,
-    /// The client, for engine events (`ServerConfig::events`); set only when someone listens.
+    /// The client, for engine events (`Server::with_events`); set only when someone listens.
     pub(super) peer: std::cell::Cell<SocketAddr>,
 }
 
@@ -292,7 +292,7 @@ impl Conn {
                 // dropped at once instead of staying in the kernel for a client that does not
                 // read (nginx `reset_timedout_connection`).
                 let _ = self.stream().reset_on_close();
-                if let Some(events) = &self.shared.config.events {
+                if let Some(events) = &self.shared.events {
                     let (reason, peer) =
                         (crate::events::RejectReason::WriteTimeout, self.peer.get());
                     crate::events::emit_close(&**events, reason, "write_timeout", peer);

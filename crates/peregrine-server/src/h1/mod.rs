@@ -71,13 +71,13 @@ pub(crate) fn serve<S: Service>(
             // (Shutdown is decided in the wait: input already sent is still answered.)
             // (A block, so that nothing of the wait stays in the task's state while busy.)
             if !IdleWait::new(home.stream(), &shared.idle, &shared.idle_key).await {
-                if shared.config.events.is_some() {
+                if shared.events.is_some() {
                     report_idle_close(&shared, peer);
                 }
                 return;
             }
             let conn = home.into_conn(&shared);
-            if shared.config.events.is_some() {
+            if shared.events.is_some() {
                 conn.peer.set(peer);
             }
             match conn.try_fill() {
@@ -125,7 +125,7 @@ pub(crate) fn serve<S: Service>(
 fn report_idle_close(shared: &Held, peer: SocketAddr) {
     use crate::events::RejectReason;
     use crate::idle::Ended;
-    let (Some(events), key) = (&shared.config.events, shared.idle_key.get()) else {
+    let (Some(events), key) = (&shared.events, shared.idle_key.get()) else {
         return;
     };
     if !crate::idle::is_entry(key) {
@@ -158,7 +158,8 @@ async fn upgrade(conn: Rc<Conn>, shared: Held) {
     let peer = conn.peer.get();
     if let Some((stream, read)) = hand_over(conn, &shared) {
         // The write timeout and minimum rate go on applying to the upgraded connection.
-        let io = crate::upgrade::WriteBounded::new(stream, &shared.config, peer);
+        let io =
+            crate::upgrade::WriteBounded::new(stream, &shared.config, shared.events.as_ref(), peer);
         on_upgrade(crate::upgrade::Upgraded::new(io, read)).await;
     }
     drop(shared);
@@ -283,7 +284,8 @@ async fn busy<S: Service>(
             if body_left && !Box::pin(conn.drain_body()).await {
                 return Next::Close(Close::Linger);
             }
-            if conn.pending_output() > cfg.max_pending_output && conn.flush().await.is_err() {
+            if conn.pending_output() > cfg.limits.max_pending_output && conn.flush().await.is_err()
+            {
                 return Next::Close(Close::Now);
             }
             // `parse_due` stays set: what follows the request in the buffer is new input for
@@ -338,7 +340,7 @@ async fn busy<S: Service>(
         }
         let before = conn.io.borrow().rbuf.len();
         let deadline = *head_deadline
-            .get_or_insert_with(|| deadline_after(Instant::now(), cfg.header_timeout));
+            .get_or_insert_with(|| deadline_after(Instant::now(), cfg.timeouts.header));
         eager_reads = 0;
         match conn.fill(deadline).await {
             Err(_) => return Next::Close(Close::Now),
@@ -407,7 +409,7 @@ impl Conn {
     /// head as long as the limits allow. A byte-per-packet client then costs no full re-parse
     /// per byte.
     fn may_complete_a_head(&self, before: usize) -> bool {
-        let limits = &self.shared.config.limits;
+        let limits = &self.shared.config.limits.parser;
         let io = self.io.borrow();
         io.rbuf[before..].contains(&b'\n')
             || io.rbuf.len() > limits.max_target_len + limits.max_header_bytes

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 impl Pools {
     pub(crate) fn new(config: &ServerConfig) -> Self {
-        let n = config.limits.max_fields.max(1);
+        let n = config.limits.parser.max_fields.max(1);
         Pools {
             fields: RefCell::new(vec![FieldSpan::default(); n].into_boxed_slice()),
             read_pool: RefCell::new(Vec::new()),
@@ -105,5 +105,5 @@ pub(crate) fn shared_for_test() -> Rc<super::Shared> {
     let config = ServerConfig::default();
     let pools = Pools::new(&config);
     let global = std::sync::Arc::new(crate::worker::Global::new(usize::MAX, None));
-    Rc::new(WorkerShared::new(config, global, pools))
+    Rc::new(WorkerShared::new(config, None, global, pools))
 }

@@ -66,7 +66,7 @@ impl Conn {
     /// events: a log that wrote the service's answer already has a line for this request).
     fn push_error_for(&self, status: u16, reason: &str, head_only: bool, replaced: bool) {
         // Every response the engine makes itself passes here: one branch when nobody listens.
-        if let Some(events) = &self.shared.config.events {
+        if let Some(events) = &self.shared.events {
             let bytes_out = if head_only {
                 0
             } else {
@@ -362,7 +362,12 @@ impl Conn {
         chunked: bool,
         mut sized: Option<SizedBody>,
     ) -> io::Result<()> {
-        let limit = self.shared.config.max_pending_output.max(COPY_BODY_MAX);
+        let limit = self
+            .shared
+            .config
+            .limits
+            .max_pending_output
+            .max(COPY_BODY_MAX);
         let mut encoder = ChunkedEncoder::new();
         // An event stream never ends by itself: it ends (cleanly) when shutdown starts, so
         // that graceful shutdown does not wait `shutdown_timeout` for it.

@@ -25,7 +25,7 @@ const BYTES_PER_CONTROL_FRAME: u64 = 1024;
 /// Control frames each request (HEADERS) earns: its PRIORITY, its RST_STREAM, a few updates.
 const CONTROL_FRAMES_PER_REQUEST: u64 = 8;
 
-/// The write-wait rules of the HTTP/1.1 driver (`ServerConfig::write_timeout`,
+/// The write-wait rules of the HTTP/1.1 driver (`Timeouts::write`,
 /// `write_min_rate`, `write_rate_grace`), for one account of waits.
 pub(super) type WriteRules = crate::pace::PaceRules;
 

@@ -124,7 +124,7 @@ where
     S: Service,
 {
     let mut io = io;
-    let read = match read_preface(&mut io, read, config.header_timeout).await {
+    let read = match read_preface(&mut io, read, config.timeouts.header).await {
         Ok(read) => read,
         Err(Refused::Timeout) => return Closed::Handshake,
         Err(Refused::NotHttp2) => {
@@ -136,13 +136,13 @@ where
     let rules = WriteRules::write(config);
     let watch = Rc::new(Watch::new(
         rules,
-        config.max_pending_output,
+        config.limits.max_pending_output,
         h2config.max_control_frames,
     ));
     let io = Metered::new(Rewind::new(io, read), watch.clone());
     // The builder is not kept across the awaits below (it would size the connection's future).
     let handshake = builder(h2config).handshake::<_, Bytes>(io);
-    let handshake = tokio::time::timeout(config.header_timeout, handshake);
+    let handshake = tokio::time::timeout(config.timeouts.header, handshake);
     let mut conn = match handshake.await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
@@ -152,7 +152,7 @@ where
         Err(_) => return Closed::Handshake,
     };
     let ctx = Rc::new(Ctx {
-        max_body_size: config.max_body_size,
+        max_body_size: config.limits.max_body_size,
         body_rules: body::BodyRules::body(config),
         server_name: config.server_name,
         watch,
@@ -161,7 +161,7 @@ where
         FuturesUnordered::new();
     let mut shutdown = pin!(shutdown);
     let mut draining: Option<Pin<Box<tokio::time::Sleep>>> = None;
-    let idle = sleep(config.idle_timeout);
+    let idle = sleep(config.timeouts.idle);
     let mut idle = pin!(idle);
     let mut resets = ResetCounter::new(h2config.max_client_resets);
     let mut closed = Closed::Normally;
@@ -175,7 +175,7 @@ where
     poll_fn(|cx| {
         if draining.is_none() && shutdown.as_mut().poll(cx).is_ready() {
             conn.graceful_shutdown();
-            draining = Some(Box::pin(sleep(config.shutdown_timeout)));
+            draining = Some(Box::pin(sleep(config.timeouts.shutdown)));
         }
         if let Some(deadline) = draining.as_mut() {
             // Past the deadline the connection is closed even if the client never answers the
@@ -230,6 +230,7 @@ where
             }
         }
         if config
+            .limits
             .max_requests_per_connection
             .is_some_and(|max| requests >= max)
             && draining.is_none()
@@ -258,7 +259,7 @@ where
                 tracing::debug!(%peer, what, "HTTP/2: closing with ENHANCE_YOUR_CALM");
                 conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                 closed = why;
-                draining = Some(Box::pin(sleep(config.shutdown_timeout)));
+                draining = Some(Box::pin(sleep(config.timeouts.shutdown)));
                 // Poll again so the GOAWAY is written and the connection ends.
                 cx.waker().wake_by_ref();
             }
@@ -286,12 +287,12 @@ where
         let grants = watch.grants();
         if streams.len() > watch.waiting() || grants != last_grants {
             last_grants = grants;
-            idle.as_mut().reset(Instant::now() + config.idle_timeout);
+            idle.as_mut().reset(Instant::now() + config.timeouts.idle);
         } else if idle.as_mut().poll(cx).is_ready() && draining.is_none() {
             // Nothing in progress: GOAWAY(NO_ERROR) naming the last stream processed, then
             // close (a request crossing it is known unprocessed by the client, which retries).
             conn.abrupt_shutdown(h2::Reason::NO_ERROR);
-            draining = Some(Box::pin(sleep(config.shutdown_timeout)));
+            draining = Some(Box::pin(sleep(config.timeouts.shutdown)));
             // Poll again so the GOAWAY is written and the connection ends.
             cx.waker().wake_by_ref();
         }

@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 /// ```no_run
 /// use peregrine_server::server::Fault;
 /// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
-/// let config = ServerConfig { workers: 2, ..ServerConfig::default() };
+/// let config = ServerConfig::builder().workers(2).build();
 /// let handle = Server::new(config)
 ///     .serve(service_fn(|_req: Request| async { Response::text("hi") }))
 ///     .unwrap();

@@ -11,6 +11,8 @@
 //! shuts it down (`shutdown(2)` on a listening socket leaves the group and resets the
 //! connections in its backlog) whatever happened to the worker's handle.
 
+use crate::drain::DrainSignal;
+use crate::events::EngineEvents;
 use crate::listener::Listener;
 use crate::transport::Acceptor;
 use crate::worker::{self, panic_text, Global, WorkerStartHook};
@@ -63,9 +65,22 @@ pub(super) enum Source {
     Share(Vec<Listener>),
 }
 
+/// What a server is given to run with: its configuration, and the live handles beside it.
+pub(super) struct Setup {
+    pub(super) config: ServerConfig,
+    /// Who hears about connections and refusals ([`Server::with_events`](crate::Server::with_events)).
+    pub(super) events: Option<Arc<dyn EngineEvents>>,
+    /// Raised when a graceful shutdown starts, or when the server gives up.
+    pub(super) drain: DrainSignal,
+}
+
 /// The workers of one server and what is needed to start them again.
 pub(super) struct Workers<S, A> {
     pub(super) config: ServerConfig,
+    /// Who hears about connections and refusals.
+    observer: Option<Arc<dyn EngineEvents>>,
+    /// Raised when the server gives up.
+    drain: DrainSignal,
     pub(super) service: S,
     pub(super) acceptor: A,
     pub(super) global: Arc<Global>,
@@ -92,7 +107,7 @@ pub(super) struct Workers<S, A> {
 impl<S: Service, A: Acceptor> Workers<S, A> {
     /// Workers for `n` listeners; restarted ones get theirs from `source`.
     pub(super) fn new(
-        config: ServerConfig,
+        setup: Setup,
         service: S,
         acceptor: A,
         hooks: Vec<WorkerStartHook>,
@@ -100,14 +115,21 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
         n: usize,
         source: Source,
     ) -> Self {
+        let Setup {
+            config,
+            events: observer,
+            drain,
+        } = setup;
         let global = Arc::new(Global::new(
-            config.max_connections,
-            config.max_connections_per_addr,
+            config.limits.max_connections,
+            config.limits.max_connections_per_addr,
         ));
         let (exits, events) = mpsc::channel();
         Workers {
             pins: cpus::pin_plan(config.pin, n),
             config,
+            observer,
+            drain,
             service,
             acceptor,
             global,
@@ -149,6 +171,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             hooks: self.hooks.clone(),
             ready,
             own_socket,
+            events: self.observer.clone(),
             #[cfg(feature = "fault-injection")]
             fault: self.faults[index].clone(),
         };
@@ -353,7 +376,7 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
     /// Stops the server: the error `join` and `run_until_signal` return.
     fn give_up(&self, e: io::Error) -> io::Error {
         tracing::error!(error = %e, "stopping the server");
-        self.config.drain_signal.start();
+        self.drain.start();
         self.send_stop();
         e
     }

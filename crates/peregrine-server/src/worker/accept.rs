@@ -37,7 +37,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         } else {
             let Ok(hold) = shared.global.hold_addr(peer.ip()) else {
                 tracing::debug!(%peer, "per-address connection cap reached; closing");
-                if let Some(events) = &shared.config.events {
+                if let Some(events) = &shared.events {
                     let reason = RejectReason::LimitReached;
                     emit_close(&**events, reason, "max_connections_per_addr", peer);
                 }
@@ -47,7 +47,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         };
         // Then a slot: at the limit, this closes an idle connection or waits (the next clients
         // wait in the backlog meanwhile).
-        if let Some(events) = &shared.config.events {
+        if let Some(events) = &shared.events {
             // Told before the wait (which may close an idle connection, reported by it).
             if shared.global.is_full() {
                 let (reason, detail) = (RejectReason::LimitReached, "max_connections: waiting");
@@ -56,8 +56,8 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
         }
         let slot = Slot::acquire(&shared.global, &shared.idle).await;
         let held = Held::new(shared, slot);
-        if let Some(events) = &shared.config.events {
-            // Someone listens (`ServerConfig::events`): this connection's task reports its
+        if let Some(events) = &shared.events {
+            // Someone listens (`Server::with_events`): this connection's task reports its
             // opening and closing. Only then, so the default task stays as it is.
             let (events, service) = (events.clone(), service.clone());
             let worker = crate::events::current_worker();

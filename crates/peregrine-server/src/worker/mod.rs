@@ -41,6 +41,8 @@ pub(crate) struct Start {
     pub(crate) ready: std::sync::mpsc::Sender<(usize, std::io::Result<()>)>,
     /// Whether the listener is this worker's own `SO_REUSEPORT` socket (not a shared one).
     pub(crate) own_socket: bool,
+    /// Who hears about the worker's connections ([`Server::with_events`](crate::Server::with_events)).
+    pub(crate) events: Option<Arc<dyn crate::events::EngineEvents>>,
     #[cfg(feature = "fault-injection")]
     pub(crate) fault: Arc<crate::server::fault::Slot>,
 }
@@ -63,6 +65,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         hooks,
         ready,
         own_socket,
+        events,
         #[cfg(feature = "fault-injection")]
         fault,
     } = start;
@@ -106,7 +109,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             }
         };
         let pools = h1::Pools::new(&config);
-        let shared = Rc::new(WorkerShared::new(config, global, pools));
+        let shared = Rc::new(WorkerShared::new(config, events, global, pools));
         // Upgraded connections made on this thread watch this worker's shutdown.
         let watch: Rc<dyn crate::shutdown::ShutdownWatch> = shared.clone();
         crate::shutdown::set_current(Rc::downgrade(&watch));
@@ -143,7 +146,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                 loop {
                     sweep_tick.tick().await;
                     let idle = sweeper.idle.sweep();
-                    if let Some(events) = &sweeper.config.events {
+                    if let Some(events) = &sweeper.events {
                         events.worker_stats(&crate::events::WorkerStats {
                             worker: crate::events::current_worker(),
                             open: sweeper.live.get(),
@@ -177,7 +180,7 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             // No shell enters the pool from now on (see `put_conn`): emptying it breaks the
             // cycle between the pooled shells and this state.
             shared.proto.clear_conns();
-            let deadline = tokio::time::sleep(shared.config.shutdown_timeout);
+            let deadline = tokio::time::sleep(shared.config.timeouts.shutdown);
             tokio::pin!(deadline);
             while shared.live.get() > 0 {
                 tokio::select! {

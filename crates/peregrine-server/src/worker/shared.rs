@@ -4,6 +4,7 @@
 //! so this module names no driver and every driver can name it.
 
 use super::limits::{Global, Slot};
+use crate::events::EngineEvents;
 use crate::idle::{IdleSet, NO_KEY};
 use crate::ServerConfig;
 use std::cell::Cell;
@@ -15,6 +16,8 @@ use tokio::sync::Notify;
 /// `proto` is the state the HTTP/1.1 driver keeps per worker.
 pub(crate) struct WorkerShared<P> {
     pub(crate) config: ServerConfig,
+    /// Who hears about connections and refusals ([`Server::with_events`](crate::Server::with_events)).
+    pub(crate) events: Option<Arc<dyn EngineEvents>>,
     /// Notified when shutdown starts (connections that are not in the idle set: HTTP/2).
     shutdown_started: Notify,
     /// Idle connections, woken when they time out or shutdown starts.
@@ -32,14 +35,20 @@ pub(crate) struct WorkerShared<P> {
 }
 
 impl<P> WorkerShared<P> {
-    pub(crate) fn new(config: ServerConfig, global: Arc<Global>, proto: P) -> Self {
+    pub(crate) fn new(
+        config: ServerConfig,
+        events: Option<Arc<dyn EngineEvents>>,
+        global: Arc<Global>,
+        proto: P,
+    ) -> Self {
         WorkerShared {
             shutdown_started: Notify::new(),
-            idle: IdleSet::new(config.idle_timeout, config.header_timeout),
+            idle: IdleSet::new(config.timeouts.idle, config.timeouts.header),
             live: Cell::new(0),
             all_closed: Notify::new(),
             global,
             config,
+            events,
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
             proto,

@@ -18,17 +18,16 @@ pub const CLIENT_WAIT: Duration = Duration::from_secs(10);
 
 /// A config for tests: one worker, port 0, short timeouts.
 pub fn config() -> ServerConfig {
-    ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        header_timeout: Duration::from_millis(300),
-        body_timeout: Duration::from_millis(300),
-        idle_timeout: Duration::from_millis(500),
-        write_timeout: Duration::from_millis(500),
-        shutdown_timeout: Duration::from_secs(5),
-        max_body_size: 64 * 1024,
-        ..ServerConfig::default()
-    }
+    ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .header_timeout(Duration::from_millis(300))
+        .body_timeout(Duration::from_millis(300))
+        .idle_timeout(Duration::from_millis(500))
+        .write_timeout(Duration::from_millis(500))
+        .shutdown_timeout(Duration::from_secs(5))
+        .max_body_size(64 * 1024)
+        .build()
 }
 
 /// Counts handler invocations.

@@ -46,15 +46,14 @@ impl Srv {
 
 /// A one-worker config on port 0 with the given write and idle timeouts.
 pub fn config(write_timeout: Duration, idle_timeout: Duration, h2: Http2Config) -> ServerConfig {
-    ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        write_timeout,
-        idle_timeout,
-        shutdown_timeout: Duration::from_secs(2),
-        http2: h2,
-        ..ServerConfig::default()
-    }
+    ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .write_timeout(write_timeout)
+        .idle_timeout(idle_timeout)
+        .shutdown_timeout(Duration::from_secs(2))
+        .http2(h2)
+        .build()
 }
 
 /// Starts the engine with `service`, reachable `via` h2c or TLS.

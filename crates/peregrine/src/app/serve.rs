@@ -235,6 +235,10 @@ struct Started {
 /// Serves `service` on `server`, behind a TLS acceptor when `config` has TLS settings (the
 /// certificates are read here: a file that does not load is an error before any worker starts).
 fn start(server: Server, service: AppService, config: &Config) -> io::Result<Started> {
+    let mut server = server.with_drain_signal(config.drain_signal.clone());
+    if let Some(events) = &config.events {
+        server = server.with_events(events.clone());
+    }
     #[cfg(feature = "tls")]
     if let Some(tls) = &config.tls {
         let acceptor = peregrine_server::tls::TlsAcceptor::new(tls)?;

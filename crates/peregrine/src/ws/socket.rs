@@ -286,7 +286,7 @@ impl WebSocket {
     ///     }))
     /// }
     ///
-    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 1, ..ServerConfig::default() };
+    /// let config = ServerConfig::builder().addr("127.0.0.1:0".parse().unwrap()).workers(1).build();
     /// let server = App::new().route("/shout", get(shout)).serve(config)?;
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let tcp = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
@@ -328,7 +328,7 @@ impl WebSocket {
     ///     }))
     /// }
     ///
-    /// let config = ServerConfig { addr: "127.0.0.1:0".parse().unwrap(), workers: 1, ..ServerConfig::default() };
+    /// let config = ServerConfig::builder().addr("127.0.0.1:0".parse().unwrap()).workers(1).build();
     /// let server = App::new().route("/room", get(room)).serve(config)?;
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let tcp = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();

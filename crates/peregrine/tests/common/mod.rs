@@ -2,6 +2,7 @@
 //! shows exactly what went over the wire (headers as sent, chunked bodies decoded).
 #![allow(dead_code)]
 
+use peregrine::config::Config;
 use peregrine::server::{ServerConfig, ServerHandle};
 use peregrine::App;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -67,13 +68,14 @@ impl TestServer {
         Self::start_with(app, |_| {})
     }
 
-    pub fn start_with(app: App, tweak: impl FnOnce(&mut ServerConfig)) -> Self {
-        let mut cfg = ServerConfig {
-            addr: "127.0.0.1:0".parse().unwrap(),
-            workers: 1,
-            shutdown_timeout: Duration::from_secs(2),
-            ..ServerConfig::default()
-        };
+    pub fn start_with(app: App, tweak: impl FnOnce(&mut Config)) -> Self {
+        let mut cfg = Config::from(
+            ServerConfig::builder()
+                .addr("127.0.0.1:0".parse().unwrap())
+                .workers(1)
+                .shutdown_timeout(Duration::from_secs(2))
+                .build(),
+        );
         tweak(&mut cfg);
         let handle = app.serve(cfg).expect("server starts");
         let addr = handle.local_addr();

@@ -225,13 +225,14 @@ pub fn start(fx: &Fixture, stack: Stack) -> Result<Running, NotStarted> {
 }
 
 fn try_start(fx: &Fixture, stack: Stack) -> std::io::Result<Running> {
-    let mut config = peregrine::ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        // Short, so a connection that holds the drain shows as a slow shutdown, not a hang.
-        shutdown_timeout: Duration::from_secs(5),
-        ..peregrine::ServerConfig::default()
-    };
+    let mut config = Config::from(
+        peregrine::ServerConfig::builder()
+            .addr("127.0.0.1:0".parse().unwrap())
+            .workers(1)
+            // Short, so a connection that holds the drain shows as a slow shutdown, not a hang.
+            .shutdown_timeout(Duration::from_secs(5))
+            .build(),
+    );
     let group = with_middleware(routes(fx.root.path().to_owned()), stack.middleware);
     let mut app = App::new().nest("/api", group);
     let mut spans = None;
@@ -263,7 +264,6 @@ fn try_start(fx: &Fixture, stack: Stack) -> std::io::Result<Running> {
         }
     }
     // As a user serves it: TLS from the configuration (HTTP/2 or HTTP/1.1 by ALPN).
-    let mut config = Config::new(config);
     if stack.transport.tls() {
         config = config.with_tls(fx.tls.clone());
     }

@@ -21,7 +21,7 @@ pub enum Transport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Observers {
     None,
-    /// `ServerConfig::events` with the framework's `metrics::EngineObserver`.
+    /// `Config::events` with the framework's `metrics::EngineObserver`.
     EngineEvents,
     /// `middleware::Trace` + the Prometheus `Metrics` layer, spans exported through a
     /// `tracing-opentelemetry` layer.

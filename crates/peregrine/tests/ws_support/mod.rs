@@ -34,11 +34,10 @@ pub async fn start_echo(max_message: usize) -> std::net::SocketAddr {
 
 /// Serves `app` on a loopback port (one worker) for the rest of the test process.
 pub fn serve_for_the_process(app: peregrine::App) -> std::net::SocketAddr {
-    let config = peregrine::ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        workers: 1,
-        ..peregrine::ServerConfig::default()
-    };
+    let config = peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
     let handle = app.serve(config).unwrap();
     let addr = handle.local_addr();
     // The server lives for the rest of the test process.
