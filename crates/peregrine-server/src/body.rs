@@ -4,10 +4,10 @@ use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::pin::Pin;
 
-/// The default body limit, in bytes (1 MiB): what [`ServerConfig::max_body_size`] starts at and
+/// The default body limit, in bytes (1 MiB): what [`Limits::max_body_size`] starts at and
 /// what a [`Body`] made in memory ([`Body::from_bytes`]) is held to until [`Body::set_limit`].
 ///
-/// [`ServerConfig::max_body_size`]: crate::ServerConfig::max_body_size
+/// [`Limits::max_body_size`]: crate::Limits::max_body_size
 pub const DEFAULT_BODY_LIMIT: u64 = 1024 * 1024;
 
 /// Why a body could not be read.
@@ -55,7 +55,7 @@ impl std::error::Error for BodyError {}
 /// a slow consumer slows the client down through TCP flow control.
 ///
 /// Every body has a size limit ([`Body::limit`]; from a connection it starts at
-/// [`ServerConfig::max_body_size`](crate::ServerConfig::max_body_size)), which every way of
+/// [`Limits::max_body_size`](crate::Limits::max_body_size)), which every way of
 /// reading it is held to: a declared length over it fails before anything is read (and before
 /// `100 Continue`), a body that grows past it fails on the piece that crosses it, and a chunked
 /// body's extensions count against it too. [`Body::set_limit`] changes it for this body (a
