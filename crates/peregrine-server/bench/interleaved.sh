@@ -6,10 +6,10 @@
 # separate runs; the median of the rounds is reported with its spread.
 #
 # Lanes (LANES, default "c1 c50 p16 p256"):
-#   c1    one connection, no pipelining (issue 18, target <= 1.05x the floor)
-#   c50   50 connections, no pipelining (issue 16, target <= 1.03x)
-#   p16   64 connections x 16 pipelined requests per write (issue 16, target <= 1.10x)
-#   p256  64 connections x 256 pipelined requests per write (issue 18, target <= 1.6x)
+#   c1    one connection, no pipelining (target <= 1.05x the floor)
+#   c50   50 connections, no pipelining (target <= 1.03x)
+#   p16   64 connections x 16 pipelined requests per write (target <= 1.10x)
+#   p256  64 connections x 256 pipelined requests per write (target <= 1.6x)
 # CPU time: the sum over the server's threads of /proc/PID/task/TID/schedstat (ns), or of the
 # clock ticks of /proc/PID/task/TID/stat (10 ms) where schedstat is missing.
 # Per lane: each round's ratio A/B, then the median ratio with its 95% interval (percentile
