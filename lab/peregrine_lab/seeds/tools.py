@@ -26,8 +26,9 @@ SCRIPTS_DIR = config.LAB_DIR / "peers" / "seeds" / "tools"
 AUTOCANNON = SCRIPTS_DIR / "autocannon.js"
 """Runs autocannon v8 (npm, pinned by that folder's package-lock.json) with the programmatic
 options NextRush's suite passes, and prints its result as JSON."""
-PIPELINE_LUA = SCRIPTS_DIR / "pipeline.lua"
-"""Kourier's (and TechEmpower's) pipeline.lua: `depth` copies of the request in one write."""
+PIPELINE_LUA = config.LAB_DIR.parent / "crates" / "peregrine" / "bench" / "pipeline.lua"
+"""Kourier's (and TechEmpower's) pipeline.lua, the same script the framework's benches use:
+`depth` copies of the request in one write."""
 
 
 def oha_argv(url: str, *, connections: int, seconds: float) -> list[str]:
