@@ -21,6 +21,10 @@ use std::time::Duration;
 /// `H3_NO_ERROR` (RFC 9114 §8.1), the code of a connection closed with nothing wrong.
 const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
 
+/// Bounds of the wait for the client's acknowledgements before the close.
+const LINGER_MIN: Duration = Duration::from_millis(20);
+const LINGER_MAX: Duration = Duration::from_secs(1);
+
 type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
 
@@ -92,6 +96,10 @@ pub(super) async fn serve<S: Service, P>(
     )
     .await;
     tracing::debug!(%peer, how, "HTTP/3 connection closed");
+    // quinn's close drops stream data the client has not acknowledged yet (the last responses'
+    // tail): a few round trips first, unless the client closes by itself meanwhile.
+    let linger = (quic.rtt() * 4).clamp(LINGER_MIN, LINGER_MAX);
+    let _ = tokio::time::timeout(linger, quic.closed()).await;
     quic.close(H3_NO_ERROR, b"");
     drop(held);
 }
