@@ -17,6 +17,9 @@
 //! * Graceful shutdown: the endpoint refuses new connections, each connection sends `GOAWAY`
 //!   and lets its open streams finish for up to the `shutdown` timeout, then closes with
 //!   `H3_NO_ERROR`.
+//! * QUIC's idle timeout counts packets, not streams: a handler that sends nothing for longer
+//!   than `idle` while the client sends nothing either (no keep-alive PINGs) loses its
+//!   connection, where HTTP/2 would wait for it.
 //! * Not yet: response trailers (the engine's `Response` has none), WebSocket over HTTP/3
 //!   (RFC 9220), 0-RTT for idempotent requests, Retry tokens before address validation.
 

@@ -77,7 +77,11 @@ pub(super) fn map(
             (framing, Body::from_source(Box::new(source), max_body_size))
         }
     };
-    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let target = match parts.uri.path_and_query() {
+        Some(pq) => pq.as_str(),
+        // CONNECT has only an authority (RFC 9114 §4.4), as over HTTP/2.
+        None => parts.uri.authority().map_or("", |a| a.as_str()),
+    };
     let cookies = JoinedCookies::of(&parts.headers);
     let request = Request::from_parts(
         parts.method.as_str().as_bytes(),
