@@ -247,3 +247,28 @@ async fn shutdown_lets_open_streams_finish_then_refuses_new_ones() {
     // After the GOAWAY and the close, no new request is served.
     assert!(other.request("GET", "/", &[], b"").await.is_err());
 }
+
+#[tokio::test]
+async fn max_requests_per_connection_ends_the_connection_with_goaway() {
+    let config = ServerConfig::builder()
+        .workers(1)
+        .max_requests_per_connection(Some(2))
+        .build();
+    let server = serve(config, service_fn(describe));
+    let mut client = connect(server.handle.local_addr(), &server.ca).await;
+    for _ in 0..2 {
+        let reply = client.request("GET", "/", &[], b"").await.unwrap();
+        assert_eq!(reply.status, 200);
+    }
+    // The second request was the last: the server said GOAWAY and closes once it is answered.
+    assert!(client.request("GET", "/", &[], b"").await.is_err());
+    let closed = tokio::time::timeout(Duration::from_secs(5), client.quic.closed()).await;
+    assert!(closed.is_ok(), "the connection stays open");
+    // A new connection is served.
+    let mut again = connect(server.handle.local_addr(), &server.ca).await;
+    assert_eq!(
+        again.request("GET", "/", &[], b"").await.unwrap().status,
+        200
+    );
+    server.handle.shutdown();
+}
