@@ -272,3 +272,88 @@ async fn max_requests_per_connection_ends_the_connection_with_goaway() {
     );
     server.handle.shutdown();
 }
+
+/// A server certificate check that takes `delay` (the client's thread is held meanwhile): a
+/// handshake that stalls between the server's flight and the client's `Finished`.
+#[derive(Debug)]
+struct SlowVerifier {
+    delay: Duration,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for SlowVerifier {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        std::thread::sleep(self.delay);
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// One request through a client whose handshake stalls for `delay`; `Ok(status)` or the error.
+async fn through_slow_handshake(
+    server: &h3_support::Running,
+    delay: Duration,
+) -> Result<u16, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(SlowVerifier { delay, provider }))
+        .with_no_client_auth();
+    let mut client = h3_support::connect_with(server.handle.local_addr(), tls)
+        .await
+        .map_err(|e| e.to_string())?;
+    let reply = client.request("GET", "/", &[], b"").await;
+    reply.map(|r| r.status).map_err(|e| e.to_string())
+}
+
+// The stalled check holds this test's (client's) thread; the server runs on its own threads.
+#[tokio::test]
+async fn a_handshake_past_the_handshake_timeout_is_dropped() {
+    let short = |tls: &mut peregrine_server::tls::TlsConfig| {
+        tls.handshake_timeout = Duration::from_millis(300);
+    };
+    let server = h3_support::serve_with(config(), short, service_fn(describe));
+    // Within the timeout the stall is harmless; past it the server has dropped the connection.
+    let quick = through_slow_handshake(&server, Duration::from_millis(50)).await;
+    assert_eq!(quick, Ok(200));
+    let stalled = through_slow_handshake(&server, Duration::from_millis(1500)).await;
+    assert!(
+        stalled.is_err(),
+        "served after a stalled handshake: {stalled:?}"
+    );
+    server.handle.shutdown();
+}

@@ -17,15 +17,22 @@ pub struct Running {
 }
 
 /// Serves `service` with `config` (its address forced to loopback, port 0) over TLS and HTTP/3.
-pub fn serve<S: Service>(mut config: ServerConfig, service: S) -> Running {
+pub fn serve<S: Service>(config: ServerConfig, service: S) -> Running {
+    serve_with(config, |_| {}, service)
+}
+
+/// As [`serve`], with the TLS settings changed by `tls_settings` first.
+pub fn serve_with<S: Service>(
+    mut config: ServerConfig,
+    tls_settings: impl FnOnce(&mut TlsConfig),
+    service: S,
+) -> Running {
     config.addr = "127.0.0.1:0".parse().unwrap();
     let ca = Ca::new("h3");
     let leaf = ca.server("localhost", &["localhost"]);
-    let tls = TlsAcceptor::new(&TlsConfig::new(vec![CertificateFiles::new(
-        &leaf.cert_path,
-        &leaf.key_path,
-    )]))
-    .unwrap();
+    let mut settings = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
+    tls_settings(&mut settings);
+    let tls = TlsAcceptor::new(&settings).unwrap();
     let http3 = Http3::new(&tls).unwrap();
     let handle = Server::new(config)
         .with_acceptor(tls)
@@ -45,13 +52,22 @@ pub struct Client {
 /// Connects to `addr` over QUIC with ALPN `h3`, trusting `ca`; the client never idles out by
 /// itself, so only the server's idle timeout applies.
 pub async fn connect(addr: SocketAddr, ca: &Ca) -> Client {
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_protocol_versions(&[&rustls::version::TLS13])
     .unwrap()
     .with_root_certificates(ca.roots())
     .with_no_client_auth();
+    connect_with(addr, tls).await.unwrap()
+}
+
+/// Connects with this TLS client configuration (its ALPN set to `h3`); the QUIC or HTTP/3
+/// setup's error when it fails.
+pub async fn connect_with(
+    addr: SocketAddr,
+    mut tls: rustls::ClientConfig,
+) -> Result<Client, Box<dyn std::error::Error>> {
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -60,16 +76,14 @@ pub async fn connect(addr: SocketAddr, ca: &Ca) -> Client {
     config.transport_config(Arc::new(transport));
     let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     endpoint.set_default_client_config(config);
-    let quic = endpoint.connect(addr, "localhost").unwrap().await.unwrap();
-    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(quic.clone()))
-        .await
-        .unwrap();
+    let quic = endpoint.connect(addr, "localhost")?.await?;
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(quic.clone())).await?;
     tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
-    Client {
+    Ok(Client {
         send,
         quic,
         endpoint,
-    }
+    })
 }
 
 /// A response: status, fields, the whole body.
