@@ -172,6 +172,7 @@ fn version_str(v: Version) -> &'static str {
         Version::Http10 => "HTTP/1.0",
         Version::Http11 => "HTTP/1.1",
         Version::Http2 => "HTTP/2",
+        Version::Http3 => "HTTP/3",
     }
 }
 
