@@ -127,9 +127,16 @@ def run(opts: Options) -> dict | None:
         from . import dryrun
 
         est = measuring_estimate(prof, peers, planned)
-        dryrun.describe(prof, peers, planned, est, seed, sys.stdout)
+        dryrun.describe(prof, peers, planned, est, seed, sys.stdout, results.tool_versions())
         return None
 
+    for peer in opts.outside:
+        fixed = checks.fixed_port(peer)
+        if fixed is not None and not procs.wait_port_free(checks.HOST, fixed, 5.0):
+            raise LabError(
+                f"--server {peer.name}: its port {checks.HOST}:{fixed} (port={fixed}) is busy: "
+                "something already listens there; stop it first"
+            )
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
