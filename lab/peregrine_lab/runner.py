@@ -207,8 +207,8 @@ def run(opts: Options) -> dict | None:
     for i, peer in enumerate(peers, 1):
         if opts.skip_build:
             missing = build.missing_tools(peer)
-            binary = peer.extra.get("binary")
-            if not missing and binary and not Path(binary).exists():
+            binary = built_program(peer)
+            if not missing and binary and not binary.exists():
                 built[peer.name] = build.BuildResult(
                     False, message=f"--skip-build, and {binary} is not built: run without it"
                 )
@@ -380,6 +380,17 @@ def run(opts: Options) -> dict | None:
     res["complete"] = True
     results.save(res, out)
     return res
+
+
+def built_program(peer: Peer) -> Path | None:
+    """The program a peer's build makes and its run starts (`binary`, or its run command's path
+    inside the peer's folder), which --skip-build needs; None for a peer that builds nothing or
+    runs an installed program."""
+    if peer.extra.get("binary"):
+        return Path(peer.extra["binary"])
+    if peer.build and "/" in peer.run[0]:
+        return peer.dir / peer.run[0]
+    return None
 
 
 def measuring_estimate(
