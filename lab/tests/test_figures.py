@@ -114,6 +114,13 @@ def test_the_protocols_report_says_how_old_its_code_is_too():
     assert f"> {figures.STALE_PREFIX}`eeeeeeeeeeee`" in tls_report.render(res)
 
 
+def test_the_seeds_report_says_how_old_its_code_is_too():
+    from peregrine_lab.seeds import tables
+
+    res = {"git": {"commit": "d" * 40}, "machine": {}, "experiments": {}}
+    assert f"> {figures.STALE_PREFIX}`dddddddddddd`" in tables.render(res)
+
+
 def _lane(peer, row, seed_row, cells, check=""):
     def run(rps):
         return {"rps": rps, "latency_us": {"p50": 100.0, "p99": 900.0}, "errors": {}}
