@@ -24,7 +24,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import config, stats
-from .report_tables import CONSTANT_ANSWERS, NA, _labels, _value, derive_medians, unranked
+from .report_tables import (
+    CONSTANT_ANSWERS,
+    NA,
+    _flush_note,
+    _labels,
+    _value,
+    derive_medians,
+    unranked,
+)
 from .report_verdicts import _find, before_after
 
 BLOCK = re.compile(
@@ -151,6 +159,8 @@ def headline(res: dict) -> list[str]:
             + "; ".join(f"{labels.get(a, a)} `{b}`: {CONSTANT_ANSWERS[(a, b)]}" for a, b in consts)
             + "."
         )
+    piped = [s["name"] for s in res.get("servers", []) if _find(res, s["name"], *shapes[-1])]
+    notes += _flush_note(shapes[-1][2], piped)[:1]
     skipped = unranked(res)
     if skipped:
         notes.append(

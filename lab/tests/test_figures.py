@@ -261,3 +261,21 @@ def test_the_db_targets_say_who_is_ahead_of_peregrine_in_each_cell():
         "Ahead of every peer in 1 of 2 cells on server CPU µs/request and 0 of 2 cells on "
         "requests/s.",
     ]
+
+
+def test_the_headline_says_where_hyper_and_axum_pipeline_with_flush():
+    """A pipelined hyper or axum figure is never quoted without its pipeline_flush(true) row."""
+
+    def cell(server, p):
+        return {"server": server, "scenario": "plaintext", "concurrency": 50, "pipeline": p,
+                "status": "ok", "median": {"cpu_us_per_req": 1.0}, "runs": []}  # fmt: skip
+
+    res = {
+        "scenarios": [{"name": "plaintext", "main": True}],
+        "servers": [{"name": n} for n in ("peregrine", "hyper")],
+        "cells": [cell("peregrine", 0), cell("peregrine", 16), cell("hyper", 0), cell("hyper", 16)],
+    }
+    text = "\n".join(figures.headline(res))
+    assert "not in this run: hyper-flush; the standard profile measures them" in text
+    res["cells"] = res["cells"][:3]  # hyper not pipelined: nothing to say
+    assert "pipeline_flush" not in "\n".join(figures.headline(res))
