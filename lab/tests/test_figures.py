@@ -275,7 +275,10 @@ def test_the_headline_says_where_hyper_and_axum_pipeline_with_flush():
         "servers": [{"name": n} for n in ("peregrine", "hyper")],
         "cells": [cell("peregrine", 0), cell("peregrine", 16), cell("hyper", 0), cell("hyper", 16)],
     }
+    res["cells"][0]["median"]["bytes_per_response"] = 130.0
     text = "\n".join(figures.headline(res))
     assert "not in this run: hyper-flush; the standard profile measures them" in text
+    # What was compared stands beside the figures: the size of each server's answer.
+    assert "| busy | bytes/resp |" in text and "| peregrine | 1.00 | 1.00 | n/a | 130 |" in text
     res["cells"] = res["cells"][:3]  # hyper not pipelined: nothing to say
     assert "pipeline_flush" not in "\n".join(figures.headline(res))
