@@ -12,8 +12,8 @@ process group, which is killed afterwards. Only ``kind = "server"`` peers that s
 ``post_json`` are scored (the corpus needs POST /users). Without ``--build`` a peer whose build
 output is missing is reported as not built. ``--server`` scores a server the registry does not
 know, started by COMMAND with the lab's syntax (lab/README.md, "Your own server": ``{port}``,
-``$PORT`` and ``$ADDR`` give it its port, or ``port=N`` names the one it listens on); with it, only the servers named by ``--server`` and
-``--peers`` are scored.
+``$PORT`` and ``$ADDR`` give it its port, or ``port=N`` names the one it always listens on); with
+it, only the servers named by ``--server`` and ``--peers`` are scored.
 """
 
 from __future__ import annotations
