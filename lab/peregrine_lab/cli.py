@@ -81,9 +81,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--server",
         action="append",
-        metavar="'NAME=COMMAND[;scenarios=a,b][;ready=/path][;label=TEXT]'",
+        metavar="'NAME=COMMAND[;port=N][;scenarios=a,b][;ready=/path][;label=TEXT]'",
         help="also measure this server, started by COMMAND, which gets its port from {port}, "
-        '{addr}, $PORT or $ADDR; repeatable (lab/README.md, "Your own server")',
+        "{addr}, $PORT or $ADDR (or always listens on port=N); repeatable (lab/README.md, "
+        '"Your own server")',
     )
     p.add_argument("--seed", type=int, help="the run's seed (round order; default: drawn)")
     p.add_argument(
