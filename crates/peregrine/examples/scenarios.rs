@@ -274,7 +274,10 @@ pub fn app() -> App {
     #[cfg(feature = "multipart")]
     let app = app.route("/upload", post(upload));
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    let app = app.route("/debug/heap", get(heap));
+    let app = match GLIBC_HEAP.load(std::sync::atomic::Ordering::Relaxed) {
+        true => app.route("/debug/heap", get(heap)),
+        false => app,
+    };
     let app = with_ledger(app, std::env::var_os("LEDGER"));
     let app = match std::env::var_os("STATIC_DIR") {
         Some(dir) => app.merge(peregrine::fs::ServeDir::new(dir).router("/files")),
@@ -282,6 +285,10 @@ pub fn app() -> App {
     };
     db::routes(app)
 }
+
+/// Whether glibc's malloc is the allocator, so `GET /debug/heap` tells the truth; the
+/// `scenarios_mimalloc` build clears it before the app is built.
+pub static GLIBC_HEAP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// What `GET /debug/heap` answers: bytes.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -405,7 +412,8 @@ pub fn choose_transport(
     }
 }
 
-fn main() {
+/// Reads the command line and the environment, then serves until a signal.
+pub fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
     let transport = choose_transport(&mut args, env).and_then(|transport| {
