@@ -365,6 +365,9 @@ def run(opts: Options) -> dict:
         "interval_seconds": interval_for(opts.duration),
         "plan": asdict(plan),
         "calibration": calibration,
+        # What the open-loop steady load achieved: below the plan's rate when the load
+        # generator falls behind its schedule (late ticks are dropped, not sent in a burst).
+        "steady_rps_achieved": round(totals.get("steady", 0) / opts.duration, 1),
         "server": {
             "binary": str(exe.relative_to(ROOT)),
             "cargo_profile": opts.cargo_profile,

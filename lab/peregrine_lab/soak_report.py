@@ -99,7 +99,8 @@ def _load_lines(res: dict) -> list[str]:
         f"keep-alive connections closed loop, with the rest of the mix running, for "
         f"{cal['seconds']} s; the server used {cpu}% of one core meanwhile ({workers} "
         f"workers): {limit}. Client errors in the calibration: "
-        f"{cal['errors'] or 'none'}.",
+        f"{cal['errors'] or 'none'}. Achieved over the run: "
+        f"{res.get('steady_rps_achieved')} requests/s.",
         "",
     ]
 

@@ -75,11 +75,11 @@ pub struct AccessLog {
 }
 
 // Fields drop in order: the queue's sender first, which lets the writer finish, then
-// `closed` waits for it.
+// `_writer_done` waits for it.
 struct Shared {
     queue: SyncSender<String>,
     counts: Arc<Counts>,
-    closed: WriterDone,
+    _writer_done: WriterDone,
 }
 
 /// Disconnected when the writer thread has written its last line and ended (in a `Mutex`
@@ -144,7 +144,7 @@ impl AccessLog {
             shared: Arc::new(Shared {
                 queue,
                 counts,
-                closed: WriterDone(Mutex::new(closed)),
+                _writer_done: WriterDone(Mutex::new(closed)),
             }),
         })
     }
