@@ -104,6 +104,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, help="timed runs per cell")
     p.add_argument("--duration", type=float, help="seconds per run (wrk: whole seconds)")
     p.add_argument("--server-cpus", help="CPUs for the servers (taskset list, e.g. 1 or 2-3)")
+    p.add_argument(
+        "--load-fraction",
+        type=float,
+        help="soak: the steady load's share of the calibrated capacity (default 0.7)",
+    )
     p.add_argument("--client-cpus", help="CPUs for the load generator")
     p.add_argument(
         "--loadgen",

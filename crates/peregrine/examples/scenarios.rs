@@ -36,6 +36,9 @@
 //! * `POST /ledger` when `LEDGER` names a file: appends the body (one request id, at most 64
 //!   bytes) to it as a line and answers 201: the restart measurement (`./scripts/lab restart`)
 //!   counts in that file how often each request was executed, across processes.
+//! * `ACCESS_LOG` naming a file: the access log (`peregrine::access_log`, one JSON line per
+//!   request, the engine's refusals and timeouts included) appended to it; the restart
+//!   measurement counts its lines, across processes, against the requests its clients sent.
 //! * `GET /debug/heap` (Linux with glibc): the allocator's own figures, `{"in_use": B,
 //!   "system": B}` (`mallinfo2`: bytes in allocated chunks, and bytes it holds from the
 //!   system): the soak (`./scripts/lab soak`) budgets the live heap next to RSS with it.
@@ -46,10 +49,13 @@
 //! 3: systemd socket activation or a restarting predecessor), it serves that listener instead
 //! of binding `ADDR` (over TLS with `--tls`, without SIGHUP reloads).
 
+use peregrine::access_log::AccessLog;
 use peregrine::middleware::Hook;
+use peregrine::server::events::EngineEvents;
 use peregrine::sse::{Event, Sse};
 use peregrine::{get, post, App, Error, IntoResponse, Json, Request, Response, Router};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 #[path = "scenarios-db/db.rs"]
 mod db;
@@ -444,10 +450,30 @@ pub fn main() {
     }
 }
 
+/// The access log of `ACCESS_LOG` (a file, appended to), if that is set.
+fn access_log() -> std::io::Result<Option<AccessLog>> {
+    std::env::var_os("ACCESS_LOG")
+        .map(AccessLog::to_file)
+        .transpose()
+}
+
+/// `app()` with `log` as its outermost layer (so 404s and 405s are logged too), and the
+/// log as the engine's events listener for the requests it refuses itself.
+fn logged_app(log: Option<AccessLog>) -> (App, Option<Arc<dyn EngineEvents>>) {
+    match log {
+        Some(log) => (
+            app().layer_before_routing(log.clone()),
+            Some(Arc::new(log) as Arc<dyn EngineEvents>),
+        ),
+        None => (app(), None),
+    }
+}
+
 /// The app's engine server on the listeners handed to this process (`LISTEN_FDS`), or `None`
 /// when none was handed over (the server then binds `ADDR` itself).
 fn inherited(
     config: peregrine::ServerConfig,
+    log: Option<AccessLog>,
 ) -> std::io::Result<Option<(peregrine::server::Server, peregrine::AppService)>> {
     let Some(listeners) = peregrine::server::Listener::from_systemd_env()? else {
         return Ok(None);
@@ -457,10 +483,15 @@ fn inherited(
         listeners.len(),
         config.workers
     );
-    let (server, service) = app().into_server(config)?;
+    let (app, events) = logged_app(log);
+    let (server, service) = app.into_server(config)?;
     let server = listeners
         .into_iter()
         .fold(server, |s, l| s.with_listener(l));
+    let server = match events {
+        Some(events) => server.with_events(events),
+        None => server,
+    };
     Ok(Some((server, service)))
 }
 
@@ -476,7 +507,8 @@ fn tls_from_env() -> std::io::Result<peregrine::tls::TlsConfig> {
 /// server stops by itself.
 #[cfg(feature = "tls")]
 fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result<()> {
-    if let Some((server, service)) = inherited(config.clone())? {
+    let log = access_log()?;
+    if let Some((server, service)) = inherited(config.clone(), log.clone())? {
         return match transport {
             Transport::Tls => {
                 let acceptor = peregrine::server::tls::TlsAcceptor::new(&tls_from_env()?)?;
@@ -499,7 +531,7 @@ fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result
         },
         config.server.workers
     );
-    app().run(config)
+    serve_logged(config, log)
 }
 
 /// Serves until SIGTERM / SIGINT (cleartext: this build has no `tls` feature).
@@ -511,12 +543,22 @@ fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result
             "--tls needs a build with TLS: --features tls,http2,ws",
         ));
     }
-    if let Some((server, service)) = inherited(config.clone())? {
+    let log = access_log()?;
+    if let Some((server, service)) = inherited(config.clone(), log.clone())? {
         return server.run_until_signal(service);
     }
     eprintln!(
         "scenarios: listening on {} with {} workers",
         config.addr, config.workers
     );
-    app().run(config)
+    serve_logged(config.into(), log)
+}
+
+/// Binds `ADDR` and serves until SIGTERM / SIGINT, logging to `log` if given.
+fn serve_logged(config: peregrine::config::Config, log: Option<AccessLog>) -> std::io::Result<()> {
+    let (app, events) = logged_app(log);
+    match events {
+        Some(events) => app.run(config.with_events(events)),
+        None => app.run(config),
+    }
 }
