@@ -454,6 +454,21 @@ mod tests {
     }
 
     #[test]
+    fn static_text_and_bytes_stay_static_with_one_lower_case_content_type() {
+        let r = "Hello, World!".into_response();
+        assert!(matches!(r.body, ResponseBody::Static(b) if b == b"Hello, World!"));
+        let fields: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        assert_eq!(fields, [("content-type", TEXT_PLAIN)]);
+        let r = b"\x00\x01".as_slice().into_response();
+        assert!(matches!(r.body, ResponseBody::Static(b) if b == b"\x00\x01"));
+        assert_eq!(header_value(&r, "content-type"), Some(OCTET_STREAM));
+        // Owned text is still a counted body.
+        let r = String::from("owned").into_response();
+        assert!(matches!(r.body, ResponseBody::Full(ref b) if &b[..] == b"owned"));
+        assert_eq!(r.headers.len(), 1);
+    }
+
+    #[test]
     fn json_sets_type_and_body() {
         let r = Json(serde_json::json!({"message": "Hello, World!"})).into_response();
         assert_eq!(header_value(&r, "Content-Type"), Some(APPLICATION_JSON));
