@@ -256,6 +256,7 @@ impl Response {
     ///     .with_header("vary", &b"accept-encoding"[..]);
     /// assert_eq!(r.headers.len(), 3);
     /// ```
+    #[inline]
     pub fn with_header(
         mut self,
         name: impl Into<Cow<'static, str>>,

@@ -22,9 +22,9 @@ const TEXT_HTML: &[u8] = b"text/html; charset=utf-8";
 fn full(content_type: &'static [u8], body: ResponseBody) -> Response {
     // The engine's recycled field list (handed back after each head is encoded): no
     // allocation per response, where a list of its own was a `malloc` and a `free` each.
-    Response::new(200)
-        .with_header("content-type", content_type)
-        .with_body(body)
+    let mut r = Response::new(200).with_header("content-type", content_type);
+    r.body = body;
+    r
 }
 
 impl IntoResponse for &'static str {
