@@ -37,3 +37,9 @@ pub const HELLO: Message = Message {
 
 /// `/plaintext`'s body.
 pub const PLAINTEXT: &str = "Hello, World!";
+
+/// TechEmpower's database rules, the same file as the other Rust peers' (no driver in it).
+#[path = "../../rust/src/db_rules.rs"]
+pub mod db_rules;
+
+pub mod pg;
