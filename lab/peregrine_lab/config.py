@@ -430,6 +430,8 @@ PROFILES: dict[str, Profile] = {
             probe=None,
             timeout=10.0,
             database=True,
+            # ntex's database tests are measured by the tfb profile, which builds rust-tfb.
+            skip_servers=TFB_LEADERS,
         ),
         Profile(
             name="tfb",

@@ -52,16 +52,12 @@ impl Connection {
                 eprintln!("postgres connection: {e}");
             }
         }));
-        let (world, fortunes, update) = futures_util::try_join!(
-            client.prepare(SELECT_WORLD),
-            client.prepare(SELECT_FORTUNES),
-            client.prepare(UPDATE_WORLDS)
-        )?;
+        // Once per worker, at its start: one after the other is as good as pipelined here.
         Ok(Connection {
+            world: client.prepare(SELECT_WORLD).await?,
+            fortunes: client.prepare(SELECT_FORTUNES).await?,
+            update: client.prepare(UPDATE_WORLDS).await?,
             client,
-            world,
-            fortunes,
-            update,
         })
     }
 
@@ -87,9 +83,7 @@ impl Connection {
     pub async fn updates(&self, n: usize) -> Result<Vec<World>, DbError> {
         let mut worlds = self.queries(n).await?;
         let (ids, numbers) = renumber(&mut worlds);
-        self.client
-            .execute(&self.update, &[&ids, &numbers])
-            .await?;
+        self.client.execute(&self.update, &[&ids, &numbers]).await?;
         Ok(worlds)
     }
 
