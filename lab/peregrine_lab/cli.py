@@ -298,12 +298,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _outside(args, prof: config.Profile):
     """The --server peers, checked against the registry's names and the run's contract."""
-    from .peers import load_contract, load_peers
+    from .database import profile_contract
+    from .peers import load_peers
 
     if not args.server:
         return []
     known = {p.name for p in load_peers(args.peers or config.PEERS_TOML)} | {before.NAME}
-    contract = load_contract(config.DB_SCENARIOS_JSON if prof.database else config.SCENARIOS_JSON)
+    contract = profile_contract(prof)
     return outside.parse_all(args.server, known, contract.names())
 
 

@@ -162,6 +162,31 @@ listener per worker, as Peregrine)."""
 ENGINE_LANES = ((1, 0), (50, 0), (64, 16), (64, 256))
 """Issues 16 and 18's four lanes (crates/peregrine-server/bench/interleaved.sh's c1 c50 p16
 p256): one client, 50 without pipelining, 64 connections x 16 and x 256 pipelined."""
+TFB_LEADERS = ("may-minihttp", "xitca-web", "ntex")
+"""TechEmpower's fastest Rust entries, set up as their entries are (lab/peers/rust-tfb): a cargo
+project of their own that only the `tfb` profile (or a run naming them) builds, so every other
+profile skips them."""
+TFB_SERVERS = ("peregrine",) + TFB_LEADERS + ("hyper-flush", "axum-flush", "actix-tfb")
+"""The `tfb` profile's set: Peregrine's framework, the leaders, and hyper, axum and actix-web in
+their TechEmpower setups."""
+TFB_LANES = (
+    Lane(
+        "plaintext",
+        "plaintext, 256 connections x 16 pipelined and without",
+        ("plaintext",),
+        ((256, 16), (256, 0)),
+    ),
+    Lane("json", "json, 256 connections", ("json",), ((256, 0),)),
+    Lane(
+        "database",
+        "db, queries (20), fortunes, updates (20), 256 connections",
+        ("db", "queries", "fortunes", "updates"),
+        ((256, 0),),
+    ),
+)
+"""TechEmpower's six tests as it runs them: plaintext pipelined 16 deep (and, as the issue asks,
+without pipelining), the others one request per write; queries and updates at 20 (the contract's
+paths)."""
 OPEN_RATES = (5_000, 10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 125_000, 150_000)
 """Offered loads of the open-loop sweep (requests per second); a server's sweep stops after the
 first rate it does not sustain (its knee)."""
@@ -210,7 +235,8 @@ PROFILES: dict[str, Profile] = {
                 "express",
                 "hono",
                 "koa",
-            ),
+            )
+            + TFB_LEADERS,
         ),
         Profile(
             name="standard",
@@ -231,6 +257,8 @@ PROFILES: dict[str, Profile] = {
             scaling=SCALING_LANE,
             scenarios=None,
             cells=((50, 0),),
+            # Measured by the `tfb` profile only: their own cargo project is not built here.
+            skip_servers=TFB_LEADERS,
             runs=10,
             duration=5.0,
             warmup=1.0,
@@ -398,6 +426,30 @@ PROFILES: dict[str, Profile] = {
             runs=3,
             duration=3.0,
             warmup=1.0,
+            idle_connections=0,
+            probe=None,
+            timeout=10.0,
+            database=True,
+            # ntex's database tests are measured by the tfb profile, which builds rust-tfb.
+            skip_servers=TFB_LEADERS,
+        ),
+        Profile(
+            name="tfb",
+            description=(
+                "TechEmpower's six tests as it runs them: plaintext at 256 connections x 16 "
+                "pipelined and without pipelining, json, db, queries (20), fortunes and updates "
+                "(20) at 256 connections, for Peregrine's framework, TechEmpower's Rust leaders "
+                "(may-minihttp, xitca-web, ntex: lab/peers/rust-tfb) and hyper, axum and "
+                "actix-web in their TechEmpower setups; PostgreSQL pinned to the load "
+                "generator's CPUs, server CPU and PostgreSQL CPU per request apart; 5 runs of "
+                "5 s per cell (about 20 minutes on 2 CPUs)"
+            ),
+            servers=TFB_SERVERS,
+            scenarios=("plaintext", "json", "db", "queries", "fortunes", "updates"),
+            lanes=TFB_LANES,
+            runs=5,
+            duration=5.0,
+            warmup=2.0,
             idle_connections=0,
             probe=None,
             timeout=10.0,

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import metrics
+from . import config, metrics
 
 DB_NAME = "hello_world"
 DB_USER = "benchmarkdbuser"
@@ -486,16 +486,42 @@ def summary(db: Database) -> dict:
     }
 
 
-def db_peers(peers: list) -> list:
-    """The peers that serve database scenarios (`db_scenarios` in peers.toml), with those as
-    their scenarios."""
+def _plain_scenarios(prof) -> set[str]:
+    """The scenarios of contract/scenarios.json a database profile names beside the database
+    ones (the tfb profile's plaintext and json); none for the db profile."""
+    if not isinstance(prof.scenarios, (list, tuple)):
+        return set()
+    from .peers import load_contract
+
+    return set(prof.scenarios) - set(load_contract(config.DB_SCENARIOS_JSON).names())
+
+
+def profile_contract(prof):
+    """The contract a profile measures: contract/scenarios.json, contract/db.json for a database
+    profile, or both in one when a database profile names scenarios of each (tfb)."""
+    from .peers import Contract, load_contract
+
+    if not prof.database:
+        return load_contract(config.SCENARIOS_JSON)
+    db = load_contract(config.DB_SCENARIOS_JSON)
+    if not _plain_scenarios(prof):
+        return db
+    plain = load_contract(config.SCENARIOS_JSON)
+    return Contract(plain.scenarios + db.scenarios, plain.required_headers)
+
+
+def db_peers(peers: list, prof=None) -> list:
+    """The peers of a database profile, with the scenarios they serve of it: their
+    `db_scenarios` (peers.toml), and those of their `scenarios` the profile names too (tfb's
+    plaintext and json). A peer with none is left out."""
     from dataclasses import replace
 
-    return [
-        replace(p, scenarios=list(p.extra["db_scenarios"]))
+    plain = _plain_scenarios(prof) if prof is not None else set()
+    chosen = [
+        (p, [s for s in p.scenarios if s in plain] + list(p.extra.get("db_scenarios", ())))
         for p in peers
-        if p.extra.get("db_scenarios")
     ]
+    return [replace(p, scenarios=scenarios) for p, scenarios in chosen if scenarios]
 
 
 class db_hooks:  # noqa: N801 - used as a module by runner.py (`from .database import db_hooks`)
@@ -509,6 +535,7 @@ class db_hooks:  # noqa: N801 - used as a module by runner.py (`from .database i
     run_figures = staticmethod(run_figures)
     summary = staticmethod(summary)
     db_peers = staticmethod(db_peers)
+    profile_contract = staticmethod(profile_contract)
 
     @staticmethod
     def parity_check(host, port, scenario, required_headers, db):

@@ -28,7 +28,7 @@ from . import (
 )
 from .checks import LabError
 from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
-from .peers import Peer, Scenario, load_contract, load_peers, select_peers
+from .peers import Peer, Scenario, load_peers, select_peers
 
 __all__ = ["LabError", "Options", "Progress", "run", "measuring_estimate"]
 
@@ -106,7 +106,7 @@ def run(opts: Options) -> dict | None:
             f"port {checks.HOST}:{opts.port} is busy: something already listens there (or "
             "holds it); stop it or choose another with --port"
         )
-    contract = load_contract(config.DB_SCENARIOS_JSON if prof.database else config.SCENARIOS_JSON)
+    contract = database.profile_contract(prof)  # db: and tfb's plaintext and json
     wanted = list(prof.servers) if prof.servers else None
     try:  # issue 16: the engine at another commit, when the profile or --servers names it
         registry, wanted = outside.join(load_peers(opts.peers_file), wanted, opts.outside)
@@ -114,7 +114,7 @@ def run(opts: Options) -> dict | None:
     except before.BeforeError as e:
         raise LabError(str(e)) from e
     peers = select_peers(registry, wanted)
-    peers = database.db_peers(peers) if prof.database else peers  # db
+    peers = database.db_peers(peers, prof) if prof.database else peers  # db
     peers = [p for p in peers if p.name not in prof.skip_servers]
     scenarios = contract.select(prof.scenarios)
     max_conns = max(

@@ -1,6 +1,6 @@
 import pytest
 
-from peregrine_lab import config, rounds, runner
+from peregrine_lab import config, database, rounds, runner
 from peregrine_lab.peers import load_contract, load_peers
 
 
@@ -53,9 +53,8 @@ def test_quick_plan_pipelines_only_plaintext_on_main_scenarios():
 
 
 def test_every_profile_names_known_scenarios():
-    contract = load_contract()
     for prof in config.PROFILES.values():
-        assert contract.select(prof.scenarios)
+        assert database.profile_contract(prof).select(prof.scenarios)
         # The scaling profile measures through its lane only (scaling.py).
         assert prof.runs >= 1 and (prof.cells or prof.scaling)
 

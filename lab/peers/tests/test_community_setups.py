@@ -229,3 +229,14 @@ def test_nginx_runs_techempowers_settings():
         assert _listeners(server.port) == 2
     finally:
         server.stop()
+
+
+def test_techempower_leaders_ship_their_entries_allocator_and_say_so():
+    # Each leader's entry ships mimalloc as its global allocator; the binary does and the label
+    # says so, so a figure quoted from its row names the allocator it ran with.
+    for name in ("may-minihttp", "xitca-web", "ntex"):
+        peer = by_name(name)
+        assert peer["dir"] == "rust-tfb" and "--locked" in peer["build"][0], name
+        assert "TechEmpower's setup" in peer["label"] and "mimalloc" in peer["label"], name
+        source = PEERS / "rust-tfb" / "src" / "bin" / f"{peer['run'][0].rsplit('/', 1)[1]}.rs"
+        assert "static GLOBAL: mimalloc::MiMalloc" in source.read_text(), name

@@ -120,12 +120,14 @@ def test_peregrine_entries_follow_the_brief():
 
 
 def test_sources_behind_run_commands_exist():
-    cargo = tomllib.loads((PEERS / "rust" / "Cargo.toml").read_text())
-    bins = {b["name"] for b in cargo["bin"]}
+    bins = {
+        d: {b["name"] for b in tomllib.loads((PEERS / d / "Cargo.toml").read_text())["bin"]}
+        for d in ("rust", "rust-tfb")
+    }
     for peer in REGISTRY:
         d, run = PEERS / peer["dir"], peer["run"]
-        if peer["dir"] == "rust":
-            assert Path(run[0]).name in bins
+        if peer["dir"] in bins:
+            assert Path(run[0]).name in bins[peer["dir"]]
         elif peer["dir"] == "go":
             assert (d / "cmd" / Path(run[0]).name / "main.go").is_file()
         elif peer["dir"] == "node":
@@ -275,12 +277,12 @@ def built(peer):
     if peer["dir"] == "node":
         exe = d / "node_modules" / ".bin" / "bun" if peer["name"] == "bun" else d / "node_modules"
         return exe.exists() and shutil.which("node") is not None
-    if peer["dir"] in ("rust", "go"):
+    if peer["dir"] in ("rust", "rust-tfb", "go"):
         return (d / peer["run"][0]).is_file()
     return False
 
 
-BUILT_PEERS = [p for p in REGISTRY if p["dir"] in ("rust", "go", "node")]
+BUILT_PEERS = [p for p in REGISTRY if p["dir"] in ("rust", "rust-tfb", "go", "node")]
 
 
 @pytest.mark.parametrize("peer", BUILT_PEERS, ids=lambda p: p["name"])

@@ -4,20 +4,11 @@
 //! of one request pipelined on its connection (`try_join_all`), sailfish for the fortunes page.
 //! Each framework keeps its own routing, extraction and error path around these functions.
 
+use crate::db_rules::{fortunes_page, renumber, SELECT_FORTUNES, SELECT_WORLD, UPDATE_WORLDS};
+pub use crate::db_rules::{query_count, random_id, Fortune, World, WORLD_ROWS};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures_util::future::try_join_all;
-use sailfish::TemplateSimple;
-use serde::Serialize;
 use tokio_postgres::NoTls;
-
-pub const WORLD_ROWS: i32 = 10_000;
-
-const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = $1";
-const SELECT_FORTUNES: &str = "SELECT id, message FROM fortune";
-/// One statement per batch; ids sorted so concurrent batches lock rows in the same order.
-const UPDATE_WORLDS: &str = "UPDATE world SET randomnumber = w.r \
-     FROM (SELECT unnest($1::int[]) AS id, unnest($2::int[]) AS r) AS w \
-     WHERE world.id = w.id";
 
 /// A failure of the database path; each framework answers it with a 500.
 #[derive(Debug)]
@@ -74,28 +65,6 @@ pub fn pool(url: &str, size: usize) -> Pool {
         .expect("deadpool pool")
 }
 
-#[derive(Serialize)]
-pub struct World {
-    pub id: i32,
-    #[serde(rename = "randomNumber")]
-    pub random_number: i32,
-}
-
-pub fn random_id() -> i32 {
-    fastrand::i32(1..=WORLD_ROWS)
-}
-
-/// `q` of a query string, TechEmpower's way: not a number → 1, then clamped to 1..=500.
-pub fn query_count(query: Option<&str>) -> usize {
-    query
-        .unwrap_or("")
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("q="))
-        .and_then(|v| v.parse::<i64>().ok())
-        .unwrap_or(1)
-        .clamp(1, 500) as usize
-}
-
 async fn fetch(
     client: &deadpool_postgres::Client,
     stmt: &tokio_postgres::Statement,
@@ -130,34 +99,9 @@ pub async fn updates(pool: &Pool, n: usize) -> Result<Vec<World>, DbError> {
         client.prepare_cached(UPDATE_WORLDS)
     )?;
     let mut worlds = try_join_all((0..n).map(|_| fetch(&client, &select))).await?;
-    for w in &mut worlds {
-        w.random_number = random_id();
-    }
-    // One id drawn twice gets one value: the last one drawn, in the answer and the database.
-    let mut batch: Vec<(i32, i32)> = worlds.iter().map(|w| (w.id, w.random_number)).collect();
-    batch.sort_unstable_by_key(|&(id, _)| id);
-    batch.dedup_by_key(|&mut (id, _)| id);
-    for w in &mut worlds {
-        let i = batch
-            .binary_search_by_key(&w.id, |&(id, _)| id)
-            .unwrap_or(0);
-        w.random_number = batch[i].1;
-    }
-    let (ids, numbers): (Vec<i32>, Vec<i32>) = batch.into_iter().unzip();
+    let (ids, numbers) = renumber(&mut worlds);
     client.execute(&update, &[&ids, &numbers]).await?;
     Ok(worlds)
-}
-
-pub struct Fortune {
-    pub id: i32,
-    pub message: String,
-}
-
-/// `templates/fortunes.stpl`: TechEmpower's table; `<%= %>` HTML-escapes.
-#[derive(TemplateSimple)]
-#[template(path = "fortunes.stpl")]
-struct FortunesPage {
-    fortunes: Vec<Fortune>,
 }
 
 /// `/fortunes`: every row plus one added at request time, sorted by message, rendered.
@@ -165,19 +109,12 @@ pub async fn fortunes(pool: &Pool) -> Result<String, DbError> {
     let client = pool.get().await?;
     let stmt = client.prepare_cached(SELECT_FORTUNES).await?;
     let rows = client.query(&stmt, &[]).await?;
-    let mut fortunes: Vec<Fortune> = rows
+    let fortunes = rows
         .iter()
         .map(|r| Fortune {
             id: r.get(0),
             message: r.get(1),
         })
         .collect();
-    fortunes.push(Fortune {
-        id: 0,
-        message: "Additional fortune added at request time.".to_owned(),
-    });
-    fortunes.sort_unstable_by(|a, b| a.message.cmp(&b.message));
-    FortunesPage { fortunes }
-        .render_once()
-        .map_err(|e| DbError(e.to_string()))
+    fortunes_page(fortunes).map_err(|e| DbError(e.to_string()))
 }

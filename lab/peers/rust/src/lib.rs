@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod db;
+pub mod db_rules;
 use std::net::SocketAddr;
 
 /// Listen address from `ADDR` (host:port), defaulting to 127.0.0.1:8080.

@@ -211,17 +211,22 @@ async fn db_fortunes(State(pool): Db) -> Result<Html<String>, DbFailure> {
 }
 
 /// The four database routes with one deadpool pool of `DB_POOL` connections shared by the
-/// runtime's workers; none without `DATABASE_URL`.
+/// runtime's workers, or with RUNTIME=per-core (built once per worker) each worker's share of
+/// them, so the server holds `DB_POOL` in total either way; none without `DATABASE_URL`.
 fn db_routes() -> Router {
     let Some(url) = peers::db::url() else {
         return Router::new();
+    };
+    let size = match peers::runtime_mode() {
+        peers::RuntimeMode::Multi => peers::db::pool_total(),
+        peers::RuntimeMode::PerCore => peers::db::pool_total().div_ceil(peers::workers()),
     };
     Router::new()
         .route("/db", get(db_single))
         .route("/queries", get(db_queries))
         .route("/fortunes", get(db_fortunes))
         .route("/updates", get(db_updates))
-        .with_state(peers::db::pool(&url, peers::db::pool_total()))
+        .with_state(peers::db::pool(&url, size))
 }
 
 fn main() {
