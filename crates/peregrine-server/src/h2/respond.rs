@@ -27,7 +27,9 @@ fn is_connection_specific(name: &HeaderName) -> bool {
 /// shared, so HTTP/3's refusals come through here too).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Over {
+    /// The HTTP/2 driver's (and its extended CONNECT tunnels').
     Http2,
+    /// The HTTP/3 driver's.
     #[cfg(feature = "http3")]
     Http3,
 }

@@ -21,8 +21,8 @@ pub const ALPN_H3: &[u8] = b"h3";
 /// HTTP/3 for a server: the QUIC crypto configuration made from its TLS acceptor. The
 /// certificates are the acceptor's own [`CertStore`](crate::tls::CertStore), so a reload
 /// applies to QUIC handshakes too; client authentication and the handshake timeout are the
-/// acceptor's as well. 0-RTT is off (early data can be replayed). Its stateless-reset key and
-/// address-validation token key are drawn once here and shared by every worker's endpoint: a
+/// acceptor's as well. 0-RTT is off (early data can be replayed). Its stateless-reset key,
+/// address-validation token key and connection-ID key are drawn once here and shared by every worker's endpoint: a
 /// worker that does not hold a connection (its client's address changed, so the kernel steers
 /// it elsewhere) recognises its connection IDs and sends a reset the client accepts, and a
 /// Retry token from one worker is valid at another.
@@ -50,7 +50,7 @@ pub struct Http3 {
 
 impl Http3 {
     /// The QUIC configuration for `tls`'s certificates: TLS 1.3 only (QUIC has no other),
-    /// ALPN `h3`, no early data; fresh random reset and token keys.
+    /// ALPN `h3`, no early data; fresh random reset, token and connection-ID keys.
     pub fn new(tls: &TlsAcceptor) -> io::Result<Http3> {
         use ring::rand::{SecureRandom, SystemRandom};
         let rng = SystemRandom::new();
