@@ -51,7 +51,7 @@ async fn initials(n: usize) -> Vec<Vec<u8>> {
     let sink = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let target = sink.local_addr().unwrap();
     let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_protocol_versions(&[&rustls::version::TLS13])
@@ -59,11 +59,11 @@ async fn initials(n: usize) -> Vec<Vec<u8>> {
     .with_root_certificates(rustls::RootCertStore::empty())
     .with_no_client_auth();
     // The server refuses a handshake without ALPN `h3` at once: these must be ones it carries.
-    let mut tls = tls;
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     client.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
     let mut caught = Vec::new();
+    // Kept until the Initials are caught: a dropped attempt may never send its first flight.
     let mut pending = Vec::new();
     for _ in 0..n {
         pending.push(client.connect(target, "localhost").unwrap());
