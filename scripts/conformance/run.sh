@@ -5,7 +5,8 @@
 #   testssl.sh (no protocol below TLS 1.2, no weak cipher), Python websockets (fragmentation,
 #   control frames, close handshake, 1007, 1009; over ws:// and wss://), the same with
 #   Node's ws package (scripts/conformance/node), and HTTP/3 on the TLS port over UDP with
-#   aioquic's client (scripts/conformance/h3_clients.py; Alt-Svc checked with curl).
+#   aioquic's client (scripts/conformance/h3_clients.py; Alt-Svc checked with curl) and quic-go's
+#   (scripts/conformance/quicgo, a Go module built here).
 # Bounded: every tool runs under `timeout`. Prints "conformance: N passed, M failed" and exits
 # non-zero on any failure. Tools are installed by scripts/setup.
 set -uo pipefail
@@ -161,6 +162,12 @@ else ko "Alt-Svc over TCP: got '$alt_svc'"; fi
 if timeout 120 python3 scripts/conformance/h3_clients.py 127.0.0.1 "$tls"; then
   ok "aioquic over HTTP/3"
 else ko "aioquic over HTTP/3"; fi
+
+echo "== HTTP/3, Go quic-go client"
+if (cd scripts/conformance/quicgo && go build -o "$work/quicgo" .) &&
+  timeout 120 "$work/quicgo" "127.0.0.1:$tls"; then
+  ok "quic-go over HTTP/3"
+else ko "quic-go over HTTP/3"; fi
 
 echo
 echo "conformance: $passed passed, $failed failed"

@@ -8,37 +8,13 @@
 
 mod common;
 mod h2_support;
+mod log_capture;
 
 use h2_support::{client, fetch, get, start};
+use log_capture::Capture;
 use peregrine_server::h2::Http2Config;
 use peregrine_server::upgrade::Upgraded;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, ServerConfig};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    /// The captured line that contains `needle`.
-    fn line_with(&self, needle: &str) -> String {
-        let out = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        out.lines()
-            .find(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("no log line with {needle:?} in:\n{out}"))
-            .to_string()
-    }
-}
 
 fn service() -> impl peregrine_server::Service {
     service_fn(|req: Request| async move {
@@ -60,13 +36,7 @@ fn service() -> impl peregrine_server::Service {
 
 #[tokio::test]
 async fn responses_http2_cannot_carry_are_answered_500_and_logged_with_their_cause() {
-    let capture = Capture::default();
-    let sink = capture.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .init();
+    let capture = Capture::install();
     let srv = start(service(), ServerConfig::default(), Http2Config::default());
     let mut c = client(srv.addr).await;
     for path in [
@@ -94,12 +64,15 @@ async fn responses_http2_cannot_carry_are_answered_500_and_logged_with_their_cau
         "the cause and the way that works over HTTP/2: {switch}"
     );
     let hints = capture.line_with("status=103");
-    assert!(hints.contains("1xx") && hints.contains("final"), "{hints}");
+    assert!(
+        hints.contains("1xx") && hints.contains("final") && hints.contains("HTTP/2"),
+        "{hints}"
+    );
     let name = capture.line_with("Bad Name");
     assert!(name.contains("field name"), "{name}");
     let value = capture.line_with("X-Bad");
     assert!(value.contains("field value"), "{value}");
-    let out = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let out = capture.text();
     assert!(
         !out.contains("invalid response header field"),
         "no line blames a field that is not the cause: {out}"

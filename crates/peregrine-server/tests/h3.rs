@@ -357,3 +357,35 @@ async fn a_handshake_past_the_handshake_timeout_is_dropped() {
     );
     server.handle.shutdown();
 }
+
+#[tokio::test]
+async fn a_handler_that_gives_up_a_body_read_midway_is_answered_and_the_connection_goes_on() {
+    // The read waits for DATA the client holds back, and the handler stops waiting: the
+    // stream's task must then stop the client's sending without touching the read in flight.
+    let service = service_fn(|mut req: Request| async move {
+        if req.path() == "/impatient" {
+            let read = tokio::time::timeout(Duration::from_millis(50), req.body_mut().chunk());
+            assert!(read.await.is_err(), "the client sent no body");
+            return Response::text("gave up");
+        }
+        describe(req).await
+    });
+    let server = serve(config(), service);
+    let mut client = connect(server.handle.local_addr(), &server.ca).await;
+    let head = http::Request::post("https://localhost/impatient")
+        .body(())
+        .unwrap();
+    let mut stream = client.send.send_request(head).await.unwrap();
+    let wait = Duration::from_secs(5);
+    let response = tokio::time::timeout(wait, stream.recv_response())
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let reply = tokio::time::timeout(wait, client.request("GET", "/after", &[], b""))
+        .await
+        .expect("the connection still serves")
+        .unwrap();
+    assert_eq!(reply.body, b"Http3 GET /after");
+    server.handle.shutdown();
+}

@@ -23,11 +23,33 @@ fn is_connection_specific(name: &HeaderName) -> bool {
     )
 }
 
-/// Why a handler's response cannot be sent as HTTP/2 fields (the stream is answered 500
-/// instead, as the HTTP/1.1 driver does).
+/// The protocol a response head was refused on, named in the log line (the field rules are
+/// shared, so HTTP/3's refusals come through here too).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Over {
+    /// The HTTP/2 driver's (and its extended CONNECT tunnels').
+    Http2,
+    /// The HTTP/3 driver's.
+    #[cfg(feature = "http3")]
+    Http3,
+}
+
+impl Over {
+    /// The protocol's name and its RFC's sections on message framing and on `Upgrade`/101.
+    fn cites(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Over::Http2 => ("HTTP/2", "RFC 9113 §8.1", "RFC 9113 §8.6"),
+            #[cfg(feature = "http3")]
+            Over::Http3 => ("HTTP/3", "RFC 9114 §4.1", "RFC 9114 §4.5"),
+        }
+    }
+}
+
+/// Why a handler's response cannot be sent as HTTP/2 or HTTP/3 fields (the stream is answered
+/// 500 instead, as the HTTP/1.1 driver does).
 #[derive(Debug)]
 pub(crate) enum Unsendable {
-    /// A 1xx as the final status: HTTP/2 has no 1xx final responses and no 101 at all.
+    /// A 1xx as the final status: HTTP/2 and HTTP/3 have no 1xx final responses and no 101.
     Informational,
     /// A status outside 100–999.
     Status,
@@ -36,24 +58,36 @@ pub(crate) enum Unsendable {
 }
 
 impl Unsendable {
-    /// Logs the cause (at ERROR: the handler's response is a bug the client cannot fix).
-    pub(crate) fn log(&self, status: u16) {
+    /// Logs the cause, naming the protocol `over` (at ERROR: the handler's response is a bug
+    /// the client cannot fix).
+    pub(crate) fn log(&self, status: u16, over: Over) {
+        let (protocol, framing, upgrade) = over.cites();
         match self {
-            Unsendable::Informational if status == 101 => tracing::error!(
-                status,
-                "the handler answered 101 Switching Protocols on HTTP/2, which has no protocol \
-                 switch (RFC 9113 §8.6); a WebSocket over HTTP/2 is the client's extended \
-                 CONNECT (RFC 8441), which this request is not; answering 500"
-            ),
+            Unsendable::Informational if status == 101 => match over {
+                Over::Http2 => tracing::error!(
+                    status,
+                    "the handler answered 101 Switching Protocols on HTTP/2, which has no \
+                     protocol switch ({upgrade}); a WebSocket over HTTP/2 is the client's \
+                     extended CONNECT (RFC 8441), which this request is not; answering 500"
+                ),
+                #[cfg(feature = "http3")]
+                Over::Http3 => tracing::error!(
+                    status,
+                    "the handler answered 101 Switching Protocols on HTTP/3, which has no \
+                     protocol switch ({upgrade}), and WebSocket over HTTP/3 (RFC 9220) is not \
+                     served; answering 500"
+                ),
+            },
             Unsendable::Informational => tracing::error!(
                 status,
-                "the handler answered a 1xx status as its final response, which HTTP/2 cannot \
-                 send (RFC 9113 §8.1); answering 500"
+                "the handler answered a 1xx status as its final response, which {protocol} \
+                 cannot send ({framing}); answering 500"
             ),
             Unsendable::Status => tracing::error!(
                 status,
-                "the handler answered a status outside 100-999; answering 500"
+                "the handler answered a status outside 100-999 on {protocol}; answering 500"
             ),
+            // The same line as HTTP/1.1's: the field rule is the codec's, not the protocol's.
             Unsendable::Field(name, why) => crate::response::log_refused_field(status, name, *why),
         }
     }
@@ -149,7 +183,7 @@ pub(crate) async fn open_tunnel(
         Ok(head) => head,
         Err(why) => {
             // Only a field can fail here (the status is 200 now); the handler's was 101.
-            why.log(101);
+            why.log(101, Over::Http2);
             return send(respond, Response::new(500), false, server_name, watch).await;
         }
     };
@@ -187,7 +221,7 @@ pub(crate) async fn send(
     let head = match head(&mut res, server_name) {
         Ok(head) => head,
         Err(why) => {
-            why.log(res.status);
+            why.log(res.status, Over::Http2);
             let mut fallback = Response::new(500);
             let head = self::head(&mut fallback, server_name).expect("a valid head");
             return respond

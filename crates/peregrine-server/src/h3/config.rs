@@ -26,6 +26,12 @@ pub struct Http3Config {
     pub stream_receive_window: u32,
     /// Bytes a client may send on the whole connection before the handlers read. Default 1 MiB.
     pub receive_window: u32,
+    /// Handshakes from addresses not yet validated a worker carries at once; past it, a new
+    /// connection is first sent a Retry (address validation, RFC 9000 §8.1.2) and holds no
+    /// state or connection slot until the client echoes the token, so a flood of Initial
+    /// packets from spoofed addresses cannot fill the server. 0 sends every new connection a
+    /// Retry (one more round trip each). Default 64.
+    pub max_unvalidated_handshakes: usize,
     /// Whether responses over TCP advertise HTTP/3 (`Alt-Svc: h3=":PORT"; ma=86400`).
     /// Default on.
     pub alt_svc: bool,
@@ -38,6 +44,7 @@ impl Default for Http3Config {
             max_field_section_size: 16 * 1024,
             stream_receive_window: 256 * 1024,
             receive_window: 1024 * 1024,
+            max_unvalidated_handshakes: 64,
             alt_svc: true,
         }
     }

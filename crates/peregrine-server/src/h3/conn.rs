@@ -2,6 +2,7 @@
 //! each served by the worker's [`Service`] inside this connection's task (no task per stream,
 //! so handlers need not be `Send`, as over HTTP/1.1 and HTTP/2).
 
+use super::endpoint::Unvalidated;
 use super::request::{self, SharedRecv};
 use super::respond::{self, SendHalf};
 use crate::pace::PaceRules;
@@ -40,12 +41,14 @@ struct Ctx {
 /// Serves the connection `incoming` starts until the client closes it, it idles out (QUIC's
 /// idle timeout, the engine's `idle`), or the worker shuts down: then `GOAWAY`, the open
 /// streams finish within the `shutdown` timeout, and the connection closes with
-/// `H3_NO_ERROR`. The handshake must finish within `handshake_timeout`.
+/// `H3_NO_ERROR`. The handshake must finish within `handshake_timeout`; `unvalidated` counts
+/// it among the handshakes from unvalidated addresses until it ends.
 pub(super) async fn serve<S: Service, P>(
     incoming: quinn::Incoming,
     held: ConnShared<P>,
     service: Rc<S>,
     handshake_timeout: Duration,
+    unvalidated: Option<Unvalidated>,
 ) {
     let peer = incoming.remote_address();
     let shared = (*held).clone();
@@ -57,7 +60,9 @@ pub(super) async fn serve<S: Service, P>(
             return;
         }
     };
-    let quic = match tokio::time::timeout(handshake_timeout, connecting).await {
+    let handshake = tokio::time::timeout(handshake_timeout, connecting).await;
+    drop(unvalidated);
+    let quic = match handshake {
         Ok(Ok(quic)) => quic,
         Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "QUIC handshake failed");

@@ -1,12 +1,14 @@
 //! The QUIC side of a listener: the TLS configuration for QUIC (the TCP listener's, with ALPN
 //! `h3`), one UDP socket per worker on the TCP listener's port (`SO_REUSEPORT`, as the TCP
-//! sockets), and the accept loop that hands each connection to the driver.
+//! sockets), and the accept loop that hands each connection to the driver, after address
+//! validation (Retry) when too many handshakes come from unvalidated addresses.
 
 use super::conn;
 use crate::tls::TlsAcceptor;
 use crate::worker::{Admitted, WorkerShared};
 use crate::{ServerConfig, Service};
 use quinn::crypto::rustls::QuicServerConfig;
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -19,7 +21,11 @@ pub const ALPN_H3: &[u8] = b"h3";
 /// HTTP/3 for a server: the QUIC crypto configuration made from its TLS acceptor. The
 /// certificates are the acceptor's own [`CertStore`](crate::tls::CertStore), so a reload
 /// applies to QUIC handshakes too; client authentication and the handshake timeout are the
-/// acceptor's as well. 0-RTT is off (early data can be replayed).
+/// acceptor's as well. 0-RTT is off (early data can be replayed). Its stateless-reset key,
+/// address-validation token key and connection-ID key are drawn once here and shared by every worker's endpoint: a
+/// worker that does not hold a connection (its client's address changed, so the kernel steers
+/// it elsewhere) recognises its connection IDs and sends a reset the client accepts, and a
+/// Retry token from one worker is valid at another.
 ///
 /// ```no_run
 /// use peregrine_server::h3::Http3;
@@ -37,12 +43,25 @@ pub const ALPN_H3: &[u8] = b"h3";
 pub struct Http3 {
     crypto: Arc<QuicServerConfig>,
     handshake_timeout: Duration,
+    reset_key: Arc<ring::hmac::Key>,
+    token_key: Arc<ring::hkdf::Prk>,
+    cid_key: u64,
 }
 
 impl Http3 {
     /// The QUIC configuration for `tls`'s certificates: TLS 1.3 only (QUIC has no other),
-    /// ALPN `h3`, no early data.
+    /// ALPN `h3`, no early data; fresh random reset, token and connection-ID keys.
     pub fn new(tls: &TlsAcceptor) -> io::Result<Http3> {
+        use ring::rand::{SecureRandom, SystemRandom};
+        let rng = SystemRandom::new();
+        let mut seed = [0u8; 64];
+        rng.fill(&mut seed)
+            .map_err(|_| io::Error::other("no system randomness for the QUIC keys"))?;
+        let (token_seed, cid_seed) = seed.split_at(56);
+        let token_key = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, &[]).extract(token_seed);
+        let cid_key = u64::from_le_bytes(cid_seed.try_into().expect("8 bytes"));
+        let reset_key = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
+            .map_err(|_| io::Error::other("no system randomness for the QUIC keys"))?;
         let mut rustls = (**tls.rustls_config()).clone();
         rustls.alpn_protocols = vec![ALPN_H3.to_vec()];
         rustls.max_early_data_size = 0;
@@ -50,6 +69,9 @@ impl Http3 {
         Ok(Http3 {
             crypto: Arc::new(crypto),
             handshake_timeout: tls.handshake_timeout(),
+            reset_key: Arc::new(reset_key),
+            token_key: Arc::new(token_key),
+            cid_key,
         })
     }
 
@@ -78,10 +100,17 @@ impl Http3 {
             .max_idle_timeout(Some(idle))
             .stream_receive_window(h3.stream_receive_window.into())
             .receive_window(h3.receive_window.into());
-        let mut server = quinn::ServerConfig::with_crypto(self.crypto.clone());
+        let mut server = quinn::ServerConfig::new(self.crypto.clone(), self.token_key.clone());
         server.transport_config(Arc::new(transport));
+        let mut endpoint = quinn::EndpointConfig::new(self.reset_key.clone());
+        // A worker drops a short-header packet whose connection ID its generator does not
+        // recognise, so a reset needs every worker to recognise every worker's IDs.
+        let cid_key = self.cid_key;
+        endpoint.cid_generator(move || {
+            Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+        });
         quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            endpoint,
             Some(server),
             socket.into(),
             Arc::new(quinn::TokioRuntime),
@@ -97,17 +126,46 @@ impl std::fmt::Debug for Http3 {
     }
 }
 
+/// A handshake in progress from an address not yet validated, counted while it lasts.
+pub(super) struct Unvalidated(Rc<Cell<usize>>);
+
+impl Unvalidated {
+    fn start(count: &Rc<Cell<usize>>) -> Unvalidated {
+        count.set(count.get() + 1);
+        Unvalidated(count.clone())
+    }
+}
+
+impl Drop for Unvalidated {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
 /// Accepts QUIC connections on `endpoint` until the worker shuts down, each counted against the
 /// connection limits and served in a task of its own; then refuses new ones, while the
-/// connections already open finish (their drivers send `GOAWAY`).
+/// connections already open finish (their drivers send `GOAWAY`). A connection from an
+/// unvalidated address while `max_unvalidated_handshakes` such handshakes are under way is
+/// sent a Retry instead, before it costs a slot or any state.
 pub(crate) async fn accept_loop<S: Service, P: 'static>(
     endpoint: quinn::Endpoint,
     http3: Http3,
     shared: Rc<WorkerShared<P>>,
     service: Rc<S>,
 ) {
+    let limit = shared.config.http3.max_unvalidated_handshakes;
+    let unvalidated = Rc::new(Cell::new(0));
     let accepting = async {
         while let Some(incoming) = endpoint.accept().await {
+            let validated = incoming.remote_address_validated();
+            if !validated && unvalidated.get() >= limit {
+                // Unvalidated means quinn may retry it; were it refused, drop it all the same.
+                if let Err(e) = incoming.retry() {
+                    e.into_incoming().ignore();
+                }
+                continue;
+            }
+            let handshake = (!validated).then(|| Unvalidated::start(&unvalidated));
             let peer = incoming.remote_address();
             let Some(admitted) = Admitted::wait(&shared, peer).await else {
                 incoming.refuse();
@@ -116,7 +174,7 @@ pub(crate) async fn accept_loop<S: Service, P: 'static>(
             let (service, timeout) = (service.clone(), http3.handshake_timeout);
             tokio::task::spawn_local(async move {
                 let (held, addr_hold) = admitted.into_parts();
-                conn::serve(incoming, held, service, timeout).await;
+                conn::serve(incoming, held, service, timeout, handshake).await;
                 drop(addr_hold);
             });
         }

@@ -14,6 +14,10 @@
 //!   `max_body_size`, the body and write timeouts per stream, the engine's `idle` timeout as
 //!   QUIC's idle timeout, `header` for a request's head, `max_connections` (a QUIC connection
 //!   holds a slot as a TCP one does) and `max_requests_per_connection` (then `GOAWAY`).
+//! * Address validation: past [`Http3Config::max_unvalidated_handshakes`] handshakes from
+//!   unvalidated addresses, a new connection is sent a Retry first (an Initial flood from
+//!   spoofed addresses holds no slots). The stateless-reset, token and connection-ID keys are
+//!   one per server, shared by the workers' endpoints.
 //! * Graceful shutdown: the endpoint refuses new connections, each connection sends `GOAWAY`
 //!   and lets its open streams finish for up to the `shutdown` timeout, then closes with
 //!   `H3_NO_ERROR`.
@@ -21,7 +25,7 @@
 //!   than `idle` while the client sends nothing either (no keep-alive PINGs) loses its
 //!   connection, where HTTP/2 would wait for it.
 //! * Not yet: response trailers (the engine's `Response` has none), WebSocket over HTTP/3
-//!   (RFC 9220), 0-RTT for idempotent requests, Retry tokens before address validation.
+//!   (RFC 9220), 0-RTT for idempotent requests.
 
 mod alt_svc;
 mod config;

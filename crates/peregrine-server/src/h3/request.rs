@@ -27,16 +27,29 @@ pub(super) struct Recv {
     pub(super) ended: bool,
     waited: Duration,
     received: u64,
+    /// The last read was left waiting: h3-quinn then holds the QUIC stream inside that read,
+    /// and its `stop_sending` panics until the read completes.
+    in_flight: bool,
 }
 
 impl Recv {
     /// Tells the client to stop sending a body nobody will read (RFC 9114 §4.1: after a
     /// complete response, with `H3_NO_ERROR`, so the client keeps the response).
     pub(super) fn stop(&mut self) {
-        if !self.ended {
-            self.stream.stop_sending(h3::error::Code::H3_NO_ERROR);
-            self.ended = true;
+        if self.ended {
+            return;
         }
+        self.ended = true;
+        if self.in_flight {
+            // A handler gave up a read midway: finish it if it can finish now, else leave the
+            // stream to quinn, which stops the client's sending (code 0) when it is dropped.
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if self.stream.poll_recv_data(&mut cx).is_pending() {
+                return;
+            }
+            self.in_flight = false;
+        }
+        self.stream.stop_sending(h3::error::Code::H3_NO_ERROR);
     }
 }
 
@@ -61,6 +74,7 @@ pub(super) fn map(
         ended: declared == Some(0),
         waited: Duration::ZERO,
         received: 0,
+        in_flight: false,
     }));
     let (framing, body) = match declared {
         Some(0) => (BodyFraming::None, Body::empty()),
@@ -121,7 +135,12 @@ impl H3Body {
         };
         let next = tokio::time::timeout_at(
             deadline,
-            poll_fn(|cx| self.recv.borrow_mut().stream.poll_recv_data(cx)),
+            poll_fn(|cx| {
+                let mut r = self.recv.borrow_mut();
+                let polled = r.stream.poll_recv_data(cx);
+                r.in_flight = polled.is_pending();
+                polled
+            }),
         )
         .await;
         let mut r = self.recv.borrow_mut();

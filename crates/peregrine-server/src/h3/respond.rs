@@ -2,7 +2,7 @@
 //! then DATA as QUIC's flow control lets it go, each wait for the client bounded by the
 //! engine's `write` timeout.
 
-use crate::h2::response_head;
+use crate::h2::{response_head, Over};
 use crate::response::ResponseBody;
 use crate::Response;
 use bytes::Bytes;
@@ -61,7 +61,7 @@ pub(super) async fn send(
     let head = match response_head(&mut res, server_name) {
         Ok(head) => head,
         Err(why) => {
-            why.log(res.status);
+            why.log(res.status, Over::Http3);
             res = Response::new(500);
             response_head(&mut res, server_name).expect("a valid head")
         }

@@ -1,0 +1,173 @@
+//! QUIC's defences before a client is known, from the real quinn client: Retry (address
+//! validation) under a flood of Initial packets from addresses that never answer, and a
+//! stateless reset from a worker that does not hold the connection, which the client accepts
+//! because every worker signs resets with the same key.
+#![cfg(feature = "http3")]
+
+mod h3_support;
+mod tls_support;
+
+use h3_support::{connect, serve_with};
+use peregrine_server::h3::Http3Config;
+use peregrine_server::{service_fn, Request, Response, ServerConfig};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longer than any wait below: a connection that takes a slot keeps it for the whole test.
+const HANDSHAKE: Duration = Duration::from_secs(30);
+
+/// A guard against hanging, never a timing assertion.
+const WAIT: Duration = Duration::from_secs(5);
+
+async fn ok(_req: Request) -> Response {
+    Response::text("ok")
+}
+
+fn config(workers: usize, max_connections: usize, max_unvalidated: usize) -> ServerConfig {
+    ServerConfig::builder()
+        .workers(workers)
+        .max_connections(max_connections)
+        // Shutdown waits for the flood's handshakes to time out or for this.
+        .shutdown_timeout(Duration::from_millis(500))
+        .http3(Http3Config {
+            max_unvalidated_handshakes: max_unvalidated,
+            ..Http3Config::default()
+        })
+        .build()
+}
+
+fn start(config: ServerConfig) -> h3_support::Running {
+    serve_with(
+        config,
+        |tls| tls.handshake_timeout = HANDSHAKE,
+        service_fn(ok),
+    )
+}
+
+/// `n` first flights (Initial packets) of real quinn client handshakes, caught on a socket
+/// that never answers: each opens a distinct connection (its own connection ID).
+async fn initials(n: usize) -> Vec<Vec<u8>> {
+    let sink = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let target = sink.local_addr().unwrap();
+    let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    // The server refuses a handshake without ALPN `h3` at once: these must be ones it carries.
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    client.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let mut caught = Vec::new();
+    // Kept until the Initials are caught: a dropped attempt may never send its first flight.
+    let mut pending = Vec::new();
+    for _ in 0..n {
+        pending.push(client.connect(target, "localhost").unwrap());
+        let mut buf = vec![0; 2048];
+        let len = tokio::time::timeout(WAIT, sink.recv(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        buf.truncate(len);
+        caught.push(buf);
+    }
+    caught
+}
+
+/// Sends each Initial to `server` from a socket of its own that never reads (a spoofed
+/// address, as far as the server can tell); the sockets are kept open so that no ICMP error
+/// tells the server the addresses are gone.
+async fn flood(server: SocketAddr, n: usize) -> Vec<UdpSocket> {
+    let mut sockets = Vec::new();
+    for initial in initials(n).await {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.send_to(&initial, server).unwrap();
+        sockets.push(socket);
+    }
+    sockets
+}
+
+#[tokio::test]
+async fn an_initial_flood_holds_no_more_slots_than_the_unvalidated_limit() {
+    // Three slots, two of them at most for unvalidated handshakes: the flood's first two take
+    // theirs (for the whole 30 s handshake timeout), every later one is sent a Retry and holds
+    // nothing, so the third slot is still there for a client that answers the Retry.
+    let server = start(config(1, 3, 2));
+    let addr = server.handle.local_addr();
+    let _spoofed = flood(addr, 40).await;
+    let mut client = tokio::time::timeout(WAIT, connect(addr, &server.ca))
+        .await
+        .expect("a validated client gets the slot the flood did not take");
+    let reply = client.request("GET", "/", &[], b"").await.unwrap();
+    assert_eq!((reply.status, &reply.body[..]), (200, &b"ok"[..]));
+    server.handle.shutdown();
+}
+
+#[tokio::test]
+async fn with_no_unvalidated_handshakes_allowed_every_client_is_retried_and_served() {
+    // The flood holds nothing at all now: one slot is enough for the clients, one at a time.
+    let server = start(config(1, 1, 0));
+    let addr = server.handle.local_addr();
+    let _spoofed = flood(addr, 8).await;
+    for _ in 0..2 {
+        let mut client = tokio::time::timeout(WAIT, connect(addr, &server.ca))
+            .await
+            .expect("a client that answers the Retry is served");
+        let reply = client.request("GET", "/", &[], b"").await.unwrap();
+        assert_eq!(reply.status, 200);
+        client.quic.close(0u32.into(), b"");
+        client.endpoint.wait_idle().await;
+    }
+    server.handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_worker_without_the_connection_resets_it_with_a_reset_the_client_accepts() {
+    // Two workers share the port; a client that moves to a new local port is steered by the
+    // kernel's hash to either. The one holding the connection serves it (migration); the other
+    // knows nothing of it and answers with a stateless reset, which the client only accepts
+    // when it was signed with the key the first worker gave out.
+    let server = start(config(2, 1024, 64));
+    let addr = server.handle.local_addr();
+    let (mut migrated, mut reset) = (0, 0);
+    for _ in 0..32 {
+        let mut client = connect(addr, &server.ca).await;
+        assert_eq!(
+            client.request("GET", "/", &[], b"").await.unwrap().status,
+            200
+        );
+        client
+            .endpoint
+            .rebind(UdpSocket::bind("127.0.0.1:0").unwrap())
+            .unwrap();
+        let after = tokio::time::timeout(WAIT, client.request("GET", "/", &[], b""))
+            .await
+            .expect("the client is either served or reset, not left waiting");
+        match after {
+            Ok(reply) => {
+                assert_eq!(reply.status, 200);
+                migrated += 1;
+            }
+            Err(e) => {
+                assert_eq!(
+                    client.quic.close_reason(),
+                    Some(quinn::ConnectionError::Reset),
+                    "{e}"
+                );
+                reset += 1;
+            }
+        }
+        if migrated > 0 && reset > 0 {
+            break;
+        }
+    }
+    assert!(
+        reset > 0,
+        "no rebinding reached the other worker ({migrated} migrated)"
+    );
+    server.handle.shutdown();
+}
