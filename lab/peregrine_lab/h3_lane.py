@@ -280,7 +280,7 @@ SUITE = tls_lanes.Suite(
     profile=PROFILE,
     modes=MODES,
     mode_protocol=MODE_PROTOCOL,
-    tools=("wrk", "h2load", "openssl", "curl", "taskset", "go", str(OHA_H3)),
+    tools=("wrk", "h2load", "openssl", "curl", "taskset"),
     load=load,
     check=check,
     idle=idle,
@@ -292,12 +292,15 @@ SUITE = tls_lanes.Suite(
 
 def build_client() -> None:
     """h3client from lab/peers/h3 (quic-go from the Go module proxy; a no-op when built)."""
-    p = subprocess.run(
-        ["go", "build", "-trimpath", "-o", "bin/", "./cmd/h3client"],
-        cwd=H3_DIR,
-        capture_output=True,
-        text=True,
-    )
+    try:
+        p = subprocess.run(
+            ["go", "build", "-trimpath", "-o", "bin/", "./cmd/h3client"],
+            cwd=H3_DIR,
+            capture_output=True,
+            text=True,
+        )
+    except OSError as e:
+        raise H3Error(f"building h3client needs Go: {e}") from e
     if p.returncode != 0:
         raise H3Error(f"building h3client failed: {p.stderr.strip()[-500:]}")
 

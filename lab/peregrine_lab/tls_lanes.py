@@ -115,7 +115,7 @@ class Options:
     command: str = ""
     peers_file: Path = PROTOCOLS_TOML
     idle_connections: int = PROFILE.idle_connections
-    suite: Suite | None = None  # None: the protocols lanes (`PROTOCOLS`)
+    suite: Suite | None = None  # None: this module's protocols lanes
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ def _start(opts, peer, port, cert, logs, tag) -> procs.Server:
         logs / f"server-{peer.name}{tag}.log",
     )
     try:
-        if opts.suite:
+        if getattr(opts, "suite", None):
             opts.suite.wait(HOST, port, peer, server)
         else:
             procs.wait_for_port(HOST, port, server.proc, timeout=30)
@@ -337,7 +337,7 @@ def cell_record(peer: Peer, mode: str, status: str, message: str = "", runs=None
 def _check_server(opts, peer, entry, scen, contract, cert, logs, port):
     """Alone: handshakes, parity over each protocol, idle memory per protocol (a fresh process
     for each idle step, so one step's allocations do not hide the other's)."""
-    suite = opts.suite
+    suite = getattr(opts, "suite", None)
     protos = protocols_of(peer, tuple(set(_mode_protocol(opts).values())))
     env = dict(os.environ)
     try:

@@ -42,7 +42,8 @@ fn server_config() -> Result<quinn::ServerConfig, BoxError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("TLS_CERT {cert_path}: {e}"))?;
     let key_path = env_path("TLS_KEY")?;
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| format!("TLS_KEY {key_path}: {e}"))?;
+    let key =
+        PrivateKeyDer::from_pem_file(&key_path).map_err(|e| format!("TLS_KEY {key_path}: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -98,7 +99,10 @@ async fn request(
     let resp = http::Response::builder()
         .status(if found { 200 } else { 404 })
         .header("server", "h3")
-        .header("date", httpdate::fmt_http_date(std::time::SystemTime::now()))
+        .header(
+            "date",
+            httpdate::fmt_http_date(std::time::SystemTime::now()),
+        )
         .header("content-type", "text/plain; charset=utf-8")
         .header("content-length", body.len())
         .body(())?;
