@@ -7,7 +7,8 @@ each protocol (HTTP/3 with h3client, the lab's quic-go client in lab/peers/h3) a
 idle connection per protocol on a fresh process; then every server fresh and the cells in
 randomised interleaved rounds, server CPU per request from schedstat, 95% intervals. Lanes:
 
-* `h3`: HTTP/3 over QUIC, oha built with its `http3` feature, 50 connections;
+* `h3`: HTTP/3 over QUIC, oha built with its `http3` feature, 50 connections with 10 requests in
+  flight on each (`-p`), as the `h2` lane's h2load `-m 10`;
 * `h2` and `https`: as in the protocols lanes (h2load -c 50 -m 10; wrk -c 50).
 
 A server whose crate lacks a feature it needs (`needs_feature` in lab/peers/h3.toml: Peregrine
@@ -37,8 +38,13 @@ OHA_H3 = config.LAB_DIR / ".build" / "tools" / f"oha-{OHA_VERSION}-http3" / "bin
 """oha with its `http3` feature, beside the lab's default-feature oha (scripts/setup `oha-h3`)."""
 
 CONNECTIONS = tls_lanes.CONNECTIONS
+STREAMS = tls_lanes.H2_STREAMS
+"""Requests in flight per QUIC connection: HTTP/2's (h2load -m), so both carry 500 streams."""
 MODES = {
-    "h3": f"HTTP/3 over QUIC: oha {OHA_VERSION} (feature http3) --http-version 3 -c {CONNECTIONS}",
+    "h3": (
+        f"HTTP/3 over QUIC: oha {OHA_VERSION} (feature http3) --http-version 3 "
+        f"-c {CONNECTIONS} -p {STREAMS} (500 streams in flight, as h2)"
+    ),
     "h2": tls_lanes.MODES["h2"],
     "https": tls_lanes.MODES["https"],
 }
@@ -48,7 +54,7 @@ PROFILE = replace(
     tls_lanes.PROFILE,
     name="h3",
     description=(
-        "issue 31's HTTP/3 lane: HTTP/3 (oha --http-version 3, c=50) against HTTP/2 over TLS "
+        "issue 31's HTTP/3 lane: HTTP/3 (oha --http-version 3 -c 50 -p 10) against HTTP/2 over TLS "
         "(h2load -c 50 -m 10) and HTTPS keep-alive (wrk, c=50) on the same app where a server "
         "offers them, /plaintext, 7 interleaved runs of 3 s per cell with 95% intervals; memory "
         "per idle connection per protocol with 500 connections; one self-signed ECDSA P-256 "
@@ -228,8 +234,9 @@ def unavailable(peer: Peer) -> str | None:
 # ------------------------------------------------------------------ load
 
 
-def oha_h3_command(url: str, scen, duration: float, timeout: float = 5.0) -> list[str]:
-    """oha's argv as the lab runs it (loadgen.oha_command) on the http3 build, HTTP/3 only."""
+def oha_h3_command(url: str, scen, duration: float, ca: Path, timeout: float = 5.0) -> list[str]:
+    """oha's argv as the lab runs it (loadgen.oha_command) on the http3 build, HTTP/3 only,
+    trusting the run's certificate `ca`."""
     cmd = loadgen.oha_command(
         url,
         scen,
@@ -239,14 +246,15 @@ def oha_h3_command(url: str, scen, duration: float, timeout: float = 5.0) -> lis
         body_file=None,
         timeout=timeout,
     )
-    return [str(OHA_H3), "--http-version", "3", "--insecure"] + cmd[1:]
+    head = [str(OHA_H3), "--http-version", "3", "-p", str(STREAMS), "--cacert", str(ca)]
+    return head + cmd[1:]
 
 
 def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
     """`tls_lanes.Suite.load`: oha over HTTP/3 for `h3`, the protocols lanes' clients otherwise."""
     if mode != "h3":
         return tls_lanes._load(opts, mode, url, scen, duration, cert, requests)
-    cmd = ["taskset", "-c", opts.split.client_list] + oha_h3_command(url, scen, duration)
+    cmd = ["taskset", "-c", opts.split.client_list] + oha_h3_command(url, scen, duration, cert.cert)
     limit = duration + 30
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:

@@ -85,10 +85,12 @@ def test_cli_accepts_the_h3_lane():
 
 
 def test_oha_command_asks_for_http3_on_the_http3_build():
-    cmd = h3_lane.oha_h3_command("https://127.0.0.1:1/plaintext", PLAINTEXT, 2.0)
+    cmd = h3_lane.oha_h3_command("https://127.0.0.1:1/plaintext", PLAINTEXT, 2.0, Path("c.pem"))
+    assert cmd[cmd.index("--cacert") + 1] == "c.pem"
     assert cmd[0] == str(h3_lane.OHA_H3)
     assert cmd[cmd.index("--http-version") + 1] == "3"
     assert cmd[cmd.index("-c") + 1] == str(h3_lane.CONNECTIONS)
+    assert cmd[cmd.index("-p") + 1] == str(tls_lanes.H2_STREAMS)  # the h2 lane's streams
     assert cmd[-1] == "https://127.0.0.1:1/plaintext"
 
 
