@@ -7,7 +7,7 @@ each protocol (HTTP/3 with h3client, the lab's quic-go client in lab/peers/h3) a
 idle connection per protocol on a fresh process; then every server fresh and the cells in
 randomised interleaved rounds, server CPU per request from schedstat, 95% intervals. Lanes:
 
-* `h3`: HTTP/3 over QUIC, oha built with its `http3` feature, 50 connections with 10 requests in
+* `h3`: HTTP/3 over QUIC, oha with its `http3` feature, 50 connections with 10 requests in
   flight on each (`-p`), as the `h2` lane's h2load `-m 10`;
 * `h2` and `https`: as in the protocols lanes (h2load -c 50 -m 10; wrk -c 50).
 
@@ -21,6 +21,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import subprocess
 import time
 import tomllib
@@ -33,16 +34,15 @@ from .peers import Peer
 H3_TOML = config.PEERS_DIR / "h3.toml"
 H3_DIR = config.PEERS_DIR / "h3"
 H3CLIENT = H3_DIR / "bin" / "h3client"
-OHA_VERSION = "1.16.0"
-OHA_H3 = config.LAB_DIR / ".build" / "tools" / f"oha-{OHA_VERSION}-http3" / "bin" / "oha"
-"""oha with its `http3` feature, beside the lab's default-feature oha (scripts/setup `oha-h3`)."""
+OHA = "oha"
+"""The lab's oha (scripts/setup `oha`: 1.16.0 with its `http3` feature, for every lane)."""
 
 CONNECTIONS = tls_lanes.CONNECTIONS
 STREAMS = tls_lanes.H2_STREAMS
 """Requests in flight per QUIC connection: HTTP/2's (h2load -m), so both carry 500 streams."""
 MODES = {
     "h3": (
-        f"HTTP/3 over QUIC: oha {OHA_VERSION} (feature http3) --http-version 3 "
+        f"HTTP/3 over QUIC: oha (feature http3) --http-version 3 "
         f"-c {CONNECTIONS} -p {STREAMS} (500 streams in flight, as h2)"
     ),
     "h2": tls_lanes.MODES["h2"],
@@ -235,8 +235,8 @@ def unavailable(peer: Peer) -> str | None:
 
 
 def oha_h3_command(url: str, scen, duration: float, ca: Path, timeout: float = 5.0) -> list[str]:
-    """oha's argv as the lab runs it (loadgen.oha_command) on the http3 build, HTTP/3 only,
-    trusting the run's certificate `ca`."""
+    """oha's argv as the lab runs it (loadgen.oha_command), HTTP/3 only, trusting the run's
+    certificate `ca`."""
     cmd = loadgen.oha_command(
         url,
         scen,
@@ -246,7 +246,7 @@ def oha_h3_command(url: str, scen, duration: float, ca: Path, timeout: float = 5
         body_file=None,
         timeout=timeout,
     )
-    head = [str(OHA_H3), "--http-version", "3", "-p", str(STREAMS), "--cacert", str(ca)]
+    head = [OHA, "--http-version", "3", "-p", str(STREAMS), "--cacert", str(ca)]
     return head + cmd[1:]
 
 
@@ -273,13 +273,31 @@ def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
     return res, {"alpn": "h3"}
 
 
+def oha_http3_problem() -> str | None:
+    """Why the oha on PATH cannot load over HTTP/3 (missing, or built without `http3`), or None.
+    Without the feature oha refuses `--http-version 3` before it connects anywhere."""
+    if shutil.which(OHA) is None:
+        return "oha not found on PATH (./scripts/setup lab oha installs it)"
+    probe = [OHA, "--no-tui", "-n", "1", "-t", "1s", "--http-version", "3", "https://127.0.0.1:9/"]
+    try:
+        p = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"oha did not answer: {e}"
+    if "not been built with HTTP/3" in p.stdout + p.stderr:
+        return (
+            "the oha on PATH has no http3 feature (./scripts/setup lab oha reinstalls it with it)"
+        )
+    return None
+
+
 def tool_versions() -> dict[str, str | None]:
-    """The protocols lanes' tools plus oha's http3 build and the quic-go of h3client."""
+    """The protocols lanes' tools plus oha and the quic-go of h3client."""
     gomod = (H3_DIR / "go.mod").read_text()
     quic = next((ln.split()[1] for ln in gomod.splitlines() if "quic-go/quic-go " in ln), None)
+    oha = loadgen.version(OHA)
     return {
         **tls_lanes._tools(),
-        "oha-http3": f"oha {OHA_VERSION} (features rustls, http3)" if OHA_H3.exists() else None,
+        "oha": f"{oha} (features rustls, http3)" if oha else None,
         "h3client": f"quic-go {quic}" if quic else None,
     }
 
@@ -342,8 +360,9 @@ def netem_check(namespace: str = "peregrine-lab-netem") -> dict:
 def run(opts: tls_lanes.Options) -> dict:
     """The whole HTTP/3 run (tls_lanes.run with `SUITE`); results in out_dir/results.json, with
     whether tc netem could give the loss/reordering chart on this machine."""
-    if not OHA_H3.exists():
-        raise H3Error(f"{OHA_H3} not found (./scripts/setup lab oha-h3 installs it)")
+    problem = oha_http3_problem()
+    if problem:
+        raise H3Error(problem)
     build_client()
     netem = netem_check()
     if "qdisc kind is unknown" in (netem["reason"] or ""):

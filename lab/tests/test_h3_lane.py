@@ -87,11 +87,16 @@ def test_cli_accepts_the_h3_lane():
 def test_oha_command_asks_for_http3_on_the_http3_build():
     cmd = h3_lane.oha_h3_command("https://127.0.0.1:1/plaintext", PLAINTEXT, 2.0, Path("c.pem"))
     assert cmd[cmd.index("--cacert") + 1] == "c.pem"
-    assert cmd[0] == str(h3_lane.OHA_H3)
+    assert cmd[0] == "oha"
     assert cmd[cmd.index("--http-version") + 1] == "3"
     assert cmd[cmd.index("-c") + 1] == str(h3_lane.CONNECTIONS)
     assert cmd[cmd.index("-p") + 1] == str(tls_lanes.H2_STREAMS)  # the h2 lane's streams
     assert cmd[-1] == "https://127.0.0.1:1/plaintext"
+
+
+def test_the_labs_oha_loads_over_http3():
+    # scripts/setup installs oha with its http3 feature (and replaces one without it).
+    assert h3_lane.oha_http3_problem() is None
 
 
 def test_netem_check_answers_and_leaves_no_namespace():
@@ -170,19 +175,31 @@ def test_oha_loads_over_http3(quicgo, cert):
 
 
 def test_the_lane_measures_quic_go_over_three_protocols_and_reports(tmp_path):
+    # The real quic-go entry, and one whose crate lacks the feature it needs (as Peregrine's
+    # before `http3`): that one is recorded as unavailable, never built, started or measured.
+    registry = tmp_path / "h3.toml"
+    entries = h3_lane.H3_TOML.read_text().split("[[peer]]")
+    quicgo_entry = next(e for e in entries if 'name = "quic-go"' in e)
+    registry.write_text(
+        "[[peer]]" + quicgo_entry.replace('dir = "h3"', f'dir = "{h3_lane.H3_DIR}"') + "\n"
+        "[[peer]]\n"
+        'name = "no-http3"\nlabel = "x"\nlanguage = "Rust"\nkind = "server"\n'
+        f'dir = "{h3_lane.H3_DIR / "rust"}"\nrequires = []\nbuild = [["false"]]\n'
+        'run = ["false"]\nenv = { }\nversion = ["false"]\nscenarios = ["plaintext"]\n'
+        'protocols = ["h3"]\nneeds_feature = ["Cargo.toml", "http3"]\n'
+    )
     opts = tls_lanes.Options(
-        out_dir=tmp_path,
+        out_dir=tmp_path / "out",
         split=config.cpu_split(None, None),
         runs=1,
         duration=1.0,
-        servers=["quic-go", "peregrine-h3"],
         skip_build=True,
-        peers_file=h3_lane.H3_TOML,
+        peers_file=registry,
         idle_connections=20,
     )
     res = h3_lane.run(opts)
     assert res["profile"] == "h3" and res["complete"]
-    saved = json.loads((tmp_path / "results.json").read_text())
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["netem"] == res["netem"]
     entry = next(s for s in res["servers"] if s["name"] == "quic-go")
     assert all(entry["parity"][p]["ok"] for p in ("h3", "h2", "https")), entry["parity"]
@@ -190,11 +207,11 @@ def test_the_lane_measures_quic_go_over_three_protocols_and_reports(tmp_path):
     cells = {c["mode"]: c for c in res["cells"] if c["server"] == "quic-go"}
     assert set(cells) == {"h3", "h2", "https"}
     assert all(c["status"] == "ok" and c["median"]["cpu_us_per_req"] > 0 for c in cells.values())
-    pere = next(s for s in res["servers"] if s["name"] == "peregrine-h3")
-    if h3_lane.unavailable(_peers()["peregrine-h3"]):
-        assert pere["status"] == "unavailable"
-        assert pere["message"].startswith("not built with http3")
-    path, made = h3_report.write(res, tmp_path)
+    absent = next(s for s in res["servers"] if s["name"] == "no-http3")
+    assert absent["status"] == "unavailable"
+    assert absent["message"] == "not built with http3: Cargo.toml has no `http3` feature"
+    assert [c["status"] for c in res["cells"] if c["server"] == "no-http3"] == ["unavailable"]
+    path, made = h3_report.write(res, tmp_path / "out")
     text = path.read_text()
     assert "## Lane `h3`" in text and "quic-go" in text and made[0].exists()
     assert "Loss and reordering" in text
