@@ -33,8 +33,7 @@ def target(res: dict) -> dict:
         "met": None,
     }
     if mine is None:
-        entry = next((s for s in res.get("servers", []) if s["name"] == REFERENCE), {})
-        row["why_not"] = entry.get("message") or entry.get("status") or "not in this run"
+        row["why_not"] = _why_not_measured(res)
     elif best is not None:
         est = tls_lanes.cpu_ratio(mine, best)
         ci = est.ci if est else None
@@ -46,6 +45,22 @@ def target(res: dict) -> dict:
             theirs=best["median"]["cpu_us_per_req"],
         )
     return row
+
+
+def _why_not_measured(res: dict) -> str:
+    """Why Peregrine has no HTTP/3 figure: not built (unavailable), parity, or its cell's end."""
+    entry = next((s for s in res.get("servers", []) if s["name"] == REFERENCE), None)
+    if entry is None:
+        return "not in this run"
+    if entry.get("status") != "ok":
+        return entry.get("message") or entry.get("status")
+    problems = ((entry.get("parity") or {}).get("h3") or {}).get("problems")
+    if problems:
+        return "HTTP/3 parity failed: " + "; ".join(problems)
+    cell = next(
+        (c for c in res.get("cells", []) if c["server"] == REFERENCE and c["mode"] == "h3"), {}
+    )
+    return f"{cell.get('status', 'no cell')}: {cell.get('message') or 'no message'}"
 
 
 def _cell_rows(res: dict, mode: str, labels: dict) -> list[list[str]]:
@@ -132,7 +147,7 @@ def render(res: dict) -> str:
     ]
     t = target(res)
     if t.get("why_not"):
-        lines += [f"Peregrine is not in this run: {t['why_not']}.", ""]
+        lines += [f"Peregrine has no HTTP/3 figure in this run: {t['why_not']}.", ""]
     else:
         met = {True: "**met**", False: "**not met**", None: NA}[t["met"]]
         lines += _table(

@@ -257,5 +257,10 @@ def test_report_says_why_peregrine_is_not_in_the_run():
         "netem": {"available": False, "reason": "tc: Specified qdisc kind is unknown"},
     }
     text = h3_report.render(res)
-    assert "Peregrine is not in this run: not built with http3" in text
+    assert "Peregrine has no HTTP/3 figure in this run: not built with http3" in text
+    # Built, but it does not answer over HTTP/3: parity says why.
+    res["servers"][0].update(
+        status="ok", message="", parity={"h3": {"ok": False, "problems": ["no valid HTTP/3"]}}
+    )
+    assert h3_report.target(res)["why_not"] == "HTTP/3 parity failed: no valid HTTP/3"
     assert "Not measured: tc: Specified qdisc kind is unknown." in text
