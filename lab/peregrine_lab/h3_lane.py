@@ -7,8 +7,9 @@ each protocol (HTTP/3 with h3client, the lab's quic-go client in lab/peers/h3) a
 idle connection per protocol on a fresh process; then every server fresh and the cells in
 randomised interleaved rounds, server CPU per request from schedstat, 95% intervals. Lanes:
 
-* `h3`: HTTP/3 over QUIC, oha with its `http3` feature, 50 connections with 10 requests in
-  flight on each (`-p`), as the `h2` lane's h2load `-m 10`;
+* `h3`: HTTP/3 over QUIC, `h3client load` (the lab's quic-go load client), 50 connections with
+  10 requests in flight on each, as the `h2` lane's h2load `-m 10`. Not oha: its `http3` build
+  (1.16.0, quinn) stalls against quic-go's servers (quic-go, Caddy) and answers quinn's only;
 * `h2` and `https`: as in the protocols lanes (h2load -c 50 -m 10; wrk -c 50).
 
 A server whose crate lacks a feature it needs (`needs_feature` in lab/peers/h3.toml: Peregrine
@@ -21,7 +22,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import subprocess
 import time
 import tomllib
@@ -34,16 +34,14 @@ from .peers import Peer
 H3_TOML = config.PEERS_DIR / "h3.toml"
 H3_DIR = config.PEERS_DIR / "h3"
 H3CLIENT = H3_DIR / "bin" / "h3client"
-OHA = "oha"
-"""The lab's oha (scripts/setup `oha`: 1.16.0 with its `http3` feature, for every lane)."""
 
 CONNECTIONS = tls_lanes.CONNECTIONS
 STREAMS = tls_lanes.H2_STREAMS
 """Requests in flight per QUIC connection: HTTP/2's (h2load -m), so both carry 500 streams."""
 MODES = {
     "h3": (
-        f"HTTP/3 over QUIC: oha (feature http3) --http-version 3 "
-        f"-c {CONNECTIONS} -p {STREAMS} (500 streams in flight, as h2)"
+        f"HTTP/3 over QUIC: h3client load (quic-go), {CONNECTIONS} connections x {STREAMS} "
+        "requests in flight (500 streams, as h2), closed loop"
     ),
     "h2": tls_lanes.MODES["h2"],
     "https": tls_lanes.MODES["https"],
@@ -54,7 +52,8 @@ PROFILE = replace(
     tls_lanes.PROFILE,
     name="h3",
     description=(
-        "issue 31's HTTP/3 lane: HTTP/3 (oha --http-version 3 -c 50 -p 10) against HTTP/2 over TLS "
+        "issue 31's HTTP/3 lane: HTTP/3 (h3client load, quic-go, c=50 x 10 streams) against HTTP/2 "
+        "over TLS "
         "(h2load -c 50 -m 10) and HTTPS keep-alive (wrk, c=50) on the same app where a server "
         "offers them, /plaintext, 7 interleaved runs of 3 s per cell with 95% intervals; memory "
         "per idle connection per protocol with 500 connections; one self-signed ECDSA P-256 "
@@ -234,72 +233,47 @@ def unavailable(peer: Peer) -> str | None:
 # ------------------------------------------------------------------ load
 
 
-def oha_h3_command(url: str, scen, duration: float, ca: Path, timeout: float = 5.0) -> list[str]:
-    """oha's argv as the lab runs it (loadgen.oha_command), HTTP/3 only, trusting the run's
-    certificate `ca`."""
-    cmd = loadgen.oha_command(
-        url,
-        scen,
-        concurrency=CONNECTIONS,
-        threads=1,
-        duration=duration,
-        body_file=None,
-        timeout=timeout,
-    )
-    head = [OHA, "--http-version", "3", "-p", str(STREAMS), "--cacert", str(ca)]
-    return head + cmd[1:]
+def load_command(url: str, duration: float) -> list[str]:
+    """h3client's closed-loop load: CONNECTIONS QUIC connections, STREAMS requests in flight on
+    each, for `duration` seconds (whole seconds, at least 1)."""
+    secs = str(max(1, round(duration)))
+    return [str(H3CLIENT), "load", url, str(CONNECTIONS), str(STREAMS), secs]
 
 
 def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
-    """`tls_lanes.Suite.load`: oha over HTTP/3 for `h3`, the protocols lanes' clients otherwise."""
+    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3`, the protocols lanes' clients
+    otherwise. Its JSON has oha's layout, read by oha's parser."""
     if mode != "h3":
         return tls_lanes._load(opts, mode, url, scen, duration, cert, requests)
-    cmd = ["taskset", "-c", opts.split.client_list] + oha_h3_command(url, scen, duration, cert.cert)
+    cmd = ["taskset", "-c", opts.split.client_list] + load_command(url, duration)
     limit = duration + 30
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            stdin=subprocess.DEVNULL,
+            env=_client_env(cert),
         )
     except subprocess.TimeoutExpired as e:
-        raise loadgen.LoadgenError(f"oha (http3) still running {limit:.0f} s after start") from e
+        raise loadgen.LoadgenError(f"h3client load still running {limit:.0f} s after start") from e
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
-        raise loadgen.LoadgenError(f"oha (http3) exited with {p.returncode}: {p.stderr[-300:]}")
+        raise loadgen.LoadgenError(f"h3client load exited with {p.returncode}: {p.stderr[-300:]}")
     res = loadgen.parse_oha_output(p.stdout)
     if res.requests == 0:
-        raise loadgen.LoadgenError(f"oha (http3) got no answer: {res.to_json()['errors']}")
+        raise loadgen.LoadgenError(f"h3client load got no answer: {p.stdout[-300:]}")
     res.client_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return res, {"alpn": "h3"}
 
 
-def oha_http3_problem() -> str | None:
-    """Why the oha on PATH cannot load over HTTP/3 (missing, or built without `http3`), or None.
-    Without the feature oha refuses `--http-version 3` before it connects anywhere."""
-    if shutil.which(OHA) is None:
-        return "oha not found on PATH (./scripts/setup lab oha installs it)"
-    probe = [OHA, "--no-tui", "-n", "1", "-t", "1s", "--http-version", "3", "https://127.0.0.1:9/"]
-    try:
-        p = subprocess.run(probe, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"oha did not answer: {e}"
-    if "not been built with HTTP/3" in p.stdout + p.stderr:
-        return (
-            "the oha on PATH has no http3 feature (./scripts/setup lab oha reinstalls it with it)"
-        )
-    return None
-
-
 def tool_versions() -> dict[str, str | None]:
-    """The protocols lanes' tools plus oha and the quic-go of h3client."""
+    """The protocols lanes' tools plus the quic-go of h3client (the HTTP/3 client)."""
     gomod = (H3_DIR / "go.mod").read_text()
     quic = next((ln.split()[1] for ln in gomod.splitlines() if "quic-go/quic-go " in ln), None)
-    oha = loadgen.version(OHA)
-    return {
-        **tls_lanes._tools(),
-        "oha": f"{oha} (features rustls, http3)" if oha else None,
-        "h3client": f"quic-go {quic}" if quic else None,
-    }
+    return {**tls_lanes._tools(), "h3client": f"quic-go {quic}" if quic else None}
 
 
 SUITE = tls_lanes.Suite(
@@ -360,9 +334,6 @@ def netem_check(namespace: str = "peregrine-lab-netem") -> dict:
 def run(opts: tls_lanes.Options) -> dict:
     """The whole HTTP/3 run (tls_lanes.run with `SUITE`); results in out_dir/results.json, with
     whether tc netem could give the loss/reordering chart on this machine."""
-    problem = oha_http3_problem()
-    if problem:
-        raise H3Error(problem)
     build_client()
     netem = netem_check()
     if "qdisc kind is unknown" in (netem["reason"] or ""):

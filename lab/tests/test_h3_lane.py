@@ -1,7 +1,7 @@
 """The HTTP/3 lane (h3_lane.py, h3_report.py, lab/peers/h3.toml): registry and plan, the
 `needs_feature` check that keeps Peregrine out until it has `http3`, UDP readiness, parity and
 idle memory over HTTP/3 with h3client against quic-go's real server (and a wrong answer caught),
-oha's HTTP/3 load, the whole lane for one server, and the report."""
+h3client's HTTP/3 load, the whole lane for one server, and the report."""
 
 from __future__ import annotations
 
@@ -84,19 +84,10 @@ def test_cli_accepts_the_h3_lane():
     assert args.what == "h3" and args.runs == 2
 
 
-def test_oha_command_asks_for_http3_on_the_http3_build():
-    cmd = h3_lane.oha_h3_command("https://127.0.0.1:1/plaintext", PLAINTEXT, 2.0, Path("c.pem"))
-    assert cmd[cmd.index("--cacert") + 1] == "c.pem"
-    assert cmd[0] == "oha"
-    assert cmd[cmd.index("--http-version") + 1] == "3"
-    assert cmd[cmd.index("-c") + 1] == str(h3_lane.CONNECTIONS)
-    assert cmd[cmd.index("-p") + 1] == str(tls_lanes.H2_STREAMS)  # the h2 lane's streams
-    assert cmd[-1] == "https://127.0.0.1:1/plaintext"
-
-
-def test_the_labs_oha_loads_over_http3():
-    # scripts/setup installs oha with its http3 feature (and replaces one without it).
-    assert h3_lane.oha_http3_problem() is None
+def test_load_command_runs_the_h2_lanes_streams_over_http3():
+    cmd = h3_lane.load_command("https://127.0.0.1:1/plaintext", 2.4)
+    assert cmd == [str(h3_lane.H3CLIENT), "load", "https://127.0.0.1:1/plaintext", "50", "10", "2"]
+    assert h3_lane.STREAMS == tls_lanes.H2_STREAMS  # the same streams in flight as h2load -m
 
 
 def test_netem_check_answers_and_leaves_no_namespace():
@@ -164,14 +155,19 @@ def test_idle_memory_over_http3_holds_every_connection(quicgo, cert):
     assert im.rss_after >= im.rss_before > 0
 
 
-def test_oha_loads_over_http3(quicgo, cert):
+def test_h3client_loads_over_http3(quicgo, cert):
     _, port = quicgo
     opts = tls_lanes.Options(out_dir=Path("."), split=config.cpu_split(None, None))
-    res, negotiated = h3_lane.load(
-        opts, "h3", f"https://127.0.0.1:{port}/plaintext", PLAINTEXT, 1.0, cert
-    )
+    url = f"https://127.0.0.1:{port}/plaintext"
+    res, negotiated = h3_lane.load(opts, "h3", url, PLAINTEXT, 1.0, cert)
     assert res.requests > 0 and res.status_counts == {"200": res.requests}
-    assert res.latency_us["p99"] and negotiated == {"alpn": "h3"}
+    assert res.bytes == 13 * res.requests and res.errors["other"] == 0
+    lat = res.latency_us
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"] and negotiated == {"alpn": "h3"}
+    assert res.client_cpu_s > 0
+    # A wrong path is counted as 404s (the lane's status check refuses the run), not hidden.
+    res404, _ = h3_lane.load(opts, "h3", url + "-not", PLAINTEXT, 1.0, cert)
+    assert set(res404.status_counts) == {"404"} and res404.errors["status"] == res404.requests
 
 
 def test_the_lane_measures_quic_go_over_three_protocols_and_reports(tmp_path):

@@ -6,6 +6,9 @@
 //	h3client idle URL N     opens N QUIC connections, one GET on each (so each is fully set up),
 //	                        prints "ready N" and holds them open until stdin closes, for the
 //	                        memory per idle connection
+//	h3client load URL C P S  C QUIC connections with P requests in flight on each for S seconds
+//	                        (closed loop); prints oha's JSON layout (summary, status codes,
+//	                        errors, latency percentiles in seconds) for the lab's oha parser
 //
 // The server's certificate is trusted from the PEM file in H3_CA (the lab's certificate).
 package main
@@ -20,7 +23,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -129,7 +134,100 @@ func main() {
 		for _, tr := range transports {
 			tr.Close()
 		}
+	case "load":
+		if len(os.Args) != 6 {
+			fail("usage: h3client load URL CONNECTIONS STREAMS SECONDS")
+		}
+		load(url, positive(os.Args[3]), positive(os.Args[4]), positive(os.Args[5]))
 	default:
-		fail("unknown command %q (get, idle)", os.Args[1])
+		fail("unknown command %q (get, idle, load)", os.Args[1])
 	}
+}
+
+func positive(text string) int {
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 1 {
+		fail("expected a positive integer, got %q", text)
+	}
+	return n
+}
+
+// worker is one request stream's tally, merged after the run (no locks on the hot path).
+type worker struct {
+	latencies []time.Duration
+	statuses  map[int]int
+	errors    map[string]int
+	bytes     int64
+}
+
+func load(url string, conns, streams, seconds int) {
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	workers := make([]*worker, conns*streams)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := 0; c < conns; c++ {
+		// One transport per connection: a transport pools one QUIC connection per host, and
+		// its streams share it.
+		client := &http.Client{Transport: newTransport(), Timeout: 5 * time.Second}
+		for s := 0; s < streams; s++ {
+			w := &worker{statuses: map[int]int{}, errors: map[string]int{}}
+			workers[c*streams+s] = w
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					t0 := time.Now()
+					resp, body, err := get(client, url)
+					if err != nil {
+						w.errors[err.Error()]++
+						continue
+					}
+					w.latencies = append(w.latencies, time.Since(t0))
+					w.statuses[resp.StatusCode]++
+					w.bytes += int64(len(body))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	total := time.Since(start)
+	var all []time.Duration
+	statuses, errors := map[string]int{}, map[string]int{}
+	var bytes int64
+	for _, w := range workers {
+		all = append(all, w.latencies...)
+		for k, v := range w.statuses {
+			statuses[strconv.Itoa(k)] += v
+		}
+		for k, v := range w.errors {
+			errors[k] += v
+		}
+		bytes += w.bytes
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	pct := func(q float64) any {
+		if len(all) == 0 {
+			return nil
+		}
+		return all[min(len(all)-1, int(q*float64(len(all))))].Seconds()
+	}
+	var sum time.Duration
+	for _, d := range all {
+		sum += d
+	}
+	summary := map[string]any{"total": total.Seconds(), "totalData": bytes}
+	if len(all) > 0 {
+		summary["fastest"] = all[0].Seconds()
+		summary["slowest"] = all[len(all)-1].Seconds()
+		summary["average"] = (sum / time.Duration(len(all))).Seconds()
+	}
+	out, _ := json.Marshal(map[string]any{
+		"summary":                summary,
+		"statusCodeDistribution": statuses,
+		"errorDistribution":      errors,
+		"latencyPercentiles": map[string]any{
+			"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "p99.9": pct(0.999),
+		},
+	})
+	fmt.Println(string(out))
 }
