@@ -95,7 +95,12 @@ def _by_server_rows(res: dict, labels: dict) -> list[list[str]]:
             cell = tls_lanes.find_cell(res, s["name"], mode)
             idle = ((s.get("idle_memory") or {}).get(mode) or {}).get("per_connection_bytes")
             if cell is None:
-                row.append(NA if mode not in s.get("protocols", []) else "not measured")
+                offered = mode in s.get("protocols", []) and s.get("status") == "ok"
+                row.append(
+                    "not measured"
+                    if offered
+                    else (NA if s.get("status") == "ok" else s.get("status"))
+                )
             else:
                 med = cell["median"]
                 row.append(
