@@ -3,7 +3,7 @@
 
 Usage:
     python3 probe/score_peers.py [--peers hyper,axum,...] [--quick] [--build] [--out probe/results]
-        [--server 'NAME=COMMAND[;ready=/path]' ...] [--probe-args "--categories A ..."]
+        [--server 'NAME=COMMAND[;port=N][;ready=/path]' ...] [--probe-args "--categories A ..."]
 
 Writes ``<out>/<peer>.json`` and ``<out>/<peer>.md`` per peer and ``<out>/README.md`` with one
 table of scores and, per peer, the MUST cases it fails. Peers are started as the lab runner starts
@@ -12,8 +12,8 @@ process group, which is killed afterwards. Only ``kind = "server"`` peers that s
 ``post_json`` are scored (the corpus needs POST /users). Without ``--build`` a peer whose build
 output is missing is reported as not built. ``--server`` scores a server the registry does not
 know, started by COMMAND with the lab's syntax (lab/README.md, "Your own server": ``{port}``,
-``$PORT`` and ``$ADDR`` give it its port); with it, only the servers named by ``--server`` and
-``--peers`` are scored.
+``$PORT`` and ``$ADDR`` give it its port, or ``port=N`` names the one it always listens on); with
+it, only the servers named by ``--server`` and ``--peers`` are scored.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def outside_peers(specs: list[str], registry: list[dict]) -> list[dict]:
             p = parse(spec, known | {o["name"] for o in out})
         except RegistryError as e:
             raise ValueError(str(e)) from e
-        out.append({"name": p.name, "label": p.label, "run": p.run, "dir": str(p.dir), "env": p.env})
+        out.append({"name": p.name, "label": p.label, "run": p.run, "dir": str(p.dir), "env": p.env,
+                    "port": p.extra.get("port")})  # fmt: skip
     return out
 
 
@@ -102,7 +103,7 @@ def score(peer: dict, args, out: str) -> dict:
     exe = run[0]
     if "/" in exe and not os.path.exists(os.path.join(cwd, exe)):
         return {"peer": name, "error": f"not built ({exe} missing; use --build)"}
-    port = free_port()
+    port = peer.get("port") or free_port()  # a --server's port=N: the one it listens on
     env = dict(os.environ, ADDR=f"127.0.0.1:{port}", WORKERS="1", **peer.get("env", {}))
     with open(os.path.join(out, f"{name}.server.log"), "w") as log:
         return _probe_running(peer, args, out, name, cwd, env, port, log)
@@ -202,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         "--server",
         action="append",
         default=[],
-        metavar="'NAME=COMMAND[;ready=/path]'",
-        help="also score this server, started by COMMAND ({port}, $PORT, $ADDR); repeatable",
+        metavar="'NAME=COMMAND[;port=N][;ready=/path]'",
+        help="also score this server, started by COMMAND ({port}, $PORT, $ADDR, or its own port=N); repeatable",
     )
     ap.add_argument("--probe-args", default="", help='more probe.py options, e.g. "--categories A --no-sweeps"')
     args = ap.parse_args(argv)

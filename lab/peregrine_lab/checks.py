@@ -72,12 +72,15 @@ def check_server(opts, peer, entry, planned, contract, progress, logs):
         key=lambda n: contract.names().index(n),
     )
     progress.line(peer.name, f"starting on CPUs {opts.split.server_list}")
-    if opts.auto_port and procs.port_in_use(HOST, opts.port):
-        opts.port = pick_port()
-    entry["port"] = opts.port
-    if not procs.wait_port_free(HOST, opts.port, 15.0):
+    port = fixed_port(peer)
+    if port is None:
+        if opts.auto_port and procs.port_in_use(HOST, opts.port):
+            opts.port = pick_port()
+        port = opts.port
+    entry["port"] = port
+    if not procs.wait_port_free(HOST, port, 15.0):
         raise LabError(
-            f"port {HOST}:{opts.port} is busy before starting {peer.name} "
+            f"port {HOST}:{port} is busy before starting {peer.name} "
             "(a previous server did not release it, or another program took it)"
         )
     server = None
@@ -85,11 +88,11 @@ def check_server(opts, peer, entry, planned, contract, progress, logs):
         server = procs.start_server(
             peer.run,
             peer.dir,
-            server_env(peer, opts.port, opts.split.workers),
+            server_env(peer, port, opts.split.workers),
             opts.split.server_list,
             logs / f"server-{peer.name}.log",
         )
-        procs.wait_for_port(HOST, opts.port, server.proc, timeout=30)
+        procs.wait_for_port(HOST, port, server.proc, timeout=30)
         # From just before the spawn (fork + exec included) to the first accepted connection.
         entry["startup_ms"] = round((time.monotonic() - server.started_at) * 1000, 1)
     except procs.StartError as e:
@@ -109,13 +112,13 @@ def check_server(opts, peer, entry, planned, contract, progress, logs):
             scen = contract.by_name(name)
             if "check" in scen.expect:  # db: validity, not bytes
                 pr = database.parity_check(
-                    HOST, opts.port, scen, contract.required_headers, database.active()
+                    HOST, port, scen, contract.required_headers, database.active()
                 )
             else:
                 # Every request the load will send (loadgen.request_set): the same seed.
                 pr = parity.check(
                     HOST,
-                    opts.port,
+                    port,
                     scen,
                     contract.required_headers,
                     timeout=prof.timeout,
@@ -131,10 +134,10 @@ def check_server(opts, peer, entry, planned, contract, progress, logs):
         if dated is not None:
             # Date: two answers more than a second apart must carry different, valid dates.
             try:
-                a = parity.exchange(HOST, opts.port, dated, count=1, timeout=prof.timeout)[0]
+                a = parity.exchange(HOST, port, dated, count=1, timeout=prof.timeout)[0]
                 first_date = time.monotonic()
                 time.sleep(1.1)
-                b = parity.exchange(HOST, opts.port, dated, count=1, timeout=prof.timeout)[0]
+                b = parity.exchange(HOST, port, dated, count=1, timeout=prof.timeout)[0]
                 problems = parity.check_dates(a, b, time.monotonic() - first_date)
             except (parity.ProtocolError, OSError) as e:
                 problems = [f"no answer for the Date check: {e}"]
@@ -163,7 +166,7 @@ def check_server(opts, peer, entry, planned, contract, progress, logs):
                 )
                 im = metrics.idle_memory(
                     HOST,
-                    opts.port,
+                    port,
                     server.pid,
                     idle_scen,
                     prof.idle_connections,
@@ -172,14 +175,14 @@ def check_server(opts, peer, entry, planned, contract, progress, logs):
                 entry["idle_memory"] = {**im.to_json(), "scenario": idle_scen.name}
                 if im.error:
                     progress.line(peer.name, f"idle memory: {im.error}")
-                if not _wait_answering(opts.port, idle_scen, prof.timeout, 30.0):
+                if not _wait_answering(port, idle_scen, prof.timeout, 30.0):
                     progress.line(peer.name, "not answering 30 s after the idle-memory test")
         if prof.probe is not None:
             if server.alive():
                 progress.line(peer.name, f"compliance probe {' '.join(prof.probe)}".rstrip())
                 entry["compliance"] = compliance.run_probe(
                     HOST,
-                    opts.port,
+                    port,
                     opts.out_dir / "probe",
                     peer.name,
                     args=prof.probe,
@@ -212,21 +215,32 @@ def start_all(opts, peers: dict[str, Peer], entries, logs, progress) -> dict:
     the probe used, so "peak RSS under load" is the load's own."""
     live = {}
     port = opts.port
+    fixed = {p.name: fixed_port(p) for p in peers.values()}
     for name, peer in peers.items():
-        while procs.port_in_use(HOST, port):
+        mine = fixed[name]
+        if mine is None:
+            while port in fixed.values() or procs.port_in_use(HOST, port):
+                port += 1
+            mine = port
             port += 1
         try:
-            server = start(opts, peer, port, logs, "-cells")
+            if not procs.wait_port_free(HOST, mine, 15.0):
+                raise procs.StartError(f"its port {mine} is busy")
+            server = start(opts, peer, mine, logs, "-cells")
         except procs.StartError as e:
             entries[name]["load_message"] = f"fresh start for the cells failed: {e}"
             progress.line(name, entries[name]["load_message"])
             continue
-        entries[name]["cells_port"] = port
-        live[name] = (server, port)
-        port += 1
+        entries[name]["cells_port"] = mine
+        live[name] = (server, mine)
     if live:
         progress.line("all", f"{len(live)} fresh server process(es) up for the cells")
     return live
+
+
+def fixed_port(peer: Peer) -> int | None:
+    """The one port a server can listen on (`--server '...;port=N'`), or None: the lab's choice."""
+    return peer.extra.get("port")
 
 
 def pick_port() -> int:

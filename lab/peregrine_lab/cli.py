@@ -83,9 +83,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--server",
         action="append",
-        metavar="'NAME=COMMAND[;scenarios=a,b][;ready=/path][;label=TEXT]'",
+        metavar="'NAME=COMMAND[;port=N][;scenarios=a,b][;ready=/path][;label=TEXT]'",
         help="also measure this server, started by COMMAND, which gets its port from {port}, "
-        '{addr}, $PORT or $ADDR; repeatable (lab/README.md, "Your own server")',
+        "{addr}, $PORT or $ADDR (or always listens on port=N); repeatable (lab/README.md, "
+        '"Your own server")',
     )
     p.add_argument("--seed", type=int, help="the run's seed (round order; default: drawn)")
     p.add_argument(
@@ -105,6 +106,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, help="timed runs per cell")
     p.add_argument("--duration", type=float, help="seconds per run (wrk: whole seconds)")
     p.add_argument("--server-cpus", help="CPUs for the servers (taskset list, e.g. 1 or 2-3)")
+    p.add_argument(
+        "--load-fraction",
+        type=float,
+        help="soak: the steady load's share of the calibrated capacity (default 0.7)",
+    )
     p.add_argument("--client-cpus", help="CPUs for the load generator")
     p.add_argument(
         "--loadgen",

@@ -24,7 +24,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import config, stats
-from .report_tables import CONSTANT_ANSWERS, NA, _labels, _value, derive_medians, unranked
+from .report_tables import (
+    CONSTANT_ANSWERS,
+    NA,
+    _flush_note,
+    _labels,
+    _value,
+    derive_medians,
+    unranked,
+)
 from .report_verdicts import _find, before_after
 
 BLOCK = re.compile(
@@ -107,13 +115,15 @@ def _cpu(cell: dict | None) -> str:
 def headline(res: dict) -> list[str]:
     """Server CPU µs per request of every server on the main scenarios at 50 connections and on
     plaintext with 16 pipelined, the server's busy share on plaintext (below 100%: the load
-    generator was its ceiling), idle memory and the probe's MUST-only score."""
+    generator was its ceiling) and the bytes of its plaintext answer (what was compared), idle
+    memory and the probe's MUST-only score."""
     derive_medians(res)
     labels = _labels(res)
     scen = [s["name"] for s in res.get("scenarios", []) if s.get("main")]
     shapes = [(s, 50, 0) for s in scen] + [("plaintext", 50, 16)]
     titles = [f"`{s}`" if p <= 1 else f"`{s}` × {p} pipelined" for s, _c, p in shapes]
-    header = ["server", *titles, "busy", "idle KiB/conn", "compliance: MUST only (total)"]
+    header = ["server", *titles, "busy", "bytes/resp", "idle KiB/conn"]
+    header.append("compliance: MUST only (total)")
     rows = []
     for s in res.get("servers", []):
         name = s["name"]
@@ -129,13 +139,16 @@ def headline(res: dict) -> list[str]:
         idle = NA if im is None else f"{im / 1024:.1f}"
         busy = _value(cells[0], "server_busy_share")
         busy = NA if busy is None else f"{busy:.0%}"
-        rows.append([label or labels[name], *map(_cpu, cells), busy, idle, score])
+        size = _value(cells[0], "bytes_per_response")
+        size = NA if size is None else f"{size:,.0f}"
+        rows.append([label or labels[name], *map(_cpu, cells), busy, size, idle, score])
     st = res.get("settings") or {}
     cpus = ",".join(map(str, st.get("server_cpus") or [])) or "?"
     out = [
         "Server CPU µs per request (lower is better), the median of each cell's runs, "
         f"WORKERS={st.get('workers')} on CPU {cpus}, {st.get('loadgen')} on the others, 50 "
-        "connections; busy: the share of its CPU the server used in the first column:",
+        "connections; busy: the share of its CPU the server used in the first column, "
+        "bytes/resp: the size of its answers there as wrk received them:",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -151,6 +164,8 @@ def headline(res: dict) -> list[str]:
             + "; ".join(f"{labels.get(a, a)} `{b}`: {CONSTANT_ANSWERS[(a, b)]}" for a, b in consts)
             + "."
         )
+    piped = [s["name"] for s in res.get("servers", []) if _find(res, s["name"], *shapes[-1])]
+    notes += _flush_note(shapes[-1][2], piped)[:1]
     skipped = unranked(res)
     if skipped:
         notes.append(

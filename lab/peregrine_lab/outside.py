@@ -1,11 +1,13 @@
-"""Servers named on the command line (`--server 'NAME=COMMAND;scenarios=a,b;ready=/path'`),
+"""Servers named on the command line (`--server 'NAME=COMMAND;port=N;scenarios=a,b;ready=/p'`),
 measured beside the registered peers by the same runner: each becomes a `Peer` with nothing to
 build whose run command is `launch.py COMMAND`.
 
 The port: the runner gives every server `ADDR=127.0.0.1:PORT` (as it does every peer); the
 launcher also sets `PORT` and replaces `{port}` (and `{addr}`) in COMMAND, so a server that takes
-its port as an argument works too. The fields after COMMAND are the trailing `;key=value` parts
-whose key is one of `FIELDS`; any other `;` stays in the command (a shell command may hold one)."""
+its port as an argument works too. A server that listens on one port whatever it is told says so
+with `port=N`: the lab then starts it on N every time (checks.fixed_port). The fields after
+COMMAND are the trailing `;key=value` parts whose key is one of `FIELDS`; any other `;` stays in
+the command (a shell command may hold one)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from .peers import Peer, RegistryError
 from .procs import READY_ENV
 
-FIELDS = ("scenarios", "ready", "label")
+FIELDS = ("port", "scenarios", "ready", "label")
 """The `;key=value` fields a --server may end with."""
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
@@ -34,11 +36,15 @@ def parse(spec: str, known: set[str] | frozenset[str] = frozenset()) -> Peer:
     >>> p = parse("mine=./srv --port {port};scenarios=plaintext,json;ready=/health")
     >>> p.name, p.scenarios, p.env, p.run[-1]
     ('mine', ['plaintext', 'json'], {'PEREGRINE_LAB_READY': '/health'}, './srv --port {port}')
+    >>> parse("theirs=./srv;port=8080").extra
+    {'command': './srv', 'port': 8080}
     """
     name, sep, rest = spec.partition("=")
     name = name.strip()
     if not sep or not rest.strip():
-        raise RegistryError(f"--server {spec!r}: expected NAME=COMMAND[;scenarios=a,b][;ready=/p]")
+        raise RegistryError(
+            f"--server {spec!r}: expected NAME=COMMAND[;port=N][;scenarios=a,b][;ready=/p]"
+        )
     if not _NAME.match(name):
         raise RegistryError(
             f"--server {spec!r}: the name {name!r} must be lower-case letters, digits, '-', "
@@ -63,6 +69,9 @@ def parse(spec: str, known: set[str] | frozenset[str] = frozenset()) -> Peer:
     ready = fields.get("ready", "")
     if ready and not ready.startswith("/"):
         raise RegistryError(f"--server {name!r}: ready={ready!r} must be a path starting with /")
+    extra: dict = {"command": command}
+    if "port" in fields:
+        extra["port"] = _port(name, fields["port"])
     return Peer(
         name=name,
         label=fields.get("label") or f"{name} (--server)",
@@ -75,8 +84,14 @@ def parse(spec: str, known: set[str] | frozenset[str] = frozenset()) -> Peer:
         env={READY_ENV: ready} if ready else {},
         version=[],
         scenarios=scenarios,
-        extra={"command": command},
+        extra=extra,
     )
+
+
+def _port(name: str, text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise RegistryError(f"--server {name!r}: port={text!r} must be a port number, 1 to 65535")
+    return int(text)
 
 
 def parse_all(specs: list[str] | None, known: set[str], contract_names: list[str]) -> list[Peer]:
@@ -86,6 +101,14 @@ def parse_all(specs: list[str] | None, known: set[str], contract_names: list[str
     out: list[Peer] = []
     for spec in specs or []:
         peer = parse(spec, known | {p.name for p in out})
+        # The cells run every server at once, so two cannot share a fixed port.
+        port = peer.extra.get("port")
+        same = [p.name for p in out if port is not None and p.extra.get("port") == port]
+        if same:
+            raise RegistryError(
+                f"--server {peer.name!r}: port={port} is {same[0]}'s too; the servers of a run "
+                "listen at the same time"
+            )
         unknown = [s for s in peer.scenarios if s not in contract_names]
         if unknown:
             raise RegistryError(

@@ -293,6 +293,7 @@ def render(res: dict) -> str:
         L.append("")
     L += db_report.section(res)  # the db profile's section ([] otherwise)
     L += resilience.section(res)  # resource attacks, when probe/attack_peers.py added them
+    L += report_verdicts.setup_lines(res)
     # A run with only the scaling lane has no cells to chart.
     L += ["## Charts", ""] if res.get("cells") else []
     for name, title in (

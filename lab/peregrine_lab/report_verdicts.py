@@ -5,7 +5,7 @@ idle memory per connection, and the engine before and after."""
 from __future__ import annotations
 
 from . import stats
-from .report_tables import NA, _pipe_text, _table, ratio_estimate
+from .report_tables import NA, _labels, _pipe_text, _table, ratio_estimate
 
 # issue targets: (numerator, denominator, shape test, limit, issue); the first that matches a
 # shape applies. Issue 16 tightened issue 3's c=50 and x16 targets; issue 18 added c=1 and x256.
@@ -274,3 +274,53 @@ def targets_lines(res: dict) -> list[str]:
         L += _table(header, rows) + [""]
 
     return L
+
+
+SETUP_PAIRS = [
+    ("express", "node-http", 0, "idiomatic Express over the node:http it runs on"),
+    ("express-tfb", "node-http", 0, "TechEmpower's Express over node:http"),
+    ("express", "express-tfb", 0, "what Express's idioms (ETag, res.send) cost"),
+    ("hyper-flush", "peregrine", 16, "hyper as pipelining benchmarks run it, to Peregrine"),
+    ("axum-flush", "peregrine", 16, "axum as TechEmpower runs it, to Peregrine"),
+    ("hyper-percore", "hyper-flush", 16, "what pipeline_flush off costs hyper"),
+    ("actix", "actix-tfb", 0, "what actix-web's DefaultHeaders and request timer cost"),
+    ("actix-tfb", "peregrine", 0, "TechEmpower's actix-web to Peregrine"),
+]
+"""The closing note's ratios (numerator, denominator, pipelining depth, what it shows): each peer
+in its community's benchmark setup beside its idiomatic one and Peregrine, on plaintext at 50
+connections, so a pipelined hyper/axum figure or an Express one is never read without the other."""
+
+
+def setup_lines(res: dict) -> list[str]:
+    """The closing note: `SETUP_PAIRS`' server CPU per request ratios, paired by round where they
+    can be, with their 95% intervals; [] when the run measured none of the pairs."""
+    labels = _labels(res)
+    rows = []
+    for num, den, p, why in SETUP_PAIRS:
+        a, b = _find(res, num, "plaintext", 50, p), _find(res, den, "plaintext", 50, p)
+        est = ratio_estimate(a, b, "cpu_us_per_req")
+        if est is None:
+            continue
+        ci = f"{est.ci[0]:.2f}–{est.ci[1]:.2f}" if est.ci else "(none: one run)"
+        rows.append(
+            [
+                f"{labels.get(num, num)} / {labels.get(den, den)}, {_pipe_text(p)}",
+                f"{est.ratio:.2f}×",
+                ci,
+                f"{len(a.get('runs') or [])}",
+                est.method,
+                why,
+            ]
+        )
+    if not rows:
+        return []
+    header = ["server CPU µs per request, plaintext, c=50", "ratio", "95% interval", "runs"]
+    return [
+        "## Closing note: each peer beside its benchmark setup",
+        "",
+        "The same server in its idiomatic setup and in the one its community benchmarks with, "
+        "and the benchmark setups beside Peregrine, from the cells above.",
+        "",
+        *_table(header + ["method", "what it shows"], rows),
+        "",
+    ]

@@ -20,6 +20,10 @@ file from `LEDGER`, shared by all the processes): an id there twice was executed
 budgets: no failed request, no duplicated execution, no acknowledged POST missing from the
 ledger, every HTTP/2 GOAWAY with NO_ERROR, every WebSocket closed with 1001 (Going Away),
 every SSE stream ended cleanly (its last chunk) and every old process exited with status 0.
+
+Every attempt (each retry too) also carries an id of its own in its target, and each process
+writes its access log: exactly one line per answered attempt, with the status the client got,
+across every hand-over (`restart_log`).
 Writes results.json and report.md under lab/results/restart (or --out); exits 1 on a miss.
 """
 
@@ -40,7 +44,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import config, procs, restart_report, soak
+from . import config, procs, restart_log, restart_report, soak
+from .restart_log import Attempts, tagged
 from .soak_load import Clients
 from .soak_proto import (
     REQUEST_TIMEOUT,
@@ -108,6 +113,7 @@ class Record:
     # "reset": it was reset).
     ws_closes: Counter = field(default_factory=Counter)
     sse_ends: Counter = field(default_factory=Counter)  # "clean" or "cut"
+    attempts: Attempts = field(default_factory=Attempts)  # by id, for the access-log count
 
 
 class _Conn:
@@ -158,19 +164,25 @@ class RestartLoad(Clients):
         await asyncio.gather(*tasks)
 
     async def _logical(self, kind: str, attempt, check) -> bool:
-        """One logical request: `attempt()` until it is answered or fails for a reason the
-        rules do not retry; `check(status, body)` says whether the answer is right. True when
-        it was answered right."""
+        """One logical request: `attempt(id)` until it is answered or fails for a reason the
+        rules do not retry, each attempt with an id of its own (for the access log);
+        `check(status, body)` says whether the answer is right. True when it was answered
+        right."""
         self.rec.sent[kind] += 1
-        for _ in range(MAX_ATTEMPTS):
+        base = uuid.uuid4().hex
+        for n in range(MAX_ATTEMPTS):
+            rid = f"{base}-{n}"
             try:
-                status, _, body = await attempt()
+                status, _, body = await attempt(rid)
             except NotProcessed as e:
+                self.rec.attempts.unanswered.add(rid)
                 self.rec.retried[f"{kind}:{e.why}"] += 1
                 continue
             except Exception as e:
+                self.rec.attempts.unanswered.add(rid)
                 self.rec.failed[f"{kind}:{error_kind(e)}"] += 1
                 return False
+            self.rec.attempts.answered[rid] = status
             if check(status, body):
                 self.rec.ok[kind] += 1
                 return True
@@ -183,22 +195,25 @@ class RestartLoad(Clients):
         """A keep-alive HTTP/1.1 client: GET /json, or POST /ledger with a unique id."""
         conn = _Conn(self.target)
 
-        def send_post(rid: str):
-            return conn.exchange(request("POST", "/ledger", rid.encode(), TEXT))
+        def send_post(rid: str, tag: str):
+            return conn.exchange(request("POST", tagged("/ledger", tag), rid.encode(), TEXT))
+
+        def send_get(tag: str):
+            return conn.exchange(get(tagged("/json", tag)))
 
         try:
             async for _ in self._ticks(rate, index / 4):
                 if post:
                     await self._post("h1_post", send_post)
                 else:
-                    await self._logical("h1_get", lambda: conn.exchange(get("/json")), _hello)
+                    await self._logical("h1_get", send_get, _hello)
         finally:
             conn.drop()
 
     async def _post(self, kind: str, send) -> None:
-        """POST /ledger with a new unique id (`send(id)` makes one attempt)."""
+        """POST /ledger with a new unique id (`send(id, attempt id)` makes one attempt)."""
         rid = uuid.uuid4().hex
-        ok = await self._logical(kind, lambda: send(rid), lambda status, _b: status == 201)
+        ok = await self._logical(kind, lambda tag: send(rid, tag), lambda status, _b: status == 201)
         (self.rec.acked if ok else self.rec.unacked).add(rid)
 
     async def _h2(self) -> None:
@@ -223,11 +238,13 @@ class RestartLoad(Clients):
                 holder.append(c)
             return holder[0]
 
-        async def get_json():
-            return await (await client()).request("GET", "/json")
+        async def get_json(tag: str):
+            return await (await client()).request("GET", tagged("/json", tag))
 
-        async def post(rid: str):
-            return await (await client()).request("POST", "/ledger", rid.encode(), TEXT)
+        async def post(rid: str, tag: str):
+            return await (await client()).request(
+                "POST", tagged("/ledger", tag), rid.encode(), TEXT
+            )
 
         try:
             async for _ in self._ticks(self.plan.h2_rate):
@@ -238,40 +255,83 @@ class RestartLoad(Clients):
             if holder:
                 await holder[0].close()
 
+    async def _opened(self, path: str, open_session) -> str:
+        """Opens a long-lived session at `path` with an attempt id of its own
+        (`open_session(tagged path)` returns once the server answered its head, with the
+        status): the id, recorded as answered, or unanswered if opening failed."""
+        rid = uuid.uuid4().hex
+        try:
+            status = await open_session(tagged(path, rid))
+        except BaseException:
+            self.rec.attempts.unanswered.add(rid)
+            raise
+        self.rec.attempts.answered[rid] = status
+        return rid
+
     async def _ws(self) -> None:
         """A WebSocket echo session at a time; how the server closed each is recorded."""
 
+        async def handshake(reader, writer, path: str) -> int:
+            await ws_handshake(reader, writer, path)
+            return 101
+
         async def session(reader, writer):
-            await ws_handshake(reader, writer)
-            n = 0
-            while not self.stop.is_set():
-                n += 1
-                text = f"restart {n}".encode()
-                writer.write(ws_frame(0x1, text))
-                try:
-                    opcode, payload = await asyncio.wait_for(ws_read(reader), REQUEST_TIMEOUT)
-                except (asyncio.IncompleteReadError, ConnectionResetError) as e:
-                    self.rec.ws_closes["reset" if isinstance(e, OSError) else "none"] += 1
-                    return
-                if opcode == 0x8:
-                    self.rec.ws_closes[str(ws_close_code(payload))] += 1
-                    writer.write(ws_frame(0x8, payload[:2]))
-                    return
-                if payload != text:
-                    raise ProtocolError("ws_mismatch", repr(payload[:40]))
-                await self._pause(0.5)
-            writer.write(ws_frame(0x8, (1000).to_bytes(2, "big")))
+            await self._opened("/ws", lambda path: handshake(reader, writer, path))
+            frames: asyncio.Queue = asyncio.Queue()
+            reading = asyncio.create_task(self._ws_reader(reader, writer, frames))
+            try:
+                n = 0
+                while not self.stop.is_set():
+                    n += 1
+                    text = f"restart {n}".encode()
+                    writer.write(ws_frame(0x1, text))
+                    frame = await asyncio.wait_for(frames.get(), REQUEST_TIMEOUT)
+                    if frame is None:
+                        return
+                    if frame != (0x1, text):
+                        raise ProtocolError("ws_mismatch", repr(frame[1][:40]))
+                    try:
+                        frame = await asyncio.wait_for(frames.get(), 0.5)
+                    except TimeoutError:
+                        continue
+                    if frame is None:
+                        return
+                    raise ProtocolError("ws_unexpected", repr(frame[1][:40]))
+                writer.write(ws_frame(0x8, (1000).to_bytes(2, "big")))
+            finally:
+                reading.cancel()
 
         await self._loop(session)
+
+    async def _ws_reader(self, reader, writer, frames: asyncio.Queue) -> None:
+        """Reads the server's frames as they come, as a browser does, pauses or not: a data
+        frame goes to `frames`; the server's Close is answered at once and recorded (its code),
+        as is a connection that ended without one; then None."""
+        while True:
+            try:
+                opcode, payload = await ws_read(reader)
+            except (asyncio.IncompleteReadError, ConnectionResetError) as e:
+                self.rec.ws_closes["reset" if isinstance(e, OSError) else "none"] += 1
+                break
+            if opcode == 0x8:
+                self.rec.ws_closes[str(ws_close_code(payload))] += 1
+                writer.write(ws_frame(0x8, payload[:2]))
+                break
+            await frames.put((opcode, payload))
+        await frames.put(None)
 
     async def _sse(self) -> None:
         """An SSE stream at a time: whether each ended with its last chunk or was cut."""
 
-        async def session(reader, writer):
-            writer.write(get("/events"))
+        async def open_stream(reader, writer, path: str) -> int:
+            writer.write(get(path))
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
             if not head.startswith(b"HTTP/1.1 200"):
                 raise ProtocolError("sse_status", head[:40].decode("latin-1"))
+            return 200
+
+        async def session(reader, writer):
+            await self._opened("/events", lambda path: open_stream(reader, writer, path))
             tail = b""
             while not self.stop.is_set():
                 read = asyncio.ensure_future(reader.read(4096))
@@ -310,10 +370,13 @@ class Options:
 class Fleet:
     """The server processes on one handed-over listening socket, one at a time."""
 
-    def __init__(self, exe: Path, sock: socket.socket, env: dict, opts: Options):
+    def __init__(self, exe: Path, sock: socket.socket, env: dict, opts: Options, access_logs: Path):
         self.exe, self.sock, self.env, self.opts = exe, sock, env, opts
         self.generation = 0
         self.current: procs.Server | None = None
+        # Each process's access log (`access-N.log` in this folder), by process.
+        self.access_logs = access_logs
+        self.access_log_files: dict[str, Path] = {}
 
     def spawn(self) -> procs.Server:
         """A new server process on the socket, once it says it serves it."""
@@ -327,9 +390,11 @@ class Fleet:
             str(self.exe),
         ]
         log = self.opts.out_dir / "logs" / f"server-{self.generation}.log"
-        server = procs.start_server(
-            cmd, soak.ROOT, self.env, self.opts.server_cpus, log, pass_fds=(fd,)
-        )
+        name = f"server-{self.generation}"
+        access = self.access_logs / f"access-{self.generation}.log"
+        self.access_log_files[name] = access
+        env = dict(self.env, ACCESS_LOG=str(access))
+        server = procs.start_server(cmd, soak.ROOT, env, self.opts.server_cpus, log, pass_fds=(fd,))
         deadline = time.monotonic() + 30
         while "inherited listener" not in (log.read_text(errors="replace") if log.exists() else ""):
             if server.proc.poll() is not None or time.monotonic() > deadline:
@@ -388,8 +453,11 @@ def ledger_counts(path: Path) -> Counter:
     return Counter(line for line in text.splitlines() if line)
 
 
-def verdict(rec: Record, executed: Counter, restarts: list[dict]) -> dict:
-    """The budgets of the module doc, each a figure and whether it holds."""
+def verdict(
+    rec: Record, executed: Counter, restarts: list[dict], access: dict | None = None
+) -> dict:
+    """The budgets of the module doc, each a figure and whether it holds (`access`: the
+    access-log count of `restart_log.count`, its checks among them)."""
     duplicated = sorted(i for i, n in executed.items() if n > 1)
     missing = sorted(rec.acked - set(executed))
     checks = {
@@ -404,6 +472,7 @@ def verdict(rec: Record, executed: Counter, restarts: list[dict]) -> dict:
         ),
         "sse_cut": rec.sse_ends.get("cut", 0),
         "old_process_not_exit_0": sum(1 for r in restarts if r["old_exit"] != 0),
+        **({f"access_log_{k}": n for k, n in access["checks"].items()} if access else {}),
     }
     failures = [f"{name}: {n}" for name, n in checks.items() if n]
     if not restarts:
@@ -444,7 +513,7 @@ def run(opts: Options) -> dict:
             SHUTDOWN_TIMEOUT=str(SHUTDOWN_TIMEOUT),
         )
         env.pop("ADDR", None)
-        fleet = Fleet(exe, sock, env, opts)
+        fleet = Fleet(exe, sock, env, opts, Path(tmp))
         try:
             fleet.current = fleet.spawn()
             opts.progress(
@@ -457,10 +526,11 @@ def run(opts: Options) -> dict:
                 fleet.current.stop()
             sock.close()
         executed = ledger_counts(ledger)
+        access = restart_log.count(rec.attempts, fleet.access_log_files)
     logs = "".join(
         p.read_text(errors="replace") for p in (opts.out_dir / "logs").glob("server-*.log")
     )
-    budgets = verdict(rec, executed, restarts)
+    budgets = verdict(rec, executed, restarts, access)
     if logs.count("panicked"):
         budgets["failures"].append(f"the server logs hold {logs.count('panicked')} panic(s)")
         budgets["ok"] = False
@@ -492,6 +562,7 @@ def run(opts: Options) -> dict:
         "h2_ends": dict(rec.h2_ends),
         "ws_close_codes": dict(rec.ws_closes),
         "sse_ends": dict(rec.sse_ends),
+        "access_log": access,
         "restarts": restarts,
         "budgets": budgets,
         "machine": {"before": load_before, "after": soak.machine_load()},
@@ -527,7 +598,9 @@ def main(args, command: str) -> int:
         f"{sum(r['failed'].values())}, duplicated "
         f"{res['budgets']['checks']['duplicated_executions']}, "
         f"retried {sum(r['retried'].values())}; HTTP/2 ends {res['h2_ends']}, WebSocket closes "
-        f"{res['ws_close_codes']}, SSE ends {res['sse_ends']}"
+        f"{res['ws_close_codes']}, SSE ends {res['sse_ends']}; access log: "
+        f"{res['access_log']['lines']} lines for {res['access_log']['attempts_answered']} "
+        f"answered attempts, {res['access_log']['checks']}"
     )
     if not res["budgets"]["ok"]:
         for f in res["budgets"]["failures"]:

@@ -11,6 +11,14 @@ BUDGETS = {
     "ws_not_going_away": "WebSockets not closed with 1001 Going Away",
     "sse_cut": "SSE streams cut (no last chunk)",
     "old_process_not_exit_0": "old processes that did not exit with status 0",
+    "access_log_answered_without_line": "answered attempts with no access-log line",
+    "access_log_lines_twice": "attempts with more than one access-log line",
+    "access_log_line_status_not_the_answer": "access-log lines whose status is not the answer",
+    "access_log_unanswered_with_a_status_line": (
+        "attempts the client got no answer for, logged with a status"
+    ),
+    "access_log_lines_cut": "access-log lines that are not whole JSON",
+    "access_log_lines_of_unknown_ids": "access-log lines of ids no client sent",
 }
 
 
@@ -49,6 +57,18 @@ def markdown(res: dict) -> str:
         f"ledger: {r['executions_in_ledger']:,} executions of {r['distinct_ids_in_ledger']:,} ids",
         f"* HTTP/2 connection ends: {_counts(res['h2_ends'])}; WebSocket close codes: "
         f"{_counts(res['ws_close_codes'])}; SSE stream ends: {_counts(res['sse_ends'])}",
+    ]
+    a = res.get("access_log")
+    if a:
+        lines.append(
+            f"* access log (every process's, each attempt by its own id): {a['lines']:,} lines "
+            f"for {a['attempts_answered']:,} answered attempts "
+            f"({a['attempts_unanswered']:,} unanswered, their lines by status: "
+            f"{_counts(a['lines_of_unanswered_attempts'])}; lines without an id: "
+            f"{_counts(a['lines_without_id'])}); lines per process: "
+            f"{_counts(a['lines_per_process'])}"
+        )
+    lines += [
         "",
         "## Restarts",
         "",

@@ -127,9 +127,16 @@ def run(opts: Options) -> dict | None:
         from . import dryrun
 
         est = measuring_estimate(prof, peers, planned)
-        dryrun.describe(prof, peers, planned, est, seed, sys.stdout)
+        dryrun.describe(prof, peers, planned, est, seed, sys.stdout, results.tool_versions())
         return None
 
+    for peer in opts.outside:
+        fixed = checks.fixed_port(peer)
+        if fixed is not None and not procs.wait_port_free(checks.HOST, fixed, 5.0):
+            raise LabError(
+                f"--server {peer.name}: its port {checks.HOST}:{fixed} (port={fixed}) is busy: "
+                "something already listens there; stop it first"
+            )
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
@@ -200,8 +207,8 @@ def run(opts: Options) -> dict | None:
     for i, peer in enumerate(peers, 1):
         if opts.skip_build:
             missing = build.missing_tools(peer)
-            binary = peer.extra.get("binary")
-            if not missing and binary and not Path(binary).exists():
+            binary = built_program(peer)
+            if not missing and binary and not binary.exists():
                 built[peer.name] = build.BuildResult(
                     False, message=f"--skip-build, and {binary} is not built: run without it"
                 )
@@ -373,6 +380,17 @@ def run(opts: Options) -> dict | None:
     res["complete"] = True
     results.save(res, out)
     return res
+
+
+def built_program(peer: Peer) -> Path | None:
+    """The program a peer's build makes and its run starts (`binary`, or its run command's path
+    inside the peer's folder), which --skip-build needs; None for a peer that builds nothing or
+    runs an installed program."""
+    if peer.extra.get("binary"):
+        return Path(peer.extra["binary"])
+    if peer.build and "/" in peer.run[0]:
+        return peer.dir / peer.run[0]
+    return None
 
 
 def measuring_estimate(

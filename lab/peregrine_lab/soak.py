@@ -1,12 +1,14 @@
-"""`./scripts/lab soak [--duration S]`: the scenarios app (TLS, HTTP/2, WebSocket, SSE,
-static files, multipart uploads, PostgreSQL) under a mixed load for a long time (default 30
-minutes), sampled every 10 s (every 2 s when the run is shorter than 10 minutes): RSS, open
-descriptors, TCP connections by state and CPU of the server, its live heap (`GET /debug/heap`,
-glibc's per-thread caches off), CPU per request, p50/p99/p99.9 of the steady load, every client
-error by kind. After warm-up, RSS, the live heap and descriptors must stay flat (within 5%; no
-upward trend of the heap or the descriptors, nor of RSS when the heap is not reported), the
-steady p99 stable within 20%, and no client may see an unexpected error (budgets:
-`soak_stats`). Writes results.json, report.md and soak.svg under
+"""`./scripts/lab soak [--duration S]`: the scenarios app (TLS, HTTP/2, WebSocket, SSE, static
+files, multipart uploads, PostgreSQL) under a mixed load for a long time (default 30 minutes):
+first a short closed-loop calibration of the same mix measures the steady requests per second
+the machine can do (the capacity), then the steady load runs open loop at a share of it
+(`Plan.load_fraction`, 70%; `--load-fraction`), sampled every 10 s (every 2 s when the run is
+shorter than 10 minutes): RSS, open descriptors, TCP connections by state and CPU of the server,
+its live heap (`GET /debug/heap`, glibc's per-thread caches off), CPU per request, p50/p99/p99.9
+of the steady load, every client error by kind. After warm-up, RSS, the live heap and
+descriptors must stay flat (within 5%; no upward trend of the heap or the descriptors, nor of
+RSS when the heap is not reported), the steady p99 stable within 20%, and no client may see an
+unexpected error (budgets: `soak_stats`). Writes results.json, report.md and soak.svg under
 lab/results/soak (or --out); exits 1 when a budget is missed.
 
 The clients are in `soak_load`; the chart and report in `soak_report`.
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,6 +38,8 @@ DEFAULT_DURATION = 1800.0
 FEATURES = "tls,http2,ws,multipart"
 # The server's allocator setting: no per-thread cache, so `GET /debug/heap` is the live heap.
 HEAP_TUNABLES = "glibc.malloc.tcache_count=0"
+# Seconds of the calibration not counted: connections opening, the database pools filling.
+CALIBRATION_RAMP = 1.0
 
 
 class SoakError(Exception):
@@ -157,13 +161,62 @@ def _sample(
     }
 
 
+async def calibrate(target: Target, plan: Plan, blob: bytes, pid: int) -> dict:
+    """The capacity: the whole mix of `plan` with its steady connections closed loop for
+    `plan.calibrate_seconds` (after `CALIBRATION_RAMP`), the steady requests answered per
+    second; with the server's CPU meanwhile (% of one core: near `workers` × 100 when the
+    server was the limit, lower when the load generator was) and the steady rate the soak
+    then runs at (`plan.load_fraction` of the capacity)."""
+    load = Load(target, plan, blob)
+    clients = asyncio.create_task(load.run(closed_loop=True))
+    await asyncio.sleep(CALIBRATION_RAMP)
+    errors = load.swap().errors
+    cpu0, t0 = soak_stats.read_cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(plan.calibrate_seconds)
+    tally, elapsed = load.swap(), time.monotonic() - t0
+    cpu1 = soak_stats.read_cpu_seconds(pid)
+    load.stop.set()
+    try:
+        await asyncio.wait_for(clients, 15)
+    except TimeoutError:
+        errors["clients_did_not_stop"] += 1
+    errors += tally.errors + load.swap().errors
+    capacity = tally.ops["steady"] / elapsed
+    if capacity == 0:
+        raise SoakError(f"the calibration completed no steady request (errors {dict(errors)})")
+    cpu = None if cpu0 is None or cpu1 is None else round(100 * (cpu1 - cpu0) / elapsed, 1)
+    return {
+        "seconds": round(elapsed, 2),
+        "steady_connections": plan.steady_connections,
+        "capacity_rps": round(capacity, 1),
+        "server_cpu_pct": cpu,
+        "load_fraction": plan.load_fraction,
+        "steady_rate": round(plan.load_fraction * capacity, 1),
+        "errors": dict(errors),
+    }
+
+
 async def _soak(
     server: procs.Server, port: int, opts: Options, blob: bytes
-) -> tuple[list[dict], int | None, list[float]]:
-    """Runs the load and samples the server until the duration is up or the server exits;
-    also returns the steady latencies after warm-up (seconds)."""
+) -> tuple[list[dict], int | None, list[float], Plan, dict | None]:
+    """Calibrates (unless the plan gives a steady rate), runs the load and samples the
+    server until the duration is up or the server exits; also returns the steady latencies
+    after warm-up (seconds), the plan run (its steady rate set) and the calibration."""
     target = _target(port, opts.tls)
-    load = Load(target, opts.plan, blob)
+    plan, calibration = opts.plan, None
+    if plan.steady_rate is None:
+        opts.progress(
+            f"calibrating: {plan.steady_connections} steady connections closed loop with the "
+            f"rest of the mix, {plan.calibrate_seconds:.0f} s"
+        )
+        calibration = await calibrate(target, plan, blob, server.pid)
+        plan = replace(plan, steady_rate=calibration["steady_rate"])
+        opts.progress(
+            f"  capacity {calibration['capacity_rps']} steady req/s (server CPU "
+            f"{calibration['server_cpu_pct']}% of one core); the soak runs at "
+            f"{plan.load_fraction:.0%} of it: {plan.steady_rate} req/s"
+        )
+    load = Load(target, plan, blob)
     clients = asyncio.create_task(load.run())
     warmup = warmup_for(opts.duration)
     latencies: list[float] = []
@@ -213,7 +266,7 @@ async def _soak(
     # Errors of the clients' last moments (while they stop) count too.
     for kind, n in load.swap().errors.items():
         samples[-1].setdefault("errors", {})[kind] = samples[-1]["errors"].get(kind, 0) + n
-    return samples, exit_status, latencies
+    return samples, exit_status, latencies, plan, calibration
 
 
 def _server_env(port: int, work: Path, opts: Options, blob: bytes) -> tuple[dict, list[str]]:
@@ -268,7 +321,9 @@ def run(opts: Options) -> dict:
                     f"soaking {exe.name} (pid {server.pid}, port {port}) for "
                     f"{opts.duration:.0f} s, a sample every {interval_for(opts.duration):.0f} s"
                 )
-                samples, exit_status, latencies = asyncio.run(_soak(server, port, opts, blob))
+                samples, exit_status, latencies, plan, calibration = asyncio.run(
+                    _soak(server, port, opts, blob)
+                )
             except procs.StartError as e:
                 raise SoakError(f"the server did not start: {e}\n{server.log_tail()}") from e
             finally:
@@ -281,6 +336,9 @@ def run(opts: Options) -> dict:
     budgets = soak_stats.check_budgets(samples, warmup, exit_status)
     log = log_path.read_text(errors="replace") if log_path.exists() else ""
     panics = log.count("panicked")
+    if calibration and calibration["errors"]:
+        budgets["failures"].append(f"client errors in the calibration: {calibration['errors']}")
+        budgets["ok"] = False
     if panics:
         budgets["failures"].append(f"the server log holds {panics} panic(s)")
         budgets["ok"] = False
@@ -305,7 +363,11 @@ def run(opts: Options) -> dict:
         "git_commit": commit,
         "duration_seconds": opts.duration,
         "interval_seconds": interval_for(opts.duration),
-        "plan": asdict(opts.plan),
+        "plan": asdict(plan),
+        "calibration": calibration,
+        # What the open-loop steady load achieved: below the plan's rate when the load
+        # generator falls behind its schedule (late ticks are dropped, not sent in a burst).
+        "steady_rps_achieved": round(totals.get("steady", 0) / opts.duration, 1),
         "server": {
             "binary": str(exe.relative_to(ROOT)),
             "cargo_profile": opts.cargo_profile,
@@ -347,6 +409,11 @@ def main(args, command: str) -> int:
         server_cpus=args.server_cpus,
         command=command,
     )
+    if args.load_fraction is not None:
+        if not 0 < args.load_fraction <= 1:
+            print("error: --load-fraction must be in (0, 1]", file=sys.stderr)
+            return 2
+        opts.plan = replace(opts.plan, load_fraction=args.load_fraction)
     try:
         res = run(opts)
     except SoakError as e:

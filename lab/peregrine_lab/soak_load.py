@@ -1,12 +1,15 @@
 """The soak's clients (asyncio, one event loop) against the scenarios app: steady keep-alive
-requests at a fixed rate, connection churn, slow readers, clients that vanish mid-response,
+requests at a fixed rate (a share of the capacity a closed-loop calibration measured, or a given
+rate), connection churn, slow readers, clients that vanish mid-response,
 long-lived WebSocket, server-sent-event and HTTP/2 sessions, static files read by range,
 multipart uploads (some sent slowly) and the PostgreSQL routes. Every client counts what it
 completed and every error by kind into the current `Tally`, which the sampler swaps every
 interval. The wire helpers are in `soak_proto`.
 
 The load is open loop per connection (each paced connection sends at its own fixed period,
-whatever the previous latency), so a slow server shows as latency, not as a lower rate.
+whatever the previous latency), so a slow server shows as latency, not as a lower rate. The
+calibration runs the same mix with the steady connections closed loop (each sends its next
+request as soon as the last is answered), which is what the machine can do at most.
 """
 
 from __future__ import annotations
@@ -55,7 +58,11 @@ class Plan:
     """How much of each kind of client the soak runs (rates per second, periods in seconds)."""
 
     steady_connections: int = 8
-    steady_rate: float = 400.0  # requests per second over all steady connections
+    # Requests per second over all steady connections; None: `load_fraction` of the capacity
+    # the calibration measures (closed loop, the same mix, `calibrate_seconds` long).
+    steady_rate: float | None = None
+    load_fraction: float = 0.7
+    calibrate_seconds: float = 10.0
     churn_rate: float = 20.0  # new connections per second (one request each)
     slow_readers: int = 2
     slow_read_bytes: int = 2048  # bytes read per step
@@ -79,7 +86,7 @@ class Plan:
 
 CI_PLAN = Plan(
     steady_connections=4,
-    steady_rate=100.0,
+    calibrate_seconds=3.0,
     churn_rate=10.0,
     slow_readers=1,
     vanishers=1,
@@ -202,13 +209,20 @@ class Load(Clients):
 
         await self._loop(session)
 
-    async def run(self) -> None:
+    async def run(self, closed_loop: bool = False) -> None:
+        """Every client of the plan until `stop`; the steady connections back to back when
+        `closed_loop` (the calibration), else at the plan's steady rate."""
         p = self.plan
-        per_conn = p.steady_rate / max(1, p.steady_connections)
-        tasks = [
-            self._paced(per_conn, i / p.steady_connections, self.steady)
-            for i in range(p.steady_connections)
-        ]
+        if closed_loop:
+            tasks = [self._loop(self._back_to_back) for _ in range(p.steady_connections)]
+        else:
+            if not p.steady_rate:
+                raise ValueError("the plan has no steady rate (calibrate first)")
+            per_conn = p.steady_rate / max(1, p.steady_connections)
+            tasks = [
+                self._paced(per_conn, i / p.steady_connections, self.steady)
+                for i in range(p.steady_connections)
+            ]
         tasks += [self.churn()] if p.churn_rate > 0 else []
         tasks += [self._loop(self.slow_read, rcvbuf=4096) for _ in range(p.slow_readers)]
         tasks += [self.vanisher(i) for i in range(p.vanishers)]
@@ -220,6 +234,10 @@ class Load(Clients):
         tasks += [self._loop(self.slow_upload) for _ in range(p.slow_uploads)]
         tasks += [self._paced(p.db_rate, 0, self.db)] if p.db_rate > 0 else []
         await asyncio.gather(*tasks)
+
+    async def _back_to_back(self, reader, writer) -> None:
+        while not self.stop.is_set():
+            await self.steady(reader, writer)
 
     async def steady(self, reader, writer) -> None:
         """GET /plaintext, timed (the latency percentiles are these requests')."""

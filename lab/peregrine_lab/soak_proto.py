@@ -173,12 +173,14 @@ async def exchange(reader, writer, raw: bytes) -> tuple[int, dict[str, str], byt
     return await asyncio.wait_for(read_response(reader), REQUEST_TIMEOUT)
 
 
-async def ws_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """The RFC 6455 opening handshake (HTTP/1.1 Upgrade)."""
+async def ws_handshake(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str = "/ws"
+) -> None:
+    """The RFC 6455 opening handshake (HTTP/1.1 Upgrade) on `path`."""
     key = base64.b64encode(os.urandom(16)).decode()
     writer.write(
         (
-            "GET /ws HTTP/1.1\r\nHost: soak\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"GET {path} HTTP/1.1\r\nHost: soak\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
         ).encode()
     )

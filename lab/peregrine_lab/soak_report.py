@@ -79,6 +79,32 @@ def _verdict(ok: bool, why: object = "") -> str:
     return "met" if ok else f"**missed**{': ' + str(why) if why else ''}"
 
 
+def _load_lines(res: dict) -> list[str]:
+    """The steady load's rate, and the calibration it came from (when one ran)."""
+    rate = res["plan"].get("steady_rate")
+    cal = res.get("calibration")
+    if not cal:
+        return [f"Steady load: {rate} requests/s, a fixed rate (no calibration).", ""]
+    cpu = cal["server_cpu_pct"]
+    workers = res["server"]["workers"]
+    # A server short of its workers' full CPU was not the limit: the load generator was.
+    limit = (
+        "the server, near its workers' full CPU, was the limit"
+        if cpu is not None and cpu >= 90 * workers
+        else "the load generator (sharing the machine) was the limit, not the server"
+    )
+    return [
+        f"Steady load: **{rate} requests/s, {cal['load_fraction']:.0%} of the capacity** "
+        f"measured first: {cal['capacity_rps']} requests/s on {cal['steady_connections']} "
+        f"keep-alive connections closed loop, with the rest of the mix running, for "
+        f"{cal['seconds']} s; the server used {cpu}% of one core meanwhile ({workers} "
+        f"workers): {limit}. Client errors in the calibration: "
+        f"{cal['errors'] or 'none'}. Achieved over the run: "
+        f"{res.get('steady_rps_achieved')} requests/s.",
+        "",
+    ]
+
+
 def markdown(res: dict) -> str:
     """report.md: the verdict, the budgets' figures, what the clients did, how it ran."""
     b = res["budgets"]
@@ -107,6 +133,7 @@ def markdown(res: dict) -> str:
     ]
     if b["failures"]:
         lines += ["Budgets missed:", ""] + [f"* {f}" for f in b["failures"]] + [""]
+    lines += _load_lines(res)
     lines += ["## What the clients did", "", "| operation | completed |", "|---|---|"]
     lines += [f"| {k} | {v:,} |" for k, v in sorted(res["totals"].items())]
     srv = res["server"]

@@ -35,6 +35,7 @@ from pathlib import Path
 from . import (
     build,
     config,
+    eta,
     h2load,
     loadgen,
     metrics,
@@ -472,7 +473,8 @@ def run(opts: Options) -> dict:
     try:
         builder = build.Builder(logs)
         entries: dict[str, dict] = {}
-        for peer in peers:
+        builds = eta.Countdown(len(peers))
+        for i, peer in enumerate(peers):
             absent = suite.unavailable(peer) if suite else None
             if absent:
                 b = build.BuildResult(False, message=absent)
@@ -480,7 +482,7 @@ def run(opts: Options) -> dict:
                 missing = build.missing_tools(peer)
                 b = build.BuildResult(not missing, message="build skipped", missing=missing)
             else:
-                print(f"[build] {peer.name}", flush=True)
+                print(f"[build {i + 1}/{len(peers)}, {builds.left(i)}] {peer.name}", flush=True)
                 b = builder.build(peer)
             entry = {
                 **peer.summary(),
@@ -500,9 +502,10 @@ def run(opts: Options) -> dict:
         # Again after the builds: the Node peers' node arrives with their `npm ci`.
         res["tools"] = tool_versions()
         measure_start = time.monotonic()
-        for peer in peers:
+        alone = eta.Countdown(len(peers))
+        for i, peer in enumerate(peers):
             if entries[peer.name]["status"] == "ok":
-                print(f"[alone] {peer.name}", flush=True)
+                print(f"[alone {i + 1}/{len(peers)}, {alone.left(i)}] {peer.name}", flush=True)
                 _check_server(opts, peer, entries[peer.name], scen, contract, cert, logs, port)
             results.save(res, out)
         live = {}
@@ -557,11 +560,15 @@ def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
         else:
             todo.append((peer, mode))
             runs_of[key] = []
+    rounds_left = eta.Countdown(opts.runs)
     for r in range(opts.runs):
         blocks = order.blocked_round(
             [c for c in todo if (c[0].name, c[1]) not in failed], lambda c: c[1], rng
         )
-        print(f"[round {r + 1}/{opts.runs}] {sum(map(len, blocks))} cell(s)", flush=True)
+        print(
+            f"[round {r + 1}/{opts.runs}, {rounds_left.left(r)}] {sum(map(len, blocks))} cell(s)",
+            flush=True,
+        )
         for peer, mode in (cell for block in blocks for cell in block):
             key = (peer.name, mode)
             server, port = live[peer.name]

@@ -114,6 +114,13 @@ def test_the_protocols_report_says_how_old_its_code_is_too():
     assert f"> {figures.STALE_PREFIX}`eeeeeeeeeeee`" in tls_report.render(res)
 
 
+def test_the_seeds_report_says_how_old_its_code_is_too():
+    from peregrine_lab.seeds import tables
+
+    res = {"git": {"commit": "d" * 40}, "machine": {}, "experiments": {}}
+    assert f"> {figures.STALE_PREFIX}`dddddddddddd`" in tables.render(res)
+
+
 def _lane(peer, row, seed_row, cells, check=""):
     def run(rps):
         return {"rps": rps, "latency_us": {"p50": 100.0, "p99": 900.0}, "errors": {}}
@@ -254,3 +261,24 @@ def test_the_db_targets_say_who_is_ahead_of_peregrine_in_each_cell():
         "Ahead of every peer in 1 of 2 cells on server CPU µs/request and 0 of 2 cells on "
         "requests/s.",
     ]
+
+
+def test_the_headline_says_where_hyper_and_axum_pipeline_with_flush():
+    """A pipelined hyper or axum figure is never quoted without its pipeline_flush(true) row."""
+
+    def cell(server, p):
+        return {"server": server, "scenario": "plaintext", "concurrency": 50, "pipeline": p,
+                "status": "ok", "median": {"cpu_us_per_req": 1.0}, "runs": []}  # fmt: skip
+
+    res = {
+        "scenarios": [{"name": "plaintext", "main": True}],
+        "servers": [{"name": n} for n in ("peregrine", "hyper")],
+        "cells": [cell("peregrine", 0), cell("peregrine", 16), cell("hyper", 0), cell("hyper", 16)],
+    }
+    res["cells"][0]["median"]["bytes_per_response"] = 130.0
+    text = "\n".join(figures.headline(res))
+    assert "not in this run: hyper-flush; the standard profile measures them" in text
+    # What was compared stands beside the figures: the size of each server's answer.
+    assert "| busy | bytes/resp |" in text and "| peregrine | 1.00 | 1.00 | n/a | 130 |" in text
+    res["cells"] = res["cells"][:3]  # hyper not pipelined: nothing to say
+    assert "pipeline_flush" not in "\n".join(figures.headline(res))

@@ -4,6 +4,7 @@ a plain asyncio server, and the same server with a wrong body, which parity must
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tomllib
@@ -28,6 +29,9 @@ def test_parse_fields_and_a_command_with_semicolons():
     assert p.run[-1] == "cd /srv; ./run --port {port}"  # the shell's `;` stays in the command
     assert p.env == {procs.READY_ENV: "/up"} and p.build == []
     assert outside.parse("x=srv;label=My server").label == "My server"
+    fixed = outside.parse("x=srv --listen :8080;port=8080;scenarios=json")
+    assert fixed.extra["port"] == 8080 and fixed.run[-1] == "srv --listen :8080"
+    assert "port" not in outside.parse("x=srv").extra  # no port=: the lab chooses it
     # A `;key=value` whose key is not a field is part of the command.
     assert outside.parse("x=a;b=c").run[-1] == "a;b=c"
 
@@ -41,6 +45,9 @@ def test_parse_fields_and_a_command_with_semicolons():
         ("mine=;scenarios=plaintext", "no command"),
         ("mine=srv;ready=up", "must be a path starting with /"),
         ("mine=srv;ready=/a;ready=/b", "ready= given twice"),
+        ("mine=srv;port=http", "port='http' must be a port number"),
+        ("mine=srv;port=0", "port='0' must be a port number"),
+        ("mine=srv;port=70000", "port='70000' must be a port number"),
         ("peregrine=srv", "a registered peer has that name"),
     ],
 )
@@ -56,6 +63,8 @@ def test_parse_all_defaults_to_the_contract_and_checks_names():
         outside.parse_all(["a=srv;scenarios=nope"], set(), CONTRACT)
     with pytest.raises(RegistryError, match="a registered peer has that name"):
         outside.parse_all(["a=srv", "a=srv2"], set(), CONTRACT)
+    with pytest.raises(RegistryError, match="port=9000 is a's too"):
+        outside.parse_all(["a=srv;port=9000", "b=srv;port=9000"], set(), CONTRACT)
 
 
 def test_db_profile_keeps_a_named_server():
@@ -77,6 +86,18 @@ def test_launcher_execs_simple_commands_and_uses_sh_otherwise():
     )
     assert argv_and_env("cd /x && srv", {})[0] == ["sh", "-c", "cd /x && srv"]
     assert argv_and_env("srv --port $PORT", {})[0] == ["sh", "-c", "srv --port $PORT"]
+
+
+def test_launcher_gives_the_port_every_way_a_server_may_take_it():
+    command = "echo $PORT {port} {addr}"
+    p = subprocess.run(
+        [sys.executable, str(outside.LAUNCHER), command],
+        env={**os.environ, "ADDR": "127.0.0.1:28123"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert p.stdout.split() == ["28123", "28123", "127.0.0.1:28123"]
 
 
 def test_ready_path_must_answer_2xx(tmp_path):
@@ -119,14 +140,31 @@ def test_dry_run_prints_the_plan_and_measures_nothing(tmp_path, capsys):
             str(tmp_path / "o"),
             "--dry-run",
             "--server",
-            f"mine={sys.executable} {SERVER} {{port}};scenarios=plaintext",
+            f"mine={sys.executable} {SERVER} 28999;port=28999;scenarios=plaintext",
         ]
     )
     out = capsys.readouterr().out
     assert rc == 0 and not (tmp_path / "o").exists()
     assert "dry run of profile framework (seed 7)" in out
+    assert "nothing to build; always on port 28999" in out
+    # The versions the run would record, a tool not installed shown as such ("wrk ?").
+    assert "\nversions: rustc " in out and "; wrk " in out and "; openssl " in out.lower()
     assert "mine" in out and "peregrine" in out and "estimated measuring time" in out
     assert "plaintext c=50 pipeline=0 keep-alive" in out
+
+
+def test_a_fixed_port_that_is_busy_stops_the_run_before_anything_starts(tmp_path, capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = ["framework", "--peers", str(FIXTURES / "peers.toml"), "--servers", "mine"]
+        args += ["--server", f"mine=srv;port={port}", "--out", str(tmp_path / "o")]
+        assert cli.main(args) == 1
+    assert f"--server mine: its port 127.0.0.1:{port} (port={port}) is busy" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_server_and_dry_run_refused_where_they_do_not_apply(capsys):
@@ -185,8 +223,11 @@ def test_version_names_the_lab_and_the_commit(installed):
 
 def test_outside_server_measured_end_to_end(installed, tmp_path):
     """The whole path for a server the registry does not know, beside a registered one: build
-    (nothing), parity, the Date check, the cells in blocked rounds, results.json, report."""
+    (nothing), parity, the Date check, the cells in blocked rounds, results.json, report. `mine`
+    listens on a port of its own choosing (port=N), `broken` on the one the lab gives ($PORT)."""
     out = tmp_path / "run"
+    lab_port = _free_port()
+    fixed = next(p for p in iter(_free_port, None) if p not in range(lab_port, lab_port + 10))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     p = subprocess.run(
         [
@@ -207,13 +248,14 @@ def test_outside_server_measured_end_to_end(installed, tmp_path):
             "--duration",
             "1",
             "--port",
-            str(_free_port()),
+            str(lab_port),
             "--seed",
             "42",
             "--out",
             str(out),
             "--server",
-            f"mine={sys.executable} {SERVER} {{port}};scenarios=plaintext,json;ready=/json",
+            f"mine={sys.executable} {SERVER} {fixed};port={fixed};scenarios=plaintext,json;"
+            "ready=/json",
             "--server",
             f"broken=FAULT=body {sys.executable} {SERVER};scenarios=plaintext",
         ],
@@ -231,6 +273,8 @@ def test_outside_server_measured_end_to_end(installed, tmp_path):
     servers = {s["name"]: s for s in res["servers"]}
     assert list(servers) == ["peregrine", "mine", "broken"]
     assert servers["mine"]["status"] == "ok" and servers["mine"]["label"] == "mine (--server)"
+    assert servers["mine"]["port"] == fixed == servers["mine"]["cells_port"]
+    assert servers["broken"]["port"] != fixed  # not measured: parity failed
     assert all(v["ok"] for v in servers["mine"]["parity"].values())
     assert servers["mine"]["date_check"]["problems"] == []
     assert servers["broken"]["parity"]["plaintext"]["ok"] is False

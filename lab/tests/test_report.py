@@ -336,3 +336,39 @@ def test_pipelined_hyper_and_axum_figures_say_where_pipeline_flush_is():
     assert "`pipeline_flush(true)`" in text and "not in this run: axum-flush;" in text
     (both, _) = _flush_note(16, ["hyper", "hyper-flush"])
     assert "not in this run" not in both
+
+
+def test_closing_note_sets_each_peer_beside_its_benchmark_setup():
+    def cell(server, p, cpus, status="ok"):
+        return {
+            "server": server,
+            "scenario": "plaintext",
+            "concurrency": 50,
+            "pipeline": p,
+            "status": status,
+            "median": {"cpu_us_per_req": sorted(cpus)[len(cpus) // 2]},
+            "runs": [{"round": i + 1, "cpu_us_per_req": v} for i, v in enumerate(cpus)],
+        }
+
+    res = {
+        "servers": [{"name": "express", "label": "Express"}, {"name": "node-http"}],
+        "cells": [
+            cell("express", 0, [20.0, 40.0, 80.0]),
+            cell("node-http", 0, [10.0, 20.0, 40.0]),
+            cell("express-tfb", 0, [12.0, 24.0]),  # fewer rounds: paired on the two shared
+            cell("peregrine", 16, [1.0, 1.0, 1.0]),
+            cell("hyper-flush", 16, [1.5, 1.6, 1.4], status="failed"),
+            cell("axum-flush", 0, [1.5, 1.6, 1.4]),  # not pipelined: not the note's shape
+        ],
+    }
+    rows = [ln for ln in report_verdicts.setup_lines(res) if ln.startswith("| ")][1:]
+    assert rows == [
+        "| Express / node-http, no pipelining | 2.00× | 2.00–2.00 | 3 | paired | "
+        "idiomatic Express over the node:http it runs on |",
+        "| express-tfb / node-http, no pipelining | 1.20× | 1.20–1.20 | 2 | paired | "
+        "TechEmpower's Express over node:http |",
+        "| Express / express-tfb, no pipelining | 1.67× | 1.67–1.67 | 3 | paired | "
+        "what Express's idioms (ETag, res.send) cost |",
+    ]
+    assert "## Closing note: each peer beside its benchmark setup" in report.render(res)
+    assert report_verdicts.setup_lines({"cells": res["cells"][3:]}) == []

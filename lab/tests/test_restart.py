@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import restart, restart_report, schema
+from peregrine_lab import restart, restart_log, restart_report, schema
 
 # Seconds of the CI run (PEREGRINE_RESTART_CI_SECONDS overrides it).
 CI_SECONDS = float(os.environ.get("PEREGRINE_RESTART_CI_SECONDS", "30"))
@@ -69,6 +69,66 @@ def test_the_ledger_counts_each_id(tmp_path):
     assert restart.ledger_counts(tmp_path / "missing") == Counter()
 
 
+def _access_line(rid: str | None, status: int, path: str = "/json") -> str:
+    target = restart_log.tagged(path, rid) if rid else None
+    return json.dumps({"source": "app" if rid else "engine", "target": target, "status": status})
+
+
+def test_the_access_log_count_finds_each_way_a_line_goes_wrong(tmp_path):
+    """Lines of two processes against the clients' attempts: a clean pair of logs meets every
+    budget; a missing line, a line twice, a wrong status, a status line for an attempt the
+    client never got an answer for, a cut line and an unknown id each miss one."""
+    att = restart_log.Attempts(answered={"a-0": 200, "b-0": 201, "c-1": 101}, unanswered={"c-0"})
+    old, new = tmp_path / "access-1.log", tmp_path / "access-2.log"
+    old.write_text(_access_line("a-0", 200) + "\n" + _access_line("c-0", 0, "/ws") + "\n")
+    new.write_text(
+        _access_line("b-0", 201, "/ledger?x=1")
+        + "\n"
+        + _access_line("c-1", 101, "/ws")
+        + "\n"
+        + _access_line(None, 408)
+        + "\n"
+    )
+    clean = restart_log.count(att, {"server-1": old, "server-2": new})
+    assert clean["ok"] and set(clean["checks"].values()) == {0}, clean
+    assert clean["lines_per_process"] == {"server-1": 2, "server-2": 3}
+    assert clean["lines_of_unanswered_attempts"] == {"0": 1}
+    assert clean["lines_without_id"] == {"engine 408": 1}
+
+    new.write_text(
+        "\n".join(
+            [
+                _access_line("b-0", 200, "/ledger"),  # the client got 201
+                _access_line("b-0", 201, "/ledger"),  # twice
+                _access_line("z-0", 200),  # no client sent z
+                '{"source":"app","tar',  # cut by a full disk
+            ]
+        )
+        + "\n"
+    )
+    old.write_text(_access_line("c-0", 503, "/ws") + "\n")  # a's line missing
+    bad = restart_log.count(att, {"server-1": old, "server-2": new})
+    assert bad["checks"] == {
+        "answered_without_line": 2,  # a-0 and c-1
+        "lines_twice": 1,
+        "line_status_not_the_answer": 0,  # b-0's last line says 201
+        "unanswered_with_a_status_line": 1,
+        "lines_cut": 1,
+        "lines_of_unknown_ids": 1,
+    }
+    assert bad["missing_ids"] == ["a-0", "c-1"] and bad["duplicated_ids"] == ["b-0"]
+    new.write_text(_access_line("b-0", 500, "/ledger") + "\n")
+    wrong = restart_log.count(att, {"server-2": new})
+    assert wrong["checks"]["line_status_not_the_answer"] == 1 and not wrong["ok"]
+
+
+def test_attempt_ids_ride_in_the_query():
+    assert restart_log.tagged("/json", "x-0") == "/json?rid=x-0"
+    assert restart_log.tagged("/q?n=1", "x-1") == "/q?n=1&rid=x-1"
+    assert restart_log.rid_of("/q?n=1&rid=x-1") == "x-1"
+    assert restart_log.rid_of("/json") is None and restart_log.rid_of(None) is None
+
+
 def _run(tmp_path: Path) -> dict:
     lines: list[str] = []
     opts = restart.Options(
@@ -118,14 +178,43 @@ def test_ci_restarts_lose_and_repeat_nothing(ci_run):
 
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the app")
+def test_ci_restarts_log_every_answered_request_once(ci_run):
+    """Every process's access log, counted against each attempt the clients made: exactly one
+    line per answered attempt (its status the answer's), across every hand-over, the old
+    processes' last lines included; a line in the log of every process."""
+    res, _ = ci_run
+    a = res["access_log"]
+    assert a["ok"], a
+    assert a["attempts_answered"] > 1000 and a["lines"] >= a["attempts_answered"], a
+    assert len(a["lines_per_process"]) == len(res["restarts"]) + 1, a
+    assert all(n > 0 for n in a["lines_per_process"].values()), a
+    for name, n in a["checks"].items():
+        assert res["budgets"]["checks"][f"access_log_{name}"] == n == 0
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the app")
+def test_ci_restarts_drain_without_waiting(ci_run):
+    """Each old process exits soon after SIGTERM: its WebSocket clients answer the 1001 Close
+    at once (as browsers do), so nothing waits out the server's one-second wait for a reply;
+    the clients used to read only after their next message (up to 0.5 s later)."""
+    res, _ = ci_run
+    drains = sorted(r["drain_seconds"] for r in res["restarts"])
+    assert drains[len(drains) // 2] < 0.3, drains
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the app")
 def test_ci_restarts_close_websockets_with_going_away(ci_run):
     res, _ = ci_run
     assert sum(res["ws_close_codes"].values()) >= 3
     assert res["budgets"]["checks"]["ws_not_going_away"] == 0, res["ws_close_codes"]
 
 
-def test_the_report_lists_every_budget_and_restart():
-    v = restart.verdict(_clean_record(), Counter(a=1, b=1, c=1), RESTARTS)
+def test_the_report_lists_every_budget_and_restart(tmp_path):
+    rec = _clean_record()
+    rec.attempts.answered["a-0"] = 201
+    (tmp_path / "access-1.log").write_text(_access_line("a-0", 201, "/ledger") + "\n")
+    access = restart_log.count(rec.attempts, {"server-1": tmp_path / "access-1.log"})
+    v = restart.verdict(rec, Counter(a=1, b=1, c=1), RESTARTS, access)
     res = {
         "duration_seconds": 20.0,
         "command": "./scripts/lab restart",
@@ -144,6 +233,7 @@ def test_the_report_lists_every_budget_and_restart():
         "h2_ends": {"goaway 0, then eof": 2},
         "ws_close_codes": {"1001": 2},
         "sse_ends": {"clean": 2},
+        "access_log": access,
         "restarts": RESTARTS,
         "server": {
             "binary": "b",
@@ -158,5 +248,6 @@ def test_the_report_lists_every_budget_and_restart():
     assert "**Verdict: every budget met.**" in text
     for words in restart_report.BUDGETS.values():
         assert f"| {words} | 0 |" in text
+    assert "1 lines for 1 answered attempts" in text and "server-1 1" in text
     assert "| 5.0 | 1 | 2 | 0 | 0.2 |" in text
     assert "retried under the rules (kind:why): h1_get:closed 2" in text

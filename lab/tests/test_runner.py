@@ -205,3 +205,16 @@ def test_default_port_skips_a_busy_one(tmp_path, monkeypatch):
     finally:
         s.close()
     assert opts.port == base + 1
+
+
+def test_skip_build_knows_the_program_a_build_makes(tmp_path):
+    """--skip-build on a peer whose build never ran says so, not "exited with status 127"."""
+    from peregrine_lab.peers import Peer
+
+    def peer(run, build=(("make",),), **extra):
+        return Peer("p", "p", "?", "server", tmp_path, [], list(build), run, {}, [], [], extra)
+
+    assert runner.built_program(peer(["bin/fasthttp"])) == tmp_path / "bin" / "fasthttp"
+    assert runner.built_program(peer(["./run.sh"], build=())) is None  # nothing to build
+    assert runner.built_program(peer(["nginx", "-c", "x"])) is None  # an installed program
+    assert runner.built_program(peer(["x"], binary="/b/hello")) == Path("/b/hello")

@@ -299,3 +299,13 @@ def test_report_says_shared_or_quiet_from_the_measured_other_work():
     assert quiet.startswith("**The machine was quiet**") and "0.2%" in quiet
     unknown = tls_report._quietness({"cells": [{"runs": [{}]}]})
     assert unknown.startswith("**Other work on the machine was not measured")
+
+
+def test_rounds_say_the_time_left(tmp_path, capsys):
+    """Every long phase counts down: the protocols rounds say elapsed and left, like the runner."""
+    opts = tls_lanes.Options(out_dir=tmp_path, split=config.cpu_split(), runs=3)
+    res = {"cells": []}
+    tls_lanes._measure(opts, [], {}, {}, res, None, None, seed=1)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[round 1/3, 0:00 elapsed, time left not known yet] 0 cell(s)")
+    assert lines[2].startswith("[round 3/3, 0:00 elapsed, ~0:00 left]"), lines

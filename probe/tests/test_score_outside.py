@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -31,6 +32,16 @@ def test_outside_server_is_probed_and_tabled(tmp_path):
     table = (tmp_path / "README.md").read_text()
     assert "| toy | " in table
     assert table.count("\n| ") == 2  # the header and the one server named: no registered peer
+
+
+def test_a_server_on_a_port_of_its_own_is_probed_there(tmp_path):
+    """port=N: the server is told nothing (its port is in its command) and still probed."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = _score(tmp_path, f"fixed={sys.executable} {LENIENT} {port};port={port};ready=/plaintext")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "fixed.json").read_text())["target"] == f"127.0.0.1:{port}"
 
 
 def test_bad_server_spec_and_a_server_that_does_not_start(tmp_path):

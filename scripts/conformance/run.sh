@@ -3,8 +3,9 @@
 # (HTTP/1.1 + h2c on one port, TLS with ALPN h2/http1.1 on another):
 #   h2spec (cleartext prior knowledge, and TLS), curl --http2, openssl s_client (versions, ALPN),
 #   testssl.sh (no protocol below TLS 1.2, no weak cipher), Python websockets (fragmentation,
-#   control frames, close handshake, 1007, 1009; over ws:// and wss://), and the same with
-#   Node's ws package (scripts/conformance/node).
+#   control frames, close handshake, 1007, 1009; over ws:// and wss://), the same with
+#   Node's ws package (scripts/conformance/node), and HTTP/3 on the TLS port over UDP with
+#   aioquic's client (scripts/conformance/h3_clients.py; Alt-Svc checked with curl).
 # Bounded: every tool runs under `timeout`. Prints "conformance: N passed, M failed" and exits
 # non-zero on any failure. Tools are installed by scripts/setup.
 set -uo pipefail
@@ -24,8 +25,8 @@ failed=0
 ok() { passed=$((passed + 1)); echo "PASS $*"; }
 ko() { failed=$((failed + 1)); echo "FAIL $*"; }
 
-echo "== build the chat example (tls, http2, ws)"
-cargo build -q -p peregrine --example chat --features tls,http2,ws || exit 1
+echo "== build the chat example (tls, http2, ws, http3)"
+cargo build -q -p peregrine --example chat --features tls,http2,ws,http3 || exit 1
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
@@ -152,6 +153,14 @@ if [ -d scripts/conformance/node/node_modules/ws ]; then
 else
   ko "node ws not installed (scripts/setup runs npm ci in scripts/conformance/node)"
 fi
+
+echo "== HTTP/3, Python aioquic client"
+alt_svc=$(timeout 20 curl -sk -D - -o /dev/null "https://127.0.0.1:$tls/" | tr -d '\r' | grep -i '^alt-svc:')
+if [ "$alt_svc" = "alt-svc: h3=\":$tls\"; ma=86400" ]; then ok "Alt-Svc over TCP: $alt_svc"
+else ko "Alt-Svc over TCP: got '$alt_svc'"; fi
+if timeout 120 python3 scripts/conformance/h3_clients.py 127.0.0.1 "$tls"; then
+  ok "aioquic over HTTP/3"
+else ko "aioquic over HTTP/3"; fi
 
 echo
 echo "conformance: $passed passed, $failed failed"

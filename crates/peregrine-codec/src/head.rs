@@ -96,6 +96,8 @@ pub enum Version {
     /// HTTP/2: never produced by this parser; set by the engine's HTTP/2 driver so that a
     /// handler can tell (`req.version()`).
     Http2,
+    /// HTTP/3: never produced by this parser; set by the engine's HTTP/3 driver.
+    Http3,
 }
 
 /// How the request body is delimited (RFC 9112 §6).
@@ -168,7 +170,7 @@ impl RequestHead {
     /// HTTP/1.1 unless `close`; HTTP/1.0 only with `keep-alive`.
     pub fn keep_alive(&self) -> bool {
         match self.version {
-            Version::Http11 | Version::Http2 => !self.connection.close,
+            Version::Http11 | Version::Http2 | Version::Http3 => !self.connection.close,
             Version::Http10 => self.connection.keep_alive && !self.connection.close,
         }
     }

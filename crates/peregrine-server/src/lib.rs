@@ -63,6 +63,8 @@ mod grow;
 mod h1;
 #[cfg(feature = "http2")]
 pub mod h2;
+#[cfg(feature = "http3")]
+pub mod h3;
 mod idle;
 pub mod listener;
 mod pace;

@@ -256,6 +256,9 @@ impl Response {
     ///     .with_header("vary", &b"accept-encoding"[..]);
     /// assert_eq!(r.headers.len(), 3);
     /// ```
+    // Inlined: the framework builds every text, bytes and JSON answer with it; inlined (and the
+    // body set in place) measured ~30 instructions fewer per request (docs/performance.md).
+    #[inline]
     pub fn with_header(
         mut self,
         name: impl Into<Cow<'static, str>>,

@@ -56,6 +56,9 @@ pub struct Server<A = PlainAcceptor> {
     on_worker_start: Vec<WorkerStartHook>,
     /// Whether the listeners are bound by the engine (none injected).
     listeners_are_own: bool,
+    /// HTTP/3 on the listeners' port ([`Server::with_http3`]).
+    #[cfg(feature = "http3")]
+    http3: Option<crate::h3::Http3>,
     #[cfg(feature = "fault-injection")]
     faults: Vec<(usize, Fault)>,
 }
@@ -93,6 +96,8 @@ impl Server {
             acceptor: PlainAcceptor,
             on_worker_start: Vec::new(),
             listeners_are_own: true,
+            #[cfg(feature = "http3")]
+            http3: None,
             #[cfg(feature = "fault-injection")]
             faults: Vec::new(),
         }
@@ -166,6 +171,17 @@ impl<A: Acceptor> Server<A> {
         &self.drain
     }
 
+    /// Serves HTTP/3 too, over UDP on the TCP listeners' address and port (each worker its own
+    /// `SO_REUSEPORT` socket), with `http3`'s certificates, and advertises it on the TCP
+    /// responses (`Alt-Svc`, unless [`Http3Config::alt_svc`](crate::h3::Http3Config::alt_svc)
+    /// is off). The listeners must be TCP (Unix sockets have no UDP port); limits are
+    /// [`ServerConfig::http3`]'s and the engine's.
+    #[cfg(feature = "http3")]
+    pub fn with_http3(mut self, http3: crate::h3::Http3) -> Self {
+        self.http3 = Some(http3);
+        self
+    }
+
     /// Puts `acceptor` between accepting a connection and serving it (a TLS handshake, say).
     pub fn with_acceptor<B: Acceptor>(self, acceptor: B) -> Server<B> {
         Server {
@@ -176,6 +192,8 @@ impl<A: Acceptor> Server<A> {
             acceptor,
             on_worker_start: self.on_worker_start,
             listeners_are_own: self.listeners_are_own,
+            #[cfg(feature = "http3")]
+            http3: self.http3,
             #[cfg(feature = "fault-injection")]
             faults: self.faults,
         }
@@ -295,12 +313,20 @@ impl<A: Acceptor> Server<A> {
             )
         };
         let config = self.config;
+        // Advertised on the port the UDP sockets share with the TCP listeners.
+        #[cfg(feature = "http3")]
+        let service = {
+            let advertise = self.http3.is_some() && config.http3.alt_svc;
+            crate::h3::AltSvc::new(service, advertise.then_some(addr.port()))
+        };
         let stop = Arc::new(watch::channel(false).0);
         let mut workers = Workers::new(
             Setup {
                 config: config.clone(),
                 events: self.events,
                 drain: self.drain.clone(),
+                #[cfg(feature = "http3")]
+                http3: self.http3,
             },
             service,
             self.acceptor,

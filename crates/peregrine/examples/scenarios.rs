@@ -36,6 +36,9 @@
 //! * `POST /ledger` when `LEDGER` names a file: appends the body (one request id, at most 64
 //!   bytes) to it as a line and answers 201: the restart measurement (`./scripts/lab restart`)
 //!   counts in that file how often each request was executed, across processes.
+//! * `ACCESS_LOG` naming a file: the access log (`peregrine::access_log`, one JSON line per
+//!   request, the engine's refusals and timeouts included) appended to it; the restart
+//!   measurement counts its lines, across processes, against the requests its clients sent.
 //! * `GET /debug/heap` (Linux with glibc): the allocator's own figures, `{"in_use": B,
 //!   "system": B}` (`mallinfo2`: bytes in allocated chunks, and bytes it holds from the
 //!   system): the soak (`./scripts/lab soak`) budgets the live heap next to RSS with it.
@@ -46,10 +49,13 @@
 //! 3: systemd socket activation or a restarting predecessor), it serves that listener instead
 //! of binding `ADDR` (over TLS with `--tls`, without SIGHUP reloads).
 
+use peregrine::access_log::AccessLog;
 use peregrine::middleware::Hook;
+use peregrine::server::events::EngineEvents;
 use peregrine::sse::{Event, Sse};
 use peregrine::{get, post, App, Error, IntoResponse, Json, Request, Response, Router};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 #[path = "scenarios-db/db.rs"]
 mod db;
@@ -274,7 +280,10 @@ pub fn app() -> App {
     #[cfg(feature = "multipart")]
     let app = app.route("/upload", post(upload));
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    let app = app.route("/debug/heap", get(heap));
+    let app = match GLIBC_HEAP.load(std::sync::atomic::Ordering::Relaxed) {
+        true => app.route("/debug/heap", get(heap)),
+        false => app,
+    };
     let app = with_ledger(app, std::env::var_os("LEDGER"));
     let app = match std::env::var_os("STATIC_DIR") {
         Some(dir) => app.merge(peregrine::fs::ServeDir::new(dir).router("/files")),
@@ -282,6 +291,10 @@ pub fn app() -> App {
     };
     db::routes(app)
 }
+
+/// Whether glibc's malloc is the allocator, so `GET /debug/heap` tells the truth; the
+/// `scenarios_mimalloc` build clears it before the app is built.
+pub static GLIBC_HEAP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// What `GET /debug/heap` answers: bytes.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -405,7 +418,8 @@ pub fn choose_transport(
     }
 }
 
-fn main() {
+/// Reads the command line and the environment, then serves until a signal.
+pub fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
     let transport = choose_transport(&mut args, env).and_then(|transport| {
@@ -436,10 +450,30 @@ fn main() {
     }
 }
 
+/// The access log of `ACCESS_LOG` (a file, appended to), if that is set.
+fn access_log() -> std::io::Result<Option<AccessLog>> {
+    std::env::var_os("ACCESS_LOG")
+        .map(AccessLog::to_file)
+        .transpose()
+}
+
+/// `app()` with `log` as its outermost layer (so 404s and 405s are logged too), and the
+/// log as the engine's events listener for the requests it refuses itself.
+fn logged_app(log: Option<AccessLog>) -> (App, Option<Arc<dyn EngineEvents>>) {
+    match log {
+        Some(log) => (
+            app().layer_before_routing(log.clone()),
+            Some(Arc::new(log) as Arc<dyn EngineEvents>),
+        ),
+        None => (app(), None),
+    }
+}
+
 /// The app's engine server on the listeners handed to this process (`LISTEN_FDS`), or `None`
 /// when none was handed over (the server then binds `ADDR` itself).
 fn inherited(
     config: peregrine::ServerConfig,
+    log: Option<AccessLog>,
 ) -> std::io::Result<Option<(peregrine::server::Server, peregrine::AppService)>> {
     let Some(listeners) = peregrine::server::Listener::from_systemd_env()? else {
         return Ok(None);
@@ -449,10 +483,15 @@ fn inherited(
         listeners.len(),
         config.workers
     );
-    let (server, service) = app().into_server(config)?;
+    let (app, events) = logged_app(log);
+    let (server, service) = app.into_server(config)?;
     let server = listeners
         .into_iter()
         .fold(server, |s, l| s.with_listener(l));
+    let server = match events {
+        Some(events) => server.with_events(events),
+        None => server,
+    };
     Ok(Some((server, service)))
 }
 
@@ -468,7 +507,8 @@ fn tls_from_env() -> std::io::Result<peregrine::tls::TlsConfig> {
 /// server stops by itself.
 #[cfg(feature = "tls")]
 fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result<()> {
-    if let Some((server, service)) = inherited(config.clone())? {
+    let log = access_log()?;
+    if let Some((server, service)) = inherited(config.clone(), log.clone())? {
         return match transport {
             Transport::Tls => {
                 let acceptor = peregrine::server::tls::TlsAcceptor::new(&tls_from_env()?)?;
@@ -491,7 +531,7 @@ fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result
         },
         config.server.workers
     );
-    app().run(config)
+    serve_logged(config, log)
 }
 
 /// Serves until SIGTERM / SIGINT (cleartext: this build has no `tls` feature).
@@ -503,12 +543,22 @@ fn run(config: peregrine::ServerConfig, transport: Transport) -> std::io::Result
             "--tls needs a build with TLS: --features tls,http2,ws",
         ));
     }
-    if let Some((server, service)) = inherited(config.clone())? {
+    let log = access_log()?;
+    if let Some((server, service)) = inherited(config.clone(), log.clone())? {
         return server.run_until_signal(service);
     }
     eprintln!(
         "scenarios: listening on {} with {} workers",
         config.addr, config.workers
     );
-    app().run(config)
+    serve_logged(config.into(), log)
+}
+
+/// Binds `ADDR` and serves until SIGTERM / SIGINT, logging to `log` if given.
+fn serve_logged(config: peregrine::config::Config, log: Option<AccessLog>) -> std::io::Result<()> {
+    let (app, events) = logged_app(log);
+    match events {
+        Some(events) => app.run(config.with_events(events)),
+        None => app.run(config),
+    }
 }

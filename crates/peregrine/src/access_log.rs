@@ -7,7 +7,10 @@
 //! Lines are JSON objects, one per line (JSON Lines), written by a thread of the log's own
 //! through a bounded queue: a worker never waits for the disk. A full queue or a failing write
 //! (a full disk) drops the line and counts it ([`AccessLog::dropped`]); nothing blocks or
-//! panics, and the log picks up again when the disk has room.
+//! panics, and the log picks up again when the disk has room. When the last clone of the log
+//! goes (the server stopped and the application dropped), it waits for the writer to write
+//! every line still queued, for at most [`CLOSE_WAIT`]: a process that exits after a graceful
+//! shutdown loses none of its last requests' lines.
 //!
 //! ```
 //! use peregrine::access_log::AccessLog;
@@ -49,15 +52,19 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Lines waiting for the writer before new ones are dropped.
 pub const DEFAULT_QUEUE_LINES: usize = 8192;
 
 /// The writer sends at most this much in one write.
 const BATCH_BYTES: usize = 64 * 1024;
+
+/// How long dropping the last clone of an [`AccessLog`] waits for the lines still queued to
+/// be written (a disk that takes longer loses them, rather than holding the process).
+pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// The access log: a [`Middleware`] for the requests that reach the application and an
 /// [`EngineEvents`] listener for the ones the engine answers itself. Clones share one queue,
@@ -67,9 +74,24 @@ pub struct AccessLog {
     shared: Arc<Shared>,
 }
 
+// Fields drop in order: the queue's sender first, which lets the writer finish, then
+// `_writer_done` waits for it.
 struct Shared {
     queue: SyncSender<String>,
     counts: Arc<Counts>,
+    _writer_done: WriterDone,
+}
+
+/// Disconnected when the writer thread has written its last line and ended (in a `Mutex`
+/// only for `Sync`: it is touched once, on drop).
+struct WriterDone(Mutex<Receiver<()>>);
+
+impl Drop for WriterDone {
+    fn drop(&mut self) {
+        if let Ok(done) = self.0.get_mut() {
+            let _ = done.recv_timeout(CLOSE_WAIT);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -111,11 +133,19 @@ impl AccessLog {
         let (queue, lines) = mpsc::sync_channel(queue_lines.max(1));
         let counts = Arc::new(Counts::default());
         let writer_counts = counts.clone();
+        let (done, closed) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("peregrine-access-log".into())
-            .spawn(move || write_lines(lines, out, &writer_counts))?;
+            .spawn(move || {
+                write_lines(lines, out, &writer_counts);
+                drop(done);
+            })?;
         Ok(AccessLog {
-            shared: Arc::new(Shared { queue, counts }),
+            shared: Arc::new(Shared {
+                queue,
+                counts,
+                _writer_done: WriterDone(Mutex::new(closed)),
+            }),
         })
     }
 
@@ -172,6 +202,7 @@ fn version_str(v: Version) -> &'static str {
         Version::Http10 => "HTTP/1.0",
         Version::Http11 => "HTTP/1.1",
         Version::Http2 => "HTTP/2",
+        Version::Http3 => "HTTP/3",
     }
 }
 
@@ -372,7 +403,6 @@ fn write_some(out: &mut impl Write, buf: &[u8]) -> (usize, Option<io::Error>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
 
     /// Takes `room` bytes, then fails like a full disk until given more room.
     #[derive(Clone, Default)]
@@ -439,11 +469,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_full_queue_drops_lines_instead_of_blocking() {
-        let (open, stalled) = mpsc::channel();
-        let log = AccessLog::to_writer(Stalled(stalled), 2).unwrap();
-        let line = Line {
+    fn a_line() -> Line<'static> {
+        Line {
             time: now(),
             source: "app",
             peer: "127.0.0.1:1".into(),
@@ -454,7 +481,44 @@ mod tests {
             bytes: 0,
             micros: Some(1),
             reason: None,
-        };
+        }
+    }
+
+    /// Takes each write after a pause, like a slow disk.
+    struct Slow(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Slow {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(20));
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn dropping_the_last_clone_writes_every_queued_line_first() {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let log = AccessLog::to_writer(Slow(out.clone()), 64).unwrap();
+        let line = a_line();
+        let clone = log.clone();
+        for _ in 0..20 {
+            clone.push(&line);
+        }
+        drop(clone);
+        drop(log);
+        // A process exiting now (its server stopped) would keep every line.
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 20, "{text}");
+    }
+
+    #[test]
+    fn a_full_queue_drops_lines_instead_of_blocking() {
+        let (open, stalled) = mpsc::channel();
+        let log = AccessLog::to_writer(Stalled(stalled), 2).unwrap();
+        let line = a_line();
         // The writer takes the first line and stalls on it; the queue holds two more; the other
         // seven are dropped, and no push waits for the writer.
         log.push(&line);

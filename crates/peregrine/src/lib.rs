@@ -52,6 +52,7 @@
 //! | `ws` | | `ws`: WebSocket | tokio-tungstenite |
 //! | `tls` | | `tls`: TLS listeners | rustls |
 //! | `http2` | | HTTP/2 (h2c, and over TLS with ALPN) | h2 |
+//! | `http3` | | HTTP/3 over QUIC beside TLS (same port and certificates; `Alt-Svc` on TCP) | quinn, h3 |
 //! | `opentelemetry` | | `Trace` continues the `traceparent` as OpenTelemetry parent | opentelemetry |
 //!
 //! Without `compression`, a request body with `Content-Encoding: gzip` gets 415 (with

@@ -194,10 +194,21 @@ struct Sample {
 
 #[test]
 fn a_database_restart_gives_fast_503s_and_the_pools_recover() {
+    // Two workers of two connections each: every pool must come back, not just one.
+    restart_under_load(|url| db::routes_with(App::new(), url, 2));
+}
+
+/// The same with one pool of four connections shared by both workers (`DB_POOL_SHARED=1`).
+#[test]
+fn a_shared_pool_gives_fast_503s_and_recovers() {
+    restart_under_load(|url| db::routes_shared(App::new(), url, 2, 2));
+}
+
+/// Stops and restarts PostgreSQL under four clients of the app `routes` builds on its URL.
+fn restart_under_load(routes: impl FnOnce(String) -> App) {
     let pg = Postgres::new();
     load_schema(&pg.url());
-    // Two workers of two connections each: every pool must come back, not just one.
-    let app = db::routes_with(App::new(), pg.url(), 2);
+    let app = routes(pg.url());
     let server = TestServer::start_with(app, |c| c.server.workers = 2);
     let addr = server.addr;
 

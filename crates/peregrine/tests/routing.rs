@@ -149,6 +149,25 @@ fn paths_are_normalised_before_routing() {
 }
 
 #[test]
+fn exact_static_paths_route_as_the_matcher_does() {
+    // Routes without parameters are looked up by exact path before normalising; a pattern
+    // that is not canonical as written is left to the matcher, which sees only the
+    // normalised path, so its own spelling never reaches it.
+    let s = TestServer::start(
+        App::new()
+            .route("/a//b", get(|_r: Request| async { "doubled" }))
+            .route("/%70lain", get(|_r: Request| async { "encoded" }))
+            .route("/plain", get(|_r: Request| async { "plain" }))
+            .route("/{name}", get(echo_route)),
+    );
+    assert_eq!(s.get("/plain", &[]).text(), "plain");
+    assert_eq!(s.get("/%70lain", &[]).text(), "plain");
+    assert_eq!(s.get("/plai", &[]).text(), "GET /{name} [name=plai]");
+    assert_eq!(s.get("/a//b", &[]).status, 404);
+    assert_eq!(s.get("/a/b", &[]).status, 404);
+}
+
+#[test]
 fn nested_groups() {
     let s = TestServer::start(app());
     assert_eq!(s.get("/api/v1", &[]).text(), "api root");

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import build, config, loadgen, procs, results
+from .. import build, config, eta, loadgen, procs, results
 from ..peers import RegistryError, load_peers
 from . import experiments, tables, tools
 
@@ -196,11 +196,14 @@ def run(names: list[str], out: Path, skip_build: bool, command: str, say=_say) -
         "build_seconds": round(sum(b.seconds for b in built.values()), 1),
         "experiments": {},
     }
+    countdown = eta.Countdown(sum(len(e.lanes) for e in exps))
+    done = 0
     for exp in exps:
-        say(f"== {exp.title}")
+        say(f"== {exp.title} ({countdown.left(done)})")
         lanes = res["experiments"].setdefault(exp.name, {"lanes": []})["lanes"]
         for i, lane in enumerate(exp.lanes):
             lanes.append(_measure_lane(exp, i, peers[lane.peer], port, out / "logs", say))
+            done += 1
             res["wall_seconds"] = round(time.monotonic() - started, 1)
             results.save(res, out)
     return res

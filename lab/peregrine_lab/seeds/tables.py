@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from ..figures import staleness
 from . import experiments, figures
 
 FLAG = 0.20
@@ -303,6 +304,8 @@ def render(res: dict) -> str:
         f"({m.get('nproc')} CPUs, load average at start {load}), commit "
         f"{(res.get('git') or {}).get('describe')}; builds {res.get('build_seconds', 0):.0f} s, "
         f"whole run {res.get('wall_seconds', 0):.0f} s.",
+        "",
+        f"> {staleness(res)}",
         "",
         "Each experiment uses its seed's tool, flags, paths and answers, and each server its "
         'seed\'s configuration; durations are scaled down (notes under each table). "(seed)" '

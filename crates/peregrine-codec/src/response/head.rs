@@ -26,7 +26,7 @@ pub fn connection_header(version: Version, keep_open: bool) -> Option<&'static [
     match (keep_open, version) {
         (false, _) => Some(CONNECTION_CLOSE),
         (true, Version::Http10) => Some(CONNECTION_KEEP_ALIVE),
-        (true, Version::Http11 | Version::Http2) => None,
+        (true, Version::Http11 | Version::Http2 | Version::Http3) => None,
     }
 }
 

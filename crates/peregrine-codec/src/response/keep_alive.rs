@@ -147,7 +147,7 @@ impl KeepAlive {
         match (self.is_open(), version) {
             (false, _) => ConnectionLine::Close,
             (true, Version::Http10) => ConnectionLine::KeepAlive,
-            (true, Version::Http11 | Version::Http2) => ConnectionLine::Default,
+            (true, Version::Http11 | Version::Http2 | Version::Http3) => ConnectionLine::Default,
         }
     }
 }

@@ -100,6 +100,13 @@ impl ServerConfigBuilder {
         self
     }
 
+    /// Sets [`ServerConfig::http3`] (feature `http3`).
+    #[cfg(feature = "http3")]
+    pub fn http3(mut self, value: crate::h3::Http3Config) -> Self {
+        self.config.http3 = value;
+        self
+    }
+
     /// The configuration. It is checked when the server starts ([`ServerConfig::validate`]).
     #[must_use]
     pub fn build(self) -> ServerConfig {

@@ -65,6 +65,10 @@ pub struct ServerConfig {
     /// HTTP/2 settings and limits (feature `http2`). HTTP/2 only.
     #[cfg(feature = "http2")]
     pub http2: crate::h2::config::Http2Config,
+    /// HTTP/3 settings and limits (feature `http3`; served with
+    /// [`Server::with_http3`](crate::Server::with_http3)).
+    #[cfg(feature = "http3")]
+    pub http3: crate::h3::Http3Config,
 }
 
 /// Sizes and counts (see [`ServerConfig::limits`]).
@@ -227,6 +231,8 @@ impl Default for ServerConfig {
             timeouts: Timeouts::default(),
             #[cfg(feature = "http2")]
             http2: crate::h2::config::Http2Config::default(),
+            #[cfg(feature = "http3")]
+            http3: crate::h3::Http3Config::default(),
         }
     }
 }

@@ -6,11 +6,11 @@ use http::header::COOKIE;
 use http::HeaderMap;
 
 /// The joined `cookie` value of a request, if it came split (otherwise nothing is allocated).
-pub(super) struct JoinedCookies(Option<Vec<u8>>);
+pub(crate) struct JoinedCookies(Option<Vec<u8>>);
 
 impl JoinedCookies {
     /// Joins the `cookie` fields of `headers` when there are several.
-    pub(super) fn of(headers: &HeaderMap) -> Self {
+    pub(crate) fn of(headers: &HeaderMap) -> Self {
         let mut values = headers.get_all(COOKIE).iter();
         let (Some(first), Some(_)) = (values.next(), values.next()) else {
             return JoinedCookies(None);
@@ -25,7 +25,7 @@ impl JoinedCookies {
 
     /// The fields of `headers` in order, the cookie fields replaced by one joined field where
     /// the first of them was.
-    pub(super) fn fields<'a>(
+    pub(crate) fn fields<'a>(
         &'a self,
         headers: &'a HeaderMap,
     ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {

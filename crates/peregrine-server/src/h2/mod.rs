@@ -53,6 +53,9 @@ mod tunnel;
 pub use crate::protocol::preface::{detect_preface, PREFACE};
 pub use config::Http2Config;
 pub use only::Http2OnlyAcceptor;
+/// Shared with the HTTP/3 driver, whose requests and responses carry the same fields.
+#[cfg(feature = "http3")]
+pub(crate) use {cookies::JoinedCookies, respond::head as response_head};
 
 use crate::transport::Stream;
 use crate::upgrade::Rewind;

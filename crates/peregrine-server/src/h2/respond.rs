@@ -26,7 +26,7 @@ fn is_connection_specific(name: &HeaderName) -> bool {
 /// Why a handler's response cannot be sent as HTTP/2 fields (the stream is answered 500
 /// instead, as the HTTP/1.1 driver does).
 #[derive(Debug)]
-enum Unsendable {
+pub(crate) enum Unsendable {
     /// A 1xx as the final status: HTTP/2 has no 1xx final responses and no 101 at all.
     Informational,
     /// A status outside 100–999.
@@ -37,7 +37,7 @@ enum Unsendable {
 
 impl Unsendable {
     /// Logs the cause (at ERROR: the handler's response is a bug the client cannot fix).
-    fn log(&self, status: u16) {
+    pub(crate) fn log(&self, status: u16) {
         match self {
             Unsendable::Informational if status == 101 => tracing::error!(
                 status,
@@ -59,8 +59,8 @@ impl Unsendable {
     }
 }
 
-/// The response head as HTTP/2 fields, or why it cannot be sent.
-fn head(
+/// The response head as HTTP/2 (and HTTP/3) fields, or why it cannot be sent.
+pub(crate) fn head(
     res: &mut Response,
     server_name: Option<&'static str>,
 ) -> Result<http::Response<()>, Unsendable> {

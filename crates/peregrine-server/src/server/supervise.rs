@@ -72,6 +72,9 @@ pub(super) struct Setup {
     pub(super) events: Option<Arc<dyn EngineEvents>>,
     /// Raised when a graceful shutdown starts, or when the server gives up.
     pub(super) drain: DrainSignal,
+    /// HTTP/3 beside the TCP listeners ([`Server::with_http3`](crate::Server::with_http3)).
+    #[cfg(feature = "http3")]
+    pub(super) http3: Option<crate::h3::Http3>,
 }
 
 /// The workers of one server and what is needed to start them again.
@@ -81,6 +84,8 @@ pub(super) struct Workers<S, A> {
     observer: Option<Arc<dyn EngineEvents>>,
     /// Raised when the server gives up.
     drain: DrainSignal,
+    #[cfg(feature = "http3")]
+    http3: Option<crate::h3::Http3>,
     pub(super) service: S,
     pub(super) acceptor: A,
     pub(super) global: Arc<Global>,
@@ -119,6 +124,8 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             config,
             events: observer,
             drain,
+            #[cfg(feature = "http3")]
+            http3,
         } = setup;
         let global = Arc::new(Global::new(
             config.limits.max_connections,
@@ -130,6 +137,8 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             config,
             observer,
             drain,
+            #[cfg(feature = "http3")]
+            http3,
             service,
             acceptor,
             global,
@@ -172,6 +181,8 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             ready,
             own_socket,
             events: self.observer.clone(),
+            #[cfg(feature = "http3")]
+            http3: self.http3.clone(),
             #[cfg(feature = "fault-injection")]
             fault: self.faults[index].clone(),
         };

@@ -159,6 +159,12 @@ impl TlsAcceptor {
         &self.certs
     }
 
+    /// The rustls configuration (for QUIC, which takes it with its own ALPN).
+    #[cfg(feature = "http3")]
+    pub(crate) fn rustls_config(&self) -> &Arc<RustlsConfig> {
+        self.inner.config()
+    }
+
     /// The handshake timeout in force.
     pub fn handshake_timeout(&self) -> Duration {
         self.handshake_timeout

@@ -127,6 +127,39 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
     }
 }
 
+/// A connection accepted outside the accept loop (a QUIC endpoint's), counted as a TCP one:
+/// its address's place under `max_connections_per_addr` and a slot under `max_connections`.
+#[cfg(feature = "http3")]
+pub(crate) struct Admitted<P> {
+    held: super::ConnShared<P>,
+    addr: Option<super::limits::AddrHold>,
+}
+
+#[cfg(feature = "http3")]
+impl<P> Admitted<P> {
+    /// Waits for a slot as the accept loop does; `None` when `peer`'s address is at its cap.
+    pub(crate) async fn wait(
+        shared: &Rc<super::WorkerShared<P>>,
+        peer: std::net::SocketAddr,
+    ) -> Option<Self> {
+        let Ok(addr) = shared.global.hold_addr(peer.ip()) else {
+            tracing::debug!(%peer, "per-address connection cap reached; refusing");
+            return None;
+        };
+        let slot = Slot::acquire(&shared.global, &shared.idle).await;
+        Some(Admitted {
+            held: super::ConnShared::new(shared, slot),
+            addr,
+        })
+    }
+
+    /// The connection's hold on the worker, and its place under the per-address cap (both
+    /// given back when dropped).
+    pub(crate) fn into_parts(self) -> (super::ConnShared<P>, Option<super::limits::AddrHold>) {
+        (self.held, self.addr)
+    }
+}
+
 /// Reports a connection closed because its PROXY header was malformed, too large or late (a
 /// client that closed, or a failed handshake behind the header, is no refusal).
 #[cold]

@@ -75,7 +75,7 @@ impl Global {
 }
 
 /// A connection's place in its address's count, given back on drop.
-pub(super) struct AddrHold {
+pub(crate) struct AddrHold {
     global: Arc<Global>,
     ip: IpAddr,
 }

@@ -12,6 +12,8 @@ mod limits;
 mod shared;
 mod ticker;
 
+#[cfg(feature = "http3")]
+pub(crate) use accept::Admitted;
 pub(crate) use limits::Global;
 pub(crate) use shared::{ConnShared, WorkerShared};
 
@@ -43,6 +45,9 @@ pub(crate) struct Start {
     pub(crate) own_socket: bool,
     /// Who hears about the worker's connections ([`Server::with_events`](crate::Server::with_events)).
     pub(crate) events: Option<Arc<dyn crate::events::EngineEvents>>,
+    /// HTTP/3 beside the TCP listener ([`Server::with_http3`](crate::Server::with_http3)).
+    #[cfg(feature = "http3")]
+    pub(crate) http3: Option<crate::h3::Http3>,
     #[cfg(feature = "fault-injection")]
     pub(crate) fault: Arc<crate::server::fault::Slot>,
 }
@@ -66,6 +71,8 @@ pub(crate) fn run<S: Service, A: Acceptor>(
         ready,
         own_socket,
         events,
+        #[cfg(feature = "http3")]
+        http3,
         #[cfg(feature = "fault-injection")]
         fault,
     } = start;
@@ -101,6 +108,20 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             }
         }
         drop(hooks);
+        // The UDP socket binds the TCP listener's port, before the worker reports ready so
+        // that a port taken over UDP fails `serve`.
+        #[cfg(feature = "http3")]
+        let quic = match http3
+            .map(|h3| bind_quic(h3, &listener, &config))
+            .transpose()
+        {
+            Ok(q) => q,
+            Err(e) => {
+                let msg = format!("worker {index}: HTTP/3 endpoint: {e}");
+                let _ = ready.send((index, Err(std::io::Error::new(e.kind(), msg))));
+                return None;
+            }
+        };
         let listener = match listener.into_async() {
             Ok(l) => l,
             Err(e) => {
@@ -162,6 +183,11 @@ pub(crate) fn run<S: Service, A: Acceptor>(
                     }
                 }
             });
+            #[cfg(feature = "http3")]
+            if let Some((endpoint, h3)) = quic {
+                let serving = crate::h3::accept_loop(endpoint, h3, shared.clone(), service.clone());
+                tokio::task::spawn_local(serving);
+            }
             let accepting = accept::accept_loop(&listener, &acceptor, &shared, &service);
             #[cfg(feature = "fault-injection")]
             let accepting = crate::server::fault::or_killed(accepting, &fault, &listener);
@@ -205,6 +231,22 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     // dropping the `LocalSet` did.
     drop(rt);
     died
+}
+
+/// The QUIC endpoint of a worker whose TCP listener is `listener` (same address and port).
+#[cfg(feature = "http3")]
+fn bind_quic(
+    h3: crate::h3::Http3,
+    listener: &Listener,
+    config: &ServerConfig,
+) -> io::Result<(quinn::Endpoint, crate::h3::Http3)> {
+    let crate::config::ListenAddr::Tcp(addr) = listener.local_addr()? else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "HTTP/3 needs a TCP listener (its port is the UDP port)",
+        ));
+    };
+    Ok((h3.bind(addr, config)?, h3))
 }
 
 /// The message of a panic payload (`&str` or `String`, as `panic!` makes them).

@@ -2,26 +2,29 @@
 //! `/queries?q=N`, `/fortunes` and `/updates?q=N` against PostgreSQL.
 //!
 //! Registered only when `DATABASE_URL` is set, so the plaintext scenarios app is the same app
-//! without a database. Each worker thread owns its own small pool (`DB_POOL` connections in
-//! total, split over `WORKERS`): a request never leaves its worker, and no lock or cross-thread
-//! handoff sits between a handler and its connection.
+//! without a database. By default each worker thread owns its own small pool (`DB_POOL`
+//! connections in total, split over `WORKERS`): a request never leaves its worker's runtime.
+//! `DB_POOL_SHARED=1` shares one pool of the same size between the workers instead (measured
+//! against it in docs/performance.md, "Database paths").
 //!
 //! Driver: tokio-postgres. Its `Client` pipelines every query polled concurrently on one
-//! connection, so the N queries of `/queries` and `/updates` go out together (`try_join_all`),
-//! and statements are prepared once per connection. Chosen over sqlx without measuring sqlx
-//! here (no time left for it): sqlx sends one query per connection at a time (no pipelining),
-//! so the N queries of one request would need N connections or N round trips.
+//! connection, so the N reads of `/queries` go out together (`try_join_all`), and `/updates`
+//! sends its N reads and one batched write in a single round trip, as TechEmpower's leaders
+//! do; statements are prepared once per connection. Fortune messages are borrowed from the
+//! rows and escaped straight into the page. Chosen over sqlx without measuring sqlx here:
+//! sqlx sends one query per connection at a time (no pipelining), so the N queries of one
+//! request would need N connections or N round trips.
 //! Templates: sailfish (compiled templates, HTML escaping on `<%= %>`).
 
-use futures_util::future::try_join_all;
+use futures_util::future::{try_join, try_join_all};
 use peregrine::{
     get, App, Error, Html, IntoResponse, Json, Local, Request, Response, WorkerContext,
 };
 use sailfish::TemplateSimple;
 use serde::Serialize;
-use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio_postgres::{Client, NoTls, Statement};
 
@@ -29,42 +32,68 @@ const WORLD_ROWS: i32 = 10_000;
 
 /// Adds the four routes when `DATABASE_URL` is set; the app is unchanged otherwise.
 pub fn routes(app: App) -> App {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) => routes_with(app, url, pool_size_per_worker()),
-        Err(_) => app,
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        return app;
+    };
+    let per_worker = (env_count("DB_POOL", 8) / env_count("WORKERS", 1)).max(1);
+    match std::env::var("DB_POOL_SHARED").as_deref() {
+        Ok("1") => routes_shared(app, url, per_worker, env_count("WORKERS", 1)),
+        _ => routes_with(app, url, per_worker),
     }
 }
 
-/// The four routes on the database at `url`, `per_worker` connections per worker.
+/// The four routes on the database at `url`, each worker with its own pool of `per_worker`
+/// connections.
 pub fn routes_with(app: App, url: String, per_worker: usize) -> App {
-    app.with_state(Settings { url, per_worker })
-        // Each worker opens its own pool on its own runtime (before its first request).
-        .on_worker_start(|w: WorkerContext| async move {
-            let s = w.state::<Settings>().expect("registered above");
-            Pool::connect(&s.url, s.per_worker).await
-        })
-        .route("/db", get(single_query))
-        .route("/queries", get(queries))
-        .route("/fortunes", get(fortunes))
-        .route("/updates", get(updates))
+    routes_on(app, url, per_worker, None)
+}
+
+/// The four routes on the database at `url`, with one pool of `per_worker × workers`
+/// connections shared by every worker (`DB_POOL_SHARED=1`; measured against per-worker pools
+/// in docs/performance.md): each worker opens its share on its own runtime, and a request
+/// may use a connection whose I/O runs on another worker.
+pub fn routes_shared(app: App, url: String, per_worker: usize, workers: usize) -> App {
+    let shared = Arc::new(Pool::empty(&url, per_worker * workers.max(1)));
+    routes_on(app, url, per_worker, Some(shared))
+}
+
+fn routes_on(app: App, url: String, per_worker: usize, shared: Option<Arc<Pool>>) -> App {
+    app.with_state(Settings {
+        url,
+        per_worker,
+        shared,
+    })
+    // Each worker opens its connections on its own runtime (before its first request).
+    .on_worker_start(|w: WorkerContext| async move {
+        let s = w.state::<Settings>().expect("registered above");
+        let pool = match &s.shared {
+            Some(pool) => pool.clone(),
+            None => Arc::new(Pool::empty(&s.url, s.per_worker)),
+        };
+        pool.fill(s.per_worker).await?;
+        Ok::<_, tokio_postgres::Error>(pool)
+    })
+    .route("/db", get(single_query))
+    .route("/queries", get(queries))
+    .route("/fortunes", get(fortunes))
+    .route("/updates", get(updates))
 }
 
 /// What every worker needs to open its pool (shared state, read by the start hook).
 pub struct Settings {
     url: String,
     per_worker: usize,
+    /// The pool every worker uses, when shared.
+    shared: Option<Arc<Pool>>,
 }
 
-/// `DB_POOL` (connections in total, default 8) ÷ `WORKERS`, at least one per worker.
-fn pool_size_per_worker() -> usize {
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or(d)
-    };
-    (env("DB_POOL", 8) / env("WORKERS", 1)).max(1)
+/// A positive count from the environment, else `default`.
+fn env_count(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
 }
 
 /// One connection with its prepared statements.
@@ -114,81 +143,101 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 /// timeouts): a database that stops answering gives 503s, not hung clients.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A worker's connections, handed out round-robin (each one pipelines, so none is ever "busy").
-/// A connection the database closed (a restart, a crash) is replaced on demand: a request
-/// that finds no live connection reconnects one, at most once per [`RECONNECT_PAUSE`]; while
-/// the database is down, requests get `503` + `Retry-After` at once.
+/// Connections handed out round-robin (each one pipelines, so none is ever "busy"): a
+/// worker's own, or every worker's when shared. A connection the database closed (a restart,
+/// a crash) is replaced on demand: a request whose turn falls on a dead one reconnects it, at
+/// most once per [`RECONNECT_PAUSE`]; while the database is down, requests get `503` +
+/// `Retry-After` at once.
 pub struct Pool {
     url: String,
-    conns: Vec<RefCell<Option<Rc<Conn>>>>,
-    next: Cell<usize>,
+    conns: Vec<Mutex<Option<Arc<Conn>>>>,
+    next: AtomicUsize,
     /// No reconnection before this (set after a failed one, and while one is under way).
-    retry_at: Cell<Option<Instant>>,
+    retry_at: Mutex<Option<Instant>>,
+}
+
+/// A lock's value: nothing panics while holding one of the pool's locks, and a value left
+/// behind by a panic elsewhere is still a valid slot or instant.
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Pool {
-    /// Opens `size` connections and prepares the statements on each.
-    pub async fn connect(url: &str, size: usize) -> Result<Pool, tokio_postgres::Error> {
-        let mut conns = Vec::with_capacity(size);
-        for _ in 0..size {
-            conns.push(RefCell::new(Some(Rc::new(Conn::open(url).await?))));
-        }
-        Ok(Pool {
+    /// A pool of `size` empty slots, filled by [`Pool::fill`] (or on demand).
+    fn empty(url: &str, size: usize) -> Pool {
+        Pool {
             url: url.to_owned(),
-            conns,
-            next: Cell::new(0),
-            retry_at: Cell::new(None),
-        })
+            conns: (0..size.max(1)).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            retry_at: Mutex::new(None),
+        }
+    }
+
+    /// Opens `n` connections on this runtime into empty slots (one with no slot left is closed).
+    async fn fill(&self, n: usize) -> Result<(), tokio_postgres::Error> {
+        for _ in 0..n {
+            let conn = Arc::new(Conn::open(&self.url).await?);
+            if let Some(mut slot) = self.conns.iter().map(locked).find(|s| s.is_none()) {
+                *slot = Some(conn);
+            }
+        }
+        Ok(())
     }
 
     /// A live connection: the next one round-robin, else any live one; `503` when none is
     /// live and the database cannot be reached. A dead slot is reconnected: in the
     /// background while a live connection serves, by this request when none is left.
-    async fn conn(pool: &Rc<Pool>) -> Result<Rc<Conn>, Error> {
+    async fn conn(pool: &Arc<Pool>) -> Result<Arc<Conn>, Error> {
         let n = pool.conns.len();
-        let start = pool.next.get();
-        pool.next.set((start + 1) % n);
-        let (mut live, mut dead) = (None, None);
-        for i in (0..n).map(|k| (start + k) % n) {
-            match &*pool.conns[i].borrow() {
-                Some(c) if !c.client.is_closed() => live = live.or_else(|| Some(c.clone())),
-                _ => dead = dead.or(Some(i)),
+        let start = pool.next.fetch_add(1, Ordering::Relaxed) % n;
+        match &*locked(&pool.conns[start]) {
+            Some(c) if !c.client.is_closed() => return Ok(c.clone()),
+            _ => {}
+        }
+        // This turn's slot is dead: any live one serves while it is reconnected.
+        let live = (1..n).find_map(|k| match &*locked(&pool.conns[(start + k) % n]) {
+            Some(c) if !c.client.is_closed() => Some(c.clone()),
+            _ => None,
+        });
+        let may_retry = {
+            let mut retry_at = locked(&pool.retry_at);
+            let may = retry_at.is_none_or(|t| Instant::now() >= t);
+            if may {
+                // Set now, not in the attempt: the requests polled before it starts must not
+                // start their own.
+                *retry_at = Some(Instant::now() + CONNECT_TIMEOUT);
             }
-        }
-        let may_retry = pool.retry_at.get().is_none_or(|t| Instant::now() >= t);
-        if may_retry && dead.is_some() {
-            // Set now, not in the attempt: the requests polled before it starts must not
-            // start their own.
-            pool.retry_at.set(Some(Instant::now() + CONNECT_TIMEOUT));
-        }
-        match (live, dead) {
-            (Some(c), Some(slot)) if may_retry => {
-                tokio::task::spawn_local(Pool::reconnect(pool.clone(), slot));
+            may
+        };
+        match live {
+            Some(c) => {
+                if may_retry {
+                    tokio::task::spawn_local(Pool::reconnect(pool.clone(), start));
+                }
                 Ok(c)
             }
-            (Some(c), _) => Ok(c),
-            (None, Some(slot)) if may_retry => Pool::reconnect(pool.clone(), slot)
+            None if may_retry => Pool::reconnect(pool.clone(), start)
                 .await
                 .ok_or_else(|| unavailable("the database is unreachable")),
-            (None, _) => Err(unavailable("the database is unreachable")),
+            None => Err(unavailable("the database is unreachable")),
         }
     }
 
     /// Opens a new connection into `slot`; `None` (and a pause before the next attempt) if
     /// the database cannot be reached within [`CONNECT_TIMEOUT`].
-    async fn reconnect(pool: Rc<Pool>, slot: usize) -> Option<Rc<Conn>> {
+    async fn reconnect(pool: Arc<Pool>, slot: usize) -> Option<Arc<Conn>> {
         match tokio::time::timeout(CONNECT_TIMEOUT, Conn::open(&pool.url)).await {
             Ok(Ok(c)) => {
-                let c = Rc::new(c);
-                *pool.conns[slot].borrow_mut() = Some(c.clone());
-                pool.retry_at.set(None);
+                let c = Arc::new(c);
+                *locked(&pool.conns[slot]) = Some(c.clone());
+                *locked(&pool.retry_at) = None;
                 Some(c)
             }
             failed => {
                 if let Ok(Err(e)) = failed {
                     eprintln!("scenarios: database reconnection failed: {e}");
                 }
-                pool.retry_at.set(Some(Instant::now() + RECONNECT_PAUSE));
+                *locked(&pool.retry_at) = Some(Instant::now() + RECONNECT_PAUSE);
                 None
             }
         }
@@ -262,7 +311,7 @@ fn query_count(req: &Request) -> usize {
     q.clamp(1, 500) as usize
 }
 
-async fn single_query(_req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
+async fn single_query(_req: Request, Local(pool): Local<Arc<Pool>>) -> Result<Response, Error> {
     within_timeout(async {
         let world = fetch_world(&*Pool::conn(&pool).await?, random_id()).await?;
         Ok(Json(world).into_response())
@@ -270,31 +319,31 @@ async fn single_query(_req: Request, Local(pool): Local<Pool>) -> Result<Respons
     .await
 }
 
-/// N reads, pipelined on one connection.
-async fn fetch_worlds(conn: &Conn, n: usize) -> Result<Vec<World>, Error> {
-    try_join_all((0..n).map(|_| fetch_world(conn, random_id()))).await
-}
-
-async fn queries(req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
+async fn queries(req: Request, Local(pool): Local<Arc<Pool>>) -> Result<Response, Error> {
     let n = query_count(&req);
     within_timeout(async {
-        Ok(Json(fetch_worlds(&*Pool::conn(&pool).await?, n).await?).into_response())
+        let conn = &*Pool::conn(&pool).await?;
+        // N reads pipelined on one connection: all sent before the first answer is awaited.
+        let worlds = try_join_all((0..n).map(|_| fetch_world(conn, random_id()))).await?;
+        Ok(Json(worlds).into_response())
     })
     .await
 }
 
-async fn updates(req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
+async fn updates(req: Request, Local(pool): Local<Arc<Pool>>) -> Result<Response, Error> {
     let n = query_count(&req);
     within_timeout(update_worlds(&pool, n)).await
 }
 
-async fn update_worlds(pool: &Rc<Pool>, n: usize) -> Result<Response, Error> {
+async fn update_worlds(pool: &Arc<Pool>, n: usize) -> Result<Response, Error> {
     let conn = &*Pool::conn(pool).await?;
-    let mut worlds = fetch_worlds(conn, n).await?;
-    for w in &mut worlds {
-        w.random_number = random_id();
-    }
-    // One id drawn twice gets one value: the last one drawn, in the answer and the database.
+    let mut worlds: Vec<World> = (0..n)
+        .map(|_| World {
+            id: random_id(),
+            random_number: random_id(),
+        })
+        .collect();
+    // One id drawn twice gets one value, in the answer and the database alike.
     let mut batch: Vec<(i32, i32)> = worlds.iter().map(|w| (w.id, w.random_number)).collect();
     batch.sort_unstable_by_key(|&(id, _)| id);
     batch.dedup_by_key(|&mut (id, _)| id);
@@ -305,26 +354,35 @@ async fn update_worlds(pool: &Rc<Pool>, n: usize) -> Result<Response, Error> {
         w.random_number = batch[i].1;
     }
     let (ids, numbers): (Vec<i32>, Vec<i32>) = batch.into_iter().unzip();
-    conn.client
-        .execute(&conn.update, &[&ids, &numbers])
-        .await
-        .map_err(db_error)?;
+    // The N reads and the batched write in one round trip, as TechEmpower's leaders send them:
+    // `try_join` polls the reads first, so they reach the connection (and PostgreSQL, which
+    // runs one connection's statements in order) before the write.
+    let reads = try_join_all(worlds.iter().map(|w| fetch_world(conn, w.id)));
+    let write = async {
+        conn.client
+            .execute(&conn.update, &[&ids, &numbers])
+            .await
+            .map_err(db_error)
+    };
+    try_join(reads, write).await?;
     Ok(Json(worlds).into_response())
 }
 
-struct Fortune {
+/// A fortune row; the message borrowed from the row's own buffer (no `String` per row).
+struct Fortune<'a> {
     id: i32,
-    message: String,
+    message: &'a str,
 }
 
-/// `templates/fortunes.stpl`: TechEmpower's table; `<%= %>` HTML-escapes.
+/// `templates/fortunes.stpl`: TechEmpower's table; `<%= %>` HTML-escapes straight into the
+/// page's buffer.
 #[derive(TemplateSimple)]
 #[template(path = "fortunes.stpl")]
-struct FortunesPage {
-    fortunes: Vec<Fortune>,
+struct FortunesPage<'a> {
+    fortunes: Vec<Fortune<'a>>,
 }
 
-async fn fortunes(_req: Request, Local(pool): Local<Pool>) -> Result<Response, Error> {
+async fn fortunes(_req: Request, Local(pool): Local<Arc<Pool>>) -> Result<Response, Error> {
     let rows = within_timeout(async {
         let conn = Pool::conn(&pool).await?;
         conn.client
@@ -333,18 +391,18 @@ async fn fortunes(_req: Request, Local(pool): Local<Pool>) -> Result<Response, E
             .map_err(db_error)
     })
     .await?;
-    let mut fortunes: Vec<Fortune> = rows
-        .iter()
-        .map(|r| Fortune {
-            id: r.get(0),
-            message: r.get(1),
-        })
-        .collect();
+    let mut fortunes = Vec::with_capacity(rows.len() + 1);
+    for r in &rows {
+        fortunes.push(Fortune {
+            id: r.try_get(0).map_err(Error::internal_from)?,
+            message: r.try_get(1).map_err(Error::internal_from)?,
+        });
+    }
     fortunes.push(Fortune {
         id: 0,
-        message: "Additional fortune added at request time.".to_owned(),
+        message: "Additional fortune added at request time.",
     });
-    fortunes.sort_unstable_by(|a, b| a.message.cmp(&b.message));
+    fortunes.sort_unstable_by(|a, b| a.message.cmp(b.message));
     let page = FortunesPage { fortunes }
         .render_once()
         .map_err(Error::internal_from)?;

@@ -4,6 +4,7 @@
 use super::service::{
     AutoAnswer, Dispatch, Route, RouteThenStart, Routing, Shared, Table, BARE_PREFIX,
 };
+use super::statics::StaticRoutes;
 use super::{App, AppService};
 use crate::middleware;
 use crate::request::context::{AppContext, RouteInfo};
@@ -51,6 +52,7 @@ impl App {
     /// ```
     pub fn try_into_service(self) -> Result<AppService, String> {
         let mut matcher = matchit::Router::new();
+        let mut statics = StaticRoutes::default();
         let mut routes = Vec::new();
         let mut infos = Vec::new();
         let mut allows = Vec::new();
@@ -70,6 +72,7 @@ impl App {
             matcher
                 .insert(path.as_str(), routes.len() as u32)
                 .map_err(|e| format!("route {path}: {e}"))?;
+            statics.add(&path, routes.len() as u32, self.encoded_slashes);
             if let Some(prefix) = path.strip_suffix('}').and_then(|p| p.rsplit_once("/{*")) {
                 bare.push((prefix.0.to_owned(), routes.len() as u32));
             }
@@ -146,6 +149,7 @@ impl App {
             .then(|| middleware::wrap(Arc::new(Dispatch(table.clone())), &self.layers));
         let routing = Arc::new(Routing {
             matcher,
+            statics,
             encoded_slashes: self.encoded_slashes,
             chain,
             table,

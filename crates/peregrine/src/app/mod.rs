@@ -7,6 +7,7 @@
 mod compile;
 mod serve;
 mod service;
+mod statics;
 
 pub use service::{AppFuture, AppService};
 

@@ -243,6 +243,9 @@ fn start(server: Server, service: AppService, config: &Config) -> io::Result<Sta
     if let Some(tls) = &config.tls {
         let acceptor = peregrine_server::tls::TlsAcceptor::new(tls)?;
         let certs = acceptor.certificates().clone();
+        // Built with `http3`: HTTP/3 on the same port over UDP, same certificates.
+        #[cfg(feature = "http3")]
+        let server = server.with_http3(peregrine_server::h3::Http3::new(&acceptor)?);
         let handle = server.with_acceptor(acceptor).serve(service)?;
         tracing::info!(
             addr = %handle.local_addr(),

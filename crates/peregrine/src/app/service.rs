@@ -1,6 +1,7 @@
 //! The compiled application ([`AppService`]): routing a request, running its layers and
 //! handler, and turning a panic into a 500.
 
+use super::statics::StaticRoutes;
 use crate::error::Error;
 use crate::handler::{BoxFuture, Handler};
 use crate::path::{self, EncodedSlashes};
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
 /// Routing and what runs after it: the matcher, the application-wide layers, the routes.
 pub(crate) struct Routing {
     pub(super) matcher: matchit::Router<u32>,
+    /// The routes without parameters by exact path, tried before normalising and matching.
+    pub(super) statics: StaticRoutes,
     pub(super) encoded_slashes: EncodedSlashes,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
     /// case calls the handler directly.
@@ -81,6 +84,9 @@ impl Routing {
     /// normalised path, and that path when it differs from `path`.
     #[inline]
     fn route_of(&self, path: &str) -> Routed {
+        if let Some(route) = self.statics.get(path) {
+            return (route, SmallVec::new(), None);
+        }
         // Route on the canonical path only: see `crate::path` for the rules.
         match path::normalize_with(path, self.encoded_slashes) {
             Ok(path) => {

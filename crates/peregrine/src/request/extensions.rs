@@ -137,7 +137,7 @@ impl Request {
     /// # });
     /// ```
     pub fn insert_extension<T: 'static>(&mut self, value: T) {
-        let ext = self.extensions.get_or_insert_with(Default::default);
+        let ext = &mut self.extras.get_or_insert_with(Default::default).extensions;
         let id = TypeId::of::<T>();
         match ext.iter_mut().find(|(t, _)| *t == id) {
             Some(slot) => slot.1 = Box::new(value),
@@ -156,8 +156,9 @@ impl Request {
     /// ```
     pub fn extension<T: 'static>(&self) -> Option<&T> {
         let id = TypeId::of::<T>();
-        self.extensions
+        self.extras
             .as_ref()?
+            .extensions
             .iter()
             .find(|(t, _)| *t == id)
             .and_then(|(_, v)| v.downcast_ref::<T>())

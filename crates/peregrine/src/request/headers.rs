@@ -70,7 +70,7 @@ impl Request {
 
     #[inline]
     fn rewritten_headers(&self) -> Option<&Vec<OwnedField>> {
-        self.rewrites.as_deref()?.headers.as_ref()
+        self.extras.as_deref()?.headers.as_ref()
     }
 
     /// The value of cookie `name` from the `Cookie` header(s), surrounding quotes removed.

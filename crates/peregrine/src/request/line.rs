@@ -20,7 +20,7 @@ impl Request {
     /// ```
     #[inline]
     pub fn method(&self) -> &str {
-        match self.rewrites.as_deref().and_then(|r| r.method.as_ref()) {
+        match self.extras.as_deref().and_then(|r| r.method.as_ref()) {
             Some((m, _)) => m,
             None => self.inner.method(),
         }
@@ -42,7 +42,7 @@ impl Request {
     /// ```
     #[inline]
     pub fn method_kind(&self) -> Method {
-        match self.rewrites.as_deref().and_then(|r| r.method.as_ref()) {
+        match self.extras.as_deref().and_then(|r| r.method.as_ref()) {
             Some((_, k)) => *k,
             None => self.inner.method_kind(),
         }

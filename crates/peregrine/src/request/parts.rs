@@ -19,12 +19,14 @@ pub(crate) const BAD_PATH: u32 = u32::MAX - 1;
 /// requests carry, and nothing is allocated until the first insert.
 pub(super) type Extensions = Vec<(TypeId, Box<dyn Any>)>;
 
-/// What middleware changed in a request. Headers are copied out of the engine's request on
-/// the first change, then edited here.
+/// What few requests carry, in one box so that a request without any drops one `None`: what
+/// middleware changed (headers are copied out of the engine's request on the first change,
+/// then edited here) and the per-request extensions.
 #[derive(Default)]
-pub(super) struct Rewrites {
+pub(super) struct Extras {
     pub(super) method: Option<(Box<str>, Method)>,
     pub(super) headers: Option<Vec<OwnedField>>,
+    pub(super) extensions: Extensions,
 }
 
 /// A header field owned by the request (after a rewrite).
@@ -58,16 +60,15 @@ pub struct Request {
     /// Parameter values as byte ranges into the (still encoded) path, in pattern order. Ranges
     /// rather than strings: matching allocates nothing.
     pub(crate) params: SmallVec<[(u32, u32); 4]>,
-    pub(super) extensions: Option<Box<Extensions>>,
     /// The normalised path when it differs from the one sent (see [`crate::path`]); routing
     /// and the parameter ranges refer to it.
     pub(super) normalized_path: Option<Box<str>>,
     /// This worker's values from [`App::on_worker_start`](crate::App::on_worker_start), set
     /// before middleware and handler run when the app has any.
     pub(crate) locals: Option<Rc<Locals>>,
-    /// Method and headers as rewritten by middleware; `None` (the usual case) reads the
-    /// engine's parsed request.
-    pub(super) rewrites: Option<Box<Rewrites>>,
+    /// Method and headers as rewritten by middleware, and the extensions; `None` (the usual
+    /// case) reads the engine's parsed request and has no extensions.
+    pub(super) extras: Option<Box<Extras>>,
 }
 
 impl Request {
@@ -82,10 +83,9 @@ impl Request {
             ctx,
             route,
             params,
-            extensions: None,
             normalized_path: None,
             locals: None,
-            rewrites: None,
+            extras: None,
         }
     }
 

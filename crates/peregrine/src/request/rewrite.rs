@@ -1,7 +1,7 @@
 //! Middleware rewriting a request before the handler (and inner layers) see it: header fields
 //! set, appended, replaced or removed, the method overridden, the path changed before
-//! routing. The engine's parsed request is never edited: changes live in `Rewrites` (in `parts.rs`), the
-//! headers copied out of the engine's request on the first change.
+//! routing. The engine's parsed request is never edited: changes live in `Extras` (in
+//! `parts.rs`), the headers copied out of the engine's request on the first change.
 
 use super::parts::{OwnedField, Request, PRE_ROUTING};
 use crate::error::Error;
@@ -11,7 +11,7 @@ impl Request {
     /// The headers, copied out of the engine's request on the first change.
     fn headers_mut(&mut self) -> &mut Vec<OwnedField> {
         let inner = &self.inner;
-        let rw = self.rewrites.get_or_insert_with(Default::default);
+        let rw = self.extras.get_or_insert_with(Default::default);
         rw.headers.get_or_insert_with(|| {
             inner
                 .headers()
@@ -160,7 +160,7 @@ impl Request {
             return Err(Error::internal().with_detail(format!("invalid method {method:?}")));
         }
         let kind = Method::from_token(method.as_bytes());
-        self.rewrites.get_or_insert_with(Default::default).method = Some((method.into(), kind));
+        self.extras.get_or_insert_with(Default::default).method = Some((method.into(), kind));
         Ok(())
     }
 

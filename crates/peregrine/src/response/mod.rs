@@ -19,28 +19,25 @@ pub use crate::stream_body::{BodySender, Disconnected, StreamBody};
 
 const TEXT_HTML: &[u8] = b"text/html; charset=utf-8";
 
-fn full(content_type: &'static [u8], body: Bytes) -> Response {
-    // Room for the content type plus a few headers added by middleware (request id, CORS,
-    // Vary) without growing: same allocation cost as a smaller vector.
-    let mut headers = Vec::with_capacity(4);
-    headers.push((Cow::Borrowed("content-type"), Cow::Borrowed(content_type)));
-    Response {
-        status: 200,
-        headers,
-        body: ResponseBody::Full(body),
-    }
+fn full(content_type: &'static [u8], body: ResponseBody) -> Response {
+    // The engine's recycled field list (handed back after each head is encoded): no
+    // allocation per response, where a list of its own was a `malloc` and a `free` each.
+    let mut r = Response::new(200).with_header("content-type", content_type);
+    r.body = body;
+    r
 }
 
 impl IntoResponse for &'static str {
     #[inline]
     fn into_response(self) -> Response {
-        full(TEXT_PLAIN, Bytes::from_static(self.as_bytes()))
+        // `Static`: the engine may send it with the memoized head in one copy.
+        full(TEXT_PLAIN, ResponseBody::Static(self.as_bytes()))
     }
 }
 impl IntoResponse for String {
     #[inline]
     fn into_response(self) -> Response {
-        full(TEXT_PLAIN, Bytes::from(self))
+        full(TEXT_PLAIN, ResponseBody::Full(Bytes::from(self)))
     }
 }
 impl IntoResponse for Cow<'static, str> {
@@ -53,17 +50,17 @@ impl IntoResponse for Cow<'static, str> {
 }
 impl IntoResponse for Bytes {
     fn into_response(self) -> Response {
-        full(OCTET_STREAM, self)
+        full(OCTET_STREAM, ResponseBody::Full(self))
     }
 }
 impl IntoResponse for Vec<u8> {
     fn into_response(self) -> Response {
-        full(OCTET_STREAM, Bytes::from(self))
+        full(OCTET_STREAM, ResponseBody::Full(Bytes::from(self)))
     }
 }
 impl IntoResponse for &'static [u8] {
     fn into_response(self) -> Response {
-        full(OCTET_STREAM, Bytes::from_static(self))
+        full(OCTET_STREAM, ResponseBody::Static(self))
     }
 }
 /// `()` is an empty `200 OK`.
@@ -200,7 +197,7 @@ impl<T: Serialize> IntoResponse for Json<T> {
     #[inline]
     fn into_response(self) -> Response {
         match serialize_json(&self.0) {
-            Ok(body) => full(APPLICATION_JSON, body),
+            Ok(body) => full(APPLICATION_JSON, ResponseBody::Full(body)),
             Err(e) => Error::internal_from(e).into_response(),
         }
     }
@@ -265,7 +262,7 @@ pub struct Html<T>(pub T);
 
 impl<T: Into<Bytes>> IntoResponse for Html<T> {
     fn into_response(self) -> Response {
-        full(TEXT_HTML, self.0.into())
+        full(TEXT_HTML, ResponseBody::Full(self.0.into()))
     }
 }
 
@@ -454,6 +451,21 @@ mod tests {
         // A real switch is left alone.
         let r = Response::new(101).with_body(upgrade());
         assert!(!is_unswitched_upgrade(&r));
+    }
+
+    #[test]
+    fn static_text_and_bytes_stay_static_with_one_lower_case_content_type() {
+        let r = "Hello, World!".into_response();
+        assert!(matches!(r.body, ResponseBody::Static(b) if b == b"Hello, World!"));
+        let fields: Vec<(&str, &[u8])> = r.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        assert_eq!(fields, [("content-type", TEXT_PLAIN)]);
+        let r = b"\x00\x01".as_slice().into_response();
+        assert!(matches!(r.body, ResponseBody::Static(b) if b == b"\x00\x01"));
+        assert_eq!(header_value(&r, "content-type"), Some(OCTET_STREAM));
+        // Owned text is still a counted body.
+        let r = String::from("owned").into_response();
+        assert!(matches!(r.body, ResponseBody::Full(ref b) if &b[..] == b"owned"));
+        assert_eq!(r.headers.len(), 1);
     }
 
     #[test]

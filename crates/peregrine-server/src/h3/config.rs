@@ -1,0 +1,44 @@
+//! The HTTP/3 settings and limits: a leaf, part of the engine's configuration.
+
+/// HTTP/3 settings and limits. The engine's `max_body_size`, `idle` timeout (QUIC's idle
+/// timeout), `write` and `body` timeouts and `shutdown` timeout apply too; the handshake
+/// timeout is the TLS acceptor's (see [`ServerConfig`](crate::ServerConfig)).
+///
+/// ```
+/// use peregrine_server::h3::Http3Config;
+/// let h3 = Http3Config {
+///     max_concurrent_streams: 64,
+///     ..Http3Config::default()
+/// };
+/// assert!(h3.alt_svc);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Http3Config {
+    /// Request streams a client may have open at once (QUIC's `initial_max_streams_bidi`; more
+    /// wait in the client until one ends). Default 128, as HTTP/2's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    pub max_concurrent_streams: u32,
+    /// `SETTINGS_MAX_FIELD_SECTION_SIZE`: decoded header bytes (names + values + 32 per
+    /// field); larger → 431. Default 16 KiB, the HTTP/1.1 and HTTP/2 limit.
+    pub max_field_section_size: u64,
+    /// Request body bytes a client may send per stream before the handler reads. Default
+    /// 256 KiB (HTTP/2's initial stream window).
+    pub stream_receive_window: u32,
+    /// Bytes a client may send on the whole connection before the handlers read. Default 1 MiB.
+    pub receive_window: u32,
+    /// Whether responses over TCP advertise HTTP/3 (`Alt-Svc: h3=":PORT"; ma=86400`).
+    /// Default on.
+    pub alt_svc: bool,
+}
+
+impl Default for Http3Config {
+    fn default() -> Self {
+        Http3Config {
+            max_concurrent_streams: 128,
+            max_field_section_size: 16 * 1024,
+            stream_receive_window: 256 * 1024,
+            receive_window: 1024 * 1024,
+            alt_svc: true,
+        }
+    }
+}

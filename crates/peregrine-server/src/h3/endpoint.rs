@@ -1,0 +1,130 @@
+//! The QUIC side of a listener: the TLS configuration for QUIC (the TCP listener's, with ALPN
+//! `h3`), one UDP socket per worker on the TCP listener's port (`SO_REUSEPORT`, as the TCP
+//! sockets), and the accept loop that hands each connection to the driver.
+
+use super::conn;
+use crate::tls::TlsAcceptor;
+use crate::worker::{Admitted, WorkerShared};
+use crate::{ServerConfig, Service};
+use quinn::crypto::rustls::QuicServerConfig;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// ALPN protocol id of HTTP/3.
+pub const ALPN_H3: &[u8] = b"h3";
+
+/// HTTP/3 for a server: the QUIC crypto configuration made from its TLS acceptor. The
+/// certificates are the acceptor's own [`CertStore`](crate::tls::CertStore), so a reload
+/// applies to QUIC handshakes too; client authentication and the handshake timeout are the
+/// acceptor's as well. 0-RTT is off (early data can be replayed).
+///
+/// ```no_run
+/// use peregrine_server::h3::Http3;
+/// use peregrine_server::tls::{CertificateFiles, TlsAcceptor, TlsConfig};
+/// use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
+/// let tls = TlsAcceptor::new(&TlsConfig::new(vec![CertificateFiles::new("c.pem", "k.pem")]))?;
+/// let http3 = Http3::new(&tls)?;
+/// Server::new(ServerConfig::default())
+///     .with_acceptor(tls)
+///     .with_http3(http3)
+///     .run_until_signal(service_fn(|_r: Request| async { Response::text("hi") }))?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Http3 {
+    crypto: Arc<QuicServerConfig>,
+    handshake_timeout: Duration,
+}
+
+impl Http3 {
+    /// The QUIC configuration for `tls`'s certificates: TLS 1.3 only (QUIC has no other),
+    /// ALPN `h3`, no early data.
+    pub fn new(tls: &TlsAcceptor) -> io::Result<Http3> {
+        let mut rustls = (**tls.rustls_config()).clone();
+        rustls.alpn_protocols = vec![ALPN_H3.to_vec()];
+        rustls.max_early_data_size = 0;
+        let crypto = QuicServerConfig::try_from(Arc::new(rustls)).map_err(io::Error::other)?;
+        Ok(Http3 {
+            crypto: Arc::new(crypto),
+            handshake_timeout: tls.handshake_timeout(),
+        })
+    }
+
+    /// A QUIC endpoint on UDP `addr` for one worker, on the current (worker's) runtime. The
+    /// socket has `SO_REUSEPORT`, so every worker binds the same port and the kernel spreads
+    /// datagrams by their addresses: a connection's packets reach the worker that holds it
+    /// as long as the client's address stays the same (see docs/protocols.md).
+    pub(crate) fn bind(
+        &self,
+        addr: SocketAddr,
+        config: &ServerConfig,
+    ) -> io::Result<quinn::Endpoint> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_reuse_port(true)?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(true)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        let h3 = &config.http3;
+        let mut transport = quinn::TransportConfig::default();
+        let idle = quinn::IdleTimeout::try_from(config.timeouts.idle).map_err(io::Error::other)?;
+        transport
+            .max_concurrent_bidi_streams(h3.max_concurrent_streams.into())
+            .max_idle_timeout(Some(idle))
+            .stream_receive_window(h3.stream_receive_window.into())
+            .receive_window(h3.receive_window.into());
+        let mut server = quinn::ServerConfig::with_crypto(self.crypto.clone());
+        server.transport_config(Arc::new(transport));
+        quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(server),
+            socket.into(),
+            Arc::new(quinn::TokioRuntime),
+        )
+    }
+}
+
+impl std::fmt::Debug for Http3 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http3")
+            .field("handshake_timeout", &self.handshake_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Accepts QUIC connections on `endpoint` until the worker shuts down, each counted against the
+/// connection limits and served in a task of its own; then refuses new ones, while the
+/// connections already open finish (their drivers send `GOAWAY`).
+pub(crate) async fn accept_loop<S: Service, P: 'static>(
+    endpoint: quinn::Endpoint,
+    http3: Http3,
+    shared: Rc<WorkerShared<P>>,
+    service: Rc<S>,
+) {
+    let accepting = async {
+        while let Some(incoming) = endpoint.accept().await {
+            let peer = incoming.remote_address();
+            let Some(admitted) = Admitted::wait(&shared, peer).await else {
+                incoming.refuse();
+                continue;
+            };
+            let (service, timeout) = (service.clone(), http3.handshake_timeout);
+            tokio::task::spawn_local(async move {
+                let (held, addr_hold) = admitted.into_parts();
+                conn::serve(incoming, held, service, timeout).await;
+                drop(addr_hold);
+            });
+        }
+    };
+    tokio::select! {
+        () = accepting => {}
+        () = shared.shutdown_started() => {}
+    }
+    endpoint.set_server_config(None);
+    // The endpoint's driver keeps running for the open connections (they hold it).
+}

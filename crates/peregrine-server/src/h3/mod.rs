@@ -1,0 +1,36 @@
+//! HTTP/3 over QUIC (feature `http3`): quinn for QUIC, `h3` for HTTP/3 framing and QPACK. Each
+//! request stream becomes an engine [`crate::Request`] (with `version() == Version::Http3`) for
+//! the same [`crate::Service`] as HTTP/1.1 and HTTP/2, and its [`crate::Response`] goes back as
+//! HEADERS and DATA frames.
+//!
+//! * Served beside a TLS listener ([`Server::with_http3`](crate::Server::with_http3)) on the
+//!   same port over UDP, one socket per worker (`SO_REUSEPORT`), with the listener's
+//!   certificates (and their reloads), client authentication and handshake timeout; ALPN `h3`;
+//!   0-RTT off.
+//! * Responses over TCP advertise it: `Alt-Svc: h3=":PORT"; ma=86400`
+//!   ([`Http3Config::alt_svc`]).
+//! * Limits ([`Http3Config`] and the engine's): concurrent request streams (QUIC's stream
+//!   credit: a client cannot open more), the header section size (larger → 431, sent by h3),
+//!   `max_body_size`, the body and write timeouts per stream, the engine's `idle` timeout as
+//!   QUIC's idle timeout, `header` for a request's head, `max_connections` (a QUIC connection
+//!   holds a slot as a TCP one does) and `max_requests_per_connection` (then `GOAWAY`).
+//! * Graceful shutdown: the endpoint refuses new connections, each connection sends `GOAWAY`
+//!   and lets its open streams finish for up to the `shutdown` timeout, then closes with
+//!   `H3_NO_ERROR`.
+//! * QUIC's idle timeout counts packets, not streams: a handler that sends nothing for longer
+//!   than `idle` while the client sends nothing either (no keep-alive PINGs) loses its
+//!   connection, where HTTP/2 would wait for it.
+//! * Not yet: response trailers (the engine's `Response` has none), WebSocket over HTTP/3
+//!   (RFC 9220), 0-RTT for idempotent requests, Retry tokens before address validation.
+
+mod alt_svc;
+mod config;
+mod conn;
+mod endpoint;
+mod request;
+mod respond;
+
+pub(crate) use alt_svc::AltSvc;
+pub use config::Http3Config;
+pub(crate) use endpoint::accept_loop;
+pub use endpoint::{Http3, ALPN_H3};
