@@ -13,6 +13,8 @@ from .tls_report import NA, _ci, _f, _kib, _quietness, _table
 
 REFERENCE = "peregrine-h3"
 LANE_ORDER = ("h3", "h2", "https")
+CLIENT_BOUND_SHARE = 0.95
+"""Median busy share of the client CPUs from which a lane's req/s is the load generator's limit."""
 
 
 def target(res: dict) -> dict:
@@ -181,6 +183,21 @@ def render(res: dict) -> str:
         if mode not in st.get("modes", {}):
             continue
         lines += [f"## Lane `{mode}`: {st['modes'][mode]}", ""]
+        busy = stats.median(
+            [
+                r.get("client_cpus_busy_share")
+                for c in res.get("cells", [])
+                if c["mode"] == mode
+                for r in c.get("runs", [])
+                if r.get("client_cpus_busy_share") is not None
+            ]
+        )
+        if busy is not None and busy >= CLIENT_BOUND_SHARE:
+            lines += [
+                f"The load generator's CPUs were {busy * 100:.0f}% busy (median): req/s here is "
+                "the client's ceiling, not the server's; CPU per request is the server's own.",
+                "",
+            ]
         lines += _table(
             ["server", "req/s", "CPU µs/req (median)", "95% interval", "p99 µs", "runs"],
             _cell_rows(res, mode, labels),

@@ -211,6 +211,12 @@ def test_the_lane_measures_quic_go_over_three_protocols_and_reports(tmp_path):
     text = path.read_text()
     assert "## Lane `h3`" in text and "quic-go" in text and made[0].exists()
     assert "Loss and reordering" in text
+    # A lane whose client CPUs were saturated says its req/s is the client's ceiling.
+    for c in res["cells"]:
+        for r in c["runs"]:
+            r["client_cpus_busy_share"] = 1.0 if c["mode"] == "h3" else 0.5
+    text = h3_report.render(res)
+    assert text.count("req/s here is the client's ceiling") == 1
 
 
 # ------------------------------------------------------------------ report
