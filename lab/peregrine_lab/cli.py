@@ -48,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="profiles: "
         + "; ".join(f"{k}: {v.description}" for k, v in config.PROFILES.items())
         + f"; protocols: {tls_lanes.PROFILE.description}"
+        + "; h3: HTTP/3 against HTTP/2 and HTTPS on the same app (h3_lane.py)"
         + "; soak: the scenarios app under mixed load for --duration (default 1800 s), RSS, "
         "descriptors, CPU, latency and errors sampled, budgets checked (docs/operations.md)"
         "; restart: rolling restarts of the scenarios app under load for --duration (default "
@@ -59,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
         choices=list(config.PROFILES)
         + [
             "protocols",
+            "h3",
             "soak",
             "restart",
             "seeds",
@@ -134,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="peers registry to use (default lab/peers/peers.toml; protocols: "
-        "lab/peers/protocols.toml)",
+        "lab/peers/protocols.toml; h3: lab/peers/h3.toml)",
     )
     p.add_argument("--skip-build", action="store_true", help="use what is already built")
     p.add_argument(
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return figures.main([])
 
-    if args.what == "protocols":
+    if args.what in ("protocols", "h3"):
         return _protocols(args, command)
 
     if args.what == "soak":
@@ -330,26 +332,31 @@ def _build(args) -> int:
 
 
 def _protocols(args, command: str) -> int:
-    """`./scripts/lab protocols`: the HTTPS and HTTP/2 lanes (tls_lanes.py)."""
+    """`./scripts/lab protocols`: the HTTPS and HTTP/2 lanes (tls_lanes.py); `h3`: the HTTP/3
+    lane (h3_lane.py) on the same machinery."""
+    from . import h3_lane
+
+    h3 = args.what == "h3"
+    lanes = h3_lane if h3 else tls_lanes
     try:
         split = config.cpu_split(args.server_cpus, args.client_cpus)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = args.out or (config.LAB_DIR / "results" / "protocols")
+    out = args.out or (config.LAB_DIR / "results" / args.what)
     opts = tls_lanes.Options(
         out_dir=out,
         split=split,
-        runs=args.runs or tls_lanes.PROFILE.runs,
-        duration=args.duration or tls_lanes.PROFILE.duration,
+        runs=args.runs or lanes.PROFILE.runs,
+        duration=args.duration or lanes.PROFILE.duration,
         servers=args.servers,
         skip_build=args.skip_build,
         port=args.port,
         command=command,
-        peers_file=args.peers or tls_lanes.PROTOCOLS_TOML,
+        peers_file=args.peers or (h3_lane.H3_TOML if h3 else tls_lanes.PROTOCOLS_TOML),
     )
     try:
-        res = tls_lanes.run(opts)
+        res = lanes.run(opts)
     except (tls_lanes.ProtocolsError, RegistryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -370,10 +377,10 @@ def _write_outputs(res: dict, out: Path) -> int:
 
         print(f"wrote {tables.write(res, out)}")
         return 0
-    if res.get("profile") == "protocols":
-        from . import tls_report
+    if res.get("profile") in ("protocols", "h3"):
+        from . import h3_report, tls_report
 
-        path, made = tls_report.write(res, out)
+        path, made = (h3_report if res["profile"] == "h3" else tls_report).write(res, out)
         print(f"wrote {path} and {len(made)} chart(s) in {out / 'charts'}")
         return 0
     path = report.write(res, out)

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -115,16 +116,56 @@ class Options:
     command: str = ""
     peers_file: Path = PROTOCOLS_TOML
     idle_connections: int = PROFILE.idle_connections
+    suite: Suite | None = None  # None: this module's protocols lanes
 
 
-def protocols_of(peer: Peer) -> list[str]:
-    """The lanes' protocols a server speaks (`protocols` in protocols.toml)."""
-    return [p for p in peer.extra.get("protocols", []) if p in ("https", "h2")]
+@dataclass(frozen=True)
+class Suite:
+    """A set of TLS lanes `run` measures: its profile and modes, the tools it needs, and how a
+    mode is loaded, how a protocol is checked and how its idle memory is read. The `h3` lane
+    (h3_lane.py) is one; None in `Options.suite` is the protocols lanes of this module."""
+
+    profile: config.Profile
+    modes: dict[str, str]
+    mode_protocol: dict[str, str]
+    tools: tuple[str, ...]
+    # (opts, mode, url, scen, duration, cert, requests) -> (LoadResult, negotiated TLS or None)
+    load: Callable
+    # (host, port, proto, scen, contract, cert, env) -> (handshake dict, parity.ParityResult)
+    check: Callable
+    # (host, port, pid, scen, n, proto, cert) -> metrics.IdleMemory
+    idle: Callable
+    # (host, port, peer, server) -> None once `server` serves every protocol of `peer`
+    wait: Callable
+    tool_versions: Callable
+    # peer -> why it is not measured before any build (e.g. built without a feature), or None
+    unavailable: Callable = lambda peer: None
 
 
-def plan(peers: list[Peer]) -> list[tuple[Peer, str]]:
+def _load_of(opts) -> Callable:
+    suite = getattr(opts, "suite", None)
+    return suite.load if suite else _load
+
+
+def _mode_protocol(opts) -> dict[str, str]:
+    suite = getattr(opts, "suite", None)
+    return suite.mode_protocol if suite else MODE_PROTOCOL
+
+
+def protocols_of(peer: Peer, known: tuple[str, ...] = ("https", "h2")) -> list[str]:
+    """The lanes' protocols a server speaks (`protocols` in protocols.toml) among `known`."""
+    return [p for p in peer.extra.get("protocols", []) if p in known]
+
+
+def plan(peers: list[Peer], mode_protocol: dict[str, str] = MODE_PROTOCOL) -> list[tuple]:
     """(server, mode) cells: each lane for the servers speaking its protocol."""
-    return [(p, mode) for mode in MODES for p in peers if MODE_PROTOCOL[mode] in protocols_of(p)]
+    known = tuple(set(mode_protocol.values()))
+    return [
+        (p, mode)
+        for mode in mode_protocol
+        for p in peers
+        if mode_protocol[mode] in protocols_of(p, known)
+    ]
 
 
 def _server_env(peer: Peer, port: int, workers: int, cert: tls_checks.Certificate) -> dict:
@@ -149,7 +190,10 @@ def _start(opts, peer, port, cert, logs, tag) -> procs.Server:
         logs / f"server-{peer.name}{tag}.log",
     )
     try:
-        procs.wait_for_port(HOST, port, server.proc, timeout=30)
+        if getattr(opts, "suite", None):
+            opts.suite.wait(HOST, port, peer, server)
+        else:
+            procs.wait_for_port(HOST, port, server.proc, timeout=30)
     except procs.StartError:
         server.stop()
         raise
@@ -230,7 +274,7 @@ def one_run(opts, server, port, mode, scen, duration, cert, wire_bytes=None, req
     srv0, cli0 = metrics.cpu_times(opts.split.server), metrics.cpu_times(opts.split.client)
     t0 = time.monotonic()
     before = metrics.Sample.take(server.pid)
-    res, negotiated = _load(opts, mode, url, scen, duration, cert, requests)
+    res, negotiated = _load_of(opts)(opts, mode, url, scen, duration, cert, requests)
     after = metrics.Sample.take(server.pid)
     wall = time.monotonic() - t0
     srv = metrics.cpu_times(opts.split.server).since(srv0)
@@ -294,7 +338,8 @@ def cell_record(peer: Peer, mode: str, status: str, message: str = "", runs=None
 def _check_server(opts, peer, entry, scen, contract, cert, logs, port):
     """Alone: handshakes, parity over each protocol, idle memory per protocol (a fresh process
     for each idle step, so one step's allocations do not hide the other's)."""
-    protos = protocols_of(peer)
+    suite = getattr(opts, "suite", None)
+    protos = protocols_of(peer, tuple(set(_mode_protocol(opts).values())))
     env = dict(os.environ)
     try:
         server = _start(opts, peer, port, cert, logs, "")
@@ -304,12 +349,8 @@ def _check_server(opts, peer, entry, scen, contract, cert, logs, port):
     try:
         entry["startup_ms"] = round((time.monotonic() - server.started_at) * 1000, 1)
         for proto in protos:
-            alpn = "h2" if proto == "h2" else "http/1.1"
-            entry["handshake"][proto] = tls_checks.handshake_info(HOST, port, cert, env, alpn)
-            if proto == "https":
-                pr = tls_checks.check_https(HOST, port, scen, contract.required_headers)
-            else:
-                pr = tls_checks.check_h2(HOST, port, scen, contract.required_headers, cert, env)
+            check = suite.check if suite else check_protocol
+            entry["handshake"][proto], pr = check(HOST, port, proto, scen, contract, cert, env)
             entry["parity"][proto] = pr.to_json()
             print(
                 f"  {peer.name} {proto}: {entry['handshake'][proto].get('protocol')} "
@@ -330,7 +371,8 @@ def _check_server(opts, peer, entry, scen, contract, cert, logs, port):
             entry["idle_memory"][proto] = {"error": str(e)}
             continue
         try:
-            im = tls_checks.idle_memory(HOST, port, server.pid, scen, opts.idle_connections, proto)
+            idle = suite.idle if suite else _idle
+            im = idle(HOST, port, server.pid, scen, opts.idle_connections, proto, cert)
             entry["idle_memory"][proto] = im.to_json()
             per = im.per_connection
             print(
@@ -341,6 +383,21 @@ def _check_server(opts, peer, entry, scen, contract, cert, logs, port):
             )
         finally:
             server.stop()
+
+
+def check_protocol(host, port, proto, scen, contract, cert, env) -> tuple[dict, object]:
+    """The negotiated handshake (s_client) and parity over `proto` ("https" or "h2")."""
+    alpn = "h2" if proto == "h2" else "http/1.1"
+    info = tls_checks.handshake_info(host, port, cert, env, alpn)
+    if proto == "https":
+        pr = tls_checks.check_https(host, port, scen, contract.required_headers)
+    else:
+        pr = tls_checks.check_h2(host, port, scen, contract.required_headers, cert, env)
+    return info, pr
+
+
+def _idle(host, port, pid, scen, n, proto, cert) -> metrics.IdleMemory:
+    return tls_checks.idle_memory(host, port, pid, scen, n, proto)
 
 
 def _free_port(start: int) -> int:
@@ -354,13 +411,17 @@ def run(opts: Options) -> dict:
     """The whole protocols run; returns the results (also saved to out_dir/results.json)."""
     procs.install_handlers()
     started = time.monotonic()
-    for tool in ("wrk", "ab", "h2load", "openssl", "curl", "taskset"):
+    suite = opts.suite
+    base = suite.profile if suite else PROFILE
+    modes = suite.modes if suite else MODES
+    tool_versions = suite.tool_versions if suite else _tools
+    for tool in suite.tools if suite else ("wrk", "ab", "h2load", "openssl", "curl", "taskset"):
         if shutil.which(tool) is None:
             raise ProtocolsError(f"{tool} not found on PATH (./scripts/setup lab installs it)")
     contract = load_contract(config.SCENARIOS_JSON)
     scen = contract.by_name("plaintext")
     peers = select_peers(load_peers(opts.peers_file), opts.servers)
-    cells = plan(peers)
+    cells = plan(peers, _mode_protocol(opts))
     procs.raise_nofile_limit(max(4096, opts.idle_connections * 2 + 1024))
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -372,17 +433,17 @@ def run(opts: Options) -> dict:
     saved_conf = os.environ.get("OPENSSL_CONF")
     os.environ["OPENSSL_CONF"] = str(cert.client_conf)
     seed = int(time.time())
-    prof = replace(PROFILE, runs=opts.runs, duration=opts.duration)
+    prof = replace(base, runs=opts.runs, duration=opts.duration)
     port = opts.port or _free_port(DEFAULT_PORT)
     res = {
         "schema": results.SCHEMA,
         "generated_at": results.now_iso(),
         "command": opts.command,
-        "profile": "protocols",
+        "profile": prof.name,
         "profile_description": prof.description,
         "settings": {
             **prof.to_json(),
-            "modes": MODES,
+            "modes": modes,
             "connections": CONNECTIONS,
             "h2_streams_per_connection": H2_STREAMS,
             "server_cpus": list(opts.split.server),
@@ -396,7 +457,7 @@ def run(opts: Options) -> dict:
         },
         "certificate": {**cert.to_json(), "cert": "(temporary)", "key": "(temporary)"},
         "machine": results.machine_info(),
-        "tools": _tools(),
+        "tools": tool_versions(),
         "git": results.git_info(),
         "servers": [],
         "cells": [],
@@ -404,7 +465,7 @@ def run(opts: Options) -> dict:
         "complete": False,
     }
     print(
-        f"profile protocols: {len(peers)} server(s), {len(cells)} cell(s); server CPUs "
+        f"profile {prof.name}: {len(peers)} server(s), {len(cells)} cell(s); server CPUs "
         f"{opts.split.server_list} (WORKERS={opts.split.workers}), clients on CPUs "
         f"{opts.split.client_list}; certificate: {cert.description}",
         flush=True,
@@ -414,7 +475,10 @@ def run(opts: Options) -> dict:
         entries: dict[str, dict] = {}
         builds = eta.Countdown(len(peers))
         for i, peer in enumerate(peers):
-            if opts.skip_build:
+            absent = suite.unavailable(peer) if suite else None
+            if absent:
+                b = build.BuildResult(False, message=absent)
+            elif opts.skip_build:
                 missing = build.missing_tools(peer)
                 b = build.BuildResult(not missing, message="build skipped", missing=missing)
             else:
@@ -422,10 +486,10 @@ def run(opts: Options) -> dict:
                 b = builder.build(peer)
             entry = {
                 **peer.summary(),
-                "protocols": protocols_of(peer),
+                "protocols": protocols_of(peer, tuple(set(_mode_protocol(opts).values()))),
                 "build": b.to_json(),
                 "version": build.peer_version(peer) if b.ok else None,
-                "status": "ok" if b.ok else "build-failed",
+                "status": "ok" if b.ok else ("unavailable" if absent else "build-failed"),
                 "message": "" if b.ok else b.message,
                 "startup_ms": None,
                 "handshake": {},
@@ -436,7 +500,7 @@ def run(opts: Options) -> dict:
             entries[peer.name] = entry
         res["build_seconds"] = round(time.monotonic() - started, 1)
         # Again after the builds: the Node peers' node arrives with their `npm ci`.
-        res["tools"] = _tools()
+        res["tools"] = tool_versions()
         measure_start = time.monotonic()
         alone = eta.Countdown(len(peers))
         for i, peer in enumerate(peers):
@@ -486,7 +550,7 @@ def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
     todo = []
     for peer, mode in cells:
         key = (peer.name, mode)
-        parity_ok = (entries[peer.name]["parity"].get(MODE_PROTOCOL[mode]) or {}).get("ok")
+        parity_ok = (entries[peer.name]["parity"].get(_mode_protocol(opts)[mode]) or {}).get("ok")
         if entries[peer.name]["status"] != "ok":
             records[key] = cell_record(peer, mode, entries[peer.name]["status"])
         elif not parity_ok:
@@ -514,11 +578,12 @@ def _measure(opts, cells, live, entries, res, scen, cert, seed) -> None:
                     raise loadgen.LoadgenError("server exited")
                 if r == 0:
                     url = f"https://{HOST}:{port}{scen.path}"
+                    load = _load_of(opts)
                     try:
-                        warm, _ = _load(opts, mode, url, scen, 1.0, cert)
+                        warm, _ = load(opts, mode, url, scen, 1.0, cert)
                     except H2loadHang as e:
                         hangs.setdefault(key, []).append(f"warm-up: {e}")
-                        warm, _ = _load(opts, mode, url, scen, 1.0, cert)
+                        warm, _ = load(opts, mode, url, scen, 1.0, cert)
                     count[key] = max(H2_WARMUP_REQUESTS, round(warm.rps * opts.duration))
                 n = count.get(key) if mode == "h2" else None
                 try:

@@ -1,0 +1,344 @@
+"""`./scripts/lab h3`: the HTTP/3 lane, run by the protocols lanes' machinery (tls_lanes.run with
+the `SUITE` below).
+
+HTTP/3 against HTTP/2 and HTTP/1.1 over TLS on the same app where a server offers them, with the
+method of the protocols lanes: one self-signed certificate per run; per server alone, parity over
+each protocol (HTTP/3 with h3client, the lab's quic-go client in lab/peers/h3) and memory per
+idle connection per protocol on a fresh process; then every server fresh and the cells in
+randomised interleaved rounds, server CPU per request from schedstat, 95% intervals. Lanes:
+
+* `h3`: HTTP/3 over QUIC, `h3client load` (the lab's quic-go load client), 50 connections with
+  10 requests in flight on each, as the `h2` lane's h2load `-m 10`. Not oha: its `http3` build
+  (1.16.0, quinn) stalls against quic-go's servers (quic-go, Caddy) and answers quinn's only;
+* `h2` and `https`: as in the protocols lanes (h2load -c 50 -m 10; wrk -c 50).
+
+A server whose crate lacks a feature it needs (`needs_feature` in lab/peers/h3.toml: Peregrine
+without `http3`) is recorded as unavailable, never measured over another protocol instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import subprocess
+import time
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+from . import config, loadgen, metrics, parity, procs, results, tls_checks, tls_lanes
+from .peers import Peer
+
+H3_TOML = config.PEERS_DIR / "h3.toml"
+H3_DIR = config.PEERS_DIR / "h3"
+H3CLIENT = H3_DIR / "bin" / "h3client"
+
+CONNECTIONS = tls_lanes.CONNECTIONS
+STREAMS = tls_lanes.H2_STREAMS
+"""Requests in flight per QUIC connection: HTTP/2's (h2load -m), so both carry 500 streams."""
+MODES = {
+    "h3": (
+        f"HTTP/3 over QUIC: h3client load (quic-go), {CONNECTIONS} connections x {STREAMS} "
+        "requests in flight (500 streams, as h2), closed loop"
+    ),
+    "h2": tls_lanes.MODES["h2"],
+    "https": tls_lanes.MODES["https"],
+}
+MODE_PROTOCOL = {"h3": "h3", "h2": "h2", "https": "https"}
+
+PROFILE = replace(
+    tls_lanes.PROFILE,
+    name="h3",
+    description=(
+        "issue 31's HTTP/3 lane: HTTP/3 (h3client load, quic-go, c=50 x 10 streams) against HTTP/2 "
+        "over TLS "
+        "(h2load -c 50 -m 10) and HTTPS keep-alive (wrk, c=50) on the same app where a server "
+        "offers them, /plaintext, 7 interleaved runs of 3 s per cell with 95% intervals; memory "
+        "per idle connection per protocol with 500 connections; one self-signed ECDSA P-256 "
+        "certificate per run"
+    ),
+    lanes=tuple(
+        config.Lane(mode, MODES[mode], ("plaintext",), ((CONNECTIONS, 0),), mode=mode)
+        for mode in MODES
+    ),
+)
+
+
+class H3Error(tls_lanes.ProtocolsError):
+    """A condition that stops the HTTP/3 run (a missing client)."""
+
+
+# ------------------------------------------------------------------ HTTP/3 client steps
+
+
+def _client_env(cert) -> dict:
+    return {**os.environ, "H3_CA": str(cert.cert)}
+
+
+def h3_get(host: str, port: int, path: str, cert, timeout: float = 15.0) -> dict:
+    """One GET over HTTP/3 with h3client: its JSON (status, proto, headers, body, tls)."""
+    url = f"https://{host}:{port}{path}"  # the certificate names 127.0.0.1 too
+    try:
+        p = subprocess.run(
+            [str(H3CLIENT), "get", url],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=_client_env(cert),
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise parity.ProtocolError(f"h3client: {e}") from e
+    if p.returncode != 0:
+        raise parity.ProtocolError(p.stderr.strip()[-300:] or f"h3client exited {p.returncode}")
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        raise parity.ProtocolError(f"h3client printed no JSON: {p.stdout[:120]!r}") from e
+
+
+def as_response(answer: dict) -> parity.Response:
+    """h3client's JSON as the parity checker's response."""
+    headers = [(str(k), str(v)) for k, v in (answer.get("headers") or {}).items()]
+    body = str(answer.get("body", "")).encode()
+    status = int(answer.get("status", 0))
+    return parity.Response(str(answer.get("proto")), status, "", headers, body)
+
+
+def check_h3(host, port, scen, contract, cert) -> tuple[dict, parity.ParityResult]:
+    """The scenario over HTTP/3, twice (two connections), each answer against the contract; the
+    answer must really be HTTP/3. Returns the negotiated TLS of the first and the result."""
+    problems: list[str] = []
+    first, negotiated = None, {}
+    for i in range(2):
+        try:
+            answer = h3_get(host, port, scen.path, cert)
+        except parity.ProtocolError as e:
+            return negotiated, parity.ParityResult(
+                scen.name, False, [f"no valid HTTP/3 response: {e}"]
+            )
+        resp = as_response(answer)
+        if resp.version != "HTTP/3.0":
+            problems.append(f"answered over {resp.version}, not HTTP/3")
+        for prob in parity.check_response(scen, resp, contract.required_headers):
+            tagged = prob if i == 0 else f"second request: {prob}"
+            if tagged not in problems:
+                problems.append(tagged)
+        if first is None:
+            first, negotiated = resp, answer.get("tls") or {}
+    return negotiated, parity.ParityResult(
+        scen.name, not problems, problems, first.status, first.headers, len(first.body)
+    )
+
+
+def check(host, port, proto, scen, contract, cert, env) -> tuple[dict, parity.ParityResult]:
+    """`tls_lanes.Suite.check`: HTTP/3 here, the TCP protocols as the protocols lanes do."""
+    if proto != "h3":
+        return tls_lanes.check_protocol(host, port, proto, scen, contract, cert, env)
+    return check_h3(host, port, scen, contract, cert)
+
+
+def idle(host, port, pid, scen, n, proto, cert, timeout: float = 120.0) -> metrics.IdleMemory:
+    """`tls_lanes.Suite.idle`: for HTTP/3, `n` QUIC connections from one h3client, each with one
+    request answered, held idle while the server tree's RSS growth is read."""
+    if proto != "h3":
+        return tls_checks.idle_memory(host, port, pid, scen, n, proto)
+    pids = metrics.process_tree(pid)
+    time.sleep(0.5)
+    before = metrics.rss_bytes(pids)
+    start = time.monotonic()
+    url = f"https://{host}:{port}{scen.path}"
+    client = subprocess.Popen(
+        [str(H3CLIENT), "idle", url, str(n)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_client_env(cert),
+    )
+    error, opened = None, 0
+    try:
+        ready, _, _ = select.select([client.stdout], [], [], timeout)
+        line = client.stdout.readline() if ready else ""
+        if line.startswith("ready "):
+            opened = int(line.split()[1])
+            time.sleep(0.5)
+            pids = sorted(set(pids) | set(metrics.process_tree(pid)))
+            after = metrics.rss_bytes(pids)
+        else:
+            after = before
+            client.kill()
+            err = client.stderr.read().strip()[-300:]
+            error = err or f"h3client printed no 'ready' line within {timeout:.0f} s"
+    finally:
+        if client.poll() is None:
+            client.stdin.close()
+            try:
+                client.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                client.kill()
+    return metrics.IdleMemory(n, opened, before, after, time.monotonic() - start, error)
+
+
+# ------------------------------------------------------------------ readiness, availability
+
+
+def udp_bound(port: int) -> bool:
+    """True when a UDP socket is bound to `port` (any address): /proc/net/udp and udp6."""
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local = line.split()[1]
+            if int(local.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+def wait(host: str, port: int, peer: Peer, server: procs.Server, timeout: float = 30.0) -> None:
+    """`tls_lanes.Suite.wait`: the TCP port answers (when the server offers a TCP protocol) and
+    the UDP port is bound (when it offers HTTP/3)."""
+    protos = tls_lanes.protocols_of(peer, tuple(MODE_PROTOCOL.values()))
+    start = time.monotonic()
+    if set(protos) & {"h2", "https"}:
+        procs.wait_for_port(host, port, server.proc, timeout=timeout)
+    if "h3" in protos:
+        while not udp_bound(port):
+            if server.proc.poll() is not None:
+                raise procs.StartError(f"exited with status {server.proc.returncode}")
+            if time.monotonic() - start > timeout:
+                raise procs.StartError(f"UDP port {port} not bound within {timeout:.0f} s")
+            time.sleep(0.05)
+
+
+def unavailable(peer: Peer) -> str | None:
+    """Why `peer` is not measured before any build: its crate lacks a feature it needs."""
+    need = peer.extra.get("needs_feature")
+    if not need:
+        return None
+    manifest, feature = peer.dir / need[0], need[1]
+    try:
+        features = tomllib.loads(manifest.read_text()).get("features", {})
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        return f"not built with {feature}: {manifest} unreadable ({e})"
+    if feature not in features:
+        return f"not built with {feature}: {need[0]} has no `{feature}` feature"
+    return None
+
+
+# ------------------------------------------------------------------ load
+
+
+def load_command(url: str, duration: float) -> list[str]:
+    """h3client's closed-loop load: CONNECTIONS QUIC connections, STREAMS requests in flight on
+    each, for `duration` seconds (whole seconds, at least 1)."""
+    secs = str(max(1, round(duration)))
+    return [str(H3CLIENT), "load", url, str(CONNECTIONS), str(STREAMS), secs]
+
+
+def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
+    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3`, the protocols lanes' clients
+    otherwise. Its JSON has oha's layout, read by oha's parser."""
+    if mode != "h3":
+        return tls_lanes._load(opts, mode, url, scen, duration, cert, requests)
+    cmd = ["taskset", "-c", opts.split.client_list] + load_command(url, duration)
+    limit = duration + 30
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        p = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            stdin=subprocess.DEVNULL,
+            env=_client_env(cert),
+        )
+    except subprocess.TimeoutExpired as e:
+        raise loadgen.LoadgenError(f"h3client load still running {limit:.0f} s after start") from e
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise loadgen.LoadgenError(f"h3client load exited with {p.returncode}: {p.stderr[-300:]}")
+    res = loadgen.parse_oha_output(p.stdout)
+    if res.requests == 0:
+        raise loadgen.LoadgenError(f"h3client load got no answer: {p.stdout[-300:]}")
+    res.client_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return res, {"alpn": "h3"}
+
+
+def tool_versions() -> dict[str, str | None]:
+    """The protocols lanes' tools plus the quic-go of h3client (the HTTP/3 client)."""
+    gomod = (H3_DIR / "go.mod").read_text()
+    quic = next((ln.split()[1] for ln in gomod.splitlines() if "quic-go/quic-go " in ln), None)
+    return {**tls_lanes._tools(), "h3client": f"quic-go {quic}" if quic else None}
+
+
+SUITE = tls_lanes.Suite(
+    profile=PROFILE,
+    modes=MODES,
+    mode_protocol=MODE_PROTOCOL,
+    tools=("wrk", "h2load", "openssl", "curl", "taskset"),
+    load=load,
+    check=check,
+    idle=idle,
+    wait=wait,
+    tool_versions=tool_versions,
+    unavailable=unavailable,
+)
+
+
+def build_client() -> None:
+    """h3client from lab/peers/h3 (quic-go from the Go module proxy; a no-op when built)."""
+    try:
+        p = subprocess.run(
+            ["go", "build", "-trimpath", "-o", "bin/", "./cmd/h3client"],
+            cwd=H3_DIR,
+            capture_output=True,
+            text=True,
+        )
+    except OSError as e:
+        raise H3Error(f"building h3client needs Go: {e}") from e
+    if p.returncode != 0:
+        raise H3Error(f"building h3client failed: {p.stderr.strip()[-500:]}")
+
+
+def netem_check(namespace: str = "peregrine-lab-netem") -> dict:
+    """Whether loss and reordering can be put on loopback: a network namespace of its own with
+    `tc qdisc ... netem` on its lo. {"available": bool, "reason": why not}; the namespace is
+    removed again."""
+    steps = [
+        ["ip", "netns", "add", namespace],
+        ["ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up"],
+        ["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", "lo", "root", "netem"]
+        + ["loss", "1%", "reorder", "25%", "50%", "delay", "1ms"],
+    ]
+    reason = None
+    try:
+        for cmd in steps:
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                reason = f"`{' '.join(cmd[:3])}`: {e}"
+                break
+            if p.returncode != 0:
+                reason = f"`{' '.join(cmd)}` failed: {p.stderr.strip()[:200]}"
+                break
+    finally:
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True, timeout=10)
+    return {"available": reason is None, "reason": reason}
+
+
+def run(opts: tls_lanes.Options) -> dict:
+    """The whole HTTP/3 run (tls_lanes.run with `SUITE`); results in out_dir/results.json, with
+    whether tc netem could give the loss/reordering chart on this machine."""
+    build_client()
+    netem = netem_check()
+    if "qdisc kind is unknown" in (netem["reason"] or ""):
+        netem["reason"] += " (this kernel has no sch_netem)"
+    res = tls_lanes.run(replace(opts, suite=SUITE))
+    res["netem"] = netem
+    results.save(res, opts.out_dir)
+    return res

@@ -1,0 +1,268 @@
+"""The HTTP/3 lane (h3_lane.py, h3_report.py, lab/peers/h3.toml): registry and plan, the
+`needs_feature` check that keeps Peregrine out until it has `http3`, UDP readiness, parity and
+idle memory over HTTP/3 with h3client against quic-go's real server (and a wrong answer caught),
+h3client's HTTP/3 load, the whole lane for one server, and the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from peregrine_lab import cli, config, h3_lane, h3_report, procs, tls_checks, tls_lanes
+from peregrine_lab.peers import Peer, load_contract, load_peers
+
+CONTRACT = load_contract()
+PLAINTEXT = CONTRACT.by_name("plaintext")
+QUICGO = h3_lane.H3_DIR / "bin" / "quicgo-h3"
+
+
+def _peers() -> dict[str, Peer]:
+    return {p.name: p for p in load_peers(h3_lane.H3_TOML)}
+
+
+# ------------------------------------------------------------------ registry, plan, availability
+
+
+def test_registry_lists_the_http3_servers_with_their_protocols():
+    peers = _peers()
+    assert set(peers) == {"peregrine-h3", "quic-go", "caddy", "h3-rust"}
+    known = tuple(h3_lane.MODE_PROTOCOL.values())
+    for p in peers.values():
+        assert "plaintext" in p.scenarios and p.dir.is_dir(), p.name
+        assert "h3" in tls_lanes.protocols_of(p, known), p.name
+    assert tls_lanes.protocols_of(peers["h3-rust"], known) == ["h3"]
+    # Peregrine's entry is the protocols lane's framework binary plus the feature, same flag.
+    framework = {p.name: p for p in load_peers(tls_lanes.PROTOCOLS_TOML)}["peregrine-framework-tls"]
+    assert peers["peregrine-h3"].run == framework.run
+    assert "tls,http2,ws,http3" in " ".join(peers["peregrine-h3"].build[0])
+    assert (h3_lane.H3_DIR / "caddy.sh").stat().st_mode & 0o111
+
+
+def test_plan_puts_an_h3_only_server_in_the_h3_lane_only():
+    cells = {(p.name, m) for p, m in tls_lanes.plan(list(_peers().values()), h3_lane.MODE_PROTOCOL)}
+    assert ("h3-rust", "h3") in cells
+    assert ("h3-rust", "h2") not in cells and ("h3-rust", "https") not in cells
+    assert {("quic-go", m) for m in ("h3", "h2", "https")} <= cells
+    # The protocols lanes' plan is unchanged by the new protocol.
+    assert all(m in tls_lanes.MODES for _, m in tls_lanes.plan(list(_peers().values())))
+
+
+def _peer_with_manifest(tmp_path: Path, manifest: str) -> Peer:
+    (tmp_path / "Cargo.toml").write_text(manifest)
+    peer = _peers()["peregrine-h3"]
+    return replace(
+        peer, dir=tmp_path, extra={**peer.extra, "needs_feature": ["Cargo.toml", "http3"]}
+    )
+
+
+def test_a_crate_without_the_feature_is_unavailable_with_the_reason(tmp_path):
+    head = '[package]\nname = "x"\n\n[features]\n'
+    why = h3_lane.unavailable(_peer_with_manifest(tmp_path, head + 'tls = []\nhttp2 = ["tls"]'))
+    assert why == "not built with http3: Cargo.toml has no `http3` feature"
+    assert h3_lane.unavailable(_peer_with_manifest(tmp_path, head + "http3 = []\ntls = []")) is None
+    assert h3_lane.unavailable(_peers()["quic-go"]) is None
+    assert "unreadable" in h3_lane.unavailable(_peer_with_manifest(tmp_path, "[features\n"))
+
+
+def test_udp_bound_sees_a_bound_udp_port_and_not_a_closed_one():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    assert h3_lane.udp_bound(port)
+    s.close()
+    assert not h3_lane.udp_bound(port)
+
+
+def test_cli_accepts_the_h3_lane():
+    args = cli.parser().parse_args(["h3", "--runs", "2"])
+    assert args.what == "h3" and args.runs == 2
+
+
+def test_load_command_runs_the_h2_lanes_streams_over_http3():
+    cmd = h3_lane.load_command("https://127.0.0.1:1/plaintext", 2.4)
+    assert cmd == [str(h3_lane.H3CLIENT), "load", "https://127.0.0.1:1/plaintext", "50", "10", "2"]
+    assert h3_lane.STREAMS == tls_lanes.H2_STREAMS  # the same streams in flight as h2load -m
+
+
+def test_netem_check_answers_and_leaves_no_namespace():
+    got = h3_lane.netem_check("peregrine-lab-netem-test")
+    assert isinstance(got["available"], bool)
+    assert got["available"] or got["reason"]
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "peregrine-lab-netem-test" not in names
+
+
+# ------------------------------------------------------------------ against quic-go's server
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory):
+    return tls_checks.make_certificate(tmp_path_factory.mktemp("h3cert"))
+
+
+@pytest.fixture(scope="module")
+def quicgo(cert, tmp_path_factory):
+    """quic-go's server (lab/peers/h3, built by `./scripts/lab build --peers lab/peers/h3.toml`)
+    and the lab's h3client beside it."""
+    assert QUICGO.exists() and h3_lane.H3CLIENT.exists(), "./scripts/lab build --peers ... h3.toml"
+    port = tls_lanes._free_port(29443)
+    env = {**os.environ, "ADDR": f"127.0.0.1:{port}", "WORKERS": "1"}
+    env.update(TLS_CERT=str(cert.cert), TLS_KEY=str(cert.key))
+    log = tmp_path_factory.mktemp("h3log") / "quicgo.log"
+    server = procs.start_server([str(QUICGO)], h3_lane.H3_DIR, env, None, log)
+    peer = _peers()["quic-go"]
+    h3_lane.wait("127.0.0.1", port, peer, server)
+    yield server, port
+    server.stop()
+
+
+def test_parity_over_http3_passes_for_a_correct_server(quicgo, cert):
+    _, port = quicgo
+    negotiated, pr = h3_lane.check("127.0.0.1", port, "h3", PLAINTEXT, CONTRACT, cert, {})
+    assert pr.ok, pr.problems
+    assert negotiated["alpn"] == "h3" and negotiated["protocol"] == "TLS 1.3"
+    assert negotiated["key_exchange"] == "X25519"  # the TCP lanes' group (tls_checks.GROUP)
+    assert ("Server", "quic-go") in pr.headers
+
+
+def test_parity_over_http3_catches_a_wrong_answer(quicgo, cert):
+    _, port = quicgo
+    wrong = replace(PLAINTEXT, path="/nothing-here")
+    _, pr = h3_lane.check_h3("127.0.0.1", port, wrong, CONTRACT, cert)
+    assert not pr.ok
+    assert any("status 404" in p for p in pr.problems)
+    assert any(p.startswith("second request:") for p in pr.problems)
+
+
+def test_parity_over_http3_says_when_nothing_answers(cert):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))  # bound, never answers: the client gives up
+        port = s.getsockname()[1]
+        _, pr = h3_lane.check_h3("127.0.0.1", port, PLAINTEXT, CONTRACT, cert)
+    assert not pr.ok and pr.problems[0].startswith("no valid HTTP/3 response")
+
+
+def test_idle_memory_over_http3_holds_every_connection(quicgo, cert):
+    server, port = quicgo
+    im = h3_lane.idle("127.0.0.1", port, server.pid, PLAINTEXT, 40, "h3", cert)
+    assert im.error is None and im.opened == 40
+    assert im.rss_after >= im.rss_before > 0
+
+
+def test_h3client_loads_over_http3(quicgo, cert):
+    _, port = quicgo
+    opts = tls_lanes.Options(out_dir=Path("."), split=config.cpu_split(None, None))
+    url = f"https://127.0.0.1:{port}/plaintext"
+    res, negotiated = h3_lane.load(opts, "h3", url, PLAINTEXT, 1.0, cert)
+    assert res.requests > 0 and res.status_counts == {"200": res.requests}
+    assert res.bytes == 13 * res.requests and res.errors["other"] == 0
+    lat = res.latency_us
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"] and negotiated == {"alpn": "h3"}
+    assert res.client_cpu_s > 0
+    # A wrong path is counted as 404s (the lane's status check refuses the run), not hidden.
+    res404, _ = h3_lane.load(opts, "h3", url + "-not", PLAINTEXT, 1.0, cert)
+    assert set(res404.status_counts) == {"404"} and res404.errors["status"] == res404.requests
+
+
+def test_the_lane_measures_quic_go_over_three_protocols_and_reports(tmp_path):
+    # The real quic-go entry, and one whose crate lacks the feature it needs (as Peregrine's
+    # before `http3`): that one is recorded as unavailable, never built, started or measured.
+    registry = tmp_path / "h3.toml"
+    entries = h3_lane.H3_TOML.read_text().split("[[peer]]")
+    quicgo_entry = next(e for e in entries if 'name = "quic-go"' in e)
+    registry.write_text(
+        "[[peer]]" + quicgo_entry.replace('dir = "h3"', f'dir = "{h3_lane.H3_DIR}"') + "\n"
+        "[[peer]]\n"
+        'name = "no-http3"\nlabel = "x"\nlanguage = "Rust"\nkind = "server"\n'
+        f'dir = "{h3_lane.H3_DIR / "rust"}"\nrequires = []\nbuild = [["false"]]\n'
+        'run = ["false"]\nenv = { }\nversion = ["false"]\nscenarios = ["plaintext"]\n'
+        'protocols = ["h3"]\nneeds_feature = ["Cargo.toml", "http3"]\n'
+    )
+    opts = tls_lanes.Options(
+        out_dir=tmp_path / "out",
+        split=config.cpu_split(None, None),
+        runs=1,
+        duration=1.0,
+        skip_build=True,
+        peers_file=registry,
+        idle_connections=20,
+    )
+    res = h3_lane.run(opts)
+    assert res["profile"] == "h3" and res["complete"]
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["netem"] == res["netem"]
+    entry = next(s for s in res["servers"] if s["name"] == "quic-go")
+    assert all(entry["parity"][p]["ok"] for p in ("h3", "h2", "https")), entry["parity"]
+    assert entry["idle_memory"]["h3"]["opened"] == 20
+    cells = {c["mode"]: c for c in res["cells"] if c["server"] == "quic-go"}
+    assert set(cells) == {"h3", "h2", "https"}
+    assert all(c["status"] == "ok" and c["median"]["cpu_us_per_req"] > 0 for c in cells.values())
+    absent = next(s for s in res["servers"] if s["name"] == "no-http3")
+    assert absent["status"] == "unavailable"
+    assert absent["message"] == "not built with http3: Cargo.toml has no `http3` feature"
+    assert [c["status"] for c in res["cells"] if c["server"] == "no-http3"] == ["unavailable"]
+    path, made = h3_report.write(res, tmp_path / "out")
+    text = path.read_text()
+    assert "## Lane `h3`" in text and "quic-go" in text and made[0].exists()
+    assert "Loss and reordering" in text
+    # A lane whose client CPUs were saturated says its req/s is the client's ceiling.
+    for c in res["cells"]:
+        for r in c["runs"]:
+            r["client_cpus_busy_share"] = 1.0 if c["mode"] == "h3" else 0.5
+    text = h3_report.render(res)
+    assert text.count("req/s here is the client's ceiling") == 1
+
+
+# ------------------------------------------------------------------ report
+
+
+def _cell(server: str, mode: str, cpus: list[float]) -> dict:
+    runs = [{"cpu_us_per_req": c, "rps": 1000.0, "p99_us": 900.0, "round": i + 1}
+            for i, c in enumerate(cpus)]  # fmt: skip
+    return tls_lanes.cell_record(replace(_peers()[server]), mode, "ok", runs=runs)
+
+
+def test_target_compares_peregrine_with_the_best_http3_peer():
+    res = {
+        "servers": [],
+        "cells": [
+            _cell("peregrine-h3", "h3", [10.0, 10.2, 9.9, 10.1, 10.0, 10.1, 9.8]),
+            _cell("quic-go", "h3", [20.0, 20.5, 19.8, 20.1, 20.2, 19.9, 20.0]),
+            _cell("h3-rust", "h3", [12.0, 12.3, 11.9, 12.1, 12.2, 11.8, 12.0]),
+            _cell("quic-go", "h2", [1.0] * 7),  # another lane: not a rival for the target
+        ],
+    }
+    t = h3_report.target(res)
+    assert t["against"] == "h3-rust" and t["met"] is True and t["ratio"] < 1
+    res["cells"][0] = _cell("peregrine-h3", "h3", [15.0, 15.2, 14.9, 15.1, 15.0, 15.1, 14.8])
+    assert h3_report.target(res)["met"] is False
+
+
+def test_report_says_why_peregrine_is_not_in_the_run():
+    res = {
+        "servers": [
+            {
+                "name": "peregrine-h3",
+                "status": "unavailable",
+                "protocols": ["h3"],
+                "message": "not built with http3: Cargo.toml has no `http3` feature",
+            },
+        ],  # fmt: skip
+        "cells": [],
+        "settings": {"modes": h3_lane.MODES},
+        "netem": {"available": False, "reason": "tc: Specified qdisc kind is unknown"},
+    }
+    text = h3_report.render(res)
+    assert "Peregrine has no HTTP/3 figure in this run: not built with http3" in text
+    # Built, but it does not answer over HTTP/3: parity says why.
+    res["servers"][0].update(
+        status="ok", message="", parity={"h3": {"ok": False, "problems": ["no valid HTTP/3"]}}
+    )
+    assert h3_report.target(res)["why_not"] == "HTTP/3 parity failed: no valid HTTP/3"
+    assert "Not measured: tc: Specified qdisc kind is unknown." in text
