@@ -50,6 +50,9 @@ SCALES_BY = {
     "nginx": "worker_processes WORKERS, each with its own SO_REUSEPORT listening socket",
     "h2o": "num-threads: WORKERS",
     "nim": "WORKERS forked processes with SO_REUSEPORT (asynchttpserver itself is single-threaded)",
+    "may-minihttp": "may's scheduler with WORKERS worker threads (set_workers), coroutines on them",
+    "xitca-web": "xitca-server's worker_threads(WORKERS), one runtime per worker thread",
+    "ntex": "ntex's workers(WORKERS): an acceptor thread hands connections to the workers",
 }
 """How each server of the registry uses WORKERS (its ordinary setting); every one has one, so no
 server is left out of the lane for lack of a worker setting."""
