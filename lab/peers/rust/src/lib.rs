@@ -5,28 +5,12 @@
 //! middleware and error path around them.
 
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 
 pub mod db;
 pub mod db_rules;
-use std::net::SocketAddr;
-
-/// Listen address from `ADDR` (host:port), defaulting to 127.0.0.1:8080.
-pub fn addr() -> SocketAddr {
-    let raw = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:8080".to_string());
-    raw.parse()
-        .unwrap_or_else(|e| panic!("ADDR={raw:?} is not host:port: {e}"))
-}
-
-/// Worker thread count from `WORKERS`, defaulting to 1 (the lab always sets it).
-pub fn workers() -> usize {
-    match std::env::var("WORKERS") {
-        Ok(raw) => match raw.parse::<usize>() {
-            Ok(n) if n > 0 => n,
-            _ => panic!("WORKERS={raw:?} is not a positive integer"),
-        },
-        Err(_) => 1,
-    }
-}
+pub mod env;
+pub use env::{addr, workers};
 
 /// How the tokio-based peers (hyper, axum) run, from `RUNTIME`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
