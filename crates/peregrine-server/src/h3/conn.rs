@@ -2,9 +2,9 @@
 //! each served by the worker's [`Service`] inside this connection's task (no task per stream,
 //! so handlers need not be `Send`, as over HTTP/1.1 and HTTP/2).
 
-use super::endpoint::Unvalidated;
 use super::request::{self, SharedRecv};
 use super::respond::{self, SendHalf};
+use super::unvalidated::Unvalidated;
 use crate::pace::PaceRules;
 use crate::worker::ConnShared;
 use crate::{Response, ServerConfig, Service};

@@ -4,6 +4,7 @@
 //! validation (Retry) when too many handshakes come from unvalidated addresses.
 
 use super::conn;
+use super::unvalidated::Unvalidated;
 use crate::tls::TlsAcceptor;
 use crate::worker::{Admitted, WorkerShared};
 use crate::{ServerConfig, Service};
@@ -123,22 +124,6 @@ impl std::fmt::Debug for Http3 {
         f.debug_struct("Http3")
             .field("handshake_timeout", &self.handshake_timeout)
             .finish_non_exhaustive()
-    }
-}
-
-/// A handshake in progress from an address not yet validated, counted while it lasts.
-pub(super) struct Unvalidated(Rc<Cell<usize>>);
-
-impl Unvalidated {
-    fn start(count: &Rc<Cell<usize>>) -> Unvalidated {
-        count.set(count.get() + 1);
-        Unvalidated(count.clone())
-    }
-}
-
-impl Drop for Unvalidated {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
     }
 }
 

@@ -33,6 +33,7 @@ mod conn;
 mod endpoint;
 mod request;
 mod respond;
+mod unvalidated;
 
 pub(crate) use alt_svc::AltSvc;
 pub use config::Http3Config;
