@@ -55,7 +55,10 @@ pub use config::Http2Config;
 pub use only::Http2OnlyAcceptor;
 /// Shared with the HTTP/3 driver, whose requests and responses carry the same fields.
 #[cfg(feature = "http3")]
-pub(crate) use {cookies::JoinedCookies, respond::head as response_head, respond::Over};
+pub(crate) use {
+    cookies::JoinedCookies, request::connect_request, respond::head as response_head,
+    respond::is_connection_specific, respond::Over,
+};
 
 use crate::transport::Stream;
 use crate::upgrade::Rewind;

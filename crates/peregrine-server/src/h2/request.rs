@@ -130,27 +130,37 @@ fn extended_connect<S: Service>(
     protocol: h2::ext::Protocol,
     peer: SocketAddr,
 ) -> Start<S::Future> {
+    match connect_request(&parts, protocol.as_str(), Version::Http2, peer) {
+        Some(request) => Start::Call(service.call(request), false, None, Some(recv)),
+        None => Start::Answer(Response::new(400)),
+    }
+}
+
+/// The request an extended CONNECT for `protocol` (HTTP/2's or HTTP/3's) is to the service: a
+/// `GET` of its `:path` with `Upgrade: <protocol>`, the translation proxies make to HTTP/1.1;
+/// `None` when a part is not ASCII (answered 400).
+pub(crate) fn connect_request(
+    parts: &http::request::Parts,
+    protocol: &str,
+    version: Version,
+    peer: SocketAddr,
+) -> Option<Request> {
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
     // Split cookie fields joined, as for any other request (RFC 9113 §8.2.3).
     let cookies = cookies::JoinedCookies::of(&parts.headers);
-    let fields = cookies.fields(&parts.headers).chain(std::iter::once((
-        &b"upgrade"[..],
-        protocol.as_str().as_bytes(),
-    )));
-    let request = Request::from_parts(
+    let fields = cookies
+        .fields(&parts.headers)
+        .chain(std::iter::once((&b"upgrade"[..], protocol.as_bytes())));
+    Request::from_parts(
         b"GET",
         target.as_bytes(),
         parts.uri.authority().map(|a| a.as_str().as_bytes()),
         fields,
         PartsInfo {
-            version: Version::Http2,
+            version,
             framing: BodyFraming::None,
             peer,
             body: Body::empty(),
         },
-    );
-    let Some(request) = request else {
-        return Start::Answer(Response::new(400));
-    };
-    Start::Call(service.call(request), false, None, Some(recv))
+    )
 }

@@ -12,11 +12,11 @@ use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, DATE, SERVER};
 use peregrine_codec::response::{
     check_field, sends_body, status_forbids_body, DateCache, FieldError,
 };
-use std::future::poll_fn;
 
 /// Connection-specific fields have no meaning in HTTP/2 and make a message malformed
-/// (RFC 9113 §8.2.2): a handler's `Connection: close` or `Transfer-Encoding` is dropped.
-fn is_connection_specific(name: &HeaderName) -> bool {
+/// (RFC 9113 §8.2.2, RFC 9114 §4.2): a handler's `Connection: close` or `Transfer-Encoding` is
+/// dropped.
+pub(crate) fn is_connection_specific(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
         "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
@@ -161,24 +161,9 @@ pub(crate) async fn open_tunnel(
     server_name: Option<&'static str>,
     watch: &Watch,
 ) -> Result<(), SendError> {
-    let upgrade = match std::mem::replace(&mut res.body, ResponseBody::Empty) {
-        ResponseBody::Upgrade(f) if res.status == 101 => f,
-        body => {
-            // An upgrade function with another status is dropped (no body), as over HTTP/1.1.
-            if !matches!(body, ResponseBody::Upgrade(_)) {
-                res.body = body;
-            }
-            if (200..300).contains(&res.status) {
-                tracing::warn!(
-                    status = res.status,
-                    "extended CONNECT answered 2xx without switching protocols (101); answering 501"
-                );
-                res = Response::new(501);
-            }
-            return send(respond, res, false, server_name, watch).await;
-        }
+    let Some(upgrade) = crate::upgrade::tunnel_answer(&mut res) else {
+        return send(respond, res, false, server_name, watch).await;
     };
-    res.status = 200;
     let mut head = match head(&mut res, server_name) {
         Ok(head) => head,
         Err(why) => {
@@ -195,18 +180,7 @@ pub(crate) async fn open_tunnel(
         .map_err(|_| SendError::Reset)?;
     let tunnel = Tunnel::new(recv, stream, watch.rules);
     let io = crate::upgrade::Upgraded::new(tunnel, Bytes::new());
-    let mut run = upgrade(io);
-    // A panicking upgrade ends its stream only, as a panicking handler does.
-    let finished = poll_fn(|cx| {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.as_mut().poll(cx))) {
-            Ok(p) => p,
-            Err(_) => {
-                tracing::error!("upgraded stream's function panicked");
-                std::task::Poll::Ready(())
-            }
-        }
-    });
-    finished.await;
+    crate::upgrade::run_tunnel(upgrade, io).await;
     Ok(())
 }
 

@@ -35,6 +35,14 @@ pub struct Http3Config {
     /// Whether responses over TCP advertise HTTP/3 (`Alt-Svc: h3=":PORT"; ma=86400`).
     /// Default on.
     pub alt_svc: bool,
+    /// Extended CONNECT (RFC 9220, HTTP/3's RFC 8441): `SETTINGS_ENABLE_CONNECT_PROTOCOL` is
+    /// announced, and a `CONNECT` with a `:protocol` reaches the service as a `GET` with
+    /// `Upgrade: <protocol>`, a 101 upgrade then running on the stream, as over HTTP/2. Off,
+    /// such a request is answered 400 (`:protocol` is then no field of the connection). Default
+    /// off: h3 0.0.8 parses only the `:protocol` values `webtransport` and `connect-udp` and
+    /// resets a `websocket` one as malformed, so announcing it would make RFC 9220 WebSocket
+    /// clients fail instead of using WebSocket over TCP.
+    pub extended_connect: bool,
 }
 
 impl Default for Http3Config {
@@ -46,6 +54,7 @@ impl Default for Http3Config {
             receive_window: 1024 * 1024,
             max_unvalidated_handshakes: 64,
             alt_svc: true,
+            extended_connect: false,
         }
     }
 }

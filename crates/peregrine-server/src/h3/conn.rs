@@ -30,12 +30,14 @@ type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
 
 /// Per-connection view of the settings, shared by its streams.
-struct Ctx {
+pub(super) struct Ctx {
     max_body_size: u64,
     body_rules: PaceRules,
-    server_name: Option<&'static str>,
+    pub(super) server_name: Option<&'static str>,
     header_timeout: Duration,
-    write_timeout: Duration,
+    pub(super) write_timeout: Duration,
+    pub(super) write_rules: PaceRules,
+    pub(super) extended_connect: bool,
 }
 
 /// Serves the connection `incoming` starts until the client closes it, it idles out (QUIC's
@@ -76,6 +78,7 @@ pub(super) async fn serve<S: Service, P>(
     // The client's SETTINGS are read as the connection runs, not awaited here.
     let mut builder = h3::server::builder();
     builder.max_field_section_size(config.http3.max_field_section_size);
+    builder.enable_extended_connect(config.http3.extended_connect);
     let built = builder.build(h3_quinn::Connection::new(quic.clone()));
     let mut conn: H3Conn = match tokio::time::timeout(config.timeouts.header, built).await {
         Ok(Ok(conn)) => conn,
@@ -90,6 +93,8 @@ pub(super) async fn serve<S: Service, P>(
         server_name: config.server_name,
         header_timeout: config.timeouts.header,
         write_timeout: config.timeouts.write,
+        write_rules: PaceRules::write(config),
+        extended_connect: config.http3.extended_connect,
     });
     let how = run(
         &mut conn,
@@ -210,6 +215,9 @@ async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>, pe
         }
         Err(_) => return,
     };
+    if let Some(protocol) = head.extensions().get::<h3::ext::Protocol>().copied() {
+        return super::tunnel::serve(head, protocol.as_str(), stream, &*service, &ctx, peer).await;
+    }
     let head_request = head.method() == http::Method::HEAD;
     let (mut send, recv) = stream.split();
     let mapped = request::map(head, recv, peer, ctx.max_body_size, ctx.body_rules);
@@ -221,7 +229,7 @@ async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>, pe
 }
 
 /// The handler's response; 500 when it panicked.
-async fn answer<F: Future<Output = Response>>(fut: F) -> Response {
+pub(super) async fn answer<F: Future<Output = Response>>(fut: F) -> Response {
     let mut fut = pin!(fut);
     poll_fn(
         |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {

@@ -33,6 +33,7 @@ mod conn;
 mod endpoint;
 mod request;
 mod respond;
+mod tunnel;
 mod unvalidated;
 
 pub(crate) use alt_svc::AltSvc;

@@ -54,7 +54,8 @@ impl Recv {
 }
 
 /// The engine request for `head`, its body reading from `recv`; `None` when a part is not what
-/// the engine's accessors promise (a non-ASCII method or target: answered 400).
+/// the engine's accessors promise (a non-ASCII method or target) or the request is malformed
+/// (a connection-specific field): answered 400.
 pub(super) fn map(
     head: http::Request<()>,
     recv: RequestStream<h3_quinn::RecvStream, Bytes>,
@@ -63,6 +64,13 @@ pub(super) fn map(
     rules: PaceRules,
 ) -> Option<(Request, SharedRecv)> {
     let (parts, ()) = head.into_parts();
+    // Malformed in HTTP/3 (RFC 9114 §4.2), which h3 does not check: refused, so a client cannot
+    // pass for an HTTP/1.1 upgrade (`Upgrade` reaches the service only from an extended CONNECT).
+    if parts.headers.iter().any(|(n, v)| {
+        crate::h2::is_connection_specific(n) || (n == http::header::TE && v != "trailers")
+    }) {
+        return None;
+    }
     // h3 has checked the pseudo-fields; content-length is checked against the DATA by `Body`.
     let declared = parts
         .headers

@@ -34,7 +34,7 @@ pub(super) enum SendError {
 
 /// What a send operation run under the write timeout came to; past the timeout the stream is
 /// reset (the operation's future is gone by then, so `send` is free to take the reset).
-fn settle<T>(
+pub(super) fn settle<T>(
     send: &mut SendHalf,
     outcome: Result<Result<T, h3::error::StreamError>, tokio::time::error::Elapsed>,
 ) -> Result<T, SendError> {
