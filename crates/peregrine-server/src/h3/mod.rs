@@ -24,8 +24,15 @@
 //! * QUIC's idle timeout counts packets, not streams: a handler that sends nothing for longer
 //!   than `idle` while the client sends nothing either (no keep-alive PINGs) loses its
 //!   connection, where HTTP/2 would wait for it.
+//! * Extended CONNECT ([`Http3Config::extended_connect`], off by default): a `CONNECT` with a
+//!   `:protocol` reaches the service as over HTTP/2 (`GET` with `Upgrade`), and a 101 upgrade
+//!   runs on the request stream (`tunnel`). Off, such a request is answered 400; a request with
+//!   a connection-specific field is too (RFC 9114 §4.2), so `Upgrade` cannot be forged.
 //! * Not yet: response trailers (the engine's `Response` has none), WebSocket over HTTP/3
-//!   (RFC 9220), 0-RTT for idempotent requests.
+//!   (RFC 9220): h3 0.0.8's `h3::ext::Protocol` parses only `webtransport` and `connect-udp`
+//!   and resets a request with `:protocol websocket` as malformed (`H3_MESSAGE_ERROR`) before
+//!   the server sees it, so extended CONNECT stays unannounced by default (RFC 9220 clients
+//!   then use WebSocket over TCP); 0-RTT for idempotent requests.
 
 mod alt_svc;
 mod config;

@@ -1,4 +1,4 @@
-//! The opening handshake (RFC 6455 §4.2.1, or RFC 8441's extended CONNECT over HTTP/2): its
+//! The opening handshake (RFC 6455 §4.2.1, or the extended CONNECT of HTTP/2 and HTTP/3): its
 //! checks, the subprotocol choice, the limits a connection gets, and the `101` that switches.
 
 use super::config::WsConfig;
@@ -77,7 +77,9 @@ impl WebSocketUpgrade {
     /// Over HTTP/2 the handshake is RFC 8441's extended CONNECT with `:protocol = websocket`,
     /// which the engine hands over as a `GET` with `Upgrade: websocket`: the same route and
     /// handler serve both; there is no key (nor `Connection`), `Sec-WebSocket-Version: 13` is
-    /// still required, and the engine answers `200` and runs the WebSocket on the stream.
+    /// still required, and the engine answers `200` and runs the WebSocket on the stream. Over
+    /// HTTP/3 (RFC 9220) the same, where the engine serves it (`Http3Config::extended_connect`,
+    /// feature `http3`; not yet for `websocket`, see docs/protocols.md).
     ///
     /// ```
     /// use peregrine::ws::WebSocketUpgrade;
@@ -122,9 +124,13 @@ impl WebSocketUpgrade {
                 .with_header("Allow", b"GET".as_slice())
                 .with_detail("a WebSocket handshake is a GET request"));
         }
-        let http2 = req.version() == Version::Http2;
-        if req.version() != Version::Http11 && !http2 {
-            return Err(bad("a WebSocket handshake needs HTTP/1.1 or HTTP/2"));
+        // Over HTTP/2 and HTTP/3 the handshake is an extended CONNECT (RFC 8441, RFC 9220),
+        // which the engine hands over as this GET with `Upgrade`, without key or `Connection`.
+        let connect = matches!(req.version(), Version::Http2 | Version::Http3);
+        if req.version() != Version::Http11 && !connect {
+            return Err(bad(
+                "a WebSocket handshake needs HTTP/1.1, HTTP/2 or HTTP/3",
+            ));
         }
         if !req
             .header("upgrade")
@@ -134,7 +140,7 @@ impl WebSocketUpgrade {
                 .with_header("Upgrade", b"websocket".as_slice())
                 .with_detail("this resource needs a WebSocket upgrade"));
         }
-        if !http2
+        if !connect
             && !req
                 .header("connection")
                 .is_some_and(|v| has_token(v, "upgrade"))
@@ -146,7 +152,7 @@ impl WebSocketUpgrade {
                 .with_header("Sec-WebSocket-Version", VERSION.as_bytes())
                 .with_detail("unsupported WebSocket version; this server speaks 13"));
         }
-        let accept = if http2 {
+        let accept = if connect {
             None
         } else {
             let key = req
