@@ -1,7 +1,8 @@
 //! Extended CONNECT over HTTP/3 (RFC 9220's mechanism) from the h3 crate's client over quinn:
 //! the request reaches the service as over HTTP/2, a 101 upgrade gets `200` and the stream as
-//! its connection, each side's FIN is its half-close, graceful shutdown reaches the tunnel; and
-//! a request HTTP/3 calls malformed (a connection-specific field) cannot pass for an upgrade.
+//! its connection, each side's FIN is its half-close, a client that takes nothing is reset after
+//! the write timeout, graceful shutdown reaches the tunnel; and a request HTTP/3 calls malformed
+//! (a connection-specific field) cannot pass for an upgrade.
 //! The client's `:protocol` is `connect-udp`: h3 0.0.8 parses no other value but
 //! `webtransport` (not `websocket`, see docs/protocols.md).
 #![cfg(feature = "http3")]
@@ -15,7 +16,7 @@ use peregrine_server::h3::Http3Config;
 use peregrine_server::upgrade::{OnUpgrade, Upgraded};
 use peregrine_server::{service_fn, Request, Response, ResponseBody, ServerConfig};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -53,11 +54,34 @@ fn echo() -> OnUpgrade {
     })
 }
 
-/// `/tunnel` switches to the echo, with what the handler saw in `x-seen`; `/plain` answers 200
-/// without switching; anything else 404. `calls` counts the requests the service saw.
-fn start(extended_connect: bool, calls: Arc<AtomicUsize>) -> h3_support::Running {
+/// What the service saw: its requests, and how the flooding tunnel's writing ended.
+#[derive(Default)]
+struct Seen {
+    calls: AtomicUsize,
+    write_error: Mutex<Option<std::io::ErrorKind>>,
+}
+
+/// Writes until a write fails, and records why.
+fn flood(seen: Arc<Seen>) -> OnUpgrade {
+    Box::new(move |mut io: Upgraded| {
+        Box::pin(async move {
+            let piece = vec![7u8; 64 * 1024];
+            let error = loop {
+                if let Err(e) = io.write_all(&piece).await {
+                    break e;
+                }
+            };
+            *seen.write_error.lock().unwrap() = Some(error.kind());
+        })
+    })
+}
+
+/// `/tunnel` switches to the echo, with what the handler saw in `x-seen`; `/flood` to the
+/// writer that never stops; `/plain` answers 200 without switching; anything else 404.
+fn start(extended_connect: bool, write_timeout: Duration, seen: Arc<Seen>) -> h3_support::Running {
     let config = ServerConfig::builder()
         .workers(1)
+        .write_timeout(write_timeout)
         .http3(Http3Config {
             extended_connect,
             ..Http3Config::default()
@@ -66,8 +90,8 @@ fn start(extended_connect: bool, calls: Arc<AtomicUsize>) -> h3_support::Running
     serve(
         config,
         service_fn(move |req: Request| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            let seen = format!(
+            seen.calls.fetch_add(1, Ordering::SeqCst);
+            let described = format!(
                 "{:?} {} {} {}",
                 req.version(),
                 req.method(),
@@ -75,11 +99,13 @@ fn start(extended_connect: bool, calls: Arc<AtomicUsize>) -> h3_support::Running
                 req.header("upgrade")
                     .map_or("-".into(), String::from_utf8_lossy)
             );
+            let seen = seen.clone();
             async move {
                 match req.path() {
                     "/tunnel" => Response::new(101)
-                        .with_header("x-seen", seen.into_bytes())
+                        .with_header("x-seen", described.into_bytes())
                         .with_body(ResponseBody::Upgrade(echo())),
+                    "/flood" => Response::new(101).with_body(ResponseBody::Upgrade(flood(seen))),
                     "/plain" => Response::text("not a tunnel"),
                     _ => Response::new(404),
                 }
@@ -122,7 +148,7 @@ async fn read(stream: &mut Stream, want: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_101_upgrade_opens_a_tunnel_whose_fins_are_half_closes() {
-    let server = start(true, Arc::default());
+    let server = start(true, WAIT, Arc::default());
     let mut client = connect(server.handle.local_addr(), &server.ca).await;
     let (mut stream, response) = extended_connect(&mut client, "/tunnel?room=1").await;
     assert_eq!(response.status(), 200);
@@ -167,7 +193,7 @@ async fn a_101_upgrade_opens_a_tunnel_whose_fins_are_half_closes() {
 
 #[tokio::test]
 async fn graceful_shutdown_reaches_the_tunnel() {
-    let server = start(true, Arc::default());
+    let server = start(true, WAIT, Arc::default());
     let mut client = connect(server.handle.local_addr(), &server.ca).await;
     let (mut stream, response) = extended_connect(&mut client, "/tunnel").await;
     assert_eq!(response.status(), 200);
@@ -181,8 +207,43 @@ async fn graceful_shutdown_reaches_the_tunnel() {
 }
 
 #[tokio::test]
+async fn a_client_that_takes_nothing_fails_the_tunnels_write_after_the_write_timeout() {
+    let seen = Arc::new(Seen::default());
+    let server = start(true, Duration::from_millis(300), seen.clone());
+    let mut client = connect(server.handle.local_addr(), &server.ca).await;
+    // The client reads nothing: QUIC's flow control stops the writer once the windows fill.
+    let (mut stream, response) = extended_connect(&mut client, "/flood").await;
+    assert_eq!(response.status(), 200);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let kind = loop {
+        if let Some(kind) = *seen.write_error.lock().unwrap() {
+            break kind;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the write never failed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(kind, std::io::ErrorKind::TimedOut);
+    // The stream was reset: what the client then reads ends in an error, not a clean end.
+    let mut ended = Ok(());
+    while ended.is_ok() {
+        match tokio::time::timeout(WAIT, stream.recv_data())
+            .await
+            .unwrap()
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("a stalled tunnel ends with a reset, not a FIN"),
+            Err(e) => ended = Err(e),
+        }
+    }
+    server.handle.shutdown();
+}
+
+#[tokio::test]
 async fn answers_that_open_no_tunnel_are_sent_as_over_http2() {
-    let server = start(true, Arc::default());
+    let server = start(true, WAIT, Arc::default());
     let mut client = connect(server.handle.local_addr(), &server.ca).await;
     // A 2xx without switching protocols would look like an open tunnel: 501.
     let (_, response) = extended_connect(&mut client, "/plain").await;
@@ -197,19 +258,23 @@ async fn answers_that_open_no_tunnel_are_sent_as_over_http2() {
 
 #[tokio::test]
 async fn without_extended_connect_a_protocol_is_malformed() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let server = start(false, calls.clone());
+    let seen = Arc::new(Seen::default());
+    let server = start(false, WAIT, seen.clone());
     let mut client = connect(server.handle.local_addr(), &server.ca).await;
     let (_, response) = extended_connect(&mut client, "/tunnel").await;
     assert_eq!(response.status(), 400);
-    assert_eq!(calls.load(Ordering::SeqCst), 0, "the service never saw it");
+    assert_eq!(
+        seen.calls.load(Ordering::SeqCst),
+        0,
+        "the service never saw it"
+    );
     server.handle.shutdown();
 }
 
 #[tokio::test]
 async fn connection_specific_fields_are_malformed() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let server = start(true, calls.clone());
+    let seen = Arc::new(Seen::default());
+    let server = start(true, WAIT, seen.clone());
     let mut client = connect(server.handle.local_addr(), &server.ca).await;
     // `Upgrade` cannot come from a client over HTTP/3 (RFC 9114 §4.2), only from a CONNECT.
     for field in [
@@ -222,7 +287,7 @@ async fn connection_specific_fields_are_malformed() {
         let reply = client.request("GET", "/tunnel", &[field], b"").await;
         assert_eq!(reply.unwrap().status, 400, "{field:?}");
     }
-    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
     // `TE: trailers` is the one allowed.
     let reply = client.request("GET", "/plain", &[("te", "trailers")], b"");
     assert_eq!(reply.await.unwrap().status, 200);

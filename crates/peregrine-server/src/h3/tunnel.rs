@@ -29,8 +29,7 @@ type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
 /// Serves an extended CONNECT for `protocol` on its stream: the service's answer, then the
 /// tunnel while the handler's upgrade runs. Without
 /// [`Http3Config::extended_connect`](crate::h3::Http3Config::extended_connect) the request is
-/// malformed (the `:protocol`
-/// pseudo-field was not announced, RFC 9220 §3) and answered 400.
+/// malformed (the `:protocol` pseudo-field was not announced, RFC 9220 §3) and answered 400.
 pub(super) async fn serve<S: Service>(
     head: http::Request<()>,
     protocol: &str,
@@ -72,7 +71,8 @@ pub(super) async fn serve<S: Service>(
     run_tunnel(upgrade, Upgraded::new(tunnel, Bytes::new())).await;
 }
 
-/// Sends an answer that opens no tunnel; the client's sending is stopped with the stream.
+/// Sends an answer that opens no tunnel (the receiving half, dropped after it, stops the
+/// client's sending).
 async fn send_answer(send: &mut SendHalf, res: Response, ctx: &Ctx) {
     let sent = respond::send(send, res, false, ctx.server_name, ctx.write_timeout).await;
     if let Err(why) = sent {
