@@ -219,8 +219,8 @@ impl AsyncWrite for Tunnel {
                 let n = buf.len().min(MAX_WRITE);
                 self.start(send, Some(Bytes::copy_from_slice(&buf[..n])));
                 self.sent = self.sent.saturating_add(n as u64);
-                // Started at once, so the frame goes out without waiting for a flush; a
-                // failure shows on the next write.
+                // Polled at once, so the frame goes out without waiting for a flush; if it
+                // fails now, the next write fails (`BrokenPipe`).
                 if let Poll::Ready(Err(e)) = self.poll_busy(cx) {
                     tracing::debug!(error = %e, "HTTP/3 tunnel write failed");
                 }
