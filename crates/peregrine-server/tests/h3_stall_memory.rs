@@ -6,10 +6,13 @@
 //! worker meanwhile.
 #![cfg(feature = "http3")]
 
+// For `rss` and `TempFile`, which the HTTP/2 memory tests use alike.
+mod h2_limits_support;
 mod h3_support;
 mod tls_support;
 
 use bytes::Bytes;
+use h2_limits_support::{rss, TempFile};
 use h3::error::{Code, StreamError};
 use h3_support::{connect, connect_over, serve, trusting};
 use peregrine_server::h3::Http3Config;
@@ -59,17 +62,6 @@ fn app(file: Arc<PathBuf>) -> impl Service {
     })
 }
 
-fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kib: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("VmRSS in /proc/self/status");
-    kib * 1024
-}
-
 #[tokio::test]
 async fn streams_a_client_never_reads_hold_a_window_each_and_are_reset_at_the_write_timeout() {
     // As in h2_stall_memory.rs: every large allocation its own mapping, so RSS shows exactly
@@ -79,9 +71,7 @@ async fn streams_a_client_never_reads_hold_a_window_each_and_are_reset_at_the_wr
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1024 * 1024);
     }
-    let dir = tls_support::temp_dir("h3-stall");
-    let path = dir.join("body.bin");
-    std::fs::write(&path, vec![5u8; BODY]).unwrap();
+    let file = TempFile::new("h3-stall", BODY);
     let config = ServerConfig::builder()
         .workers(1)
         .write_timeout(Duration::from_secs(1))
@@ -91,7 +81,7 @@ async fn streams_a_client_never_reads_hold_a_window_each_and_are_reset_at_the_wr
             ..Http3Config::default()
         })
         .build();
-    let server = serve(config, app(Arc::new(path.clone())));
+    let server = serve(config, app(Arc::new(file.path.clone())));
     let addr = server.handle.local_addr();
 
     // Warm up: TLS, QUIC, runtime and h3 allocations, and both bodies once whole.
@@ -142,7 +132,7 @@ async fn streams_a_client_never_reads_hold_a_window_each_and_are_reset_at_the_wr
     }
     let grown = peak.saturating_sub(base);
     assert!(
-        grown < 48 * MIB,
+        grown < 48 * MIB as u64,
         "RSS grew {grown} bytes for {STREAMS} stalled streams of {BODY} bytes"
     );
 
@@ -177,5 +167,4 @@ async fn streams_a_client_never_reads_hold_a_window_each_and_are_reset_at_the_wr
         .unwrap();
     assert_eq!(reply.status, 200);
     server.handle.shutdown();
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -45,8 +45,8 @@ struct Ctx {
 /// idle timeout, the engine's `idle`), or the worker shuts down: then `GOAWAY`, the open
 /// streams finish within the `shutdown` timeout, and the connection closes with
 /// `H3_NO_ERROR`. The handshake must finish within `handshake_timeout`, and is abandoned when
-/// the worker begins shutting down; `unvalidated` counts
-/// it among the handshakes from unvalidated addresses until it ends.
+/// the worker begins shutting down; `unvalidated` counts it among the handshakes from
+/// unvalidated addresses until it ends.
 pub(super) async fn serve<S: Service, P>(
     incoming: quinn::Incoming,
     held: ConnShared<P>,
