@@ -1,14 +1,15 @@
-//! HTTP/3 clients that trickle or move, from the real quinn client: a request body slower than
-//! the body timeout, and a client behind a NAT that gives it a new source port mid-connection
-//! (a UDP relay in the test that replaces its upstream socket; the client does not know).
+//! HTTP/3 clients that stall, trickle or move, from the real quinn client: responses held by a
+//! connection window the client never opens, a request body slower than the body timeout, and
+//! a client behind a NAT that gives it a new source port mid-connection (a UDP relay in the
+//! test that replaces its upstream socket; the client does not know).
 #![cfg(feature = "http3")]
 
 mod h3_support;
 mod tls_support;
 
 use bytes::Bytes;
-use h3_support::{connect, serve, Client};
-use peregrine_server::{service_fn, Request, Response, ServerConfig};
+use h3_support::{connect, connect_over, serve, trusting, Client};
+use peregrine_server::{service_fn, Request, Response, ResponseBody, ServerConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::UdpSocket;
@@ -17,11 +18,17 @@ use tokio::sync::{mpsc, oneshot};
 /// A guard against hanging, never a timing assertion.
 const WAIT: Duration = Duration::from_secs(5);
 
-/// `/peer`: the client's address as the server sees it; otherwise reads the whole body and
-/// answers `ok`, or the body error's status.
+/// `/peer`: the client's address as the server sees it; `/big`: 8 MiB the handler makes a
+/// piece at a time; otherwise reads the whole body and answers `ok`, or the body error's status.
 async fn app(mut req: Request) -> Response {
-    if req.path() == "/peer" {
-        return Response::text(req.peer_addr().to_string());
+    match req.path() {
+        "/peer" => return Response::text(req.peer_addr().to_string()),
+        "/big" => {
+            let pieces = (0..128).map(|_| Ok(Bytes::from(vec![7u8; 64 * 1024])));
+            let stream = Box::pin(futures_util::stream::iter(pieces));
+            return Response::new(200).with_body(ResponseBody::Stream(stream));
+        }
+        _ => {}
     }
     loop {
         match req.body_mut().chunk().await {
@@ -36,6 +43,7 @@ fn config(workers: usize) -> ServerConfig {
     ServerConfig::builder()
         .workers(workers)
         .body_timeout(Duration::from_millis(300))
+        .write_timeout(Duration::from_millis(500))
         .shutdown_timeout(Duration::from_millis(500))
         .build()
 }
@@ -62,6 +70,43 @@ async fn a_body_slower_than_the_body_timeout_is_answered_408_and_the_connection_
         .expect("the connection still serves")
         .unwrap();
     assert_eq!((reply.status, &reply.body[..]), (200, &b"ok"[..]));
+    server.handle.shutdown();
+}
+
+#[tokio::test]
+async fn streams_held_by_a_closed_connection_window_are_reset_and_the_connection_goes_on() {
+    // The client's connection window (64 KiB) is smaller than one response: the streams wait
+    // for connection credit, not their own, until the write timeout resets them.
+    let server = serve(config(1), service_fn(app));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_idle_timeout(None)
+        .receive_window(quinn::VarInt::from_u32(64 * 1024));
+    let addr = server.handle.local_addr();
+    let mut client = connect_over(addr, trusting(&server.ca), transport)
+        .await
+        .unwrap();
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let head = http::Request::get("https://localhost/big")
+            .body(())
+            .unwrap();
+        let mut stream = client.send.send_request(head).await.unwrap();
+        stream.finish().await.unwrap();
+        stalled.push(stream);
+    }
+    let start = std::time::Instant::now();
+    while client.quic.stats().frame_rx.reset_stream < 4 {
+        assert!(start.elapsed() < WAIT, "stalled streams not reset");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The client lets them go; the same connection serves the next request.
+    drop(stalled);
+    let reply = tokio::time::timeout(WAIT, client.request("GET", "/peer", &[], b""))
+        .await
+        .expect("the connection still serves")
+        .unwrap();
+    assert_eq!(reply.status, 200);
     server.handle.shutdown();
 }
 
