@@ -2,10 +2,12 @@
 client no one here wrote: aioquic's HTTP/3 connection over its QUIC stack. GET, a 128 KiB
 response, a 600 KiB request body, concurrent streams on one connection, a header section over
 the server's limit (431, which h3's own client refuses to send), and 0-RTT refused (the
-session ticket allows no early data). Usage: h3_clients.py HOST PORT
+session ticket allows no early data), and a client whose address changes mid-connection (the
+server runs one worker, so the connection goes on). Usage: h3_clients.py HOST PORT
 """
 
 import asyncio
+import socket
 import ssl
 import sys
 
@@ -122,6 +124,31 @@ def configuration(tickets: list[SessionTicket]) -> QuicConfiguration:
     return config
 
 
+async def rebinding(host: str, port: int) -> None:
+    """A NAT rebinding: the client's traffic moves to a new UDP socket (a new source port)
+    between two requests; the server must validate the new path and go on serving."""
+    async with connect(
+        host, port, configuration=configuration([]), create_protocol=H3Client
+    ) as client:
+        before = await client.request("GET", "/")
+        # A dual-stack socket as aioquic's `connect` makes, on a new port.
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(("::", 0, 0, 0))
+        old = client._transport  # aioquic keeps no public handle on its transport
+        await asyncio.get_running_loop().create_datagram_endpoint(lambda: client, sock=sock)
+        old.close()
+        try:
+            after = (await client.request("GET", "/")).status
+        except (ConnectionError, TimeoutError) as e:
+            after = repr(e)
+        check(
+            "connection survives a new client port",
+            (before.status, after) == (200, 200),
+            f"statuses {before.status} then {after}",
+        )
+
+
 async def main(host: str, port: int) -> int:
     tickets: list[SessionTicket] = []
     async with connect(
@@ -159,6 +186,7 @@ async def main(host: str, port: int) -> int:
     ) as client:
         reply = await client.request("GET", "/")
         check("resumed connection serves", reply.status == 200, f"status {reply.status}")
+    await rebinding(host, port)
     failed = sum(1 for _, ok, _ in RESULTS if not ok)
     print(f"aioquic: {len(RESULTS) - failed} passed, {failed} failed")
     return 1 if failed else 0

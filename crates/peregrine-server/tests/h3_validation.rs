@@ -1,7 +1,8 @@
 //! QUIC's defences before a client is known, from the real quinn client: Retry (address
-//! validation) under a flood of Initial packets from addresses that never answer, and a
-//! stateless reset from a worker that does not hold the connection, which the client accepts
-//! because every worker signs resets with the same key.
+//! validation) under a flood of Initial packets from addresses that never answer, the
+//! amplification limit towards an address that never answers, a handshake under way that
+//! does not hold the shutdown, and a stateless reset from a worker that does not hold the
+//! connection, which the client accepts because every worker signs resets with the same key.
 #![cfg(feature = "http3")]
 
 mod h3_support;
@@ -12,7 +13,7 @@ use peregrine_server::h3::Http3Config;
 use peregrine_server::{service_fn, Request, Response, ServerConfig};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longer than any wait below: a connection that takes a slot keeps it for the whole test.
 const HANDSHAKE: Duration = Duration::from_secs(30);
@@ -89,6 +90,63 @@ async fn flood(server: SocketAddr, n: usize) -> Vec<UdpSocket> {
         sockets.push(socket);
     }
     sockets
+}
+
+/// A handshake under way from an address that never completes it: one Initial sent from a
+/// socket of its own, returned once the server has answered it, with the bytes sent and the
+/// first answer's size.
+async fn handshake_under_way(server: SocketAddr) -> (tokio::net::UdpSocket, usize, usize) {
+    let initial = initials(1).await.remove(0);
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    socket.send_to(&initial, server).await.unwrap();
+    let mut buf = vec![0; 65536];
+    let first = tokio::time::timeout(WAIT, socket.recv(&mut buf))
+        .await
+        .expect("the server answers an Initial")
+        .unwrap();
+    (socket, initial.len(), first)
+}
+
+#[tokio::test]
+async fn amplification_to_an_unanswered_address_stops_within_a_datagram_of_three_times() {
+    // RFC 9000 §8.1: before the address is validated the server may send no more than three
+    // times what it received from it, however often its handshake flight is lost. quinn
+    // starts one more datagram while any of that budget is left, so it can pass 3x by less
+    // than one datagram (1200 bytes before path MTU discovery): the bound held here.
+    let server = start(config(1, 16, 64));
+    let (socket, sent, mut received) = handshake_under_way(server.handle.local_addr()).await;
+    // The server probes about 1 s and 3 s after its first flight (the probe timeout doubles):
+    // the first probe spends the budget, and without the limit the second would pass it by a
+    // whole flight.
+    let until = tokio::time::Instant::now() + Duration::from_millis(4500);
+    let mut buf = vec![0; 65536];
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, socket.recv(&mut buf)).await {
+        received += n;
+    }
+    assert!(
+        (3 * sent..3 * sent + 1200).contains(&received),
+        "{received} bytes sent to an unvalidated address that sent {sent}"
+    );
+    server.handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_handshake_under_way_does_not_hold_the_shutdown() {
+    // The handshake could take its whole 30 s timeout; the shutdown allows 10 s, yet there is
+    // nothing to finish: a connection that completed its handshake now would get GOAWAY first.
+    let config = ServerConfig::builder()
+        .workers(1)
+        .shutdown_timeout(Duration::from_secs(10))
+        .build();
+    let server = start(config);
+    let (_socket, _, _) = handshake_under_way(server.handle.local_addr()).await;
+    let began = Instant::now();
+    server.handle.shutdown();
+    let took = began.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "shutdown waited {took:?} for a handshake"
+    );
 }
 
 #[tokio::test]

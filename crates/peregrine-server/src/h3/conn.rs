@@ -38,13 +38,17 @@ pub(super) struct Ctx {
     pub(super) write_timeout: Duration,
     pub(super) write_rules: PaceRules,
     pub(super) extended_connect: bool,
+    /// The connection, for the client's address as of each request: a client whose address
+    /// changed (NAT rebinding, migration) is on its new path once quinn has validated it.
+    quic: quinn::Connection,
 }
 
 /// Serves the connection `incoming` starts until the client closes it, it idles out (QUIC's
 /// idle timeout, the engine's `idle`), or the worker shuts down: then `GOAWAY`, the open
 /// streams finish within the `shutdown` timeout, and the connection closes with
-/// `H3_NO_ERROR`. The handshake must finish within `handshake_timeout`; `unvalidated` counts
-/// it among the handshakes from unvalidated addresses until it ends.
+/// `H3_NO_ERROR`. The handshake must finish within `handshake_timeout`, and is abandoned when
+/// the worker begins shutting down; `unvalidated` counts it among the handshakes from
+/// unvalidated addresses until it ends.
 pub(super) async fn serve<S: Service, P>(
     incoming: quinn::Incoming,
     held: ConnShared<P>,
@@ -62,16 +66,26 @@ pub(super) async fn serve<S: Service, P>(
             return;
         }
     };
-    let handshake = tokio::time::timeout(handshake_timeout, connecting).await;
+    // A connection that completes its handshake during shutdown would be sent GOAWAY before
+    // its first request: waiting for it would only hold the shutdown to its deadline.
+    let handshake = tokio::select! {
+        done = tokio::time::timeout(handshake_timeout, connecting) => Some(done),
+        () = shared.shutdown_started() => None,
+    };
     drop(unvalidated);
     let quic = match handshake {
-        Ok(Ok(quic)) => quic,
-        Ok(Err(e)) => {
+        Some(Ok(Ok(quic))) => quic,
+        Some(Ok(Err(e))) => {
             tracing::debug!(%peer, error = %e, "QUIC handshake failed");
             return;
         }
-        Err(_) => {
+        Some(Err(_)) => {
             tracing::debug!(%peer, "QUIC handshake timed out");
+            return;
+        }
+        // Dropping the handshake closes it (quinn closes a connection nobody holds).
+        None => {
+            tracing::debug!(%peer, "QUIC handshake abandoned: shutting down");
             return;
         }
     };
@@ -95,6 +109,7 @@ pub(super) async fn serve<S: Service, P>(
         write_timeout: config.timeouts.write,
         write_rules: PaceRules::write(config),
         extended_connect: config.http3.extended_connect,
+        quic: quic.clone(),
     });
     let how = run(
         &mut conn,
@@ -139,7 +154,7 @@ async fn run<S: Service>(
         match next {
             Some(Ok(Some(resolver))) => {
                 requests += 1;
-                let stream = stream(resolver, service.clone(), ctx.clone(), peer);
+                let stream = stream(resolver, service.clone(), ctx.clone());
                 streams.push(Box::pin(stream));
                 let limit = config.limits.max_requests_per_connection;
                 if limit.is_some_and(|max| requests >= max) {
@@ -204,9 +219,10 @@ async fn finish(
 /// One request stream: its head (within the header timeout), the service's answer (a
 /// panicking handler is answered 500), the response; the client is told to stop sending a
 /// body the handler left unread.
-async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>, peer: SocketAddr) {
+async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>) {
     // A header section over `max_field_section_size` is answered 431 by h3 itself.
     let resolved = tokio::time::timeout(ctx.header_timeout, resolver.resolve_request()).await;
+    let peer = ctx.quic.remote_address();
     let (head, stream) = match resolved {
         Ok(Ok(resolved)) => resolved,
         Ok(Err(e)) => {

@@ -20,7 +20,7 @@
 //!   one per server, shared by the workers' endpoints.
 //! * Graceful shutdown: the endpoint refuses new connections, each connection sends `GOAWAY`
 //!   and lets its open streams finish for up to the `shutdown` timeout, then closes with
-//!   `H3_NO_ERROR`.
+//!   `H3_NO_ERROR`; a handshake still under way is abandoned.
 //! * QUIC's idle timeout counts packets, not streams: a handler that sends nothing for longer
 //!   than `idle` while the client sends nothing either (no keep-alive PINGs) loses its
 //!   connection, where HTTP/2 would wait for it.

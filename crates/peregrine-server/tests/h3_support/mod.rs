@@ -52,27 +52,39 @@ pub struct Client {
 /// Connects to `addr` over QUIC with ALPN `h3`, trusting `ca`; the client never idles out by
 /// itself, so only the server's idle timeout applies.
 pub async fn connect(addr: SocketAddr, ca: &Ca) -> Client {
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .unwrap()
-    .with_root_certificates(ca.roots())
-    .with_no_client_auth();
-    connect_with(addr, tls).await.unwrap()
+    connect_with(addr, trusting(ca)).await.unwrap()
+}
+
+/// A TLS 1.3 client configuration that trusts `ca`.
+pub fn trusting(ca: &Ca) -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(ca.roots())
+        .with_no_client_auth()
 }
 
 /// Connects with this TLS client configuration (its ALPN set to `h3`); the QUIC or HTTP/3
 /// setup's error when it fails.
 pub async fn connect_with(
     addr: SocketAddr,
+    tls: rustls::ClientConfig,
+) -> Result<Client, Box<dyn std::error::Error>> {
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_idle_timeout(None);
+    connect_over(addr, tls, transport).await
+}
+
+/// As [`connect_with`], with this QUIC transport configuration (the client's receive windows,
+/// its idle timeout).
+pub async fn connect_over(
+    addr: SocketAddr,
     mut tls: rustls::ClientConfig,
+    transport: quinn::TransportConfig,
 ) -> Result<Client, Box<dyn std::error::Error>> {
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    transport.max_idle_timeout(None);
     config.transport_config(Arc::new(transport));
     let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     endpoint.set_default_client_config(config);
