@@ -10,7 +10,13 @@ randomised interleaved rounds, server CPU per request from schedstat, 95% interv
 * `h3`: HTTP/3 over QUIC, `h3client load` (the lab's quic-go load client), 50 connections with
   10 requests in flight on each, as the `h2` lane's h2load `-m 10`. Not oha: its `http3` build
   (1.16.0, quinn) stalls against quic-go's servers (quic-go, Caddy) and answers quinn's only;
+* `h3-rate`: HTTP/3 at a fixed offered rate (`h3client rate`, open loop, `OFFERED_RPS` over 50
+  connections), below every server's capacity: the CPU-per-request target is judged here, at
+  equal load for all servers (the closed loop saturates the one client CPU of a 2-CPU machine,
+  so its req/s is the client's);
 * `h2` and `https`: as in the protocols lanes (h2load -c 50 -m 10; wrk -c 50).
+
+After the cells, the loss and reordering phase (h3_impair.py) on the same processes.
 
 A server whose crate lacks a feature it needs (`needs_feature` in lab/peers/h3.toml: Peregrine
 without `http3`) is recorded as unavailable, never measured over another protocol instead.
@@ -18,17 +24,19 @@ without `http3`) is recorded as unavailable, never measured over another protoco
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
 import select
 import subprocess
+import sys
 import time
 import tomllib
 from dataclasses import replace
 from pathlib import Path
 
-from . import config, loadgen, metrics, parity, procs, results, tls_checks, tls_lanes
+from . import config, h3_impair, loadgen, metrics, parity, procs, results, tls_checks, tls_lanes
 from .peers import Peer
 
 H3_TOML = config.PEERS_DIR / "h3.toml"
@@ -38,27 +46,37 @@ H3CLIENT = H3_DIR / "bin" / "h3client"
 CONNECTIONS = tls_lanes.CONNECTIONS
 STREAMS = tls_lanes.H2_STREAMS
 """Requests in flight per QUIC connection: HTTP/2's (h2load -m), so both carry 500 streams."""
+OFFERED_RPS = 5000
+"""The `h3-rate` lane's offered load: a quarter of the slowest HTTP/3 peer's capacity on one
+CPU in the smoke run (Caddy, 49 CPU µs/request), and within the client's one CPU."""
 MODES = {
     "h3": (
         f"HTTP/3 over QUIC: h3client load (quic-go), {CONNECTIONS} connections x {STREAMS} "
         "requests in flight (500 streams, as h2), closed loop"
     ),
+    "h3-rate": (
+        f"HTTP/3 at a fixed offered rate: h3client rate (quic-go), {OFFERED_RPS} requests/s "
+        f"over {CONNECTIONS} connections, open loop, latency from each request's scheduled "
+        "start"
+    ),
     "h2": tls_lanes.MODES["h2"],
     "https": tls_lanes.MODES["https"],
 }
-MODE_PROTOCOL = {"h3": "h3", "h2": "h2", "https": "https"}
+MODE_PROTOCOL = {"h3": "h3", "h3-rate": "h3", "h2": "h2", "https": "https"}
 
 PROFILE = replace(
     tls_lanes.PROFILE,
     name="h3",
     description=(
-        "issue 31's HTTP/3 lane: HTTP/3 (h3client load, quic-go, c=50 x 10 streams) against HTTP/2 "
-        "over TLS "
+        "issue 31's HTTP/3 lane: HTTP/3 closed loop (h3client load, quic-go, c=50 x 10 streams) "
+        f"and at a fixed {OFFERED_RPS} req/s (h3client rate, c=50) against HTTP/2 over TLS "
         "(h2load -c 50 -m 10) and HTTPS keep-alive (wrk, c=50) on the same app where a server "
-        "offers them, /plaintext, 7 interleaved runs of 3 s per cell with 95% intervals; memory "
-        "per idle connection per protocol with 500 connections; one self-signed ECDSA P-256 "
-        "certificate per run"
+        "offers them, /plaintext, 7 interleaved runs of 2 s per cell with 95% intervals; memory "
+        "per idle connection per protocol with 500 connections; latency at the fixed rate "
+        "through a userspace loss/reordering relay (0%, 1%, 3% loss, reordering; 3 runs each); "
+        "one self-signed ECDSA P-256 certificate per run"
     ),
+    duration=2.0,
     lanes=tuple(
         config.Lane(mode, MODES[mode], ("plaintext",), ((CONNECTIONS, 0),), mode=mode)
         for mode in MODES
@@ -233,19 +251,24 @@ def unavailable(peer: Peer) -> str | None:
 # ------------------------------------------------------------------ load
 
 
-def load_command(url: str, duration: float) -> list[str]:
-    """h3client's closed-loop load: CONNECTIONS QUIC connections, STREAMS requests in flight on
-    each, for `duration` seconds (whole seconds, at least 1)."""
+def load_command(url: str, duration: float, mode: str = "h3") -> list[str]:
+    """h3client's load for `duration` seconds (whole seconds, at least 1): `h3`, closed loop,
+    CONNECTIONS QUIC connections with STREAMS requests in flight on each; `h3-rate`, open loop,
+    OFFERED_RPS requests a second over CONNECTIONS connections."""
     secs = str(max(1, round(duration)))
+    if mode == "h3-rate":
+        return [str(H3CLIENT), "rate", url, str(CONNECTIONS), str(OFFERED_RPS), secs]
     return [str(H3CLIENT), "load", url, str(CONNECTIONS), str(STREAMS), secs]
 
 
 def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
-    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3`, the protocols lanes' clients
-    otherwise. Its JSON has oha's layout, read by oha's parser."""
-    if mode != "h3":
+    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3` and `h3-rate`, the protocols lanes'
+    clients otherwise. Its JSON has oha's layout, read by oha's parser. An `h3-rate` run that
+    could not send every request it offered (a connection already had 100 in flight) is an
+    error: its load was not the offered one."""
+    if MODE_PROTOCOL.get(mode) != "h3":
         return tls_lanes._load(opts, mode, url, scen, duration, cert, requests)
-    cmd = ["taskset", "-c", opts.split.client_list] + load_command(url, duration)
+    cmd = ["taskset", "-c", opts.split.client_list] + load_command(url, duration, mode)
     limit = duration + 30
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
@@ -265,6 +288,12 @@ def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
     res = loadgen.parse_oha_output(p.stdout)
     if res.requests == 0:
         raise loadgen.LoadgenError(f"h3client load got no answer: {p.stdout[-300:]}")
+    skipped = json.loads(p.stdout).get("skipped", 0)
+    if skipped:
+        raise loadgen.LoadgenError(
+            f"h3client rate: {skipped} request(s) not sent, the server was behind the offered "
+            f"{OFFERED_RPS} req/s"
+        )
     res.client_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return res, {"alpn": "h3"}
 
@@ -287,6 +316,7 @@ SUITE = tls_lanes.Suite(
     wait=wait,
     tool_versions=tool_versions,
     unavailable=unavailable,
+    after_cells=functools.partial(h3_impair.phase, H3CLIENT),
 )
 
 
@@ -329,6 +359,64 @@ def netem_check(namespace: str = "peregrine-lab-netem") -> dict:
     finally:
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True, timeout=10)
     return {"available": reason is None, "reason": reason}
+
+
+ALONE_S = 2.0
+"""Seconds of a server's start and stop (the alone step, each idle step, the cells' start)."""
+PER_PROTOCOL_S = 10.0
+"""Seconds per protocol of the alone step: parity, then the idle connections on a fresh process
+(500 handshakes and the settling pauses)."""
+PER_RUN_S = 1.0
+"""Seconds a timed run costs beyond its duration: the client's start, connection set-up, the
+samples; the relay's start and stop in the loss phase."""
+
+
+def estimate(peers: list[Peer], runs: int, duration: float) -> dict[str, float]:
+    """Seconds of each part of a run of `peers` (builds excluded): the alone steps, the cells
+    (a warm-up of 1 s, then `runs` runs each), the loss phase."""
+    cells = tls_lanes.plan(peers, MODE_PROTOCOL)
+    run_s = max(1, round(duration)) + PER_RUN_S
+    h3 = [p for p in peers if "h3" in tls_lanes.protocols_of(p, tuple(MODE_PROTOCOL.values()))]
+    protos = sum(len(tls_lanes.protocols_of(p, tuple(MODE_PROTOCOL.values()))) for p in peers)
+    return {
+        "alone": len(peers) * 2 * ALONE_S + protos * (PER_PROTOCOL_S + ALONE_S),
+        "cells": len(cells) * ((1 + PER_RUN_S) + runs * run_s),
+        "loss": len(h3) * len(h3_impair.SETTINGS) * min(runs, h3_impair.RUNS) * run_s,
+    }
+
+
+def describe(opts: tls_lanes.Options, stream=sys.stdout) -> float:
+    """`--dry-run`: the servers, cells, runs and the estimated time of the run `opts` would
+    make, printed; nothing is built, started or measured. Returns the estimated seconds."""
+    from .peers import load_peers, select_peers
+
+    peers = select_peers(load_peers(opts.peers_file), opts.servers)
+    measured = [p for p in peers if unavailable(p) is None]
+    cells = tls_lanes.plan(measured, MODE_PROTOCOL)
+    print(f"dry run of profile h3: nothing is built or measured ({opts.peers_file})", file=stream)
+    for p in peers:
+        why = unavailable(p)
+        modes = [m for q, m in cells if q.name == p.name]
+        print(
+            f"  {p.name:14} " + (f"unavailable: {why}" if why else f"lanes {', '.join(modes)}"),
+            file=stream,
+        )
+    parts = estimate(measured, opts.runs, opts.duration)
+    loss_runs = min(opts.runs, h3_impair.RUNS)
+    print(
+        f"{len(cells)} cell(s) x {opts.runs} run(s) of {opts.duration:g} s in interleaved rounds; "
+        f"loss phase: {len(h3_impair.SETTINGS)} setting(s) x {loss_runs} run(s) per HTTP/3 "
+        f"server; idle memory with {opts.idle_connections} connections per protocol",
+        file=stream,
+    )
+    total = sum(parts.values())
+    print(
+        f"estimated time {total / 60:.1f} min ({total:.0f} s: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in parts.items())
+        + "), plus the builds of anything not yet built",
+        file=stream,
+    )
+    return total
 
 
 def run(opts: tls_lanes.Options) -> dict:

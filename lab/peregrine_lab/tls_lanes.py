@@ -140,6 +140,9 @@ class Suite:
     tool_versions: Callable
     # peer -> why it is not measured before any build (e.g. built without a feature), or None
     unavailable: Callable = lambda peer: None
+    # (opts, peers, live, entries, res, scen, cert, seed) -> None: a phase of the suite's own on
+    # the servers the cells ran on, after the cells and before the servers stop, or None
+    after_cells: Callable | None = None
 
 
 def _load_of(opts) -> Callable:
@@ -520,6 +523,8 @@ def run(opts: Options) -> dict:
                 entries[peer.name]["load_message"] = f"fresh start for the cells failed: {e}"
             next_port += 1
         _measure(opts, cells, live, entries, res, scen, cert, seed)
+        if suite and suite.after_cells:
+            suite.after_cells(opts, peers, live, entries, res, scen, cert, seed)
         for server, _ in live.values():
             server.stop()
         res["measure_seconds"] = round(time.monotonic() - measure_start, 1)
