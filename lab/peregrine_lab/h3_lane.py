@@ -63,6 +63,8 @@ MODES = {
     "https": tls_lanes.MODES["https"],
 }
 MODE_PROTOCOL = {"h3": "h3", "h3-rate": "h3", "h2": "h2", "https": "https"}
+RATES = {"h3-rate": OFFERED_RPS, h3_impair.MODE: h3_impair.RATE}
+"""The open-loop loads: the `h3-rate` lane's and the loss phase's (not a lane of the plan)."""
 
 PROFILE = replace(
     tls_lanes.PROFILE,
@@ -253,20 +255,20 @@ def unavailable(peer: Peer) -> str | None:
 
 def load_command(url: str, duration: float, mode: str = "h3") -> list[str]:
     """h3client's load for `duration` seconds (whole seconds, at least 1): `h3`, closed loop,
-    CONNECTIONS QUIC connections with STREAMS requests in flight on each; `h3-rate`, open loop,
-    OFFERED_RPS requests a second over CONNECTIONS connections."""
+    CONNECTIONS QUIC connections with STREAMS requests in flight on each; `h3-rate` and the loss
+    phase's `h3-loss`, open loop, their RATES requests a second over CONNECTIONS connections."""
     secs = str(max(1, round(duration)))
-    if mode == "h3-rate":
-        return [str(H3CLIENT), "rate", url, str(CONNECTIONS), str(OFFERED_RPS), secs]
+    if mode in RATES:
+        return [str(H3CLIENT), "rate", url, str(CONNECTIONS), str(RATES[mode]), secs]
     return [str(H3CLIENT), "load", url, str(CONNECTIONS), str(STREAMS), secs]
 
 
 def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
-    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3` and `h3-rate`, the protocols lanes'
-    clients otherwise. Its JSON has oha's layout, read by oha's parser. An `h3-rate` run that
+    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3` and `RATES`' modes, the protocols
+    lanes' clients otherwise. Its JSON has oha's layout, read by oha's parser. An `h3-rate` run that
     could not send every request it offered (a connection already had 100 in flight) is an
     error: its load was not the offered one."""
-    if MODE_PROTOCOL.get(mode) != "h3":
+    if mode != "h3" and mode not in RATES:
         return tls_lanes._load(opts, mode, url, scen, duration, cert, requests)
     cmd = ["taskset", "-c", opts.split.client_list] + load_command(url, duration, mode)
     limit = duration + 30
@@ -288,14 +290,23 @@ def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
     res = loadgen.parse_oha_output(p.stdout)
     if res.requests == 0:
         raise loadgen.LoadgenError(f"h3client load got no answer: {p.stdout[-300:]}")
-    skipped = json.loads(p.stdout).get("skipped", 0)
-    if skipped:
-        raise loadgen.LoadgenError(
-            f"h3client rate: {skipped} request(s) not sent, the server was behind the offered "
-            f"{OFFERED_RPS} req/s"
-        )
+    behind = unsent(p.stdout)
+    if behind:
+        raise loadgen.LoadgenError(behind)
     res.client_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return res, {"alpn": "h3"}
+
+
+def unsent(stdout: str) -> str | None:
+    """Why an `h3client rate` run was not at its offered load (requests due while their
+    connection already had 100 in flight were not sent), or None."""
+    data = json.loads(stdout)
+    if not data.get("skipped"):
+        return None
+    return (
+        f"h3client rate: {data['skipped']} request(s) not sent, the server was behind the "
+        f"offered {data.get('offered_rps')} req/s"
+    )
 
 
 def tool_versions() -> dict[str, str | None]:
@@ -385,11 +396,12 @@ def estimate(peers: list[Peer], runs: int, duration: float) -> dict[str, float]:
     }
 
 
-def describe(opts: tls_lanes.Options, stream=sys.stdout) -> float:
+def describe(opts: tls_lanes.Options, stream=None) -> float:
     """`--dry-run`: the servers, cells, runs and the estimated time of the run `opts` would
     make, printed; nothing is built, started or measured. Returns the estimated seconds."""
     from .peers import load_peers, select_peers
 
+    stream = stream or sys.stdout
     peers = select_peers(load_peers(opts.peers_file), opts.servers)
     measured = [p for p in peers if unavailable(p) is None]
     cells = tls_lanes.plan(measured, MODE_PROTOCOL)
