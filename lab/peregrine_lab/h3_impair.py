@@ -172,7 +172,8 @@ def _one(client, opts, server, port, setting: Setting, seed: int, scen, cert) ->
     return {**got, "relay": counts}
 
 
-def _cell(imp: dict, server: str, setting: str) -> dict | None:
+def cell(imp: dict, server: str, setting: str) -> dict | None:
+    """The phase's cell of `server` at `setting`, or None."""
     return next(
         (c for c in imp.get("cells", []) if c["server"] == server and c["setting"] == setting),
         None,
@@ -233,12 +234,12 @@ def render(res: dict, labels: dict) -> list[str]:
     for name in dict.fromkeys(c["server"] for c in imp["cells"]):
         row = [labels.get(name, name)]
         for n in names:
-            c = _cell(imp, name, n) or {}
+            c = cell(imp, name, n) or {}
             fig = f"{_us(c.get('p50_us'))} / {_us(c.get('p99_us'))}"
             if c.get("ok_runs", 0) < len(c.get("runs", [])):
                 fig += f" ({len(c['runs']) - c['ok_runs']} run(s) with problems)"
             row.append(fig)
-        cpu = (_cell(imp, name, "3%") or {}).get("cpu_us_per_req")
+        cpu = (cell(imp, name, "3%") or {}).get("cpu_us_per_req")
         row.append("n/a" if cpu is None else f"{cpu:.2f}")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Chart: `charts/latency_under_loss.svg`.", ""]
@@ -256,7 +257,7 @@ def chart(res: dict, out_dir: Path, plt) -> Path | None:
     for i, name in enumerate(dict.fromkeys(c["server"] for c in imp["cells"])):
         color = f"C{i}"
         for key, style in (("p99_us", "-"), ("p50_us", ":")):
-            pts = [(x, (_cell(imp, name, n) or {}).get(key)) for x, n in enumerate(names)]
+            pts = [(x, (cell(imp, name, n) or {}).get(key)) for x, n in enumerate(names)]
             pts = [(x, y / 1000) for x, y in pts if y is not None]
             if pts:
                 ax.plot(*zip(*pts, strict=True), style, marker="o", color=color,

@@ -261,6 +261,42 @@ def _target_lines(res: dict, labels: dict) -> list[str]:
     return lines + ([""] if missing else [])
 
 
+def _ms(cell: dict | None) -> str:
+    us = (cell or {}).get("p99_us")
+    return NA if us is None else f"{us / 1000:.1f}"
+
+
+def figure_lines(res: dict) -> list[str]:
+    """The docs' figures of a run (figures.py, key `h3`): the target at equal load, and per
+    server CPU per request in each lane, closed-loop req/s, idle memory over HTTP/3 and p99
+    under the loss phase's settings."""
+    labels = {s["name"]: s.get("label", s["name"]) for s in res.get("servers", [])}
+    t = target(res)
+    if t.get("why_not"):
+        head = f"Peregrine has no HTTP/3 figure at the fixed rate: {t['why_not']}."
+    else:
+        verdict = {True: "met", False: "not met", None: "undecided"}[t["met"]]
+        ci = "no interval" if not t["ci"] else f"95% interval [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]"
+        head = (
+            f"Target, HTTP/3 CPU per request at equal offered load (`h3-rate`) ≤ the best HTTP/3 "
+            f"peer's ({labels.get(t['against'], t['against'] or NA)}): Peregrine / theirs = "
+            f"{_f(t['ratio'], '{:.3f}')}, {ci}: **{verdict}**."
+        )
+    settings = [s["name"] for s in (res.get("impairment") or {}).get("settings", [])]
+    rows = []
+    for s in res.get("servers", []):
+        cpu = [_f((tls_lanes.find_cell(res, s["name"], m) or {}).get("median", {}).get(
+            "cpu_us_per_req")) for m in LANE_ORDER]  # fmt: skip
+        closed = (tls_lanes.find_cell(res, s["name"], "h3") or {}).get("median") or {}
+        idle = ((s.get("idle_memory") or {}).get("h3") or {}).get("per_connection_bytes")
+        p99 = [_ms(h3_impair.cell(res["impairment"], s["name"], n)) for n in settings]
+        rps = NA if closed.get("rps") is None else f"{closed['rps']:,.0f}"
+        rows.append([labels.get(s["name"], s["name"]), *cpu, rps, _kib(idle), *p99])
+    header = [f"{m} CPU µs/req" for m in LANE_ORDER] + ["h3 req/s (closed loop)", "idle h3"]
+    header += [f"p99 ms, {n}" for n in settings]
+    return [head, "", *_table(["server", *header], rows)][:-1]
+
+
 def chart(res: dict, out_dir: Path) -> list[Path]:
     """CPU per request per server, one bar per protocol, the 95% interval as error bars."""
     import matplotlib

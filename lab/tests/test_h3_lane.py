@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import cli, config, h3_impair, h3_lane, h3_report, procs, tls_checks, tls_lanes
+from peregrine_lab import (
+    cli,
+    config,
+    figures,
+    h3_impair,
+    h3_lane,
+    h3_report,
+    procs,
+    tls_checks,
+    tls_lanes,
+)
 from peregrine_lab.peers import Peer, load_contract, load_peers
 
 CONTRACT = load_contract()
@@ -288,6 +298,13 @@ def test_the_lane_measures_quic_go_over_three_protocols_and_reports(tmp_path):
     assert [m.name for m in made] == ["cpu_per_request.svg", "latency_under_loss.svg"]
     assert all(m.exists() for m in made)
     assert "## Loss and reordering (userspace relay, not tc netem)" in text
+    block = figures.KEYS["h3"](res)
+    assert block[0] == (
+        "Peregrine has no HTTP/3 figure at the fixed rate: not in this run."
+    )  # fmt: skip
+    assert "p99 ms, direct | p99 ms, 0% | p99 ms, 1% | p99 ms, 3% | p99 ms, reorder |" in block[2]
+    (row,) = [ln for ln in block if ln.startswith("| Go quic-go")]
+    assert len(row.split(" | ")) == 1 + 4 + 2 + 5 and " n/a " not in row
     # A lane whose client CPUs were saturated says its req/s is the client's ceiling.
     for c in res["cells"]:
         for r in c["runs"]:
@@ -332,6 +349,12 @@ def test_target_compares_peregrine_with_the_best_http3_peer():
     rows = [ln for ln in h3_report.render(res).splitlines() if ln.startswith("| `h3")]
     assert [r.split(" | ")[0] for r in rows] == ["| `h3-rate`", "| `h3`"]
     assert rows[0].endswith("| paired | **met** |") and rows[1].endswith("| **not met** |")
+    # The docs' figures block (key h3) says the same verdict.
+    head = figures.KEYS["h3"](res)[0]
+    assert head.startswith("Target, HTTP/3 CPU per request at equal offered load (`h3-rate`)")
+    assert "(quic-go): Peregrine / theirs = 0.4" in head and head.endswith(": **met**.")
+    with pytest.raises(figures.FiguresError, match="no `h3-rate` cells"):
+        figures.KEYS["h3"]({"cells": [_cell("quic-go", "h2", [1.0] * 7)]})
 
 
 def test_report_says_why_peregrine_is_not_in_the_run():
