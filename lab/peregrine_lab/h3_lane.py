@@ -311,9 +311,20 @@ def unsent(stdout: str) -> str | None:
 
 def tool_versions() -> dict[str, str | None]:
     """The protocols lanes' tools plus the quic-go of h3client (the HTTP/3 client)."""
-    gomod = (H3_DIR / "go.mod").read_text()
-    quic = next((ln.split()[1] for ln in gomod.splitlines() if "quic-go/quic-go " in ln), None)
-    return {**tls_lanes._tools(), "h3client": f"quic-go {quic}" if quic else None}
+    return {**tls_lanes._tools(), "h3client": quic_go_version()}
+
+
+def quic_go_version(gomod: str | None = None) -> str | None:
+    """The quic-go that h3client (the load client and the loss phase's relay) is built with:
+    its `require` line in lab/peers/h3/go.mod, inside a block or on its own."""
+    text = (H3_DIR / "go.mod").read_text() if gomod is None else gomod
+    for line in text.splitlines():
+        words = line.split()
+        if "github.com/quic-go/quic-go" in words:
+            i = words.index("github.com/quic-go/quic-go")
+            if i + 1 < len(words):
+                return f"quic-go {words[i + 1]}"
+    return None
 
 
 SUITE = tls_lanes.Suite(

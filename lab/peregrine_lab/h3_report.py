@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import figures, h3_impair, stats, tls_lanes
-from .h3_lane import MODE_PROTOCOL
+from .h3_lane import MODE_PROTOCOL, RATES
 from .tls_report import NA, _ci, _f, _kib, _quietness, _table
 
 REFERENCE = "peregrine-h3"
@@ -176,16 +176,7 @@ def render(res: dict) -> str:
             ]
         )
         if busy is not None:
-            lines += [
-                f"The load generator's CPUs were {busy * 100:.0f}% busy (median of the runs)"
-                + (
-                    ": req/s here is the client's ceiling, not the server's; CPU per request is "
-                    "the server's own."
-                    if busy >= CLIENT_BOUND_SHARE
-                    else "."
-                ),
-                "",
-            ]
+            lines += [_client_note(mode, busy), ""]
         lines += _table(
             ["server", "req/s", "CPU µs/req (median)", "95% interval", "p99 µs", "runs"],
             _cell_rows(res, mode, labels),
@@ -224,6 +215,22 @@ def render(res: dict) -> str:
     lines += h3_impair.render(res, labels)
     lines += ["Chart of CPU per request: `charts/cpu_per_request.svg`.", ""]
     return "\n".join(lines)
+
+
+def _client_note(mode: str, busy: float) -> str:
+    """How busy the load generator was in lane `mode` and what that means for its figures."""
+    text = f"The load generator's CPUs were {busy * 100:.0f}% busy (median of the runs)"
+    if busy < CLIENT_BOUND_SHARE:
+        return text + "."
+    if mode in RATES:
+        return text + (
+            ": the rate is offered, so req/s is the offered one, but the client's own queue is "
+            "in the latency; CPU per request is the server's own."
+        )
+    return text + (
+        ": req/s here is the client's ceiling, not the server's; CPU per request is the "
+        "server's own."
+    )
 
 
 def _target_lines(res: dict, labels: dict) -> list[str]:

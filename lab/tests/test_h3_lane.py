@@ -379,3 +379,24 @@ def test_report_says_why_peregrine_is_not_in_the_run():
     )
     assert h3_report.target(res)["why_not"] == "HTTP/3 parity failed: no valid HTTP/3"
     assert "Not measured in this run (tc netem: tc: Specified qdisc kind is unknown)." in text
+
+
+def test_the_client_note_says_what_a_busy_client_means_in_each_lane():
+    assert h3_report._client_note("h3", 0.99).endswith("req/s here is the client's ceiling, "
+                                                       "not the server's; CPU per request is "
+                                                       "the server's own.")  # fmt: skip
+    offered = h3_report._client_note("h3-rate", 0.99)
+    assert "the rate is offered" in offered and "ceiling" not in offered
+    assert h3_report._client_note("h3-rate", 0.5) == (
+        "The load generator's CPUs were 50% busy (median of the runs)."
+    )
+
+
+def test_the_tools_name_the_quic_go_h3client_is_built_with():
+    assert (
+        h3_lane.quic_go_version("require github.com/quic-go/quic-go v0.1.0\n") == "quic-go v0.1.0"
+    )
+    block = "require (\n\tgithub.com/quic-go/qpack v0.6.0\n\tgithub.com/quic-go/quic-go v0.2.0\n)"
+    assert h3_lane.quic_go_version(block) == "quic-go v0.2.0"
+    assert h3_lane.quic_go_version("module x\n") is None
+    assert h3_lane.tool_versions()["h3client"].startswith("quic-go v0.")
