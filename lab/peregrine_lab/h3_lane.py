@@ -385,12 +385,16 @@ def netem_check(namespace: str = "peregrine-lab-netem") -> dict:
 
 ALONE_S = 2.0
 """Seconds of a server's start and stop (the alone step, each idle step, the cells' start)."""
-PER_PROTOCOL_S = 10.0
+PER_PROTOCOL_S = 8.5
 """Seconds per protocol of the alone step: parity, then the idle connections on a fresh process
 (500 handshakes and the settling pauses)."""
-PER_RUN_S = 1.0
-"""Seconds a timed run costs beyond its duration: the client's start, connection set-up, the
-samples; the relay's start and stop in the loss phase."""
+PER_RUN_S = 0.5
+"""Seconds a timed pass of a cell costs beyond its duration: the client's start, connection
+set-up, the samples."""
+RELAY_RUN_S = 1.5
+"""The same for a run of the loss phase, which also starts and stops the relay. These three are
+from `--servers quic-go --runs 1 --duration 2` on a busy machine: alone 35 s for 3 protocols,
+4 cells (warm-up and run) in 13 s, 5 loss runs in 17 s."""
 
 
 def estimate(peers: list[Peer], runs: int, duration: float) -> dict[str, float]:
@@ -403,7 +407,10 @@ def estimate(peers: list[Peer], runs: int, duration: float) -> dict[str, float]:
     return {
         "alone": len(peers) * 2 * ALONE_S + protos * (PER_PROTOCOL_S + ALONE_S),
         "cells": len(cells) * ((1 + PER_RUN_S) + runs * run_s),
-        "loss": len(h3) * len(h3_impair.SETTINGS) * min(runs, h3_impair.RUNS) * run_s,
+        "loss": len(h3)
+        * len(h3_impair.SETTINGS)
+        * min(runs, h3_impair.RUNS)
+        * (max(1, round(duration)) + RELAY_RUN_S),
     }
 
 

@@ -113,7 +113,7 @@ def test_the_quiet_profile_fits_its_slot_with_checked_run_counts():
     more = h3_lane.estimate(peers, h3_lane.PROFILE.runs + 3, h3_lane.PROFILE.duration)
     assert more["cells"] > parts["cells"] and more["alone"] == parts["alone"]
     fewer = h3_lane.estimate(peers[:1], 1, 1.0)
-    assert fewer["loss"] == len(h3_impair.SETTINGS) * (1 + h3_lane.PER_RUN_S)
+    assert fewer["loss"] == len(h3_impair.SETTINGS) * (1 + h3_lane.RELAY_RUN_S)
 
 
 def test_dry_run_prints_the_plan_and_its_time_and_measures_nothing(capsys, tmp_path):
