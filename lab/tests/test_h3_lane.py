@@ -22,6 +22,7 @@ from peregrine_lab import (
     h3_lane,
     h3_report,
     procs,
+    schema,
     tls_checks,
     tls_lanes,
 )
@@ -288,6 +289,9 @@ def test_the_lane_measures_quic_go_over_three_protocols_and_reports(tmp_path, mo
     res = h3_lane.run(opts)
     assert res["profile"] == "h3" and res["complete"]
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    # What the lead commits must pass the committed results' schema check (test_tables), the
+    # unavailable server and the loss phase included.
+    assert schema.check_file(tmp_path / "out" / "results.json") == []
     assert saved["netem"] == res["netem"]
     entry = next(s for s in res["servers"] if s["name"] == "quic-go")
     assert all(entry["parity"][p]["ok"] for p in ("h3", "h2", "https")), entry["parity"]
