@@ -262,6 +262,7 @@ def chart(res: dict, out_dir: Path, plt) -> Path | None:
             if pts:
                 ax.plot(*zip(*pts, strict=True), style, marker="o", color=color,
                         label=f"{labels.get(name, name)} {key[:3]}")  # fmt: skip
+    ax.set_title(f"HTTP/3 at {imp['rate']} requests/s: latency under loss and reordering")
     ax.set_xticks(range(len(names)), names)
     ax.set_yscale("log")
     ax.set_xlabel("impairment (each direction; userspace relay)")

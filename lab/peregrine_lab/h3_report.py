@@ -57,6 +57,17 @@ def target(res: dict, mode: str = "h3-rate") -> dict:
     return row
 
 
+def verdict(t: dict) -> str:
+    """A target row's verdict: met (the interval's upper bound ≤ 1), not met and decided (its
+    lower bound > 1 too), not met with an interval that includes 1 (more rounds could decide
+    it), or no interval."""
+    if t.get("ci") is None:
+        return "no interval"
+    if t["met"]:
+        return "met"
+    return "not met" if t["ci"][0] > 1 else "not met (undecided: the interval includes 1)"
+
+
 def _why_not_measured(res: dict, mode: str) -> str:
     """Why Peregrine has no HTTP/3 figure: not built (unavailable), parity, or its cell's end."""
     entry = next((s for s in res.get("servers", []) if s["name"] == REFERENCE), None)
@@ -251,7 +262,7 @@ def _target_lines(res: dict, labels: dict) -> list[str]:
                 _f(t["ratio"], "{:.3f}"),
                 NA if not t["ci"] else f"[{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]",
                 t.get("method") or NA,
-                {True: "**met**", False: "**not met**", None: NA}[t["met"]],
+                f"**{verdict(t)}**",
             ]
         )
     lines = [
@@ -282,12 +293,11 @@ def figure_lines(res: dict) -> list[str]:
     if t.get("why_not"):
         head = f"Peregrine has no HTTP/3 figure at the fixed rate: {t['why_not']}."
     else:
-        verdict = {True: "met", False: "not met", None: "undecided"}[t["met"]]
         ci = "no interval" if not t["ci"] else f"95% interval [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]"
         head = (
             f"Target, HTTP/3 CPU per request at equal offered load (`h3-rate`) ≤ the best HTTP/3 "
             f"peer's ({labels.get(t['against'], t['against'] or NA)}): Peregrine / theirs = "
-            f"{_f(t['ratio'], '{:.3f}')}, {ci}: **{verdict}**."
+            f"{_f(t['ratio'], '{:.3f}')}, {ci}: **{verdict(t)}**."
         )
     settings = [s["name"] for s in (res.get("impairment") or {}).get("settings", [])]
     rows = []

@@ -371,6 +371,8 @@ def test_target_compares_peregrine_with_the_best_http3_peer():
     rows = [ln for ln in h3_report.render(res).splitlines() if ln.startswith("| `h3")]
     assert [r.split(" | ")[0] for r in rows] == ["| `h3-rate`", "| `h3`"]
     assert rows[0].endswith("| paired | **met** |") and rows[1].endswith("| **not met** |")
+    assert h3_report.verdict({"ci": [0.95, 1.1], "met": False}).endswith("includes 1)")
+    assert h3_report.verdict({"ci": None, "met": None}) == "no interval"
     # The docs' figures block (key h3) says the same verdict.
     head = figures.KEYS["h3"](res)[0]
     assert head.startswith("Target, HTTP/3 CPU per request at equal offered load (`h3-rate`)")
