@@ -357,6 +357,7 @@ def _protocols(args, command: str) -> int:
         port=args.port,
         command=command,
         peers_file=args.peers or (h3_lane.H3_TOML if h3 else tls_lanes.PROTOCOLS_TOML),
+        seed=args.seed,
     )
     if args.dry_run:
         h3_lane.describe(opts)

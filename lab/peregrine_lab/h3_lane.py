@@ -424,7 +424,11 @@ def describe(opts: tls_lanes.Options, stream=None) -> float:
     peers = select_peers(load_peers(opts.peers_file), opts.servers)
     measured = [p for p in peers if unavailable(p) is None]
     cells = tls_lanes.plan(measured, MODE_PROTOCOL)
-    print(f"dry run of profile h3: nothing is built or measured ({opts.peers_file})", file=stream)
+    seed = "drawn at the start" if opts.seed is None else opts.seed
+    print(
+        f"dry run of profile h3 (seed {seed}): nothing is built or measured ({opts.peers_file})",
+        file=stream,
+    )
     for p in peers:
         why = unavailable(p)
         modes = [m for q, m in cells if q.name == p.name]

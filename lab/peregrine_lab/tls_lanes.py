@@ -117,6 +117,7 @@ class Options:
     peers_file: Path = PROTOCOLS_TOML
     idle_connections: int = PROFILE.idle_connections
     suite: Suite | None = None  # None: this module's protocols lanes
+    seed: int | None = None  # the rounds' order (and a suite's own draws); None: the clock's
 
 
 @dataclass(frozen=True)
@@ -435,7 +436,7 @@ def run(opts: Options) -> dict:
     # wrk and ab are run through loadgen.run with this process's environment: the clients' setting.
     saved_conf = os.environ.get("OPENSSL_CONF")
     os.environ["OPENSSL_CONF"] = str(cert.client_conf)
-    seed = int(time.time())
+    seed = int(time.time()) if opts.seed is None else opts.seed
     prof = replace(base, runs=opts.runs, duration=opts.duration)
     port = opts.port or _free_port(DEFAULT_PORT)
     res = {
