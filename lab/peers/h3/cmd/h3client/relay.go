@@ -19,6 +19,8 @@ import (
 	"time"
 )
 
+const socketBuffer = 4 << 20
+
 // impairment is what the relay does to every datagram, in both directions.
 type impairment struct {
 	loss        float64       // share of datagrams dropped, 0..1
@@ -121,6 +123,11 @@ func relay(listen, target string, imp *impairment, ready io.Writer) *relayStats 
 	if err != nil {
 		fail("relay: %v", err)
 	}
+	// A burst from 50 connections must not overflow the kernel's default buffer (about 270
+	// small datagrams): a drop there would be loss the relay did not choose. The kernel caps
+	// the size at net.core.rmem_max; a refusal only leaves the default.
+	_ = front.SetReadBuffer(socketBuffer)
+	_ = front.SetWriteBuffer(socketBuffer)
 	stats := &relayStats{}
 	var mu sync.Mutex
 	flows := map[string]*direction{} // client address -> the direction towards the server
@@ -142,6 +149,7 @@ func relay(listen, target string, imp *impairment, ready io.Writer) *relayStats 
 					fmt.Fprintf(os.Stderr, "h3client: relay: %v\n", err)
 					continue
 				}
+				_ = back.SetReadBuffer(socketBuffer)
 				flow := uint64(stats.Flows.Add(1))
 				client := from
 				up = newDirection(imp, stats, flow, 0, func(b []byte) { _, _ = back.Write(b) })
