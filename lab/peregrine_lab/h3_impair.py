@@ -20,8 +20,8 @@ from pathlib import Path
 from . import loadgen, stats, tls_lanes
 
 RUNS = 3
-"""Runs per (server, setting), capped by the run's --runs; 3 is a run count whose intervals the
-lab's coverage check covers (docs/measuring.md)."""
+"""Runs per (server, setting), capped by the run's --runs; the chart shows their medians (no
+interval is drawn from them: the lane's verdicts are the cells')."""
 MODE = "h3-loss"
 """The load of every run of the phase: `h3client rate` at `RATE` (h3_lane.load_command)."""
 RATE = 2000
@@ -57,8 +57,8 @@ SETTINGS = (
     Setting("reorder", reorder=3, hold_ms=2),
 )
 """The chart's x axis: no relay, the relay with nothing dropped (the difference is its own
-cost), 1% and 3% loss each way,
-and 3% of datagrams held back 2 ms (far beyond loopback's round trip, so QUIC sees them late)."""
+cost), 1% and 3% loss each way, and 3% of datagrams held back 2 ms (far beyond loopback's round
+trip, so QUIC sees them late)."""
 
 
 class RelayError(loadgen.LoadgenError):
@@ -215,8 +215,8 @@ def render(res: dict, labels: dict) -> list[str]:
         f"tc netem is not available here ({why}), so loss and reordering come from a userspace "
         "UDP relay between the load client and each server (`h3client relay`, lab/peers/h3): "
         "each direction of each client connection has its own random source seeded with the "
-        "run's seed and round, so a run is reproducible and every server meets the same drops "
-        "in a round. The relay runs on the client's CPUs: the server CPU per request below "
+        "run's seed and round (flows numbered by their first datagram), so the same seed gives "
+        "each flow the same drops and every server meets the same drops in a round. The relay runs on the client's CPUs: the server CPU per request below "
         "excludes it, and the `0%` column (through the relay, nothing dropped) against "
         "`direct` (the same load without the relay) is its own added latency. Unlike netem "
         "it adds its own scheduling delay and drops only what the client "
