@@ -189,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         args.dry_run and args.what not in dry_runs
     ):
         print(
-            f"error: --server applies to a measuring profile and --dry-run to one or h3 "
-            f"({', '.join(config.PROFILES)}), not to {args.what}",
+            f"error: --server and --dry-run apply to a measuring profile "
+            f"({', '.join(config.PROFILES)}; --dry-run also to h3), not to {args.what}",
             file=sys.stderr,
         )
         return 2
