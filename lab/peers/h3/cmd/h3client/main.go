@@ -180,10 +180,12 @@ func load(url string, conns, streams, seconds int) {
 	workers := make([]*worker, conns*streams)
 	var wg sync.WaitGroup
 	start := time.Now()
+	transports := make([]*http3.Transport, conns)
 	for c := 0; c < conns; c++ {
 		// One transport per connection: a transport pools one QUIC connection per host, and
 		// its streams share it.
-		client := &http.Client{Transport: newTransport(), Timeout: 5 * time.Second}
+		transports[c] = newTransport()
+		client := &http.Client{Transport: transports[c], Timeout: 5 * time.Second}
 		for s := 0; s < streams; s++ {
 			w := &worker{statuses: map[int]int{}, errors: map[string]int{}}
 			workers[c*streams+s] = w
@@ -205,7 +207,17 @@ func load(url string, conns, streams, seconds int) {
 		}
 	}
 	wg.Wait()
-	printResults(workers, time.Since(start), nil)
+	total := time.Since(start)
+	closeAll(transports)
+	printResults(workers, total, nil)
+}
+
+// closeAll closes every connection (CONNECTION_CLOSE), so the server does not hold them until
+// its idle timeout into the next run.
+func closeAll(transports []*http3.Transport) {
+	for _, tr := range transports {
+		tr.Close()
+	}
 }
 
 // printResults merges the tallies and prints oha's JSON layout (summary, status codes, errors,

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/quic-go/quic-go/http3"
 )
 
 // maxInFlight bounds the requests outstanding on one connection (quic-go's default stream
@@ -19,9 +21,11 @@ func rate(url string, conns, perSecond, seconds int) {
 	// Every connection is set up (handshake and one request, not counted) before the clock
 	// starts: the schedule measures requests, not handshakes.
 	clients := make([]*http.Client, conns)
+	transports := make([]*http3.Transport, conns)
 	var wg sync.WaitGroup
 	for c := range clients {
-		clients[c] = &http.Client{Transport: newTransport(), Timeout: 5 * time.Second}
+		transports[c] = newTransport()
+		clients[c] = &http.Client{Transport: transports[c], Timeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -87,6 +91,7 @@ func rate(url string, conns, perSecond, seconds int) {
 		}()
 	}
 	wg.Wait()
+	closeAll(transports)
 	total := time.Duration(seconds) * time.Second
 	printResults(workers, total, map[string]any{
 		"offered_rps": perSecond,
