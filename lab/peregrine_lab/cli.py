@@ -184,10 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.what} takes no folder ({' '.join(args.dir)})", file=sys.stderr)
         return 2
 
-    if (args.server or args.dry_run) and args.what not in config.PROFILES:
+    dry_runs = (*config.PROFILES, "h3")  # the h3 lane prints its own plan (h3_lane.describe)
+    if (args.server and args.what not in config.PROFILES) or (
+        args.dry_run and args.what not in dry_runs
+    ):
         print(
             f"error: --server and --dry-run apply to a measuring profile "
-            f"({', '.join(config.PROFILES)}), not to {args.what}",
+            f"({', '.join(config.PROFILES)}; --dry-run also to h3), not to {args.what}",
             file=sys.stderr,
         )
         return 2
@@ -354,7 +357,11 @@ def _protocols(args, command: str) -> int:
         port=args.port,
         command=command,
         peers_file=args.peers or (h3_lane.H3_TOML if h3 else tls_lanes.PROTOCOLS_TOML),
+        seed=args.seed,
     )
+    if args.dry_run:
+        h3_lane.describe(opts)
+        return 0
     try:
         res = lanes.run(opts)
     except (tls_lanes.ProtocolsError, RegistryError) as e:

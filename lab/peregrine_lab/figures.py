@@ -267,6 +267,16 @@ def protocols(res: dict) -> list[str]:
     return ["Server CPU µs per request (medians), one worker:", "", *out]
 
 
+def h3(res: dict) -> list[str]:
+    """`./scripts/lab h3`: HTTP/3 CPU per request at equal load against the best HTTP/3 peer (the
+    target and its interval), each lane's CPU per request, idle memory, p99 under loss."""
+    from . import h3_report  # the HTTP/3 lane's module, only for this key
+
+    if not any(c.get("mode") == "h3-rate" for c in res.get("cells", [])):
+        raise FiguresError("no `h3-rate` cells in this source (an `./scripts/lab h3` run)")
+    return h3_report.figure_lines(res)
+
+
 def db_targets(res: dict) -> list[str]:
     """`./scripts/lab db`: per `db` and `fortunes` cell, Peregrine's server CPU µs per request
     and requests/s (medians) and whether it leads, or which peers are ahead of it
@@ -423,6 +433,7 @@ KEYS: dict[str, Callable[[dict], list[str]]] = {
     "protocols": protocols,
     "seeds": seeds,
     "db-targets": db_targets,
+    "h3": h3,
 }
 """What a block can show, by its `key`."""
 

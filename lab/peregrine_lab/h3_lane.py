@@ -10,7 +10,13 @@ randomised interleaved rounds, server CPU per request from schedstat, 95% interv
 * `h3`: HTTP/3 over QUIC, `h3client load` (the lab's quic-go load client), 50 connections with
   10 requests in flight on each, as the `h2` lane's h2load `-m 10`. Not oha: its `http3` build
   (1.16.0, quinn) stalls against quic-go's servers (quic-go, Caddy) and answers quinn's only;
+* `h3-rate`: HTTP/3 at a fixed offered rate (`h3client rate`, open loop, `OFFERED_RPS` over 50
+  connections), below every server's capacity: the CPU-per-request target is judged here, at
+  equal load for all servers (the closed loop saturates the one client CPU of a 2-CPU machine,
+  so its req/s is the client's);
 * `h2` and `https`: as in the protocols lanes (h2load -c 50 -m 10; wrk -c 50).
+
+After the cells, the loss and reordering phase (h3_impair.py) on the same processes.
 
 A server whose crate lacks a feature it needs (`needs_feature` in lab/peers/h3.toml: Peregrine
 without `http3`) is recorded as unavailable, never measured over another protocol instead.
@@ -18,17 +24,19 @@ without `http3`) is recorded as unavailable, never measured over another protoco
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
 import select
 import subprocess
+import sys
 import time
 import tomllib
 from dataclasses import replace
 from pathlib import Path
 
-from . import config, loadgen, metrics, parity, procs, results, tls_checks, tls_lanes
+from . import config, h3_impair, loadgen, metrics, parity, procs, results, tls_checks, tls_lanes
 from .peers import Peer
 
 H3_TOML = config.PEERS_DIR / "h3.toml"
@@ -38,27 +46,40 @@ H3CLIENT = H3_DIR / "bin" / "h3client"
 CONNECTIONS = tls_lanes.CONNECTIONS
 STREAMS = tls_lanes.H2_STREAMS
 """Requests in flight per QUIC connection: HTTP/2's (h2load -m), so both carry 500 streams."""
+OFFERED_RPS = 5000
+"""The `h3-rate` lane's offered load: a quarter of the slowest HTTP/3 peer's capacity on one
+CPU in the smoke run (Caddy, 49 CPU µs/request), and a third of the client's one CPU (h3client
+took 1.0 CPU s for 3 s at this rate against quic-go's server)."""
 MODES = {
     "h3": (
         f"HTTP/3 over QUIC: h3client load (quic-go), {CONNECTIONS} connections x {STREAMS} "
         "requests in flight (500 streams, as h2), closed loop"
     ),
+    "h3-rate": (
+        f"HTTP/3 at a fixed offered rate: h3client rate (quic-go), {OFFERED_RPS} requests/s "
+        f"over {CONNECTIONS} connections, open loop, latency from each request's scheduled "
+        "start"
+    ),
     "h2": tls_lanes.MODES["h2"],
     "https": tls_lanes.MODES["https"],
 }
-MODE_PROTOCOL = {"h3": "h3", "h2": "h2", "https": "https"}
+MODE_PROTOCOL = {"h3": "h3", "h3-rate": "h3", "h2": "h2", "https": "https"}
+RATES = {"h3-rate": OFFERED_RPS, h3_impair.MODE: h3_impair.RATE}
+"""The open-loop loads: the `h3-rate` lane's and the loss phase's (not a lane of the plan)."""
 
 PROFILE = replace(
     tls_lanes.PROFILE,
     name="h3",
     description=(
-        "issue 31's HTTP/3 lane: HTTP/3 (h3client load, quic-go, c=50 x 10 streams) against HTTP/2 "
-        "over TLS "
+        "issue 31's HTTP/3 lane: HTTP/3 closed loop (h3client load, quic-go, c=50 x 10 streams) "
+        f"and at a fixed {OFFERED_RPS} req/s (h3client rate, c=50) against HTTP/2 over TLS "
         "(h2load -c 50 -m 10) and HTTPS keep-alive (wrk, c=50) on the same app where a server "
-        "offers them, /plaintext, 7 interleaved runs of 3 s per cell with 95% intervals; memory "
-        "per idle connection per protocol with 500 connections; one self-signed ECDSA P-256 "
-        "certificate per run"
+        "offers them, /plaintext, 7 interleaved runs of 2 s per cell with 95% intervals; memory "
+        "per idle connection per protocol with 500 connections; latency at the fixed rate "
+        "through a userspace loss/reordering relay (0%, 1%, 3% loss, reordering; 3 runs each); "
+        "one self-signed ECDSA P-256 certificate per run"
     ),
+    duration=2.0,
     lanes=tuple(
         config.Lane(mode, MODES[mode], ("plaintext",), ((CONNECTIONS, 0),), mode=mode)
         for mode in MODES
@@ -233,19 +254,24 @@ def unavailable(peer: Peer) -> str | None:
 # ------------------------------------------------------------------ load
 
 
-def load_command(url: str, duration: float) -> list[str]:
-    """h3client's closed-loop load: CONNECTIONS QUIC connections, STREAMS requests in flight on
-    each, for `duration` seconds (whole seconds, at least 1)."""
+def load_command(url: str, duration: float, mode: str = "h3") -> list[str]:
+    """h3client's load for `duration` seconds (whole seconds, at least 1): `h3`, closed loop,
+    CONNECTIONS QUIC connections with STREAMS requests in flight on each; `h3-rate` and the loss
+    phase's `h3-loss`, open loop, their RATES requests a second over CONNECTIONS connections."""
     secs = str(max(1, round(duration)))
+    if mode in RATES:
+        return [str(H3CLIENT), "rate", url, str(CONNECTIONS), str(RATES[mode]), secs]
     return [str(H3CLIENT), "load", url, str(CONNECTIONS), str(STREAMS), secs]
 
 
 def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
-    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3`, the protocols lanes' clients
-    otherwise. Its JSON has oha's layout, read by oha's parser."""
-    if mode != "h3":
+    """`tls_lanes.Suite.load`: h3client over HTTP/3 for `h3` and `RATES`' modes, the protocols
+    lanes' clients otherwise. Its JSON has oha's layout, read by oha's parser. A fixed-rate run
+    that could not send every request it offered (a connection already had 100 in flight) is
+    an error: its load was not the offered one."""
+    if mode != "h3" and mode not in RATES:
         return tls_lanes._load(opts, mode, url, scen, duration, cert, requests)
-    cmd = ["taskset", "-c", opts.split.client_list] + load_command(url, duration)
+    cmd = ["taskset", "-c", opts.split.client_list] + load_command(url, duration, mode)
     limit = duration + 30
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
@@ -265,15 +291,41 @@ def load(opts, mode, url, scen, duration, cert, requests=None) -> tuple:
     res = loadgen.parse_oha_output(p.stdout)
     if res.requests == 0:
         raise loadgen.LoadgenError(f"h3client load got no answer: {p.stdout[-300:]}")
+    behind = unsent(p.stdout)
+    if behind:
+        raise loadgen.LoadgenError(behind)
     res.client_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return res, {"alpn": "h3"}
 
 
+def unsent(stdout: str) -> str | None:
+    """Why an `h3client rate` run was not at its offered load (requests due while their
+    connection already had 100 in flight were not sent), or None."""
+    data = json.loads(stdout)
+    if not data.get("skipped"):
+        return None
+    return (
+        f"h3client rate: {data['skipped']} request(s) not sent, the server was behind the "
+        f"offered {data.get('offered_rps')} req/s"
+    )
+
+
 def tool_versions() -> dict[str, str | None]:
     """The protocols lanes' tools plus the quic-go of h3client (the HTTP/3 client)."""
-    gomod = (H3_DIR / "go.mod").read_text()
-    quic = next((ln.split()[1] for ln in gomod.splitlines() if "quic-go/quic-go " in ln), None)
-    return {**tls_lanes._tools(), "h3client": f"quic-go {quic}" if quic else None}
+    return {**tls_lanes._tools(), "h3client": quic_go_version()}
+
+
+def quic_go_version(gomod: str | None = None) -> str | None:
+    """The quic-go that h3client (the load client and the loss phase's relay) is built with:
+    its `require` line in lab/peers/h3/go.mod, inside a block or on its own."""
+    text = (H3_DIR / "go.mod").read_text() if gomod is None else gomod
+    for line in text.splitlines():
+        words = line.split()
+        if "github.com/quic-go/quic-go" in words:
+            i = words.index("github.com/quic-go/quic-go")
+            if i + 1 < len(words):
+                return f"quic-go {words[i + 1]}"
+    return None
 
 
 SUITE = tls_lanes.Suite(
@@ -287,6 +339,7 @@ SUITE = tls_lanes.Suite(
     wait=wait,
     tool_versions=tool_versions,
     unavailable=unavailable,
+    after_cells=functools.partial(h3_impair.phase, H3CLIENT),
 )
 
 
@@ -331,9 +384,80 @@ def netem_check(namespace: str = "peregrine-lab-netem") -> dict:
     return {"available": reason is None, "reason": reason}
 
 
+ALONE_S = 2.0
+"""Seconds of a server's start and stop (the alone step, each idle step, the cells' start)."""
+PER_PROTOCOL_S = 8.5
+"""Seconds per protocol of the alone step: parity, then the idle connections on a fresh process
+(500 handshakes and the settling pauses)."""
+PER_RUN_S = 0.5
+"""Seconds a timed pass of a cell costs beyond its duration: the client's start, connection
+set-up, the samples."""
+RELAY_RUN_S = 1.5
+"""The same for a run of the loss phase, which also starts and stops the relay. These three are
+from `--servers quic-go --runs 1 --duration 2` on a busy machine: alone 35 s for 3 protocols,
+4 cells (warm-up and run) in 13 s, 5 loss runs in 17 s."""
+
+
+def estimate(peers: list[Peer], runs: int, duration: float) -> dict[str, float]:
+    """Seconds of each part of a run of `peers` (builds excluded): the alone steps, the cells
+    (a warm-up of 1 s, then `runs` runs each), the loss phase."""
+    cells = tls_lanes.plan(peers, MODE_PROTOCOL)
+    run_s = max(1, round(duration)) + PER_RUN_S
+    h3 = [p for p in peers if "h3" in tls_lanes.protocols_of(p, tuple(MODE_PROTOCOL.values()))]
+    protos = sum(len(tls_lanes.protocols_of(p, tuple(MODE_PROTOCOL.values()))) for p in peers)
+    return {
+        "alone": len(peers) * 2 * ALONE_S + protos * (PER_PROTOCOL_S + ALONE_S),
+        "cells": len(cells) * ((1 + PER_RUN_S) + runs * run_s),
+        "loss": len(h3)
+        * len(h3_impair.SETTINGS)
+        * min(runs, h3_impair.RUNS)
+        * (max(1, round(duration)) + RELAY_RUN_S),
+    }
+
+
+def describe(opts: tls_lanes.Options, stream=None) -> float:
+    """`--dry-run`: the servers, cells, runs and the estimated time of the run `opts` would
+    make, printed; nothing is built, started or measured. Returns the estimated seconds."""
+    from .peers import load_peers, select_peers
+
+    stream = stream or sys.stdout
+    peers = select_peers(load_peers(opts.peers_file), opts.servers)
+    measured = [p for p in peers if unavailable(p) is None]
+    cells = tls_lanes.plan(measured, MODE_PROTOCOL)
+    seed = "drawn at the start" if opts.seed is None else opts.seed
+    print(
+        f"dry run of profile h3 (seed {seed}): nothing is built or measured ({opts.peers_file})",
+        file=stream,
+    )
+    for p in peers:
+        why = unavailable(p)
+        modes = [m for q, m in cells if q.name == p.name]
+        print(
+            f"  {p.name:14} " + (f"unavailable: {why}" if why else f"lanes {', '.join(modes)}"),
+            file=stream,
+        )
+    parts = estimate(measured, opts.runs, opts.duration)
+    loss_runs = min(opts.runs, h3_impair.RUNS)
+    print(
+        f"{len(cells)} cell(s) x {opts.runs} run(s) of {opts.duration:g} s in interleaved rounds; "
+        f"loss phase: {len(h3_impair.SETTINGS)} setting(s) x {loss_runs} run(s) per HTTP/3 "
+        f"server; idle memory with {opts.idle_connections} connections per protocol",
+        file=stream,
+    )
+    total = sum(parts.values())
+    print(
+        f"estimated time {total / 60:.1f} min ({total:.0f} s: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in parts.items())
+        + "), plus the builds of anything not yet built",
+        file=stream,
+    )
+    return total
+
+
 def run(opts: tls_lanes.Options) -> dict:
-    """The whole HTTP/3 run (tls_lanes.run with `SUITE`); results in out_dir/results.json, with
-    whether tc netem could give the loss/reordering chart on this machine."""
+    """The whole HTTP/3 run (tls_lanes.run with `SUITE`, the loss phase included); results in
+    out_dir/results.json, with whether tc netem works on this machine (the report says why the
+    relay stands in for it)."""
     build_client()
     netem = netem_check()
     if "qdisc kind is unknown" in (netem["reason"] or ""):

@@ -1,33 +1,40 @@
 """report.md and a chart of an HTTP/3 run (h3_lane.py) from its results.json: the target
 (Peregrine's CPU per request over HTTP/3 against the best HTTP/3 peer's), each lane's cells,
 HTTP/3 beside HTTP/2 and HTTPS per server, negotiated TLS and parity, memory per idle
-connection, and whether the loss/reordering chart could be made. Table helpers are the
+connection, and latency under loss and reordering (h3_impair.py). Table helpers are the
 protocols report's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import figures, stats, tls_lanes
+from . import figures, h3_impair, stats, tls_lanes
+from .h3_lane import MODE_PROTOCOL, RATES
 from .tls_report import NA, _ci, _f, _kib, _quietness, _table
 
 REFERENCE = "peregrine-h3"
-LANE_ORDER = ("h3", "h2", "https")
+LANE_ORDER = ("h3-rate", "h3", "h2", "https")
+PROTOCOLS = ("h3", "h2", "https")
+"""Idle memory is per protocol: `h3-rate` is the `h3` protocol at another load."""
+TARGET_MODES = ("h3-rate", "h3")
+"""The target at equal load first (every server at the same offered rate), then closed loop."""
 CLIENT_BOUND_SHARE = 0.95
 """Median busy share of the client CPUs from which a lane's req/s is the load generator's limit."""
 
 
-def target(res: dict) -> dict:
-    """Issue 31's target: Peregrine's CPU per request over HTTP/3 over the best (lowest median)
-    HTTP/3 peer's, with the ratio's t 95% interval; met only when its upper bound is ≤ 1."""
-    mine = tls_lanes.find_cell(res, REFERENCE, "h3")
+def target(res: dict, mode: str = "h3-rate") -> dict:
+    """Issue 31's target in lane `mode`: Peregrine's CPU per request over HTTP/3 over the best
+    (lowest median) HTTP/3 peer's, with the ratio's t 95% interval (paired by round); met only
+    when its upper bound is ≤ 1."""
+    mine = tls_lanes.find_cell(res, REFERENCE, mode)
     peers = [
         c
         for c in res.get("cells", [])
-        if c["mode"] == "h3" and c["status"] == "ok" and c["server"] != REFERENCE
+        if c["mode"] == mode and c["status"] == "ok" and c["server"] != REFERENCE
     ]
     best = min(peers, key=lambda c: c["median"]["cpu_us_per_req"], default=None)
     row = {
+        "mode": mode,
         "what": "HTTP/3 CPU per request ≤ the best HTTP/3 peer's",
         "against": best["server"] if best else None,
         "ratio": None,
@@ -35,13 +42,14 @@ def target(res: dict) -> dict:
         "met": None,
     }
     if mine is None:
-        row["why_not"] = _why_not_measured(res)
+        row["why_not"] = _why_not_measured(res, mode)
     elif best is not None:
         est = tls_lanes.cpu_ratio(mine, best)
         ci = est.ci if est else None
         row.update(
             ratio=est.ratio if est else None,
             ci=list(ci) if ci else None,
+            method=est.method if est else None,
             met=stats.target_met(ci, 1.0),
             mine=mine["median"]["cpu_us_per_req"],
             theirs=best["median"]["cpu_us_per_req"],
@@ -49,7 +57,18 @@ def target(res: dict) -> dict:
     return row
 
 
-def _why_not_measured(res: dict) -> str:
+def verdict(t: dict) -> str:
+    """A target row's verdict: met (the interval's upper bound ≤ 1), not met and decided (its
+    lower bound > 1 too), not met with an interval that includes 1 (more rounds could decide
+    it), or no interval."""
+    if t.get("ci") is None:
+        return "no interval"
+    if t["met"]:
+        return "met"
+    return "not met" if t["ci"][0] > 1 else "not met (undecided: the interval includes 1)"
+
+
+def _why_not_measured(res: dict, mode: str) -> str:
     """Why Peregrine has no HTTP/3 figure: not built (unavailable), parity, or its cell's end."""
     entry = next((s for s in res.get("servers", []) if s["name"] == REFERENCE), None)
     if entry is None:
@@ -60,7 +79,7 @@ def _why_not_measured(res: dict) -> str:
     if problems:
         return "HTTP/3 parity failed: " + "; ".join(problems)
     cell = next(
-        (c for c in res.get("cells", []) if c["server"] == REFERENCE and c["mode"] == "h3"), {}
+        (c for c in res.get("cells", []) if c["server"] == REFERENCE and c["mode"] == mode), {}
     )
     return f"{cell.get('status', 'no cell')}: {cell.get('message') or 'no message'}"
 
@@ -89,15 +108,14 @@ def _cell_rows(res: dict, mode: str, labels: dict) -> list[list[str]]:
 
 
 def _by_server_rows(res: dict, labels: dict) -> list[list[str]]:
-    """Per server: CPU µs/req, p99 and idle memory of each protocol it serves."""
+    """Per server: CPU µs/req and p99 of each lane it is in, then idle memory per protocol."""
     rows = []
     for s in res.get("servers", []):
         row = [labels.get(s["name"], s["name"])]
         for mode in LANE_ORDER:
             cell = tls_lanes.find_cell(res, s["name"], mode)
-            idle = ((s.get("idle_memory") or {}).get(mode) or {}).get("per_connection_bytes")
             if cell is None:
-                offered = mode in s.get("protocols", []) and s.get("status") == "ok"
+                offered = MODE_PROTOCOL[mode] in s.get("protocols", []) and s.get("status") == "ok"
                 row.append(
                     "not measured"
                     if offered
@@ -108,6 +126,8 @@ def _by_server_rows(res: dict, labels: dict) -> list[list[str]]:
                 row.append(
                     f"{_f(med['cpu_us_per_req'])} µs, p99 {_f(med.get('p99_us'), '{:.0f}')} µs"
                 )
+        for proto in PROTOCOLS:
+            idle = ((s.get("idle_memory") or {}).get(proto) or {}).get("per_connection_bytes")
             row.append(_kib(idle))
         rows.append(row)
     return rows
@@ -152,33 +172,7 @@ def render(res: dict) -> str:
         "## Target (issue 31)",
         "",
     ]
-    t = target(res)
-    if t.get("why_not"):
-        lines += [f"Peregrine has no HTTP/3 figure in this run: {t['why_not']}.", ""]
-    else:
-        met = {True: "**met**", False: "**not met**", None: NA}[t["met"]]
-        lines += _table(
-            [
-                "target",
-                "against",
-                "Peregrine CPU µs/req",
-                "theirs",
-                "ratio",
-                "95% interval",
-                "verdict",
-            ],
-            [
-                [
-                    t["what"],
-                    labels.get(t["against"], t["against"] or NA),
-                    _f(t.get("mine")),
-                    _f(t.get("theirs")),
-                    _f(t["ratio"], "{:.3f}"),
-                    NA if not t["ci"] else f"[{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]",
-                    met,
-                ]
-            ],
-        )
+    lines += _target_lines(res, labels)
     for mode in LANE_ORDER:
         if mode not in st.get("modes", {}):
             continue
@@ -192,12 +186,8 @@ def render(res: dict) -> str:
                 if r.get("client_cpus_busy_share") is not None
             ]
         )
-        if busy is not None and busy >= CLIENT_BOUND_SHARE:
-            lines += [
-                f"The load generator's CPUs were {busy * 100:.0f}% busy (median): req/s here is "
-                "the client's ceiling, not the server's; CPU per request is the server's own.",
-                "",
-            ]
+        if busy is not None:
+            lines += [_client_note(mode, busy), ""]
         lines += _table(
             ["server", "req/s", "CPU µs/req (median)", "95% interval", "p99 µs", "runs"],
             _cell_rows(res, mode, labels),
@@ -211,9 +201,7 @@ def render(res: dict) -> str:
         "protocol.",
         "",
     ]
-    header = ["server"]
-    for mode in LANE_ORDER:
-        header += [mode, f"idle {mode}"]
+    header = ["server", *LANE_ORDER, *(f"idle {p}" for p in PROTOCOLS)]
     lines += _table(header, _by_server_rows(res, labels))
     lines += ["## Servers: version, negotiated TLS, parity", ""]
     rows = []
@@ -235,20 +223,95 @@ def render(res: dict) -> str:
                 ]
             )
     lines += _table(["server", "version", "protocol", "TLS", "key exchange", "parity"], rows)
-    netem = res.get("netem") or {}
-    lines += [
-        "## Loss and reordering (tc netem)",
-        "",
-        (
-            "Not measured: " + netem.get("reason", "not checked in this run") + "."
-            if not netem.get("available")
-            else "tc netem works here; the latency chart under loss is not part of this run."
-        ),
-        "",
-        "Chart: `charts/cpu_per_request.svg`.",
+    lines += h3_impair.render(res, labels)
+    lines += ["Chart of CPU per request: `charts/cpu_per_request.svg`.", ""]
+    return "\n".join(lines)
+
+
+def _client_note(mode: str, busy: float) -> str:
+    """How busy the load generator was in lane `mode` and what that means for its figures."""
+    text = f"The load generator's CPUs were {busy * 100:.0f}% busy (median of the runs)"
+    if busy < CLIENT_BOUND_SHARE:
+        return text + "."
+    if mode in RATES:
+        return text + (
+            ": the rate is offered, so req/s is the offered one, but the client's own queue is "
+            "in the latency; CPU per request is the server's own."
+        )
+    return text + (
+        ": req/s here is the client's ceiling, not the server's; CPU per request is the "
+        "server's own."
+    )
+
+
+def _target_lines(res: dict, labels: dict) -> list[str]:
+    """One row per lane of `TARGET_MODES` in this run: the paired ratio, its interval, the
+    verdict; the first row (equal offered load) is the one the target is judged by."""
+    rows, missing = [], []
+    for mode in (m for m in TARGET_MODES if m in res.get("settings", {}).get("modes", {})):
+        t = target(res, mode)
+        if t.get("why_not"):
+            missing.append(f"`{mode}`: {t['why_not']}")
+            continue
+        rows.append(
+            [
+                f"`{mode}`",
+                labels.get(t["against"], t["against"] or NA),
+                _f(t.get("mine")),
+                _f(t.get("theirs")),
+                _f(t["ratio"], "{:.3f}"),
+                NA if not t["ci"] else f"[{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]",
+                t.get("method") or NA,
+                f"**{verdict(t)}**",
+            ]
+        )
+    lines = [
+        "HTTP/3 CPU per request of Peregrine over the best HTTP/3 peer's (lowest median), the "
+        "ratio's 95% interval from the runs paired by round; met when the interval's upper bound "
+        "is ≤ 1. Judged at the fixed offered rate (`h3-rate`, equal load for every server); the "
+        "closed loop (`h3`) is shown beside it.",
         "",
     ]
-    return "\n".join(lines)
+    if rows:
+        header = ["lane", "against", "Peregrine CPU µs/req", "theirs", "ratio", "95% interval"]
+        lines += _table(header + ["method", "verdict"], rows)
+    lines += [f"Peregrine has no HTTP/3 figure in lane {m}." for m in missing]
+    return lines + ([""] if missing else [])
+
+
+def _ms(cell: dict | None) -> str:
+    us = (cell or {}).get("p99_us")
+    return NA if us is None else f"{us / 1000:.1f}"
+
+
+def figure_lines(res: dict) -> list[str]:
+    """The docs' figures of a run (figures.py, key `h3`): the target at equal load, and per
+    server CPU per request in each lane, closed-loop req/s, idle memory over HTTP/3 and p99
+    under the loss phase's settings."""
+    labels = {s["name"]: s.get("label", s["name"]) for s in res.get("servers", [])}
+    t = target(res)
+    if t.get("why_not"):
+        head = f"Peregrine has no HTTP/3 figure at the fixed rate: {t['why_not']}."
+    else:
+        ci = "no interval" if not t["ci"] else f"95% interval [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]"
+        head = (
+            f"Target, HTTP/3 CPU per request at equal offered load (`h3-rate`) ≤ the best HTTP/3 "
+            f"peer's ({labels.get(t['against'], t['against'] or NA)}): Peregrine / theirs = "
+            f"{_f(t['ratio'], '{:.3f}')}, {ci}: **{verdict(t)}**."
+        )
+    settings = [s["name"] for s in (res.get("impairment") or {}).get("settings", [])]
+    rows = []
+    for s in res.get("servers", []):
+        cpu = [_f((tls_lanes.find_cell(res, s["name"], m) or {}).get("median", {}).get(
+            "cpu_us_per_req")) for m in LANE_ORDER]  # fmt: skip
+        closed = (tls_lanes.find_cell(res, s["name"], "h3") or {}).get("median") or {}
+        idle = ((s.get("idle_memory") or {}).get("h3") or {}).get("per_connection_bytes")
+        p99 = [_ms(h3_impair.cell(res["impairment"], s["name"], n)) for n in settings]
+        rps = NA if closed.get("rps") is None else f"{closed['rps']:,.0f}"
+        rows.append([labels.get(s["name"], s["name"]), *cpu, rps, _kib(idle), *p99])
+    header = [f"{m} CPU µs/req" for m in LANE_ORDER] + ["h3 req/s (closed loop)", "idle h3"]
+    header += [f"p99 ms, {n}" for n in settings]
+    return [head, "", *_table(["server", *header], rows)][:-1]
 
 
 def chart(res: dict, out_dir: Path) -> list[Path]:
@@ -262,9 +325,9 @@ def chart(res: dict, out_dir: Path) -> list[Path]:
     plt.rcParams["svg.fonttype"] = "none"
     servers = [s for s in res.get("servers", []) if s.get("status") == "ok"]
     fig, ax = plt.subplots(figsize=(8, 0.7 * len(servers) + 1.5))
-    width = 0.27
+    width = 0.2
     for i, (mode, color) in enumerate(
-        zip(LANE_ORDER, ("#c44e52", "#dd8452", "#4c72b0"), strict=True)
+        zip(LANE_ORDER, ("#8c1c13", "#c44e52", "#dd8452", "#4c72b0"), strict=True)
     ):
         ys, xs, lo, hi = [], [], [], []
         for j, s in enumerate(servers):
@@ -273,7 +336,7 @@ def chart(res: dict, out_dir: Path) -> list[Path]:
                 continue
             v = cell["median"]["cpu_us_per_req"]
             ci = cell.get("cpu_ci") or [v, v]
-            ys.append(j + (i - 1) * width)
+            ys.append(j + (i - 1.5) * width)
             xs.append(v)
             lo.append(v - ci[0])
             hi.append(ci[1] - v)
@@ -288,7 +351,8 @@ def chart(res: dict, out_dir: Path) -> list[Path]:
     p = d / "cpu_per_request.svg"
     fig.savefig(p, metadata={"Date": None})
     plt.close(fig)
-    return [p]
+    loss = h3_impair.chart(res, out_dir, plt)
+    return [p] + ([loss] if loss else [])
 
 
 def write(res: dict, out_dir: Path) -> tuple[Path, list[Path]]:

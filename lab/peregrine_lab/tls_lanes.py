@@ -117,6 +117,7 @@ class Options:
     peers_file: Path = PROTOCOLS_TOML
     idle_connections: int = PROFILE.idle_connections
     suite: Suite | None = None  # None: this module's protocols lanes
+    seed: int | None = None  # the rounds' order (and a suite's own draws); None: the clock's
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,9 @@ class Suite:
     tool_versions: Callable
     # peer -> why it is not measured before any build (e.g. built without a feature), or None
     unavailable: Callable = lambda peer: None
+    # (opts, peers, live, entries, res, scen, cert, seed) -> None: a phase of the suite's own on
+    # the servers the cells ran on, after the cells and before the servers stop, or None
+    after_cells: Callable | None = None
 
 
 def _load_of(opts) -> Callable:
@@ -432,7 +436,7 @@ def run(opts: Options) -> dict:
     # wrk and ab are run through loadgen.run with this process's environment: the clients' setting.
     saved_conf = os.environ.get("OPENSSL_CONF")
     os.environ["OPENSSL_CONF"] = str(cert.client_conf)
-    seed = int(time.time())
+    seed = int(time.time()) if opts.seed is None else opts.seed
     prof = replace(base, runs=opts.runs, duration=opts.duration)
     port = opts.port or _free_port(DEFAULT_PORT)
     res = {
@@ -520,6 +524,8 @@ def run(opts: Options) -> dict:
                 entries[peer.name]["load_message"] = f"fresh start for the cells failed: {e}"
             next_port += 1
         _measure(opts, cells, live, entries, res, scen, cert, seed)
+        if suite and suite.after_cells:
+            suite.after_cells(opts, peers, live, entries, res, scen, cert, seed)
         for server, _ in live.values():
             server.stop()
         res["measure_seconds"] = round(time.monotonic() - measure_start, 1)

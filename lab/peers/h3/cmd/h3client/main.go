@@ -9,6 +9,14 @@
 //	h3client load URL C P S  C QUIC connections with P requests in flight on each for S seconds
 //	                        (closed loop); prints oha's JSON layout (summary, status codes,
 //	                        errors, latency percentiles in seconds) for the lab's oha parser
+//	h3client rate URL C R S  open loop: R requests a second spread over C QUIC connections for
+//	                        S seconds, each latency from the request's scheduled start (so a
+//	                        slow server's queue is counted, not hidden); oha's JSON layout plus
+//	                        the offered and the sent rate
+//	h3client relay TARGET [-loss PCT] [-reorder PCT -hold-ms MS] [-delay-ms MS] [-seed N]
+//	                        a UDP relay to TARGET that drops, holds back and delays datagrams
+//	                        (relay.go); prints "relay ADDR", forwards until stdin closes, then
+//	                        prints its counts as JSON
 //
 // The server's certificate is trusted from the PEM file in H3_CA (the lab's certificate).
 package main
@@ -81,7 +89,7 @@ func get(client *http.Client, url string) (*http.Response, []byte, error) {
 
 func main() {
 	if len(os.Args) < 3 {
-		fail("usage: h3client get URL | h3client idle URL N")
+		fail("usage: h3client get|idle|load|rate|relay ... (see the package comment)")
 	}
 	url := os.Args[2]
 	switch os.Args[1] {
@@ -139,8 +147,15 @@ func main() {
 			fail("usage: h3client load URL CONNECTIONS STREAMS SECONDS")
 		}
 		load(url, positive(os.Args[3]), positive(os.Args[4]), positive(os.Args[5]))
+	case "rate":
+		if len(os.Args) != 6 {
+			fail("usage: h3client rate URL CONNECTIONS RATE SECONDS")
+		}
+		rate(url, positive(os.Args[3]), positive(os.Args[4]), positive(os.Args[5]))
+	case "relay":
+		relayMain(os.Args[2:])
 	default:
-		fail("unknown command %q (get, idle, load)", os.Args[1])
+		fail("unknown command %q (get, idle, load, rate, relay)", os.Args[1])
 	}
 }
 
@@ -165,10 +180,12 @@ func load(url string, conns, streams, seconds int) {
 	workers := make([]*worker, conns*streams)
 	var wg sync.WaitGroup
 	start := time.Now()
+	transports := make([]*http3.Transport, conns)
 	for c := 0; c < conns; c++ {
 		// One transport per connection: a transport pools one QUIC connection per host, and
 		// its streams share it.
-		client := &http.Client{Transport: newTransport(), Timeout: 5 * time.Second}
+		transports[c] = newTransport()
+		client := &http.Client{Transport: transports[c], Timeout: 5 * time.Second}
 		for s := 0; s < streams; s++ {
 			w := &worker{statuses: map[int]int{}, errors: map[string]int{}}
 			workers[c*streams+s] = w
@@ -191,6 +208,21 @@ func load(url string, conns, streams, seconds int) {
 	}
 	wg.Wait()
 	total := time.Since(start)
+	closeAll(transports)
+	printResults(workers, total, nil)
+}
+
+// closeAll closes every connection (CONNECTION_CLOSE), so the server does not hold them until
+// its idle timeout into the next run.
+func closeAll(transports []*http3.Transport) {
+	for _, tr := range transports {
+		tr.Close()
+	}
+}
+
+// printResults merges the tallies and prints oha's JSON layout (summary, status codes, errors,
+// latency percentiles in seconds), with `extra` keys beside them.
+func printResults(workers []*worker, total time.Duration, extra map[string]any) {
 	var all []time.Duration
 	statuses, errors := map[string]int{}, map[string]int{}
 	var bytes int64
@@ -221,13 +253,17 @@ func load(url string, conns, streams, seconds int) {
 		summary["slowest"] = all[len(all)-1].Seconds()
 		summary["average"] = (sum / time.Duration(len(all))).Seconds()
 	}
-	out, _ := json.Marshal(map[string]any{
+	out := map[string]any{
 		"summary":                summary,
 		"statusCodeDistribution": statuses,
 		"errorDistribution":      errors,
 		"latencyPercentiles": map[string]any{
 			"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "p99.9": pct(0.999),
 		},
-	})
-	fmt.Println(string(out))
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	text, _ := json.Marshal(out)
+	fmt.Println(string(text))
 }
