@@ -11,6 +11,7 @@
 ///     ..Http3Config::default()
 /// };
 /// assert!(h3.alt_svc);
+/// assert!(!h3.zero_rtt);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Http3Config {
@@ -35,6 +36,17 @@ pub struct Http3Config {
     /// Whether responses over TCP advertise HTTP/3 (`Alt-Svc: h3=":PORT"; ma=86400`).
     /// Default on.
     pub alt_svc: bool,
+    /// Accept 0-RTT (early data, RFC 9001 §4.6) from clients resuming a session: their first
+    /// requests travel with the handshake, a round trip sooner. Early data can be replayed by
+    /// whoever captured it, so a request accepted before the handshake completed is served only
+    /// when its method is safe (GET, HEAD, OPTIONS, TRACE; RFC 9110 §9.2.1) and reaches the
+    /// handler with `early-data: 1` (RFC 8470 §5.1); any other method is answered
+    /// `425 Too Early` without reaching the handler, and the client repeats it after the
+    /// handshake. PUT and DELETE are idempotent but refused too: a copy held back by an
+    /// attacker and delivered after the client's later change undoes that change, which
+    /// repeating is meant to be harmless against only when copies arrive together.
+    /// Default off.
+    pub zero_rtt: bool,
 }
 
 impl Default for Http3Config {
@@ -46,6 +58,7 @@ impl Default for Http3Config {
             receive_window: 1024 * 1024,
             max_unvalidated_handshakes: 64,
             alt_svc: true,
+            zero_rtt: false,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! each served by the worker's [`Service`] inside this connection's task (no task per stream,
 //! so handlers need not be `Send`, as over HTTP/1.1 and HTTP/2).
 
+use super::early::{self, Confirmed};
 use super::request::{self, SharedRecv};
 use super::respond::{self, SendHalf};
 use super::unvalidated::Unvalidated;
@@ -36,6 +37,7 @@ struct Ctx {
     server_name: Option<&'static str>,
     header_timeout: Duration,
     write_timeout: Duration,
+    confirmed: Confirmed,
 }
 
 /// Serves the connection `incoming` starts until the client closes it, it idles out (QUIC's
@@ -60,19 +62,15 @@ pub(super) async fn serve<S: Service, P>(
             return;
         }
     };
-    let handshake = tokio::time::timeout(handshake_timeout, connecting).await;
-    drop(unvalidated);
-    let quic = match handshake {
-        Ok(Ok(quic)) => quic,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "QUIC handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "QUIC handshake timed out");
-            return;
-        }
-    };
+    let zero_rtt = config.http3.zero_rtt;
+    let (quic, confirmed) =
+        match early::establish(connecting, zero_rtt, handshake_timeout, unvalidated).await {
+            Ok(established) => established,
+            Err(why) => {
+                tracing::debug!(%peer, why);
+                return;
+            }
+        };
     // The client's SETTINGS are read as the connection runs, not awaited here.
     let mut builder = h3::server::builder();
     builder.max_field_section_size(config.http3.max_field_section_size);
@@ -90,6 +88,7 @@ pub(super) async fn serve<S: Service, P>(
         server_name: config.server_name,
         header_timeout: config.timeouts.header,
         write_timeout: config.timeouts.write,
+        confirmed,
     });
     let how = run(
         &mut conn,
@@ -134,7 +133,9 @@ async fn run<S: Service>(
         match next {
             Some(Ok(Some(resolver))) => {
                 requests += 1;
-                let stream = stream(resolver, service.clone(), ctx.clone(), peer);
+                // Decided as the stream is accepted, as quinn's `RecvStream::is_0rtt`.
+                let early = ctx.confirmed.early();
+                let stream = stream(resolver, early, service.clone(), ctx.clone(), peer);
                 streams.push(Box::pin(stream));
                 let limit = config.limits.max_requests_per_connection;
                 if limit.is_some_and(|max| requests >= max) {
@@ -198,11 +199,18 @@ async fn finish(
 
 /// One request stream: its head (within the header timeout), the service's answer (a
 /// panicking handler is answered 500), the response; the client is told to stop sending a
-/// body the handler left unread.
-async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>, peer: SocketAddr) {
+/// body the handler left unread. An `early` request (0-RTT) with an unsafe method is answered
+/// 425 instead of reaching the service.
+async fn stream<S: Service>(
+    resolver: Resolver,
+    early: bool,
+    service: Rc<S>,
+    ctx: Rc<Ctx>,
+    peer: SocketAddr,
+) {
     // A header section over `max_field_section_size` is answered 431 by h3 itself.
     let resolved = tokio::time::timeout(ctx.header_timeout, resolver.resolve_request()).await;
-    let (head, stream) = match resolved {
+    let (mut head, stream) = match resolved {
         Ok(Ok(resolved)) => resolved,
         Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "HTTP/3 request refused");
@@ -211,7 +219,15 @@ async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>, pe
         Err(_) => return,
     };
     let head_request = head.method() == http::Method::HEAD;
-    let (mut send, recv) = stream.split();
+    let (mut send, mut recv) = stream.split();
+    if early {
+        if let Err(too_early) = early::admit(&mut head) {
+            finish_stream(&mut send, too_early, head_request, &ctx, None).await;
+            // As after any complete response: the body is not wanted (RFC 9114 §4.1).
+            recv.stop_sending(h3::error::Code::H3_NO_ERROR);
+            return;
+        }
+    }
     let mapped = request::map(head, recv, peer, ctx.max_body_size, ctx.body_rules);
     let (response, recv) = match mapped {
         Some((req, recv)) => (answer(service.call(req)).await, Some(recv)),

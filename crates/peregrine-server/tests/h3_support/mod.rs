@@ -66,8 +66,16 @@ pub async fn connect(addr: SocketAddr, ca: &Ca) -> Client {
 /// setup's error when it fails.
 pub async fn connect_with(
     addr: SocketAddr,
-    mut tls: rustls::ClientConfig,
+    tls: rustls::ClientConfig,
 ) -> Result<Client, Box<dyn std::error::Error>> {
+    let endpoint = client_endpoint(tls);
+    let quic = endpoint.connect(addr, "localhost")?.await?;
+    Ok(over(quic, endpoint).await?)
+}
+
+/// A client endpoint on loopback whose connections use `tls` (its ALPN set to `h3`) and never
+/// idle out by themselves.
+pub fn client_endpoint(mut tls: rustls::ClientConfig) -> quinn::Endpoint {
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -76,7 +84,15 @@ pub async fn connect_with(
     config.transport_config(Arc::new(transport));
     let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     endpoint.set_default_client_config(config);
-    let quic = endpoint.connect(addr, "localhost")?.await?;
+    endpoint
+}
+
+/// HTTP/3 over the QUIC connection `quic` of `endpoint` (set up without waiting for the
+/// server, so it works before the handshake completes too).
+pub async fn over(
+    quic: quinn::Connection,
+    endpoint: quinn::Endpoint,
+) -> Result<Client, h3::error::ConnectionError> {
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(quic.clone())).await?;
     tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
     Ok(Client {
