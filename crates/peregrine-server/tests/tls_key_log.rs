@@ -31,7 +31,9 @@ impl ClientLog {
         let mut secrets = lines
             .iter()
             .filter(|l| l.starts_with("CLIENT_HANDSHAKE_TRAFFIC_SECRET "));
-        let line = secrets.next().expect("the client derived a handshake secret");
+        let line = secrets
+            .next()
+            .expect("the client derived a handshake secret");
         assert!(secrets.next().is_none(), "one handshake per client");
         line.clone()
     }
@@ -85,8 +87,14 @@ async fn key_log_records_tcp_and_quic_handshakes_only_when_on() {
     let quic = quic_handshake(on.handle.local_addr(), &on.ca).await;
     let written = std::fs::read_to_string(&file).unwrap();
     let lines: Vec<&str> = written.lines().collect();
-    assert!(lines.contains(&tcp.as_str()), "TCP secret missing:\n{written}");
-    assert!(lines.contains(&quic.as_str()), "QUIC secret missing:\n{written}");
+    assert!(
+        lines.contains(&tcp.as_str()),
+        "TCP secret missing:\n{written}"
+    );
+    assert!(
+        lines.contains(&quic.as_str()),
+        "QUIC secret missing:\n{written}"
+    );
     let handshakes = lines
         .iter()
         .filter(|l| l.starts_with("CLIENT_HANDSHAKE_TRAFFIC_SECRET "))

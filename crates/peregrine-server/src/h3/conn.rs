@@ -67,7 +67,7 @@ pub(super) async fn serve<S: Service, P>(
         match early::establish(connecting, zero_rtt, handshake_timeout, unvalidated).await {
             Ok(established) => established,
             Err(why) => {
-                tracing::debug!(%peer, why);
+                tracing::debug!(%peer, %why);
                 return;
             }
         };

@@ -4,8 +4,7 @@
 
 use super::unvalidated::Unvalidated;
 use crate::Response;
-use std::cell::Cell;
-use std::rc::Rc;
+use futures_util::future::{FutureExt, Shared};
 use std::time::Duration;
 
 /// The field a request accepted in early data reaches the handler with (RFC 8470 §5.1).
@@ -13,55 +12,57 @@ const EARLY_DATA: &str = "early-data";
 
 /// Whether a connection's handshake has completed (its client proved it holds the keys, so
 /// what it sends from then on is no replay), as its request streams see it when accepted.
-#[derive(Clone)]
-pub(super) struct Confirmed(Rc<Cell<bool>>);
+pub(super) struct Confirmed(Option<(Shared<quinn::ZeroRttAccepted>, quinn::Connection)>);
 
 impl Confirmed {
-    /// Whether a request accepted now came before the handshake completed.
+    /// Whether a request accepted now came before the handshake completed. quinn's driver
+    /// resolves the handshake future as it processes the client's Finished, before this
+    /// connection's task can accept a stream that came after it; a connection that ended
+    /// instead never counts as confirmed.
     pub(super) fn early(&self) -> bool {
-        !self.0.get()
+        let Some((handshake, quic)) = &self.0 else {
+            return false;
+        };
+        handshake.clone().now_or_never().is_none() || quic.close_reason().is_some()
     }
 }
 
 /// Waits until the connection `connecting` starts can carry requests and returns it. Without
 /// `zero_rtt`, that is after the handshake, which must finish within `timeout`. With it, at
 /// once (0.5-RTT: early requests are answered with the server's first flight), and a task
-/// watches the handshake: it marks the connection confirmed when the handshake completes, or
-/// closes it when the handshake fails or does not finish within `timeout`. `unvalidated`
+/// closes the connection if its handshake does not finish within `timeout`. `unvalidated`
 /// counts the handshake until it ends either way.
 pub(super) async fn establish(
     connecting: quinn::Connecting,
     zero_rtt: bool,
     timeout: Duration,
     unvalidated: Option<Unvalidated>,
-) -> Result<(quinn::Connection, Confirmed), &'static str> {
+) -> Result<(quinn::Connection, Confirmed), String> {
     if !zero_rtt {
         let handshake = tokio::time::timeout(timeout, connecting).await;
         drop(unvalidated);
         return match handshake {
-            Ok(Ok(quic)) => Ok((quic, Confirmed(Rc::new(Cell::new(true))))),
-            Ok(Err(_)) => Err("QUIC handshake failed"),
-            Err(_) => Err("QUIC handshake timed out"),
+            Ok(Ok(quic)) => Ok((quic, Confirmed(None))),
+            Ok(Err(e)) => Err(format!("QUIC handshake failed: {e}")),
+            Err(_) => Err("QUIC handshake timed out".into()),
         };
     }
-    // A server's `into_0rtt` always succeeds; whether the client's early data was accepted is
+    // A server's `into_0rtt` always succeeds; whether the client's early data is accepted is
     // rustls' decision (a fresh ticket from a connection that allowed it).
     let Ok((quic, handshake)) = connecting.into_0rtt() else {
-        return Err("QUIC connection unusable before its handshake");
+        return Err("QUIC connection unusable before its handshake".into());
     };
-    let confirmed = Confirmed(Rc::new(Cell::new(false)));
-    let (flag, watched) = (confirmed.clone(), quic.clone());
+    let handshake = handshake.shared();
+    let (watched, watcher) = (handshake.clone(), quic.clone());
     tokio::task::spawn_local(async move {
-        let done = tokio::time::timeout(timeout, handshake).await;
+        // A failed handshake resolves it too (quinn has closed the connection then).
+        let done = tokio::time::timeout(timeout, watched).await;
         drop(unvalidated);
-        match done {
-            Ok(true) => flag.0.set(true),
-            // Failed: quinn has closed the connection already.
-            Ok(false) => {}
-            Err(_) => watched.close(quinn::VarInt::from_u32(0), b"handshake timed out"),
+        if done.is_err() {
+            watcher.close(quinn::VarInt::from_u32(0), b"handshake timed out");
         }
     });
-    Ok((quic, confirmed))
+    Ok((quic.clone(), Confirmed(Some((handshake, quic)))))
 }
 
 /// Whether a request accepted before the handshake completed may be served: a safe method is,

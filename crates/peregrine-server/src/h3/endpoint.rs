@@ -22,10 +22,11 @@ pub const ALPN_H3: &[u8] = b"h3";
 /// HTTP/3 for a server: the QUIC crypto configuration made from its TLS acceptor. The
 /// certificates are the acceptor's own [`CertStore`](crate::tls::CertStore), so a reload
 /// applies to QUIC handshakes too; client authentication and the handshake timeout are the
-/// acceptor's as well. 0-RTT is off unless [`Http3Config::zero_rtt`](super::Http3Config::zero_rtt)
-/// turns it on. Resumption (and so 0-RTT) works across the workers: every worker's QUIC crypto
-/// is a copy of the acceptor's rustls configuration, whose session cache is one per acceptor
-/// (rustls accepts early data only with such stateful, single-use resumption). Its stateless-reset key,
+/// acceptor's as well. 0-RTT is off unless
+/// [`Http3Config::zero_rtt`](super::Http3Config::zero_rtt) turns it on. Resumption (and so
+/// 0-RTT) works across the workers: every worker's QUIC crypto is a copy of the acceptor's
+/// rustls configuration, whose session cache is one per acceptor (rustls accepts early data
+/// only with such stateful, single-use resumption). Its stateless-reset key,
 /// address-validation token key and connection-ID key are drawn once here and shared by every worker's endpoint: a
 /// worker that does not hold a connection (its client's address changed, so the kernel steers
 /// it elsewhere) recognises its connection IDs and sends a reset the client accepts, and a
