@@ -172,7 +172,11 @@ async fn resumption_and_early_data_work_across_workers() {
         assert_eq!(reply.status, 200, "round {round}");
         // The next round's ticket comes after the handshake: one more round trip receives it.
         let reply = client.request("GET", "/", &[], b"").await.unwrap();
-        assert_eq!((reply.status, &reply.body[..]), (200, &b"-"[..]), "round {round}");
+        assert_eq!(
+            (reply.status, &reply.body[..]),
+            (200, &b"-"[..]),
+            "round {round}"
+        );
         client.quic.close(0u32.into(), b"");
         client.endpoint.wait_idle().await;
     }

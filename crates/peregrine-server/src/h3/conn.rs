@@ -75,6 +75,7 @@ pub(super) async fn serve<S: Service, P>(
     let mut builder = h3::server::builder();
     builder.max_field_section_size(config.http3.max_field_section_size);
     let built = builder.build(h3_quinn::Connection::new(quic.clone()));
+    let built = confirmed.across_handshake(built);
     let mut conn: H3Conn = match tokio::time::timeout(config.timeouts.header, built).await {
         Ok(Ok(conn)) => conn,
         _ => {

@@ -5,6 +5,9 @@
 use super::unvalidated::Unvalidated;
 use crate::Response;
 use futures_util::future::{FutureExt, Shared};
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 /// The field a request accepted in early data reaches the handler with (RFC 8470 §5.1).
@@ -24,6 +27,28 @@ impl Confirmed {
             return false;
         };
         handshake.clone().now_or_never().is_none() || quic.close_reason().is_some()
+    }
+
+    /// Runs `fut`, polling it once more when the handshake completes. h3's setup opens the
+    /// server's control streams, which quinn grants only once the handshake has brought the
+    /// client's transport parameters, and quinn wakes no one then: begun in 0.5-RTT, the
+    /// setup would otherwise wait for its timeout (seen with quic-go's client).
+    pub(super) async fn across_handshake<F: Future>(&self, fut: F) -> F::Output {
+        let mut fut = pin!(fut);
+        let mut handshake = self.0.as_ref().map(|(h, _)| h.clone());
+        poll_fn(|cx| {
+            if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return Poll::Ready(out);
+            }
+            match handshake.as_mut().map(|h| h.poll_unpin(cx)) {
+                Some(Poll::Ready(_)) => {
+                    handshake = None;
+                    fut.as_mut().poll(cx)
+                }
+                _ => Poll::Pending,
+            }
+        })
+        .await
     }
 }
 
