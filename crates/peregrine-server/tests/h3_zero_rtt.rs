@@ -13,7 +13,7 @@ use peregrine_server::{service_fn, Request, Response, ServerConfig};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tls_support::Ca;
+use tls_support::{client_config, Ca};
 
 /// A guard against hanging, never a timing assertion.
 const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -41,13 +41,7 @@ fn start(zero_rtt: bool, workers: usize) -> (h3_support::Running, Arc<AtomicUsiz
 /// A client configuration that offers early data; its clones share one session cache, so a
 /// connection resumes the session of an earlier one.
 fn resuming(ca: &Ca) -> rustls::ClientConfig {
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .unwrap()
-    .with_root_certificates(ca.roots())
-    .with_no_client_auth();
+    let mut tls = (*client_config(ca, &[], &[&rustls::version::TLS13], None)).clone();
     tls.enable_early_data = true;
     tls
 }

@@ -29,8 +29,8 @@ func (r earlyResult) String() string {
 }
 
 // earlyRequest connects to addr with the sessions in cache (in 0-RTT when the ticket allows
-// it), sends method path (no body: quic-go sends a request stream's header alone only for
-// requests without one) at once, and reads the response.
+// it), sends method path at once (without a body: quic-go's SendRequestHeader takes only
+// requests without one), and reads the response.
 func earlyRequest(addr string, cache tls.ClientSessionCache, method, path string) (earlyResult, error) {
 	// Under the server's 10 s header timeout: a connection setup left waiting for it fails.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -82,9 +82,9 @@ func earlyRequest(addr string, cache tls.ClientSessionCache, method, path string
 	if err != nil {
 		return r, err
 	}
-	if res, err := cc.RoundTrip(next.WithContext(ctx)); err == nil {
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
+	if later, err := cc.RoundTrip(next.WithContext(ctx)); err == nil {
+		io.Copy(io.Discard, later.Body)
+		later.Body.Close()
 	}
 	state := conn.ConnectionState()
 	r.status, r.resumed, r.used0RTT = res.StatusCode, state.TLS.DidResume, state.Used0RTT
