@@ -42,10 +42,9 @@ pub struct Http3Config {
     /// when its method is safe (GET, HEAD, OPTIONS, TRACE; RFC 9110 §9.2.1) and reaches the
     /// handler with `early-data: 1` (RFC 8470 §5.1); any other method is answered
     /// `425 Too Early` without reaching the handler, and the client repeats it after the
-    /// handshake. PUT and DELETE are idempotent but refused too: a copy held back by an
-    /// attacker and delivered after the client's later change undoes that change, which
-    /// repeating is meant to be harmless against only when copies arrive together.
-    /// Default off.
+    /// handshake. PUT and DELETE are idempotent but refused too: idempotence makes repeats
+    /// harmless when they arrive together, not when an attacker holds a copy back and
+    /// delivers it after the client's next change, which it then undoes. Default off.
     pub zero_rtt: bool,
 }
 
