@@ -7,16 +7,17 @@
 mod h3_support;
 mod tls_support;
 
-use h3_support::{client_endpoint, connect_with, over, serve, Client, Reply};
+use h3_support::{client_endpoint, connect, connect_with, over, serve, serve_with, Client, Reply};
 use peregrine_server::h3::Http3Config;
 use peregrine_server::{service_fn, Request, Response, ServerConfig};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tls_support::{client_config, Ca};
 
 /// A guard against hanging, never a timing assertion.
-const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(10);
 
 /// A server whose handler counts its calls and answers with the request's `early-data` field
 /// ("-" without one).
@@ -174,4 +175,64 @@ async fn resumption_and_early_data_work_across_workers() {
         client.quic.close(0u32.into(), b"");
         client.endpoint.wait_idle().await;
     }
+}
+
+/// Relays a client's first datagram to `server` and drops the rest it sends (so its handshake
+/// never completes), while the server's datagrams go back to it; the relay's address.
+async fn first_datagram_only(server: SocketAddr) -> SocketAddr {
+    let front = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let back = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    back.connect(server).await.unwrap();
+    let addr = front.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut up, mut down) = ([0u8; 2048], [0u8; 2048]);
+        let mut client = None;
+        loop {
+            tokio::select! {
+                Ok((n, from)) = front.recv_from(&mut up) => {
+                    if client.replace(from).is_none() {
+                        let _ = back.send(&up[..n]).await;
+                    }
+                }
+                Ok(n) = back.recv(&mut down) => {
+                    if let Some(to) = client {
+                        let _ = front.send_to(&down[..n], to).await;
+                    }
+                }
+            }
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn with_zero_rtt_a_handshake_that_never_completes_is_closed_at_the_handshake_timeout() {
+    // Serving begins before the handshake completes, so the handshake timeout is kept by a
+    // watch of its own: without it, the stalled connection would hold the only slot until
+    // QUIC's idle timeout (60 s), and the second client would wait for it.
+    let config = ServerConfig::builder()
+        .workers(1)
+        .max_connections(1)
+        .http3(Http3Config {
+            zero_rtt: true,
+            ..Http3Config::default()
+        })
+        .build();
+    let ok = service_fn(|_r: Request| async { Response::text("ok") });
+    let server = serve_with(
+        config,
+        |tls| tls.handshake_timeout = Duration::from_millis(300),
+        ok,
+    );
+    let addr = server.handle.local_addr();
+    let relay = first_datagram_only(addr).await;
+    let stalled = client_endpoint(resuming(&server.ca));
+    let _connecting = stalled.connect(relay, "localhost").unwrap();
+    // Time for the relayed Initial to take the slot before the next client comes.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut client = tokio::time::timeout(WAIT, connect(addr, &server.ca))
+        .await
+        .expect("the stalled handshake still holds the only connection slot");
+    let reply = client.request("GET", "/", &[], b"").await.unwrap();
+    assert_eq!(reply.status, 200);
 }
