@@ -6,7 +6,8 @@
 #   control frames, close handshake, 1007, 1009; over ws:// and wss://), the same with
 #   Node's ws package (scripts/conformance/node), and HTTP/3 on the TLS port over UDP with
 #   aioquic's client (scripts/conformance/h3_clients.py; Alt-Svc checked with curl) and quic-go's
-#   (scripts/conformance/quicgo, a Go module built here).
+#   (scripts/conformance/quicgo, a Go module built here; its 0-RTT checks also start a second
+#   chat with H3_ZERO_RTT=1).
 # Bounded: every tool runs under `timeout`. Prints "conformance: N passed, M failed" and exits
 # non-zero on any failure. Tools are installed by scripts/setup.
 set -uo pipefail
@@ -15,8 +16,10 @@ cd "$(dirname "$0")/../.."
 H2SPEC="$(go env GOPATH 2>/dev/null)/bin/h2spec"
 work="$(mktemp -d)"
 server_pid=""
+zero_rtt_pid=""
 cleanup() {
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
+  if [ -n "$zero_rtt_pid" ]; then kill "$zero_rtt_pid" 2>/dev/null; wait "$zero_rtt_pid" 2>/dev/null; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -164,8 +167,19 @@ if timeout 120 python3 scripts/conformance/h3_clients.py 127.0.0.1 "$tls"; then
 else ko "aioquic over HTTP/3"; fi
 
 echo "== HTTP/3, Go quic-go client"
+# 0-RTT: refused by the server above (the default); a second chat with H3_ZERO_RTT=1 must serve
+# an early GET and answer an early POST 425 Too Early.
+zero_rtt_tls=$(port)
+ADDR="127.0.0.1:$(port)" TLS_ADDR="127.0.0.1:$zero_rtt_tls" WORKERS=1 H3_ZERO_RTT=1 \
+  TLS_CERT="$work/cert.pem" TLS_KEY="$work/key.pem" \
+  target/debug/examples/chat >"$work/server-0rtt.log" 2>&1 &
+zero_rtt_pid=$!
+for _ in $(seq 1 100); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$zero_rtt_tls") 2>/dev/null; then break; fi
+  sleep 0.1
+done
 if (cd scripts/conformance/quicgo && go build -o "$work/quicgo" .) &&
-  timeout 120 "$work/quicgo" "127.0.0.1:$tls"; then
+  timeout 120 "$work/quicgo" "127.0.0.1:$tls" "127.0.0.1:$zero_rtt_tls"; then
   ok "quic-go over HTTP/3"
 else ko "quic-go over HTTP/3"; fi
 

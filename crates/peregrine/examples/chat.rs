@@ -17,7 +17,9 @@
 //! serves HTTP/2 only (cleartext). SIGTERM / SIGINT drain every listener. `/echo` is a plain
 //! WebSocket echo (for conformance clients); `/big` answers 128 KiB, more than HTTP/2's
 //! 65,535-byte initial window (h2spec's path, so its flow-control cases are decided by the
-//! window, not by how fast the stream ends).
+//! window, not by how fast the stream ends). Built with `http3`, the TLS port serves HTTP/3
+//! too; `H3_ZERO_RTT=1` accepts 0-RTT there (safe requests only; the conformance run's second
+//! server).
 
 use peregrine::sse::{Event, Sse};
 use peregrine::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -170,6 +172,12 @@ fn main() -> std::io::Result<()> {
     let bad = |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
     // ADDR, WORKERS, TLS_CERT / TLS_KEY... from the environment, or --addr, --tls-cert... flags.
     let config = peregrine::config::from_env_and_args(std::env::args().skip(1)).map_err(bad)?;
+    #[cfg(feature = "http3")]
+    let config = {
+        let mut config = config;
+        config.server.http3.zero_rtt = std::env::var("H3_ZERO_RTT").as_deref() == Ok("1");
+        config
+    };
     let (room, _) = broadcast::channel(256);
     let mut others = Vec::new();
     // Optionally a cleartext port that speaks only HTTP/2 (h2c with prior knowledge): an

@@ -1,7 +1,8 @@
 // HTTP/3 conformance against a running server (the chat example built with `http3`), with
 // quic-go's HTTP/3 client (net/http over its QUIC stack): GET, a 128 KiB response, a 600 KiB
-// request body, and 40 concurrent streams on one connection. The certificate is self-signed,
-// so it is not verified (as curl -k). Usage: quicgo HOST:PORT
+// request body, and 40 concurrent streams on one connection; 0-RTT refused there (zerortt.go),
+// and, given a second server with 0-RTT on, only safe requests served in 0-RTT. The certificate
+// is self-signed, so it is not verified (as curl -k). Usage: quicgo HOST:PORT [0RTT-HOST:PORT]
 package main
 
 import (
@@ -49,8 +50,8 @@ func fetch(client *http.Client, method, url string, body []byte) (int, http.Head
 }
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: quicgo HOST:PORT")
+	if len(os.Args) != 2 && len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: quicgo HOST:PORT [0RTT-HOST:PORT]")
 		os.Exit(2)
 	}
 	base := "https://" + os.Args[1]
@@ -82,6 +83,11 @@ func main() {
 		all200 = all200 && s == 200
 	}
 	check("40 concurrent streams", all200, fmt.Sprintf("statuses %v", statuses))
+
+	checkZeroRTTRefused(os.Args[1])
+	if len(os.Args) == 3 {
+		checkZeroRTTSafeOnly(os.Args[2])
+	}
 
 	fmt.Printf("quic-go: %d passed, %d failed\n", passed, failed)
 	if failed > 0 {

@@ -11,6 +11,7 @@
 ///     ..Http3Config::default()
 /// };
 /// assert!(h3.alt_svc);
+/// assert!(!h3.zero_rtt);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Http3Config {
@@ -43,6 +44,16 @@ pub struct Http3Config {
     /// resets a `websocket` one as malformed, so announcing it would make RFC 9220 WebSocket
     /// clients fail instead of using WebSocket over TCP.
     pub extended_connect: bool,
+    /// Accept 0-RTT (early data, RFC 9001 §4.6) from clients resuming a session: their first
+    /// requests travel with the handshake, a round trip sooner. Early data can be replayed by
+    /// whoever captured it, so a request accepted before the handshake completed is served only
+    /// when its method is safe (GET, HEAD, OPTIONS, TRACE; RFC 9110 §9.2.1) and reaches the
+    /// handler with `early-data: 1` (RFC 8470 §5.1); any other method is answered
+    /// `425 Too Early` without reaching the handler, and the client repeats it after the
+    /// handshake. PUT and DELETE are idempotent but refused too: idempotence makes repeats
+    /// harmless when they arrive together, not when an attacker holds a copy back and
+    /// delivers it after the client's next change, which it then undoes. Default off.
+    pub zero_rtt: bool,
 }
 
 impl Default for Http3Config {
@@ -55,6 +66,7 @@ impl Default for Http3Config {
             max_unvalidated_handshakes: 64,
             alt_svc: true,
             extended_connect: false,
+            zero_rtt: false,
         }
     }
 }

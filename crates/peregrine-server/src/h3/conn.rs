@@ -2,6 +2,7 @@
 //! each served by the worker's [`Service`] inside this connection's task (no task per stream,
 //! so handlers need not be `Send`, as over HTTP/1.1 and HTTP/2).
 
+use super::early::{self, Confirmed};
 use super::request::{self, SharedRecv};
 use super::respond::{self, SendHalf};
 use super::unvalidated::Unvalidated;
@@ -41,6 +42,7 @@ pub(super) struct Ctx {
     /// The connection, for the client's address as of each request: a client whose address
     /// changed (NAT rebinding, migration) is on its new path once quinn has validated it.
     quic: quinn::Connection,
+    confirmed: Confirmed,
 }
 
 /// Serves the connection `incoming` starts until the client closes it, it idles out (QUIC's
@@ -66,26 +68,17 @@ pub(super) async fn serve<S: Service, P>(
             return;
         }
     };
+    let zero_rtt = config.http3.zero_rtt;
     // A connection that completes its handshake during shutdown would be sent GOAWAY before
     // its first request: waiting for it would only hold the shutdown to its deadline.
-    let handshake = tokio::select! {
-        done = tokio::time::timeout(handshake_timeout, connecting) => Some(done),
-        () = shared.shutdown_started() => None,
+    let established = tokio::select! {
+        done = early::establish(connecting, zero_rtt, handshake_timeout, unvalidated) => done,
+        () = shared.shutdown_started() => Err("QUIC handshake abandoned: shutting down".into()),
     };
-    drop(unvalidated);
-    let quic = match handshake {
-        Some(Ok(Ok(quic))) => quic,
-        Some(Ok(Err(e))) => {
-            tracing::debug!(%peer, error = %e, "QUIC handshake failed");
-            return;
-        }
-        Some(Err(_)) => {
-            tracing::debug!(%peer, "QUIC handshake timed out");
-            return;
-        }
-        // Dropping the handshake closes it (quinn closes a connection nobody holds).
-        None => {
-            tracing::debug!(%peer, "QUIC handshake abandoned: shutting down");
+    let (quic, confirmed) = match established {
+        Ok(established) => established,
+        Err(why) => {
+            tracing::debug!(%peer, %why);
             return;
         }
     };
@@ -94,6 +87,7 @@ pub(super) async fn serve<S: Service, P>(
     builder.max_field_section_size(config.http3.max_field_section_size);
     builder.enable_extended_connect(config.http3.extended_connect);
     let built = builder.build(h3_quinn::Connection::new(quic.clone()));
+    let built = confirmed.across_handshake(built);
     let mut conn: H3Conn = match tokio::time::timeout(config.timeouts.header, built).await {
         Ok(Ok(conn)) => conn,
         _ => {
@@ -110,6 +104,7 @@ pub(super) async fn serve<S: Service, P>(
         write_rules: PaceRules::write(config),
         extended_connect: config.http3.extended_connect,
         quic: quic.clone(),
+        confirmed,
     });
     let how = run(
         &mut conn,
@@ -154,7 +149,9 @@ async fn run<S: Service>(
         match next {
             Some(Ok(Some(resolver))) => {
                 requests += 1;
-                let stream = stream(resolver, service.clone(), ctx.clone());
+                // Decided as the stream is accepted, as quinn's `RecvStream::is_0rtt`.
+                let early = ctx.confirmed.early();
+                let stream = stream(resolver, early, service.clone(), ctx.clone());
                 streams.push(Box::pin(stream));
                 let limit = config.limits.max_requests_per_connection;
                 if limit.is_some_and(|max| requests >= max) {
@@ -218,12 +215,13 @@ async fn finish(
 
 /// One request stream: its head (within the header timeout), the service's answer (a
 /// panicking handler is answered 500), the response; the client is told to stop sending a
-/// body the handler left unread.
-async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>) {
+/// body the handler left unread. An `early` request (0-RTT) with an unsafe method is answered
+/// 425 instead of reaching the service.
+async fn stream<S: Service>(resolver: Resolver, early: bool, service: Rc<S>, ctx: Rc<Ctx>) {
     // A header section over `max_field_section_size` is answered 431 by h3 itself.
     let resolved = tokio::time::timeout(ctx.header_timeout, resolver.resolve_request()).await;
     let peer = ctx.quic.remote_address();
-    let (head, stream) = match resolved {
+    let (mut head, stream) = match resolved {
         Ok(Ok(resolved)) => resolved,
         Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "HTTP/3 request refused");
@@ -235,7 +233,15 @@ async fn stream<S: Service>(resolver: Resolver, service: Rc<S>, ctx: Rc<Ctx>) {
         return super::tunnel::serve(head, protocol.as_str(), stream, &*service, &ctx, peer).await;
     }
     let head_request = head.method() == http::Method::HEAD;
-    let (mut send, recv) = stream.split();
+    let (mut send, mut recv) = stream.split();
+    if early {
+        if let Err(too_early) = early::admit(&mut head) {
+            finish_stream(&mut send, too_early, head_request, &ctx, None).await;
+            // As after any complete response: the body is not wanted (RFC 9114 §4.1).
+            recv.stop_sending(h3::error::Code::H3_NO_ERROR);
+            return;
+        }
+    }
     let mapped = request::map(head, recv, peer, ctx.max_body_size, ctx.body_rules);
     let (response, recv) = match mapped {
         Some((req, recv)) => (answer(service.call(req)).await, Some(recv)),

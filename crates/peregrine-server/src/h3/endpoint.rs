@@ -22,7 +22,11 @@ pub const ALPN_H3: &[u8] = b"h3";
 /// HTTP/3 for a server: the QUIC crypto configuration made from its TLS acceptor. The
 /// certificates are the acceptor's own [`CertStore`](crate::tls::CertStore), so a reload
 /// applies to QUIC handshakes too; client authentication and the handshake timeout are the
-/// acceptor's as well. 0-RTT is off (early data can be replayed). Its stateless-reset key,
+/// acceptor's as well. 0-RTT is off unless
+/// [`Http3Config::zero_rtt`](super::Http3Config::zero_rtt) turns it on. Resumption (and so
+/// 0-RTT) works across the workers: every worker's QUIC crypto is a copy of the acceptor's
+/// rustls configuration, whose session cache is one per acceptor (rustls accepts early data
+/// only with such stateful, single-use resumption). Its stateless-reset key,
 /// address-validation token key and connection-ID key are drawn once here and shared by every worker's endpoint: a
 /// worker that does not hold a connection (its client's address changed, so the kernel steers
 /// it elsewhere) recognises its connection IDs and sends a reset the client accepts, and a
@@ -43,6 +47,8 @@ pub const ALPN_H3: &[u8] = b"h3";
 #[derive(Clone)]
 pub struct Http3 {
     crypto: Arc<QuicServerConfig>,
+    /// The same with early data accepted (for [`Http3Config::zero_rtt`](super::Http3Config::zero_rtt)).
+    early_crypto: Arc<QuicServerConfig>,
     handshake_timeout: Duration,
     reset_key: Arc<ring::hmac::Key>,
     token_key: Arc<ring::hkdf::Prk>,
@@ -51,7 +57,8 @@ pub struct Http3 {
 
 impl Http3 {
     /// The QUIC configuration for `tls`'s certificates: TLS 1.3 only (QUIC has no other),
-    /// ALPN `h3`, no early data; fresh random reset, token and connection-ID keys.
+    /// ALPN `h3`, early data only where the configuration asks for it; fresh random reset,
+    /// token and connection-ID keys.
     pub fn new(tls: &TlsAcceptor) -> io::Result<Http3> {
         use ring::rand::{SecureRandom, SystemRandom};
         let rng = SystemRandom::new();
@@ -66,9 +73,16 @@ impl Http3 {
         let mut rustls = (**tls.rustls_config()).clone();
         rustls.alpn_protocols = vec![ALPN_H3.to_vec()];
         rustls.max_early_data_size = 0;
-        let crypto = QuicServerConfig::try_from(Arc::new(rustls)).map_err(io::Error::other)?;
+        let crypto =
+            QuicServerConfig::try_from(Arc::new(rustls.clone())).map_err(io::Error::other)?;
+        // QUIC allows no other size than "any" (RFC 9001 §4.6.1); the copy shares the session
+        // cache, so a ticket from one worker resumes at another.
+        rustls.max_early_data_size = u32::MAX;
+        let early_crypto =
+            QuicServerConfig::try_from(Arc::new(rustls)).map_err(io::Error::other)?;
         Ok(Http3 {
             crypto: Arc::new(crypto),
+            early_crypto: Arc::new(early_crypto),
             handshake_timeout: tls.handshake_timeout(),
             reset_key: Arc::new(reset_key),
             token_key: Arc::new(token_key),
@@ -101,7 +115,12 @@ impl Http3 {
             .max_idle_timeout(Some(idle))
             .stream_receive_window(h3.stream_receive_window.into())
             .receive_window(h3.receive_window.into());
-        let mut server = quinn::ServerConfig::new(self.crypto.clone(), self.token_key.clone());
+        let crypto = if h3.zero_rtt {
+            self.early_crypto.clone()
+        } else {
+            self.crypto.clone()
+        };
+        let mut server = quinn::ServerConfig::new(crypto, self.token_key.clone());
         server.transport_config(Arc::new(transport));
         let mut endpoint = quinn::EndpointConfig::new(self.reset_key.clone());
         // A worker drops a short-header packet whose connection ID its generator does not

@@ -5,8 +5,10 @@
 //!
 //! * Served beside a TLS listener ([`Server::with_http3`](crate::Server::with_http3)) on the
 //!   same port over UDP, one socket per worker (`SO_REUSEPORT`), with the listener's
-//!   certificates (and their reloads), client authentication and handshake timeout; ALPN `h3`;
-//!   0-RTT off.
+//!   certificates (and their reloads), client authentication and handshake timeout; ALPN `h3`.
+//! * 0-RTT off by default; with [`Http3Config::zero_rtt`] a resuming client's early requests
+//!   are served when their method is safe (marked `early-data: 1`) and answered
+//!   `425 Too Early` otherwise.
 //! * Responses over TCP advertise it: `Alt-Svc: h3=":PORT"; ma=86400`
 //!   ([`Http3Config::alt_svc`]).
 //! * Limits ([`Http3Config`] and the engine's): concurrent request streams (QUIC's stream
@@ -32,11 +34,12 @@
 //!   (RFC 9220): h3 0.0.8's `h3::ext::Protocol` parses only `webtransport` and `connect-udp`
 //!   and resets a request with `:protocol websocket` as malformed (`H3_MESSAGE_ERROR`) before
 //!   the server sees it, so extended CONNECT stays unannounced by default (RFC 9220 clients
-//!   then use WebSocket over TCP); 0-RTT for idempotent requests.
+//!   then use WebSocket over TCP); qlog output (see docs/protocols.md).
 
 mod alt_svc;
 mod config;
 mod conn;
+mod early;
 mod endpoint;
 mod request;
 mod respond;

@@ -46,6 +46,12 @@ pub struct TlsConfig {
     /// ALPN protocols offered, in preference order. Default `h2` (when the `http2` feature is
     /// on) then `http/1.1`.
     pub alpn: Vec<Vec<u8>>,
+    /// Write every connection's secrets, TCP and QUIC alike, to the file the `SSLKEYLOGFILE`
+    /// environment variable names (NSS key log format, read by Wireshark; rustls'
+    /// `KeyLogFile`, nothing written when the variable is unset). For debugging only: whoever
+    /// reads the file can decrypt the recorded traffic, which defeats TLS's secrecy. Default
+    /// off, and the variable is never read without it.
+    pub key_log: bool,
 }
 
 impl TlsConfig {
@@ -61,6 +67,7 @@ impl TlsConfig {
             client_auth: ClientAuth::None,
             handshake_timeout: Duration::from_secs(10),
             alpn,
+            key_log: false,
         }
     }
 
@@ -145,6 +152,10 @@ impl TlsAcceptor {
         };
         let mut server = builder.with_cert_resolver(certs.clone());
         server.alpn_protocols = config.alpn.clone();
+        if config.key_log {
+            // QUIC's configuration is a copy of this one, so it logs as well.
+            server.key_log = Arc::new(rustls::KeyLogFile::new());
+        }
         // Session tickets off by default in rustls' server: stateful resumption (the default
         // in-memory cache of 256 sessions) keeps resumption working without ticket keys to rotate.
         Ok(TlsAcceptor {

@@ -70,25 +70,55 @@ pub async fn connect_with(
     addr: SocketAddr,
     tls: rustls::ClientConfig,
 ) -> Result<Client, Box<dyn std::error::Error>> {
-    let mut transport = quinn::TransportConfig::default();
-    transport.max_idle_timeout(None);
-    connect_over(addr, tls, transport).await
+    connect_over(addr, tls, never_idle()).await
 }
 
 /// As [`connect_with`], with this QUIC transport configuration (the client's receive windows,
 /// its idle timeout).
 pub async fn connect_over(
     addr: SocketAddr,
-    mut tls: rustls::ClientConfig,
+    tls: rustls::ClientConfig,
     transport: quinn::TransportConfig,
 ) -> Result<Client, Box<dyn std::error::Error>> {
+    let endpoint = endpoint_over(tls, transport);
+    let quic = endpoint.connect(addr, "localhost")?.await?;
+    Ok(over(quic, endpoint).await?)
+}
+
+/// A transport configuration whose connections never idle out by themselves.
+fn never_idle() -> quinn::TransportConfig {
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_idle_timeout(None);
+    transport
+}
+
+/// A client endpoint on loopback whose connections use `tls` (its ALPN set to `h3`) and never
+/// idle out by themselves.
+pub fn client_endpoint(tls: rustls::ClientConfig) -> quinn::Endpoint {
+    endpoint_over(tls, never_idle())
+}
+
+/// A client endpoint on loopback whose connections use `tls` (its ALPN set to `h3`) and
+/// `transport`.
+fn endpoint_over(
+    mut tls: rustls::ClientConfig,
+    transport: quinn::TransportConfig,
+) -> quinn::Endpoint {
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(transport));
     let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     endpoint.set_default_client_config(config);
-    let quic = endpoint.connect(addr, "localhost")?.await?;
+    endpoint
+}
+
+/// HTTP/3 over the QUIC connection `quic` of `endpoint` (set up without waiting for the
+/// server, so it works before the handshake completes too).
+pub async fn over(
+    quic: quinn::Connection,
+    endpoint: quinn::Endpoint,
+) -> Result<Client, h3::error::ConnectionError> {
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(quic.clone())).await?;
     tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
     Ok(Client {
