@@ -54,8 +54,10 @@ def blob_bytes() -> bytes:
 class Plan:
     """How much of each kind of client the soak runs (rates per second, periods in seconds)."""
 
-    # oha's keep-alive connections for the steady load (open loop: they share its rate).
-    steady_connections: int = 16
+    # oha's keep-alive connections for the steady load (open loop: they share its rate). As
+    # many as the calibration's: an open-loop rate needs rate × latency connections busy at
+    # once, or oha falls behind its schedule (8 sent 66% of the CI rate on a busy machine).
+    steady_connections: int = 64
     # Steady requests per second (oha, GET /plaintext); None: `load_fraction` of the capacity
     # the calibration measures (oha closed loop beside the rest of the mix,
     # `calibrate_seconds` long).
@@ -84,7 +86,6 @@ class Plan:
 
 
 CI_PLAN = Plan(
-    steady_connections=8,
     calibrate_seconds=3.0,
     churn_rate=10.0,
     slow_readers=1,

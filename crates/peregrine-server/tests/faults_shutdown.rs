@@ -36,7 +36,7 @@ fn a_half_head_at_shutdown_is_answered_408_at_once_and_reported_once() {
         .unwrap();
     let mut half = Client::new(handle.local_addr());
     let mut whole = Client::new(handle.local_addr());
-    half.send(b"GET /plaintext?rid=half HTTP/1.1\r\nHost: t\r\n");
+    half.send(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n");
     whole.send(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(whole.read_response().status, 200);
     // Let the half head reach the server before it stops.

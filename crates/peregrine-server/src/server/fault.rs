@@ -76,6 +76,12 @@ impl Slot {
         }
     }
 
+    /// The injected accept error, while there is one.
+    fn accept_error(&self) -> Option<std::io::Error> {
+        let errno = self.accept_errno.load(Ordering::SeqCst);
+        (errno != 0).then(|| std::io::Error::from_raw_os_error(errno))
+    }
+
     async fn fired(&self) -> Fault {
         loop {
             let notified = self.fire.notified();
@@ -97,13 +103,6 @@ impl Slot {
     }
 }
 
-impl Slot {
-    fn accept_error(&self) -> Option<std::io::Error> {
-        let errno = self.accept_errno.load(Ordering::SeqCst);
-        (errno != 0).then(|| std::io::Error::from_raw_os_error(errno))
-    }
-}
-
 /// `accept` (the listener's), unless the worker on this thread has an accept error injected
 /// ([`Fault::AcceptFails`]): then that error, at once or as soon as it is injected (an accept
 /// that is waiting gives up, which loses nothing: tokio's accept is cancel safe).
@@ -120,7 +119,10 @@ where
     }
     tokio::select! {
         accepted = accept => accepted,
-        () = failing => Err(slot.accept_error().unwrap_or_else(|| std::io::ErrorKind::Interrupted.into())),
+        // Ended again before this woke: the loop's back-off, then a real accept.
+        () = failing => Err(slot
+            .accept_error()
+            .unwrap_or_else(|| std::io::ErrorKind::Interrupted.into())),
     }
 }
 
