@@ -178,27 +178,26 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
 
-def _sample(
-    server: procs.Server,
-    port: int,
-    tally,
-    steady: soak_oha.Segment,
-    t: float,
-    cpu: dict,
-    heap_kib: int | None,
-) -> dict:
-    """One sample: the server's figures now, what oha's steady segment and the Python clients
-    did in the interval, and the CPU each used."""
+def _server_state(pid: int, port: int, heap_kib: int | None) -> dict:
+    """The server's RSS, live heap, descriptors and TCP sockets by state, now."""
+    return {
+        "rss_kib": soak_stats.read_rss_kib(pid),
+        "heap_kib": heap_kib,
+        "fds": soak_stats.read_fds(pid),
+        "tcp_states": soak_stats.read_tcp_states(port),
+    }
+
+
+def _sample(state: dict, tally, steady: soak_oha.Segment, t: float, cpu: dict) -> dict:
+    """One sample: the server's state (`_server_state`), what oha's steady segment and the
+    Python clients did in the interval, and the CPU each used."""
     ops = dict(tally.ops, steady=steady.ok)
     errors = dict(tally.errors + steady.errors)
     requests = sum(n for kind, n in ops.items() if kind != "sse_chunk")
     cpu_s = cpu["server_seconds"]
     return {
         "t": round(t, 2),
-        "rss_kib": soak_stats.read_rss_kib(server.pid),
-        "heap_kib": heap_kib,
-        "fds": soak_stats.read_fds(server.pid),
-        "tcp_states": soak_stats.read_tcp_states(port),
+        **state,
         "cpu_pct": cpu["server"],
         "cpu_pct_oha": cpu["oha"],
         "cpu_pct_python_clients": cpu["python_clients"],
@@ -306,12 +305,17 @@ async def _soak(
             seconds = max(interval / 2, round(next_at - time.monotonic(), 2))
             next_at += interval
             cmd = soak_oha.command(url, seconds, plan.steady_connections, plan.steady_rate)
-            steady = await soak_oha.run(cmd)
-            now = time.monotonic()
+            segment = asyncio.create_task(soak_oha.run(cmd))
+            # The server's state is read halfway through the segment, under the steady load
+            # (at its end oha's connections are closing).
+            await asyncio.sleep(seconds / 2)
             try:
                 heap_kib, heap_error = await read_heap_kib(target), None
             except Exception as e:  # any failure to read it is a recorded client error
                 heap_kib, heap_error = None, soak_proto.error_kind(e)
+            state = _server_state(server.pid, port, heap_kib)
+            steady = await segment
+            now = time.monotonic()
             tally = load.swap()
             if heap_error:
                 tally.errors[f"heap_read_{heap_error}"] += 1
@@ -321,7 +325,7 @@ async def _soak(
                 samples.append({"t": round(now - start, 2), "errors": dict(errors)})
                 break
             cpu = meter.lap(steady.cpu_seconds)
-            sample = _sample(server, port, tally, steady, now - start, cpu, heap_kib)
+            sample = _sample(state, tally, steady, now - start, cpu)
             samples.append(sample)
             opts.progress(
                 f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  heap {heap_kib} KiB  "

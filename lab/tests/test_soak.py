@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -449,9 +448,11 @@ def test_a_sample_takes_the_steady_latencies_and_errors_from_oha():
     tally = soak_load.Tally()
     tally.ops.update(churn=20, sse_chunk=8)
     tally.errors["reset"] += 1
-    server = SimpleNamespace(pid=os.getpid())
+    state = soak._server_state(os.getpid(), 1, None)
+    assert state["rss_kib"] > 0 and state["fds"] > 0 and state["tcp_states"] == {}
     cpu = {"server": 50.0, "oha": 20.0, "python_clients": 10.0, "machine": 90.0}
-    sample = soak._sample(server, 1, tally, seg, 2.0, dict(cpu, server_seconds=0.2), None)
+    sample = soak._sample(state, tally, seg, 2.0, dict(cpu, server_seconds=0.2))
+    assert sample["rss_kib"] == state["rss_kib"]
     assert (sample["p50_ms"], sample["p99_ms"], sample["p999_ms"]) == (0.2, 4.0, 30.0)
     assert sample["ops"] == {"churn": 20, "sse_chunk": 8, "steady": 15000}
     assert sample["requests"] == 15020
