@@ -387,6 +387,7 @@ class HalfHead:
         first.read()
         self.first_status = first.status
         self.peer = restart_log.by_peer(*self.conn.sock.getsockname()[:2])
+        # Its id is no attempt's: a line with it would be of a request that was never whole.
         self.conn.sock.sendall(
             f"GET {tagged('/json', 'half')} HTTP/1.1\r\nHost: restart\r\n".encode()
         )
@@ -444,7 +445,10 @@ class Fleet:
         """The next process up, then the current one drained with SIGTERM, a `HalfHead`
         client on it meanwhile."""
         old = self.current
-        half = HalfHead(self.sock.getsockname()[1])
+        try:
+            half = HalfHead(self.sock.getsockname()[1])
+        except (OSError, http.client.HTTPException) as e:
+            raise RestartError(f"the running server did not answer a whole request: {e}") from e
         new = self.spawn()
         self.current = new
         t0 = time.monotonic()
