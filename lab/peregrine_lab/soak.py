@@ -272,9 +272,10 @@ async def calibrate(target: Target, plan: Plan, blob: bytes, pid: int, url: str)
 async def _soak(
     server: procs.Server, port: int, opts: Options, blob: bytes
 ) -> tuple[list[dict], int | None, Plan, dict | None]:
-    """Calibrates (unless the plan gives a steady rate), runs the load and samples the
-    server after each of oha's steady segments until the duration is up or the server exits;
-    also returns the plan run (its steady rate set) and the calibration."""
+    """Calibrates (unless the plan gives a steady rate), runs the load and takes a sample at
+    the end of each of oha's steady segments (the server's state read halfway through it)
+    until the duration is up or the server exits; also returns the plan run (its steady rate
+    set) and the calibration."""
     target = _target(port, opts.tls)
     url = steady_url(port, opts.tls)
     plan, calibration = opts.plan, None
