@@ -39,6 +39,8 @@ CAPACITY_CONNECTIONS = 64
 # oha's own deadline-abort message: the end of a `-z` run without `-w`, not a server fault.
 ABORTED = "aborted due to deadline"
 STEADY_PATH = "/plaintext"
+# What every answer to STEADY_PATH holds (the scenarios app's plaintext body).
+STEADY_BODY = b"Hello, World!"
 
 
 class OhaError(Exception):
@@ -76,9 +78,13 @@ def error_kind(message: str) -> str:
     return f"oha_{slug or 'error'}"
 
 
-def parse(stdout: str, wall_seconds: float = 0.0, cpu_seconds: float = 0.0) -> Segment:
+def parse(
+    stdout: str, wall_seconds: float = 0.0, cpu_seconds: float = 0.0, body: bytes = STEADY_BODY
+) -> Segment:
     """A segment from oha's JSON output (`--output-format json`, latencies in seconds); every
-    answer but a 200 counts as an error (`oha_status_NNN`), every oha error by kind."""
+    answer but a 200 counts as an error (`oha_status_NNN`), every oha error by kind, and, when
+    every answer was a 200, body bytes other than `body`'s length for each as one
+    `oha_wrong_body_bytes` (oha reports their total only, not the bodies)."""
     try:
         data = json.loads(stdout)
         summary = data["summary"]
@@ -87,6 +93,7 @@ def parse(stdout: str, wall_seconds: float = 0.0, cpu_seconds: float = 0.0) -> S
         oha_errors = {str(k): int(v) for k, v in data.get("errorDistribution", {}).items()}
         dialup = data.get("details", {}).get("DNSDialup", {})
         seconds = float(summary["total"])
+        body_bytes = int(summary.get("totalData") or 0)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise OhaError(f"unreadable oha output ({e}): {stdout[:300]!r}") from e
     errors: Counter = Counter()
@@ -95,6 +102,8 @@ def parse(stdout: str, wall_seconds: float = 0.0, cpu_seconds: float = 0.0) -> S
     for status, n in statuses.items():
         if status != 200:
             errors[f"oha_status_{status}"] += n
+    if not errors and body_bytes != len(body) * statuses.get(200, 0):
+        errors["oha_wrong_body_bytes"] += 1
 
     def secs(v) -> float | None:
         return None if v is None else float(v)

@@ -439,6 +439,12 @@ def test_an_oha_segment_gives_the_intervals_latencies_and_every_error_by_kind():
     assert (seg.dialup_avg, seg.dialup_max, seg.cpu_seconds) == (0.0015, 0.003, 0.4)
     with pytest.raises(soak_oha.OhaError):
         soak_oha.parse("Error: connection refused")
+    # Only 200s with the plaintext body: no error; a body of another length is one.
+    clean = dict(OHA_JSON, statusCodeDistribution={"200": 100}, errorDistribution={})
+    clean["summary"] = dict(OHA_JSON["summary"], totalData=1300)
+    assert soak_oha.parse(json.dumps(clean)).errors == {}
+    clean["summary"]["totalData"] = 1299
+    assert soak_oha.parse(json.dumps(clean)).errors == {"oha_wrong_body_bytes": 1}
 
 
 def test_a_sample_takes_the_steady_latencies_and_errors_from_oha():
