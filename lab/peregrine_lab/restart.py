@@ -24,12 +24,17 @@ every SSE stream ended cleanly (its last chunk) and every old process exited wit
 Every attempt (each retry too) also carries an id of its own in its target, and each process
 writes its access log: exactly one line per answered attempt, with the status the client got,
 across every hand-over (`restart_log`).
+
+At each restart one more client (`HalfHead`) is halfway through a request head on the old
+process: the drain must answer it 408 at once (the server stops waiting for the rest; the
+client knows the request was not processed) and log exactly one line for it.
 Writes results.json and report.md under lab/results/restart (or --out); exits 1 on a miss.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import signal
@@ -114,6 +119,8 @@ class Record:
     ws_closes: Counter = field(default_factory=Counter)
     sse_ends: Counter = field(default_factory=Counter)  # "clean" or "cut"
     attempts: Attempts = field(default_factory=Attempts)  # by id, for the access-log count
+    # What each restart's half-head client got: "408", another status, or the error's kind.
+    half_heads: Counter = field(default_factory=Counter)
 
 
 class _Conn:
@@ -367,6 +374,38 @@ class Options:
     progress: object = print
 
 
+class HalfHead:
+    """A client halfway through a request head when its server is told to stop. Its
+    connection first has a whole request answered, so the process serving it is the one
+    running before the next is started (the old one); then half of the next head goes out."""
+
+    def __init__(self, port: int):
+        self.rid = f"{uuid.uuid4().hex}-0"
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
+        self.conn.request("GET", tagged("/json", self.rid))
+        first = self.conn.getresponse()
+        first.read()
+        self.first_status = first.status
+        self.peer = restart_log.by_peer(*self.conn.sock.getsockname()[:2])
+        # Its id is no attempt's: a line with it would be of a request that was never whole.
+        self.conn.sock.sendall(
+            f"GET {tagged('/json', 'half')} HTTP/1.1\r\nHost: restart\r\n".encode()
+        )
+
+    def answer(self) -> str:
+        """What the server answered the half head ("408", another status, or the error's
+        kind), once it has."""
+        try:
+            resp = http.client.HTTPResponse(self.conn.sock)
+            resp.begin()
+            resp.read()
+            return str(resp.status)
+        except (OSError, http.client.HTTPException) as e:
+            return f"no answer: {error_kind(e) if isinstance(e, OSError) else type(e).__name__}"
+        finally:
+            self.conn.close()
+
+
 class Fleet:
     """The server processes on one handed-over listening socket, one at a time."""
 
@@ -403,12 +442,20 @@ class Fleet:
         return server
 
     def restart(self) -> dict:
-        """The next process up, then the current one drained with SIGTERM."""
+        """The next process up, then the current one drained with SIGTERM, a `HalfHead`
+        client on it meanwhile."""
         old = self.current
+        try:
+            half = HalfHead(self.sock.getsockname()[1])
+        except (OSError, http.client.HTTPException) as e:
+            raise RestartError(f"the running server did not answer a whole request: {e}") from e
         new = self.spawn()
         self.current = new
         t0 = time.monotonic()
         old.proc.send_signal(signal.SIGTERM)
+        # Read as the answer comes, as a client does: the old process lingers after the 408
+        # until its client closes.
+        answer = half.answer()
         try:
             status = old.proc.wait(SHUTDOWN_TIMEOUT + 10)
         except subprocess.TimeoutExpired:
@@ -419,6 +466,11 @@ class Fleet:
             "new_pid": new.pid,
             "old_exit": status,
             "drain_seconds": round(time.monotonic() - t0, 3),
+            "half_head": {
+                "first": [half.rid, half.first_status],
+                "peer": half.peer,
+                "answer": answer,
+            },
         }
 
 
@@ -432,6 +484,11 @@ async def _measure(fleet: Fleet, target: Target, opts: Options) -> tuple[list[di
         await asyncio.sleep(opts.plan.restart_every)
         info = await asyncio.to_thread(fleet.restart)
         info["at"] = round(time.monotonic() - start, 2)
+        half = info["half_head"]
+        load.rec.attempts.answered[half["first"][0]] = half["first"][1]
+        load.rec.half_heads[half["answer"]] += 1
+        if half["answer"].isdigit():
+            load.rec.attempts.answered[half["peer"]] = int(half["answer"])
         restarts.append(info)
         opts.progress(
             f"  {info['at']:6.1f} s  restart {len(restarts)}: {info}  {dict(load.rec.sent)}"
@@ -472,6 +529,7 @@ def verdict(
         ),
         "sse_cut": rec.sse_ends.get("cut", 0),
         "old_process_not_exit_0": sum(1 for r in restarts if r["old_exit"] != 0),
+        "half_head_not_408": sum(n for got, n in rec.half_heads.items() if got != "408"),
         **({f"access_log_{k}": n for k, n in access["checks"].items()} if access else {}),
     }
     failures = [f"{name}: {n}" for name, n in checks.items() if n]
@@ -562,6 +620,7 @@ def run(opts: Options) -> dict:
         "h2_ends": dict(rec.h2_ends),
         "ws_close_codes": dict(rec.ws_closes),
         "sse_ends": dict(rec.sse_ends),
+        "half_heads": dict(rec.half_heads),
         "access_log": access,
         "restarts": restarts,
         "budgets": budgets,
@@ -598,7 +657,8 @@ def main(args, command: str) -> int:
         f"{sum(r['failed'].values())}, duplicated "
         f"{res['budgets']['checks']['duplicated_executions']}, "
         f"retried {sum(r['retried'].values())}; HTTP/2 ends {res['h2_ends']}, WebSocket closes "
-        f"{res['ws_close_codes']}, SSE ends {res['sse_ends']}; access log: "
+        f"{res['ws_close_codes']}, SSE ends {res['sse_ends']}, half heads at SIGTERM "
+        f"{res['half_heads']}; access log: "
         f"{res['access_log']['lines']} lines for {res['access_log']['attempts_answered']} "
         f"answered attempts, {res['access_log']['checks']}"
     )

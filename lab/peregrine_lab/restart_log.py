@@ -6,7 +6,10 @@ counted against the clients' own record of what they sent and what answered each
 Budgets: every answered attempt has exactly one line (none missing, none twice) and the line's
 status is the one the client got. Attempts the client got no answer for (their connection
 closed before any byte of a response: not processed, retried) may have a line only with status
-0 (dropped unanswered); one with a status would be an answer the client never received.
+0 (dropped unanswered); one with a status would be an answer the client never received. An
+attempt the engine answered before its request line was parsed (a 408 for a head the server
+stopped waiting for) has no target in its line: the client records it by its own address
+(`by_peer`), which the line's `peer` names.
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ class Attempts:
 def tagged(path: str, rid: str) -> str:
     """`path` with the attempt id as its `rid` query parameter."""
     return f"{path}{'&' if '?' in path else '?'}rid={rid}"
+
+
+def by_peer(host: str, port: int) -> str:
+    """The id of an attempt whose line can carry none: the client's address, as the line's
+    `peer` field writes it."""
+    return f"peer {host}:{port}"
 
 
 def rid_of(target: str | None) -> str | None:
@@ -70,6 +79,8 @@ def count(attempts: Attempts, logs: dict[str, Path]) -> dict:
         cut += bad
         for line in lines:
             rid = rid_of(line.get("target"))
+            if rid is None and f"peer {line.get('peer')}" in attempts.answered:
+                rid = f"peer {line.get('peer')}"
             if rid is None:
                 without_id[f"{line.get('source')} {line.get('status')}"] += 1
                 continue

@@ -11,6 +11,7 @@ BUDGETS = {
     "ws_not_going_away": "WebSockets not closed with 1001 Going Away",
     "sse_cut": "SSE streams cut (no last chunk)",
     "old_process_not_exit_0": "old processes that did not exit with status 0",
+    "half_head_not_408": "clients halfway through a head at SIGTERM not answered 408",
     "access_log_answered_without_line": "answered attempts with no access-log line",
     "access_log_lines_twice": "attempts with more than one access-log line",
     "access_log_line_status_not_the_answer": "access-log lines whose status is not the answer",
@@ -56,7 +57,8 @@ def markdown(res: dict) -> str:
         f"* POSTs acknowledged {r['posts_acknowledged']:,}, failed {r['posts_failed']:,}; "
         f"ledger: {r['executions_in_ledger']:,} executions of {r['distinct_ids_in_ledger']:,} ids",
         f"* HTTP/2 connection ends: {_counts(res['h2_ends'])}; WebSocket close codes: "
-        f"{_counts(res['ws_close_codes'])}; SSE stream ends: {_counts(res['sse_ends'])}",
+        f"{_counts(res['ws_close_codes'])}; SSE stream ends: {_counts(res['sse_ends'])}; "
+        f"clients halfway through a head at SIGTERM: {_counts(res.get('half_heads', {}))}",
     ]
     a = res.get("access_log")
     if a:

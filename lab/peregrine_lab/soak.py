@@ -1,17 +1,21 @@
 """`./scripts/lab soak [--duration S]`: the scenarios app (TLS, HTTP/2, WebSocket, SSE, static
-files, multipart uploads, PostgreSQL) under a mixed load for a long time (default 30 minutes):
-first a short closed-loop calibration of the same mix measures the steady requests per second
-the machine can do (the capacity), then the steady load runs open loop at a share of it
-(`Plan.load_fraction`, 70%; `--load-fraction`), sampled every 10 s (every 2 s when the run is
-shorter than 10 minutes): RSS, open descriptors, TCP connections by state and CPU of the server,
-its live heap (`GET /debug/heap`, glibc's per-thread caches off), CPU per request, p50/p99/p99.9
-of the steady load, every client error by kind. After warm-up, RSS, the live heap and
-descriptors must stay flat (within 5%; no upward trend of the heap or the descriptors, nor of
-RSS when the heap is not reported), the steady p99 stable within 20%, and no client may see an
-unexpected error (budgets: `soak_stats`). Writes results.json, report.md and soak.svg under
-lab/results/soak (or --out); exits 1 when a budget is missed.
+files, multipart uploads, PostgreSQL) under a mixed load for a long time (default 30 minutes).
+The steady keep-alive load (GET /plaintext over TLS) is oha's (`soak_oha`): first oha closed
+loop on many connections, with the rest of the mix running, measures the server's capacity on
+this machine; then oha runs open loop at a share of it (`Plan.load_fraction`, 70%;
+`--load-fraction`) with coordinated omission corrected, in back-to-back segments of one sample
+interval. The rest of the mix is the Python clients' (`soak_load`). Sampled at the end of each
+segment, every 10 s (every 2 s when the run is shorter than 10 minutes): RSS, open
+descriptors, TCP connections by state, the CPU of the server, of oha, of the Python clients
+and of the whole machine, the server's live heap (`GET /debug/heap`, glibc's per-thread caches
+off), CPU per request, oha's p50/p99/p99.9 of the steady load, every client error by kind
+(oha's too). After warm-up, RSS, the live heap and descriptors must stay flat (within 5%; no
+upward trend of the heap or the descriptors, nor of RSS when the heap is not reported), the
+steady p99 stable within 20%, and no client may see an unexpected error (budgets:
+`soak_stats`). Writes results.json, report.md and soak.svg under lab/results/soak (or --out);
+exits 1 when a budget is missed.
 
-The clients are in `soak_load`; the chart and report in `soak_report`.
+The chart and report are `soak_report`'s.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import config, database, procs, soak_proto, soak_report, soak_stats, tls_checks
+from . import config, database, procs, soak_oha, soak_proto, soak_report, soak_stats, tls_checks
 from .soak_load import BLOB_NAME, Load, Plan, blob_bytes
 from .soak_proto import Target, connect, exchange, get
 
@@ -129,67 +133,136 @@ async def read_heap_kib(target: Target) -> int | None:
     return round(json.loads(body)["in_use"] / 1024)
 
 
-def _sample(
-    server: procs.Server,
-    port: int,
-    tally,
-    t: float,
-    cpu_pct: float | None,
-    cpu_s: float | None,
-    heap_kib: int | None,
-) -> dict:
-    """One sample: the server's figures now and what the clients did in the interval."""
-    lat = tally.latencies
-    p50, p99, p999 = (soak_stats.percentile(lat, q) for q in (50, 99, 99.9))
-    requests = sum(n for kind, n in tally.ops.items() if kind != "sse_chunk")
+class CpuMeter:
+    """CPU used between two readings, in % of one core (200% is both CPUs of a 2-CPU
+    machine): the server's, oha's (from what `soak_oha.run` measured), these Python clients'
+    and the whole machine's (everything that ran, other users included)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.last = self._read()
+
+    def _read(self) -> tuple[float, float | None, float, float | None]:
+        machine = soak_stats.read_machine_cpu()
+        return (
+            time.monotonic(),
+            soak_stats.read_cpu_seconds(self.pid),
+            time.process_time(),
+            None if machine is None else machine[0],
+        )
+
+    def lap(self, oha_cpu_seconds: float) -> dict:
+        """Since the last lap: each party's CPU (%), and the server's CPU seconds."""
+        now = self._read()
+        (t0, server0, own0, machine0), (t1, server1, own1, machine1) = self.last, now
+        self.last = now
+        elapsed = t1 - t0
+
+        def pct(a: float | None, b: float | None) -> float | None:
+            return (
+                None
+                if a is None or b is None or elapsed <= 0
+                else round(100 * (a - b) / elapsed, 1)
+            )
+
+        return {
+            "server": pct(server1, server0),
+            "oha": pct(oha_cpu_seconds, 0.0),
+            "python_clients": pct(own1, own0),
+            "machine": pct(machine1, machine0),
+            "server_seconds": None if server0 is None or server1 is None else server1 - server0,
+        }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+def _server_state(pid: int, port: int, heap_kib: int | None) -> dict:
+    """The server's RSS, live heap, descriptors and TCP sockets by state, now."""
     return {
-        "t": round(t, 2),
-        "rss_kib": soak_stats.read_rss_kib(server.pid),
+        "rss_kib": soak_stats.read_rss_kib(pid),
         "heap_kib": heap_kib,
-        "fds": soak_stats.read_fds(server.pid),
+        "fds": soak_stats.read_fds(pid),
         "tcp_states": soak_stats.read_tcp_states(port),
-        "cpu_pct": None if cpu_pct is None else round(cpu_pct, 2),
-        "cpu_us_per_request": round(cpu_s * 1e6 / requests, 1)
-        if cpu_s is not None and requests
-        else None,
-        "p50_ms": None if p50 is None else round(p50 * 1000, 3),
-        "p99_ms": None if p99 is None else round(p99 * 1000, 3),
-        "p999_ms": None if p999 is None else round(p999 * 1000, 3),
-        "requests": requests,
-        "ops": dict(tally.ops),
-        "errors": dict(tally.errors),
     }
 
 
-async def calibrate(target: Target, plan: Plan, blob: bytes, pid: int) -> dict:
-    """The capacity: the whole mix of `plan` with its steady connections closed loop for
-    `plan.calibrate_seconds` (after `CALIBRATION_RAMP`), the steady requests answered per
-    second; with the server's CPU meanwhile (% of one core: near `workers` × 100 when the
-    server was the limit, lower when the load generator was) and the steady rate the soak
-    then runs at (`plan.load_fraction` of the capacity)."""
+def _sample(state: dict, tally, steady: soak_oha.Segment, t: float, cpu: dict) -> dict:
+    """One sample: the server's state (`_server_state`), what oha's steady segment and the
+    Python clients did in the interval, and the CPU each used."""
+    ops = dict(tally.ops, steady=steady.ok)
+    errors = dict(tally.errors + steady.errors)
+    requests = sum(n for kind, n in ops.items() if kind != "sse_chunk")
+    cpu_s = cpu["server_seconds"]
+    return {
+        "t": round(t, 2),
+        **state,
+        "cpu_pct": cpu["server"],
+        "cpu_pct_oha": cpu["oha"],
+        "cpu_pct_python_clients": cpu["python_clients"],
+        "cpu_pct_machine": cpu["machine"],
+        "cpu_us_per_request": round(cpu_s * 1e6 / requests, 1)
+        if cpu_s is not None and requests
+        else None,
+        # The steady load's latencies: oha's, coordinated omission corrected.
+        "p50_ms": _ms(steady.p50),
+        "p99_ms": _ms(steady.p99),
+        "p999_ms": _ms(steady.p999),
+        "steady": {
+            "rps": round(steady.requests / steady.seconds, 1) if steady.seconds else 0.0,
+            "oha_seconds": round(steady.seconds, 3),
+            # What the segment boundary cost: oha's start and exit around its own measured
+            # run (its new connections are in `dialup_*`).
+            "boundary_ms": round(1000 * (steady.wall_seconds - steady.seconds), 1),
+            "dialup_avg_ms": _ms(steady.dialup_avg),
+            "dialup_max_ms": _ms(steady.dialup_max),
+        },
+        "requests": requests,
+        "ops": ops,
+        "errors": errors,
+    }
+
+
+def steady_url(port: int, tls: bool) -> str:
+    return f"{'https' if tls else 'http'}://127.0.0.1:{port}{soak_oha.STEADY_PATH}"
+
+
+async def calibrate(target: Target, plan: Plan, blob: bytes, pid: int, url: str) -> dict:
+    """The capacity: oha closed loop on `soak_oha.CAPACITY_CONNECTIONS` connections for
+    `plan.calibrate_seconds` with the rest of the mix running (after `CALIBRATION_RAMP`), the
+    steady requests answered per second; with the CPU each party used meanwhile (the server
+    near its workers' full CPU when it was the limit) and the steady rate the soak then runs
+    at (`plan.load_fraction` of the capacity)."""
     load = Load(target, plan, blob)
-    clients = asyncio.create_task(load.run(closed_loop=True))
+    clients = asyncio.create_task(load.run())
     await asyncio.sleep(CALIBRATION_RAMP)
     errors = load.swap().errors
-    cpu0, t0 = soak_stats.read_cpu_seconds(pid), time.monotonic()
-    await asyncio.sleep(plan.calibrate_seconds)
-    tally, elapsed = load.swap(), time.monotonic() - t0
-    cpu1 = soak_stats.read_cpu_seconds(pid)
-    load.stop.set()
+    meter = CpuMeter(pid)
+    cmd = soak_oha.command(url, plan.calibrate_seconds, soak_oha.CAPACITY_CONNECTIONS)
+    try:
+        segment = await soak_oha.run(cmd)
+    finally:
+        load.stop.set()
+    cpu = meter.lap(segment.cpu_seconds)
     try:
         await asyncio.wait_for(clients, 15)
     except TimeoutError:
         errors["clients_did_not_stop"] += 1
-    errors += tally.errors + load.swap().errors
-    capacity = tally.ops["steady"] / elapsed
+    errors += load.swap().errors + segment.errors
+    capacity = segment.ok / segment.seconds if segment.seconds else 0.0
     if capacity == 0:
         raise SoakError(f"the calibration completed no steady request (errors {dict(errors)})")
-    cpu = None if cpu0 is None or cpu1 is None else round(100 * (cpu1 - cpu0) / elapsed, 1)
+    cpu.pop("server_seconds")
     return {
-        "seconds": round(elapsed, 2),
-        "steady_connections": plan.steady_connections,
+        "seconds": round(segment.seconds, 2),
+        "loadgen": "oha",
+        "command": " ".join(cmd),
+        "steady_connections": soak_oha.CAPACITY_CONNECTIONS,
         "capacity_rps": round(capacity, 1),
-        "server_cpu_pct": cpu,
+        "latency_ms": {"p50": _ms(segment.p50), "p99": _ms(segment.p99)},
+        "server_cpu_pct": cpu["server"],
+        "cpu_pct": cpu,
         "load_fraction": plan.load_fraction,
         "steady_rate": round(plan.load_fraction * capacity, 1),
         "errors": dict(errors),
@@ -198,67 +271,76 @@ async def calibrate(target: Target, plan: Plan, blob: bytes, pid: int) -> dict:
 
 async def _soak(
     server: procs.Server, port: int, opts: Options, blob: bytes
-) -> tuple[list[dict], int | None, list[float], Plan, dict | None]:
-    """Calibrates (unless the plan gives a steady rate), runs the load and samples the
-    server until the duration is up or the server exits; also returns the steady latencies
-    after warm-up (seconds), the plan run (its steady rate set) and the calibration."""
+) -> tuple[list[dict], int | None, Plan, dict | None]:
+    """Calibrates (unless the plan gives a steady rate), runs the load and takes a sample at
+    the end of each of oha's steady segments (the server's state read halfway through it)
+    until the duration is up or the server exits; also returns the plan run (its steady rate
+    set) and the calibration."""
     target = _target(port, opts.tls)
+    url = steady_url(port, opts.tls)
     plan, calibration = opts.plan, None
     if plan.steady_rate is None:
         opts.progress(
-            f"calibrating: {plan.steady_connections} steady connections closed loop with the "
-            f"rest of the mix, {plan.calibrate_seconds:.0f} s"
+            f"calibrating: oha closed loop on {soak_oha.CAPACITY_CONNECTIONS} connections with "
+            f"the rest of the mix, {plan.calibrate_seconds:.0f} s"
         )
-        calibration = await calibrate(target, plan, blob, server.pid)
+        calibration = await calibrate(target, plan, blob, server.pid, url)
         plan = replace(plan, steady_rate=calibration["steady_rate"])
         opts.progress(
-            f"  capacity {calibration['capacity_rps']} steady req/s (server CPU "
-            f"{calibration['server_cpu_pct']}% of one core); the soak runs at "
-            f"{plan.load_fraction:.0%} of it: {plan.steady_rate} req/s"
+            f"  capacity {calibration['capacity_rps']} steady req/s (CPU, % of one core: "
+            f"{calibration['cpu_pct']}); the soak runs at {plan.load_fraction:.0%} of it: "
+            f"{plan.steady_rate} req/s"
         )
     load = Load(target, plan, blob)
     clients = asyncio.create_task(load.run())
-    warmup = warmup_for(opts.duration)
-    latencies: list[float] = []
     interval = interval_for(opts.duration)
     samples: list[dict] = []
     start = time.monotonic()
-    prev_t, prev_cpu = start, soak_stats.read_cpu_seconds(server.pid)
-    next_at = start + interval
+    meter = CpuMeter(server.pid)
     exit_status = None
-    while True:
-        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-        next_at += interval
-        now = time.monotonic()
-        try:
-            heap_kib, heap_error = await read_heap_kib(target), None
-        except Exception as e:  # any failure to read it is a recorded client error
-            heap_kib, heap_error = None, soak_proto.error_kind(e)
-        tally = load.swap()
-        if heap_error:
-            tally.errors[f"heap_read_{heap_error}"] += 1
-        if server.proc.poll() is not None:
-            exit_status = server.proc.returncode
-            samples.append({"t": round(now - start, 2), "errors": dict(tally.errors)})
-            break
-        cpu = soak_stats.read_cpu_seconds(server.pid)
-        used = cpu - prev_cpu if cpu is not None and prev_cpu is not None else None
-        pct = None if used is None else 100 * used / (now - prev_t)
-        prev_t, prev_cpu = now, cpu
-        sample = _sample(server, port, tally, now - start, pct, used, heap_kib)
-        if sample["t"] >= warmup:
-            latencies += tally.latencies
-        samples.append(sample)
-        opts.progress(
-            f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  heap {heap_kib} KiB  "
-            f"fds {sample['fds']}  "
-            f"tcp {sample['tcp_states']}  cpu {sample['cpu_pct']}% "
-            f"({sample['cpu_us_per_request']} us/req)  p50/p99/p99.9 {sample['p50_ms']}/"
-            f"{sample['p99_ms']}/{sample['p999_ms']} ms  errors {sample['errors'] or 0}"
-        )
-        if now - start >= opts.duration:
-            break
-    load.stop.set()
+    next_at = start + interval
+    try:
+        while True:
+            # Each segment ends on the sampling grid: it is shortened by the time the last
+            # boundary and the last sample took.
+            seconds = max(interval / 2, round(next_at - time.monotonic(), 2))
+            next_at += interval
+            cmd = soak_oha.command(url, seconds, plan.steady_connections, plan.steady_rate)
+            segment = asyncio.create_task(soak_oha.run(cmd))
+            # The server's state is read halfway through the segment, under the steady load
+            # (at its end oha's connections are closing).
+            await asyncio.sleep(seconds / 2)
+            try:
+                heap_kib, heap_error = await read_heap_kib(target), None
+            except Exception as e:  # any failure to read it is a recorded client error
+                heap_kib, heap_error = None, soak_proto.error_kind(e)
+            state = _server_state(server.pid, port, heap_kib)
+            steady = await segment
+            now = time.monotonic()
+            tally = load.swap()
+            if heap_error:
+                tally.errors[f"heap_read_{heap_error}"] += 1
+            if server.proc.poll() is not None:
+                exit_status = server.proc.returncode
+                errors = tally.errors + steady.errors
+                samples.append({"t": round(now - start, 2), "errors": dict(errors)})
+                break
+            cpu = meter.lap(steady.cpu_seconds)
+            sample = _sample(state, tally, steady, now - start, cpu)
+            samples.append(sample)
+            opts.progress(
+                f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  heap {heap_kib} KiB  "
+                f"fds {sample['fds']}  tcp {sample['tcp_states']}  cpu server "
+                f"{sample['cpu_pct']}% oha {sample['cpu_pct_oha']}% python "
+                f"{sample['cpu_pct_python_clients']}% machine {sample['cpu_pct_machine']}% "
+                f"({sample['cpu_us_per_request']} us/req)  steady {sample['steady']['rps']} "
+                f"req/s p50/p99/p99.9 {sample['p50_ms']}/{sample['p99_ms']}/"
+                f"{sample['p999_ms']} ms  errors {sample['errors'] or 0}"
+            )
+            if now - start >= opts.duration - interval / 2:
+                break
+    finally:
+        load.stop.set()
     try:
         await asyncio.wait_for(clients, 15)
     except TimeoutError:
@@ -266,7 +348,7 @@ async def _soak(
     # Errors of the clients' last moments (while they stop) count too.
     for kind, n in load.swap().errors.items():
         samples[-1].setdefault("errors", {})[kind] = samples[-1]["errors"].get(kind, 0) + n
-    return samples, exit_status, latencies, plan, calibration
+    return samples, exit_status, plan, calibration
 
 
 def _server_env(port: int, work: Path, opts: Options, blob: bytes) -> tuple[dict, list[str]]:
@@ -321,11 +403,13 @@ def run(opts: Options) -> dict:
                     f"soaking {exe.name} (pid {server.pid}, port {port}) for "
                     f"{opts.duration:.0f} s, a sample every {interval_for(opts.duration):.0f} s"
                 )
-                samples, exit_status, latencies, plan, calibration = asyncio.run(
+                samples, exit_status, plan, calibration = asyncio.run(
                     _soak(server, port, opts, blob)
                 )
             except procs.StartError as e:
                 raise SoakError(f"the server did not start: {e}\n{server.log_tail()}") from e
+            except soak_oha.OhaError as e:
+                raise SoakError(f"the steady load generator failed: {e}") from e
             finally:
                 server.stop()
         except database.DatabaseError as e:
@@ -342,15 +426,22 @@ def run(opts: Options) -> dict:
     if panics:
         budgets["failures"].append(f"the server log holds {panics} panic(s)")
         budgets["ok"] = False
-    per_req = [
-        s["cpu_us_per_request"]
-        for s in samples
-        if s.get("cpu_us_per_request") is not None and s["t"] >= warmup
-    ]
+    steady = [s for s in samples if s["t"] >= warmup and "steady" in s]
 
-    def p(q: float) -> float | None:
-        return soak_stats.percentile(latencies, q)
+    def median(key: str) -> float | None:
+        values = [s[key] for s in steady if s.get(key) is not None]
+        return statistics.median(values) if values else None
 
+    cpu_steady = {
+        party: median(key)
+        for party, key in (
+            ("server", "cpu_pct"),
+            ("oha", "cpu_pct_oha"),
+            ("python_clients", "cpu_pct_python_clients"),
+            ("machine", "cpu_pct_machine"),
+        )
+    }
+    cal_cpu = calibration and calibration["server_cpu_pct"]
     totals: dict[str, int] = {}
     for s in samples:
         for kind, n in s.get("ops", {}).items():
@@ -368,6 +459,13 @@ def run(opts: Options) -> dict:
         # What the open-loop steady load achieved: below the plan's rate when the load
         # generator falls behind its schedule (late ticks are dropped, not sent in a burst).
         "steady_rps_achieved": round(totals.get("steady", 0) / opts.duration, 1),
+        # Medians of the samples after warm-up, % of one core; the server's share of what it
+        # used when it was the limit (the calibration): ~the load fraction when the server,
+        # not a load generator, set the capacity.
+        "cpu_pct_steady": cpu_steady,
+        "server_busy_share": round(cpu_steady["server"] / cal_cpu, 3)
+        if cal_cpu and cpu_steady["server"] is not None
+        else None,
         "server": {
             "binary": str(exe.relative_to(ROOT)),
             "cargo_profile": opts.cargo_profile,
@@ -378,11 +476,14 @@ def run(opts: Options) -> dict:
             "database": opts.plan.db_rate > 0,
         },
         "totals": totals,
+        # The median over the samples after warm-up of each interval's figure (oha reports
+        # percentiles per segment, not its latencies).
         "latency_overall_ms": {
-            name: None if v is None else round(v * 1000, 3)
-            for name, v in (("p50", p(50)), ("p99", p(99)), ("p999", p(99.9)))
+            "p50": median("p50_ms"),
+            "p99": median("p99_ms"),
+            "p999": median("p999_ms"),
         },
-        "cpu_us_per_request_median": statistics.median(per_req) if per_req else None,
+        "cpu_us_per_request_median": median("cpu_us_per_request"),
         "notes": list(opts.notes),
         "machine": {"before": load_before, "after": machine_load()},
         "server_log_panics": panics,

@@ -36,7 +36,13 @@ def chart(samples: list[dict], budgets: dict, path: Path, title: str) -> None:
     axes[2].set_ylabel("server TCP sockets")
     if states:
         axes[2].legend(loc="upper right", fontsize="small", ncol=3)
-    axes[3].plot(ts, [s.get("cpu_pct") for s in samples], lw=1, label="CPU (% of one core)")
+    axes[3].plot(ts, [s.get("cpu_pct") for s in samples], lw=1, label="server")
+    # C1 is the twin axis's µs/request.
+    for key, label, color in (("cpu_pct_oha", "oha", "C2"), ("cpu_pct_machine", "machine", "C3")):
+        if any(s.get(key) is not None for s in samples):
+            values = [s.get(key) for s in samples]
+            axes[3].plot(ts, values, lw=1, ls="--", color=color, label=label)
+    axes[3].legend(loc="upper left", fontsize="small", ncol=3)
     twin = axes[3].twinx()
     twin.plot(
         ts, [s.get("cpu_us_per_request") for s in samples], lw=1, color="C1", label="µs/request"
@@ -79,28 +85,57 @@ def _verdict(ok: bool, why: object = "") -> str:
     return "met" if ok else f"**missed**{': ' + str(why) if why else ''}"
 
 
+def _cpu(cpu: dict | None) -> str:
+    """Each party's CPU, % of one core."""
+    if not cpu:
+        return "not measured"
+    names = (
+        ("server", "the server"),
+        ("oha", "oha"),
+        ("python_clients", "the Python clients"),
+        ("machine", "the whole machine"),
+    )
+    return ", ".join(f"{label} {cpu.get(key)}%" for key, label in names)
+
+
+def _limit(cal: dict, workers: int, cpus: int | None) -> str:
+    """What set the capacity the calibration measured."""
+    cpu = cal.get("cpu_pct") or {}
+    server, machine = cal.get("server_cpu_pct"), cpu.get("machine")
+    if server is not None and server >= 90 * workers:
+        return "the server, near its workers' full CPU, was the limit"
+    if machine is not None and cpus and machine >= 90 * cpus:
+        return (
+            "the machine's CPUs were the limit, shared by the server, the load generators and "
+            "whatever else ran"
+        )
+    return "the load generators were the limit, not the server nor the machine"
+
+
 def _load_lines(res: dict) -> list[str]:
-    """The steady load's rate, and the calibration it came from (when one ran)."""
+    """The steady load's rate, the calibration it came from (when one ran), and the CPU each
+    party used in both phases."""
     rate = res["plan"].get("steady_rate")
     cal = res.get("calibration")
     if not cal:
         return [f"Steady load: {rate} requests/s, a fixed rate (no calibration).", ""]
-    cpu = cal["server_cpu_pct"]
     workers = res["server"]["workers"]
-    # A server short of its workers' full CPU was not the limit: the load generator was.
-    limit = (
-        "the server, near its workers' full CPU, was the limit"
-        if cpu is not None and cpu >= 90 * workers
-        else "the load generator (sharing the machine) was the limit, not the server"
-    )
+    cpus = (res.get("machine") or {}).get("before", {}).get("cpus")
+    share = res.get("server_busy_share")
     return [
         f"Steady load: **{rate} requests/s, {cal['load_fraction']:.0%} of the capacity** "
-        f"measured first: {cal['capacity_rps']} requests/s on {cal['steady_connections']} "
-        f"keep-alive connections closed loop, with the rest of the mix running, for "
-        f"{cal['seconds']} s; the server used {cpu}% of one core meanwhile ({workers} "
-        f"workers): {limit}. Client errors in the calibration: "
-        f"{cal['errors'] or 'none'}. Achieved over the run: "
-        f"{res.get('steady_rps_achieved')} requests/s.",
+        f"measured first: {cal['capacity_rps']} requests/s from "
+        f"{cal.get('loadgen', 'the Python client')} closed loop on "
+        f"{cal['steady_connections']} keep-alive connections, with the rest of the mix "
+        f"running, for {cal['seconds']} s (`{cal.get('command', '')}`); CPU meanwhile, % of one "
+        f"core: {_cpu(cal.get('cpu_pct'))}; {_limit(cal, workers, cpus)}. Client errors in "
+        f"the calibration: {cal['errors'] or 'none'}. Achieved over the run: "
+        f"{res.get('steady_rps_achieved')} requests/s, open loop with coordinated omission "
+        "corrected (oha `-q --latency-correction`), in segments of one sample interval.",
+        "",
+        f"CPU in the steady phase (medians of the samples after warm-up, % of one core): "
+        f"{_cpu(res.get('cpu_pct_steady'))}; the server's busy share, its CPU against what it "
+        f"used at capacity: {'–' if share is None else f'{share:.0%}'}.",
         "",
     ]
 
@@ -140,8 +175,9 @@ def markdown(res: dict) -> str:
     lat = res.get("latency_overall_ms", {})
     lines += [
         "",
-        f"Steady-load latency over the whole run after warm-up: p50 {lat.get('p50')} ms, "
-        f"p99 {lat.get('p99')} ms, p99.9 {lat.get('p999')} ms. Server CPU per request "
+        f"Steady-load latency after warm-up (oha's, the median of the samples' figures): p50 "
+        f"{lat.get('p50')} ms, p99 {lat.get('p99')} ms, p99.9 {lat.get('p999')} ms. Server "
+        "CPU per request "
         f"(median of the samples): {res.get('cpu_us_per_request_median')} µs.",
         "",
         "## How it ran",

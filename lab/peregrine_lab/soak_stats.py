@@ -90,6 +90,23 @@ def read_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def read_machine_cpu(proc: Path = PROC) -> tuple[float, float] | None:
+    """Seconds of CPU the whole machine has been busy (every CPU, every process: the server,
+    the load generators and whatever else runs) and seconds it has been idle, since boot,
+    from /proc/stat; None when unreadable."""
+    try:
+        fields = (proc / "stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] != "cpu":
+        return None
+    ticks = [int(v) for v in fields[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is already in user).
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    busy = sum(ticks[:8]) - idle
+    return busy / CLK_TCK, idle / CLK_TCK
+
+
 # /proc/net/tcp's state numbers (include/net/tcp_states.h).
 TCP_STATES = {
     1: "established",

@@ -46,6 +46,8 @@ def test_each_way_a_restart_can_go_wrong_misses_a_budget():
     rec.h2_ends["goaway none, then eof"] += 1
     rec.ws_closes["none"] += 1
     rec.sse_ends["cut"] += 1
+    rec.half_heads["no answer: eof"] += 1  # the drain closed it unanswered
+    rec.half_heads["408"] += 1
     executed = Counter(a=2, b=1)  # a ran twice, c (acknowledged) never
     crashed = [dict(RESTARTS[0], old_exit=-9)]
     v = restart.verdict(rec, executed, crashed)
@@ -57,6 +59,7 @@ def test_each_way_a_restart_can_go_wrong_misses_a_budget():
         "ws_not_going_away": 1,
         "sse_cut": 1,
         "old_process_not_exit_0": 1,
+        "half_head_not_408": 1,
     }
     assert v["duplicated_ids"] == ["a"] and v["missing_ids"] == ["c"]
     assert not restart.verdict(_clean_record(), Counter(a=1, b=1, c=1), [])["ok"]
@@ -69,9 +72,34 @@ def test_the_ledger_counts_each_id(tmp_path):
     assert restart.ledger_counts(tmp_path / "missing") == Counter()
 
 
-def _access_line(rid: str | None, status: int, path: str = "/json") -> str:
+def _access_line(rid: str | None, status: int, path: str = "/json", peer: str = "") -> str:
     target = restart_log.tagged(path, rid) if rid else None
-    return json.dumps({"source": "app" if rid else "engine", "target": target, "status": status})
+    source = "app" if rid else "engine"
+    return json.dumps({"source": source, "target": target, "status": status, "peer": peer})
+
+
+def test_a_head_answered_before_its_target_was_parsed_is_counted_by_the_clients_address(
+    tmp_path,
+):
+    """The engine's 408 for a half head has no target: its line is matched by the client's
+    address; missing, twice or with another status, it misses the budgets as any attempt."""
+    half = restart_log.by_peer("127.0.0.1", 40001)
+    assert half == "peer 127.0.0.1:40001"
+    att = restart_log.Attempts(answered={"a-0": 200, half: 408})
+    log = tmp_path / "access-1.log"
+    engine_408 = _access_line(None, 408, peer="127.0.0.1:40001")
+    other = _access_line(None, 408, peer="127.0.0.1:40002")
+    log.write_text("\n".join([_access_line("a-0", 200), engine_408, other]) + "\n")
+    ok = restart_log.count(att, {"server-1": log})
+    assert ok["ok"], ok
+    assert ok["lines_without_id"] == {"engine 408": 1}  # the other client's line only
+    log.write_text("\n".join([_access_line("a-0", 200), engine_408, engine_408]) + "\n")
+    assert restart_log.count(att, {"server-1": log})["checks"]["lines_twice"] == 1
+    log.write_text(_access_line("a-0", 200) + "\n")
+    assert restart_log.count(att, {"server-1": log})["missing_ids"] == [half]
+    wrong = _access_line(None, 400, peer="127.0.0.1:40001")
+    log.write_text("\n".join([_access_line("a-0", 200), wrong]) + "\n")
+    assert restart_log.count(att, {"server-1": log})["checks"]["line_status_not_the_answer"] == 1
 
 
 def test_the_access_log_count_finds_each_way_a_line_goes_wrong(tmp_path):
@@ -164,6 +192,10 @@ def test_ci_restarts_lose_and_repeat_nothing(ci_run):
         "old_process_not_exit_0",
     ):
         assert checks[name] == 0, (name, res["requests"], res["h2_ends"], res["sse_ends"])
+    # Each restart's client halfway through a head got the drain's 408 (its line is counted
+    # by test_ci_restarts_log_every_answered_request_once).
+    assert res["half_heads"] == {"408": len(res["restarts"])}, res["half_heads"]
+    assert checks["half_head_not_408"] == 0
     r = res["requests"]
     for kind in ("h1_get", "h1_post", "h2_get", "h2_post"):
         assert r["ok"].get(kind, 0) > 0, (kind, r)

@@ -23,6 +23,7 @@ from peregrine_lab import (
     schema,
     soak,
     soak_load,
+    soak_oha,
     soak_proto,
     soak_report,
     soak_stats,
@@ -313,7 +314,15 @@ def test_the_report_states_the_verdict_and_each_budget(tmp_path):
     assert "**70.0 requests/s, 70% of the capacity** measured first: 100.0" in text
     assert "the server, near its workers' full CPU, was the limit" in text
     res["calibration"]["server_cpu_pct"] = 40.0
-    assert "the load generator (sharing the machine) was the limit" in soak_report.markdown(res)
+    assert "the load generators were the limit" in soak_report.markdown(res)
+    res["calibration"]["cpu_pct"] = {"server": 40.0, "oha": 90.0, "machine": 199.0}
+    res["machine"] = {"before": {"cpus": 2, "loadavg_1min": 9}, "after": {"loadavg_1min": 9}}
+    res["cpu_pct_steady"] = {"server": 28.0, "oha": 50.0, "python_clients": 12.0, "machine": 150}
+    res["server_busy_share"] = 0.7
+    text = soak_report.markdown(res)
+    assert "the machine's CPUs were the limit" in text
+    assert "the server 28.0%, oha 50.0%, the Python clients 12.0%, the whole machine 150%" in text
+    assert "what it used at capacity: 70%" in text
     soak_report.chart(samples, budgets, tmp_path / "c.svg", "t")
     svg = (tmp_path / "c.svg").read_text()
     assert "BUDGETS MISSED" in svg and "time_wait" in svg
@@ -342,13 +351,17 @@ def test_sampling_and_warm_up_follow_the_duration():
     assert soak.warmup_for(30) == 15
 
 
+def written_samples(folder: Path) -> list[dict]:
+    return json.loads((folder / "results.json").read_text())["samples"]
+
+
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the app")
 @pytest.mark.skipif(not database.available(), reason="needs PostgreSQL (scripts/setup)")
 def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     """The CI variant: the scenarios app (debug build, the one `cargo test` compiles) over TLS
-    with PostgreSQL under the CI plan for CI_SECONDS; RSS and descriptors flat, p99 stable, no
-    client error, every kind of client exercised; results.json, report.md and the chart
-    written."""
+    with PostgreSQL under the CI plan for CI_SECONDS, the steady load oha's; RSS and
+    descriptors flat, no client error (oha's counted), every kind of client exercised;
+    results.json, report.md and the chart written."""
     lines = []
     opts = soak.Options(
         out_dir=tmp_path,
@@ -359,9 +372,10 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     )
     res = soak.run(opts)
     budgets = res["budgets"]
-    # Every budget but the p99's: with 200 requests a sample the p99 is the second-slowest
-    # request, which a shared CI machine's scheduling moves by more than 20% (-31% and +24% in
-    # two runs on the development machine); the 30-minute run (4,000 a sample) checks it.
+    # Every budget but the p99's: a shared CI machine's scheduling moves a 2-second sample's
+    # p99 by far more than 20% (127 ms to 15 ms between the first and last thirds of a
+    # 60-second run at load average 9 on 2 CPUs); the 30-minute run on a quiet machine checks
+    # it.
     missed = [f for f in budgets["failures"] if not f.startswith("p99_ms:")]
     assert not missed, (missed, "\n".join(lines[-10:]))
     assert budgets["rss"]["ok"] and budgets["fds"]["ok"] and not budgets["errors"]
@@ -373,16 +387,23 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     for kind in kinds:
         assert res["totals"].get(kind, 0) > 0, (kind, res["totals"])
     assert res["totals"].get("sse_chunk", 0) >= CI_SECONDS * soak_load.CI_PLAN.sse_sessions / 2
-    # The steady load ran open loop at 70% of what the closed-loop calibration measured.
+    # The steady load was oha's, open loop at 70% of what oha closed loop measured, with the
+    # CPU of each party recorded in both phases.
     cal = res["calibration"]
+    assert cal["loadgen"] == "oha" and cal["command"].startswith("oha "), cal
     assert cal["capacity_rps"] > 0 and cal["errors"] == {}, cal
     assert res["plan"]["steady_rate"] == cal["steady_rate"] == round(0.7 * cal["capacity_rps"], 1)
-    # Achieved: at most the rate (open loop, no bursts); on a busy machine the one Python
-    # process falls behind its schedule (69% of it in a 40 s run at load average 15).
+    assert cal["cpu_pct"]["server"] > 0 and cal["cpu_pct"]["oha"] > 0, cal
+    assert res["cpu_pct_steady"]["oha"] > 0 and res["server_busy_share"] > 0, res
+    # Achieved: at most the rate (open loop), and near it when the server keeps up; the debug
+    # build on a busy machine fell behind (78% of the rate at load average 8-10 on 2 CPUs,
+    # its p99 300-400 ms), so the floor is half.
     achieved = res["steady_rps_achieved"]
-    assert 0.3 * cal["steady_rate"] < achieved < 1.1 * cal["steady_rate"], (achieved, cal)
+    assert 0.5 * cal["steady_rate"] < achieved < 1.1 * cal["steady_rate"], (achieved, cal)
+    for s in written_samples(tmp_path)[:-1]:
+        assert s["p99_ms"] is not None and s["steady"]["rps"] > 0, s
     written = json.loads((tmp_path / "results.json").read_text())
-    assert written["budgets"] == budgets and len(written["samples"]) >= CI_SECONDS / 2 - 2
+    assert written["budgets"] == budgets and len(written["samples"]) >= CI_SECONDS / 2 - 3
     assert schema.problems(written) == []
     assert (tmp_path / "soak.svg").read_text().lstrip().startswith("<?xml")
     assert (
@@ -390,3 +411,77 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
         in (tmp_path / "report.md").read_text()
     )
     assert all(s["tcp_states"].get("listen") == 2 for s in written["samples"][:-1])
+
+
+OHA_JSON = {
+    "summary": {"total": 2.01, "successRate": 0.99},
+    "latencyPercentiles": {"p50": 0.0002, "p99": 0.004, "p99.9": 0.03},
+    "statusCodeDistribution": {"200": 15000, "503": 3},
+    "errorDistribution": {
+        "Connection reset by peer (os error 104)": 2,
+        "connection closed before message completed": 1,
+        "timeout": 4,
+    },
+    "details": {"DNSDialup": {"average": 0.0015, "fastest": 0.001, "slowest": 0.003}},
+}
+
+
+def test_an_oha_segment_gives_the_intervals_latencies_and_every_error_by_kind():
+    seg = soak_oha.parse(json.dumps(OHA_JSON), wall_seconds=2.1, cpu_seconds=0.4)
+    assert (seg.requests, seg.ok, seg.seconds) == (15003, 15000, 2.01)
+    assert (seg.p50, seg.p99, seg.p999) == (0.0002, 0.004, 0.03)
+    assert seg.errors == {
+        "oha_ECONNRESET": 2,
+        "oha_connection_closed_before_message_completed": 1,
+        "oha_timeout": 4,
+        "oha_status_503": 3,
+    }
+    assert (seg.dialup_avg, seg.dialup_max, seg.cpu_seconds) == (0.0015, 0.003, 0.4)
+    with pytest.raises(soak_oha.OhaError):
+        soak_oha.parse("Error: connection refused")
+    # Only 200s with the plaintext body: no error; a body of another length is one.
+    clean = dict(OHA_JSON, statusCodeDistribution={"200": 100}, errorDistribution={})
+    clean["summary"] = dict(OHA_JSON["summary"], totalData=1300)
+    assert soak_oha.parse(json.dumps(clean)).errors == {}
+    clean["summary"]["totalData"] = 1299
+    assert soak_oha.parse(json.dumps(clean)).errors == {"oha_wrong_body_bytes": 1}
+
+
+def test_a_sample_takes_the_steady_latencies_and_errors_from_oha():
+    """The sample's p50/p99/p99.9 are oha's, oha's errors join the Python clients' (so the
+    budgets count them), and its 200s are the steady operations."""
+    seg = soak_oha.parse(json.dumps(OHA_JSON), wall_seconds=2.1, cpu_seconds=0.4)
+    tally = soak_load.Tally()
+    tally.ops.update(churn=20, sse_chunk=8)
+    tally.errors["reset"] += 1
+    state = soak._server_state(os.getpid(), 1, None)
+    assert state["rss_kib"] > 0 and state["fds"] > 0 and state["tcp_states"] == {}
+    cpu = {"server": 50.0, "oha": 20.0, "python_clients": 10.0, "machine": 90.0}
+    sample = soak._sample(state, tally, seg, 2.0, dict(cpu, server_seconds=0.2))
+    assert sample["rss_kib"] == state["rss_kib"]
+    assert (sample["p50_ms"], sample["p99_ms"], sample["p999_ms"]) == (0.2, 4.0, 30.0)
+    assert sample["ops"] == {"churn": 20, "sse_chunk": 8, "steady": 15000}
+    assert sample["requests"] == 15020
+    assert sample["errors"]["reset"] == 1 and sample["errors"]["oha_status_503"] == 3
+    assert (sample["cpu_pct"], sample["cpu_pct_oha"], sample["cpu_pct_machine"]) == (50, 20, 90)
+    assert sample["steady"]["boundary_ms"] == 90.0
+    budgets = soak_stats.check_budgets([dict(sample, rss_kib=1)], 0, None)
+    assert budgets["errors"]["oha_ECONNRESET"] == 2
+
+
+def test_oha_runs_closed_loop_to_calibrate_and_open_loop_corrected_for_the_soak():
+    closed = soak_oha.command("https://127.0.0.1:1/plaintext", 10, 64)
+    assert closed[:6] == ["oha", "--no-tui", "--output-format", "json", "-z", "10s"]
+    assert "-q" not in closed and "--insecure" in closed and "-w" in closed
+    assert closed[closed.index("-c") + 1] == "64" and closed[-1].endswith("/plaintext")
+    steady = soak_oha.command("http://127.0.0.1:1/plaintext", 9.5, 16, 7000.0)
+    assert steady[steady.index("-q") + 1] == "7000" and "--latency-correction" in steady
+    assert "--insecure" not in steady and "9.5s" in steady
+
+
+def test_the_machine_cpu_is_read_from_proc_stat(tmp_path):
+    (tmp_path / "stat").write_text("cpu  100 5 50 1000 20 3 2 0 0 0\ncpu0 1 2 3 4\n")
+    busy, idle = soak_stats.read_machine_cpu(tmp_path)
+    assert (busy, idle) == (160 / soak_stats.CLK_TCK, 1020 / soak_stats.CLK_TCK)
+    assert soak_stats.read_machine_cpu(tmp_path / "missing") is None
+    assert soak_stats.read_machine_cpu() is not None

@@ -529,7 +529,8 @@ impl ServerHandle {
         let _ = done.wait_for(|d| *d).await;
     }
 
-    /// Makes worker `worker` die outside any handler (engine tests only).
+    /// Injects `fault` into worker `worker`: it dies outside any handler, or its accepts fail
+    /// (engine tests only).
     #[cfg(feature = "fault-injection")]
     #[doc(hidden)]
     pub fn inject_fault(&self, worker: usize, fault: Fault) {

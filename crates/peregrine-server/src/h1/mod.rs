@@ -342,19 +342,34 @@ async fn busy<S: Service>(
         let deadline = *head_deadline
             .get_or_insert_with(|| deadline_after(Instant::now(), cfg.timeouts.header));
         eager_reads = 0;
-        match conn.fill(deadline).await {
+        match Box::pin(fill_or_shutdown(conn, deadline)).await {
             Err(_) => return Next::Close(Close::Now),
             // Answer what is complete; a partial request is dropped without a word.
-            Ok(Fill::Eof) => parse_due = true,
-            Ok(Fill::TimedOut) => {
+            Ok(Some(Fill::Eof)) => parse_due = true,
+            Ok(Some(Fill::TimedOut)) => {
                 conn.push_error(408, "request header timeout", false);
                 return Next::Close(Close::Linger);
             }
-            Ok(Fill::Data) => {
+            // The server stops waiting for the rest of the head: 408, so the client knows
+            // the request was not processed, instead of a close at the shutdown timeout.
+            Ok(None) => {
+                conn.push_error(408, "request head incomplete at shutdown", false);
+                return Next::Close(Close::Linger);
+            }
+            Ok(Some(Fill::Data)) => {
                 more_waiting = conn.read_buf_state().0;
                 parse_due |= conn.may_complete_a_head(before);
             }
         }
+    }
+}
+
+/// [`Conn::fill`] for the rest of a request head, or `None` once the worker's shutdown has
+/// started (at once if it had). Boxed by its caller: a partial head is the slow path.
+async fn fill_or_shutdown(conn: &Conn, deadline: Instant) -> std::io::Result<Option<Fill>> {
+    tokio::select! {
+        filled = conn.fill(deadline) => filled.map(Some),
+        () = conn.shared.shutdown_started() => Ok(None),
     }
 }
 

@@ -7,7 +7,7 @@ use crate::events::{emit_close, ConnectionClosed, ConnectionOpened, EngineEvents
 use crate::h1::{Held, Shared};
 use crate::listener::AsyncListener;
 use crate::protocol;
-use crate::transport::{Accept, Acceptor, Stream};
+use crate::transport::{Accept, Accepted, Acceptor, Stream};
 use crate::Service;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
     service: &Rc<S>,
 ) {
     loop {
-        let accepted = match listener.accept().await {
+        let accepted = match next(listener).await {
             Ok(x) => x,
             Err(e) => {
                 // EMFILE/ENFILE/ENOBUFS and the like: back off instead of spinning.
@@ -125,6 +125,15 @@ pub(super) async fn accept_loop<S: Service, A: Acceptor>(
             }
         }
     }
+}
+
+/// The next connection from the listener; in a fault-injection build, the injected accept
+/// error instead while there is one (`Fault::AcceptFails`).
+async fn next(listener: &AsyncListener) -> std::io::Result<Accepted> {
+    #[cfg(feature = "fault-injection")]
+    return crate::server::fault::or_accept_error(listener.accept()).await;
+    #[cfg(not(feature = "fault-injection"))]
+    listener.accept().await
 }
 
 /// A connection accepted outside the accept loop (a QUIC endpoint's), counted as a TCP one:
