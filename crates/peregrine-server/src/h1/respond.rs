@@ -272,7 +272,15 @@ impl Conn {
             return None;
         }
         if matches!(resp.body, ResponseBody::Stream(_)) {
-            self.io.borrow_mut().event_stream = event_stream;
+            let mut io = self.io.borrow_mut();
+            io.event_stream = event_stream;
+            // Trailers go in the last chunk, to a client that accepts them (RFC 9112 §7.1.2);
+            // a body of known length has no place for them: they are dropped with it.
+            io.trailers = if version == Version::Http11 && io.te_trailers {
+                resp.take_trailers()
+            } else {
+                None
+            };
         }
         Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
     }
@@ -416,7 +424,11 @@ impl Conn {
             match item {
                 None => {
                     if chunked {
-                        encoder.end(&mut self.io.borrow_mut().out);
+                        let trailers = self.io.borrow_mut().trailers.take();
+                        match trailers {
+                            None => encoder.end(&mut self.io.borrow_mut().out),
+                            Some(pending) => self.end_with_trailers(&mut encoder, *pending).await?,
+                        }
                     }
                     if let Some(sized) = sized {
                         // Fewer bytes than `Content-Length` announced: the connection closes.
@@ -468,6 +480,29 @@ impl Conn {
                 }
             }
         }
+    }
+}
+
+impl Conn {
+    /// Ends a chunked body with the response's trailers, once they are known. A trailers
+    /// future that panicked leaves the body unterminated: the connection closes and the
+    /// client sees it cut short, not complete.
+    async fn end_with_trailers(
+        &self,
+        encoder: &mut ChunkedEncoder,
+        pending: crate::trailers::PendingTrailers,
+    ) -> io::Result<()> {
+        let Some(trailers) = pending.resolve().await else {
+            return Err(io::Error::other("response trailers future panicked"));
+        };
+        let fields: Vec<(&[u8], &[u8])> = trailers.iter().map(|(n, v)| (n.as_bytes(), v)).collect();
+        let mut io = self.io.borrow_mut();
+        // `Trailers` refused what the encoder refuses when the fields were added.
+        if let Err(e) = encoder.end_with_trailers(&mut io.out, &fields) {
+            tracing::error!(error = %e, "response trailers refused by the encoder; sent none");
+            encoder.end(&mut io.out);
+        }
+        Ok(())
     }
 }
 
