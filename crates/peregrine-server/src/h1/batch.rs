@@ -276,6 +276,8 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
         }
         BodyFraming::Chunked => {
             io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
+            // An earlier body's trailers are not this one's.
+            io.trailers_in = None;
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;
@@ -289,6 +291,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             conn: conn.clone(),
             gen,
             content_length: len,
+            trailers: None,
         };
         *req.body_mut() = Body::from_source(Box::new(body), cfg.limits.max_body_size);
     }

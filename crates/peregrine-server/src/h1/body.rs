@@ -6,6 +6,7 @@ use super::io::{BodyState, Fill, Io};
 use super::Conn;
 use crate::body::{BodyError, BodySource, ChunkFuture};
 use crate::pace::PaceRules;
+use crate::trailers::Trailers;
 use bytes::{Buf, Bytes};
 use peregrine_codec::response::CONTINUE_100;
 use peregrine_codec::{ChunkedDecoder, ChunkedStep};
@@ -98,6 +99,7 @@ impl Conn {
                     }
                     Ok(ChunkedStep::Done { consumed }) => {
                         io.rbuf.advance(consumed);
+                        io.trailers_in = received_trailers(dec.take_trailers());
                         io.body = BodyState::Done;
                         return Step::End;
                     }
@@ -234,15 +236,40 @@ pub(super) struct ConnBody {
     pub(super) conn: Rc<Conn>,
     pub(super) gen: u64,
     pub(super) content_length: Option<u64>,
+    /// The trailers of a chunked body, once it ended.
+    pub(super) trailers: Option<Trailers>,
+}
+
+impl ConnBody {
+    /// Keeps the trailers of this body once it ended (`read` was `Ok(None)`): the connection
+    /// holds them until the next chunked body.
+    fn note_end(&mut self, read: &Result<Option<Bytes>, BodyError>) {
+        if matches!(read, Ok(None)) && self.content_length.is_none() {
+            let mut io = self.conn.io.borrow_mut();
+            if io.gen == self.gen {
+                self.trailers = io.trailers_in.take();
+            }
+        }
+    }
 }
 
 impl BodySource for ConnBody {
     fn try_chunk(&mut self, limit: u64) -> Option<Result<Option<Bytes>, BodyError>> {
-        self.conn.try_body_chunk(self.gen, limit)
+        let read = self.conn.try_body_chunk(self.gen, limit)?;
+        self.note_end(&read);
+        Some(read)
     }
 
     fn chunk(&mut self, limit: u64) -> ChunkFuture<'_> {
-        Box::pin(self.conn.body_chunk(self.gen, limit))
+        Box::pin(async move {
+            let read = self.conn.body_chunk(self.gen, limit).await;
+            self.note_end(&read);
+            read
+        })
+    }
+
+    fn trailers(&self) -> Option<&Trailers> {
+        self.trailers.as_ref()
     }
 
     fn content_length(&self) -> Option<u64> {
@@ -252,6 +279,19 @@ impl BodySource for ConnBody {
     fn refuse_too_large(&self) {
         self.conn.fail_body(self.gen, BodyError::TooLarge);
     }
+}
+
+/// A chunked body's decoded trailer fields as the engine's [`Trailers`] (`None`: there were
+/// none). Names are tokens, values field values: the decoder checked both.
+fn received_trailers(fields: Vec<(Vec<u8>, Vec<u8>)>) -> Option<Trailers> {
+    if fields.is_empty() {
+        return None;
+    }
+    let fields = fields
+        .into_iter()
+        .map(|(n, v)| (String::from_utf8_lossy(&n).into_owned().into(), v.into()))
+        .collect();
+    Some(Trailers::received(fields))
 }
 
 /// Chunk-extension bytes a body may carry beyond its data bytes (see [`chunked_over_limit`]).

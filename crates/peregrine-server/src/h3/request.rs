@@ -5,6 +5,7 @@ use crate::body::{BodyError, BodySource, ChunkFuture};
 use crate::h2::JoinedCookies;
 use crate::pace::PaceRules;
 use crate::request::PartsInfo;
+use crate::trailers::Trailers;
 use crate::{Body, Request, Version};
 use bytes::{Buf, Bytes};
 use h3::server::RequestStream;
@@ -93,6 +94,7 @@ pub(super) fn map(
                 recv: recv.clone(),
                 content_length: declared,
                 rules,
+                trailers: None,
             };
             let framing = declared.map_or(BodyFraming::Chunked, BodyFraming::Length);
             // The limit is checked as the body is read (a declared length before any DATA).
@@ -127,6 +129,8 @@ struct H3Body {
     recv: SharedRecv,
     content_length: Option<u64>,
     rules: PaceRules,
+    /// The trailers, once the DATA ended (a HEADERS frame after them).
+    trailers: Option<Trailers>,
 }
 
 impl H3Body {
@@ -161,7 +165,10 @@ impl H3Body {
                 Ok(Some(data))
             }
             Ok(Ok(None)) => {
+                // Ended first: a read of the trailers left waiting holds nothing `stop` needs.
                 r.ended = true;
+                drop(r);
+                self.read_trailers(deadline).await?;
                 Ok(None)
             }
             // Reset by the client, or the connection failed.
@@ -170,6 +177,25 @@ impl H3Body {
                 Err(BodyError::Incomplete)
             }
         }
+    }
+}
+
+impl H3Body {
+    /// After the last DATA: the trailers, if the client sent any, waiting until `deadline`.
+    async fn read_trailers(&mut self, deadline: Instant) -> Result<(), BodyError> {
+        let recv = &self.recv;
+        let polled = tokio::time::timeout_at(
+            deadline,
+            poll_fn(|cx| recv.borrow_mut().stream.poll_recv_trailers(cx)),
+        )
+        .await
+        .map_err(|_| BodyError::Timeout)?;
+        match polled {
+            Ok(Some(map)) => self.trailers = Some(Trailers::from_header_map(&map)),
+            Ok(None) => {}
+            Err(_) => return Err(BodyError::Incomplete),
+        }
+        Ok(())
     }
 }
 
@@ -197,4 +223,8 @@ impl BodySource for H3Body {
 
     /// The stream's task stops the client's sending after the response.
     fn refuse_too_large(&self) {}
+
+    fn trailers(&self) -> Option<&Trailers> {
+        self.trailers.as_ref()
+    }
 }
