@@ -451,7 +451,7 @@ pub(crate) fn parse_fast<S: Scan>(
         } else if name_len < 32 && (SPECIAL_LENGTHS >> name_len) & 1 != 0 {
             let name = unsafe { buf.get_unchecked(pos..name_end) };
             let special = match name_len {
-                2 => name_is(name, b"te"),
+                2 => name.eq_ignore_ascii_case(b"te"),
                 6 => name_is(name, b"expect"),
                 10 => name_is(name, b"connection"),
                 14 => name_is(name, b"content-length"),

@@ -70,7 +70,7 @@ impl HeadFields {
                     Expectation::Unknown
                 };
             }
-            2 if name_is(name, b"te") => {
+            2 if name.eq_ignore_ascii_case(b"te") => {
                 self.te_trailers |= te_lists_trailers(self.version, value);
             }
             10 if name_is(name, b"connection") => {
