@@ -155,28 +155,33 @@ impl H3Body {
             }),
         )
         .await;
-        let mut r = self.recv.borrow_mut();
-        r.waited = r.waited.saturating_add(start.elapsed());
-        match next {
-            Err(_) => Err(BodyError::Timeout),
-            Ok(Ok(Some(mut data))) => {
-                let data = data.copy_to_bytes(data.remaining());
-                r.received = r.received.saturating_add(data.len() as u64);
-                Ok(Some(data))
+        let read = {
+            let mut r = self.recv.borrow_mut();
+            r.waited = r.waited.saturating_add(start.elapsed());
+            match next {
+                Err(_) => Err(BodyError::Timeout),
+                Ok(Ok(Some(mut data))) => {
+                    let data = data.copy_to_bytes(data.remaining());
+                    r.received = r.received.saturating_add(data.len() as u64);
+                    Ok(Some(data))
+                }
+                // Ended before the trailers are read: a read of them left waiting holds
+                // nothing `stop` needs.
+                Ok(Ok(None)) => {
+                    r.ended = true;
+                    Ok(None)
+                }
+                // Reset by the client, or the connection failed.
+                Ok(Err(_)) => {
+                    r.ended = true;
+                    Err(BodyError::Incomplete)
+                }
             }
-            Ok(Ok(None)) => {
-                // Ended first: a read of the trailers left waiting holds nothing `stop` needs.
-                r.ended = true;
-                drop(r);
-                self.read_trailers(deadline).await?;
-                Ok(None)
-            }
-            // Reset by the client, or the connection failed.
-            Ok(Err(_)) => {
-                r.ended = true;
-                Err(BodyError::Incomplete)
-            }
+        };
+        if matches!(read, Ok(None)) {
+            self.read_trailers(deadline).await?;
         }
+        read
     }
 }
 
