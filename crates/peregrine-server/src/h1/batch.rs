@@ -276,8 +276,6 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
         }
         BodyFraming::Chunked => {
             io.body = BodyState::Chunked(ChunkedDecoder::new(), 0);
-            // An earlier body's trailers are not this one's.
-            io.trailers_in = None;
             io.body_waited = Duration::ZERO;
             io.body_read = 0;
             io.continue_pending = expect == Expectation::Continue && version == Version::Http11;

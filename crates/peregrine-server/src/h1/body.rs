@@ -51,8 +51,9 @@ impl Conn {
     }
 
     /// Decodes the next piece of the current body from what is buffered; a chunked body is held
-    /// to `max_body` (data and extension bytes).
-    fn body_step(&self, io: &mut Io, max_body: u64) -> Step {
+    /// to `max_body` (data and extension bytes). At a chunked body's end its trailer fields go
+    /// to `trailers`.
+    fn body_step(&self, io: &mut Io, max_body: u64, trailers: &mut Option<Trailers>) -> Step {
         match &mut io.body {
             BodyState::Done => Step::End,
             BodyState::Failed(e) => Step::Err(e.clone()),
@@ -99,7 +100,7 @@ impl Conn {
                     }
                     Ok(ChunkedStep::Done { consumed }) => {
                         io.rbuf.advance(consumed);
-                        io.trailers_in = received_trailers(dec.take_trailers());
+                        *trailers = received_trailers(dec.take_trailers());
                         io.body = BodyState::Done;
                         return Step::End;
                     }
@@ -116,12 +117,17 @@ impl Conn {
     /// The next piece of the body of request `gen` if it is buffered (or the body is over or
     /// failed), `None` when reading must wait; a chunked body is held to `max_body` (the body's
     /// limit).
-    fn try_body_chunk(&self, gen: u64, max_body: u64) -> Option<Result<Option<Bytes>, BodyError>> {
+    fn try_body_chunk(
+        &self,
+        gen: u64,
+        max_body: u64,
+        trailers: &mut Option<Trailers>,
+    ) -> Option<Result<Option<Bytes>, BodyError>> {
         let mut io = self.io.borrow_mut();
         if io.gen != gen {
             return Some(Err(BodyError::Incomplete));
         }
-        match self.body_step(&mut io, max_body) {
+        match self.body_step(&mut io, max_body, trailers) {
             Step::Data(b) => Some(Ok(Some(b))),
             Step::End => Some(Ok(None)),
             Step::Err(e) => Some(Err(e)),
@@ -130,14 +136,16 @@ impl Conn {
     }
 
     /// Next piece of the body of request `gen` (see [`Body::chunk`](crate::Body::chunk)), a
-    /// chunked one held to `max_body` (the body's limit).
+    /// chunked one held to `max_body` (the body's limit), its trailers put in `trailers` at its
+    /// end.
     pub(crate) async fn body_chunk(
         &self,
         gen: u64,
         max_body: u64,
+        trailers: &mut Option<Trailers>,
     ) -> Result<Option<Bytes>, BodyError> {
         loop {
-            if let Some(ready) = self.try_body_chunk(gen, max_body) {
+            if let Some(ready) = self.try_body_chunk(gen, max_body, trailers) {
                 return ready;
             }
             {
@@ -205,7 +213,8 @@ impl Conn {
         let ext_before = self.chunk_extension_bytes();
         loop {
             // What is skipped is bounded by `DRAIN_MAX` (extensions included), not the limit.
-            match self.body_chunk(gen, u64::MAX).await {
+            // Trailers of a body nobody reads are dropped with it.
+            match self.body_chunk(gen, u64::MAX, &mut None).await {
                 Ok(None) => return true,
                 Ok(Some(b)) => {
                     drained += b.len() as u64;
@@ -240,32 +249,14 @@ pub(super) struct ConnBody {
     pub(super) trailers: Option<Trailers>,
 }
 
-impl ConnBody {
-    /// Keeps the trailers of this body once it ended (`read` was `Ok(None)`): the connection
-    /// holds them until the next chunked body.
-    fn note_end(&mut self, read: &Result<Option<Bytes>, BodyError>) {
-        if matches!(read, Ok(None)) && self.content_length.is_none() {
-            let mut io = self.conn.io.borrow_mut();
-            if io.gen == self.gen {
-                self.trailers = io.trailers_in.take();
-            }
-        }
-    }
-}
-
 impl BodySource for ConnBody {
     fn try_chunk(&mut self, limit: u64) -> Option<Result<Option<Bytes>, BodyError>> {
-        let read = self.conn.try_body_chunk(self.gen, limit)?;
-        self.note_end(&read);
-        Some(read)
+        self.conn
+            .try_body_chunk(self.gen, limit, &mut self.trailers)
     }
 
     fn chunk(&mut self, limit: u64) -> ChunkFuture<'_> {
-        Box::pin(async move {
-            let read = self.conn.body_chunk(self.gen, limit).await;
-            self.note_end(&read);
-            read
-        })
+        Box::pin(self.conn.body_chunk(self.gen, limit, &mut self.trailers))
     }
 
     fn trailers(&self) -> Option<&Trailers> {

@@ -102,8 +102,6 @@ pub(crate) struct Io {
     pub(super) te_trailers: bool,
     /// The trailers of the streamed response being written (chunked, `TE: trailers`).
     pub(super) trailers: Option<Box<crate::trailers::PendingTrailers>>,
-    /// The trailers of the last chunked request body that ended, until its body takes them.
-    pub(super) trailers_in: Option<crate::trailers::Trailers>,
 }
 
 /// One connection, shared by the driver and the body of the request being answered.
@@ -150,7 +148,6 @@ impl Conn {
                 event_stream: false,
                 te_trailers: false,
                 trailers: None,
-                trailers_in: None,
             }),
         }
     }
@@ -166,8 +163,6 @@ impl Conn {
         io.continue_pending = false;
         io.write_waited = None;
         io.event_stream = false;
-        io.trailers = None;
-        io.trailers_in = None;
         // `gen` goes on counting: a body of an earlier request can never match a later one.
     }
 

@@ -331,11 +331,13 @@ impl Conn {
             ResponseBody::Full(b) => self.write_direct(&b).await,
             ResponseBody::Static(b) => self.write_direct(b).await,
             ResponseBody::Stream(s) => {
-                self.finish_stream(s, version == Version::Http11, None)
+                // Taken now: whatever becomes of the body, the connection keeps none.
+                let trailers = self.io.borrow_mut().trailers.take();
+                self.finish_stream(s, version == Version::Http11, None, trailers)
                     .await
             }
             ResponseBody::SizedStream { len, stream } => {
-                self.finish_stream(stream, false, Some(SizedBody::new(len)))
+                self.finish_stream(stream, false, Some(SizedBody::new(len)), None)
                     .await
             }
             ResponseBody::File { file, offset, len } => {
@@ -350,8 +352,9 @@ impl Conn {
         mut s: crate::response::BodyStream,
         chunked: bool,
         sized: Option<SizedBody>,
+        trailers: Option<Box<crate::trailers::PendingTrailers>>,
     ) -> io::Result<()> {
-        let written = Box::pin(self.write_stream(&mut s, chunked, sized)).await;
+        let written = Box::pin(self.write_stream(&mut s, chunked, sized, trailers)).await;
         // A panic dropping the stream is caught: whatever was written stays,
         // and the connection closes.
         if catch_unwind(AssertUnwindSafe(move || drop(s))).is_err() {
@@ -363,12 +366,14 @@ impl Conn {
 
     /// Streams a body, chunked (or raw for HTTP/1.0, or raw and held to its announced length
     /// when `sized`), flushing whenever the stream has nothing ready or the pending output
-    /// passes the bound, so memory stays bounded whatever its size.
+    /// passes the bound, so memory stays bounded whatever its size. A chunked body ends with
+    /// `trailers`, if any.
     async fn write_stream(
         &self,
         s: &mut crate::response::BodyStream,
         chunked: bool,
         mut sized: Option<SizedBody>,
+        mut trailers: Option<Box<crate::trailers::PendingTrailers>>,
     ) -> io::Result<()> {
         let limit = self
             .shared
@@ -424,8 +429,7 @@ impl Conn {
             match item {
                 None => {
                     if chunked {
-                        let trailers = self.io.borrow_mut().trailers.take();
-                        match trailers {
+                        match trailers.take() {
                             None => encoder.end(&mut self.io.borrow_mut().out),
                             Some(pending) => self.end_with_trailers(&mut encoder, *pending).await?,
                         }
