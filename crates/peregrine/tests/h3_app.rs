@@ -182,3 +182,60 @@ async fn sse_events_arrive_one_by_one_over_http3() {
     assert!(stream.recv_data().await.unwrap().is_none());
     handle.shutdown();
 }
+
+/// The framework's `StreamBody::trailers` over HTTP/3: the trailers, known once the body was
+/// sent, follow the DATA; the request's own trailers reach the handler through the body.
+#[tokio::test]
+async fn stream_body_trailers_follow_the_body_over_http3() {
+    use bytes::{Buf, Bytes};
+    use peregrine::{StreamBody, Trailers};
+
+    async fn echo(mut req: Request) -> Result<StreamBody, Error> {
+        let body = req.bytes().await?;
+        let sum = req
+            .body_mut()
+            .trailers()
+            .and_then(|t| t.get("x-sum"))
+            .map(<[u8]>::to_vec);
+        let (tx, stream) = StreamBody::channel(1);
+        tokio::task::spawn_local(async move {
+            let _ = tx.send(body).await;
+        });
+        Ok(stream.trailers(async move {
+            Trailers::new()
+                .with("x-sum-seen", sum.unwrap_or_default())
+                .unwrap()
+        }))
+    }
+
+    let ca = Ca::new("h3trailers");
+    let leaf = ca.server("localhost", &["localhost"]);
+    let tls = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
+    let server = peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
+    let handle = App::new()
+        .route("/echo", post(echo))
+        .serve(Config::new(server).with_tls(tls))
+        .unwrap();
+    let client = h3_support::connect(handle.local_addr(), &ca).await;
+    let req = http::Request::post("https://localhost/echo")
+        .body(())
+        .unwrap();
+    let mut stream = client.send.clone().send_request(req).await.unwrap();
+    stream.send_data(Bytes::from_static(b"abc")).await.unwrap();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-sum", "7".parse().unwrap());
+    stream.send_trailers(trailers).await.unwrap();
+    stream.finish().await.unwrap();
+    assert_eq!(stream.recv_response().await.unwrap().status(), 200);
+    let mut body = Vec::new();
+    while let Some(mut data) = stream.recv_data().await.unwrap() {
+        body.extend_from_slice(&data.copy_to_bytes(data.remaining()));
+    }
+    assert_eq!(body, b"abc");
+    let trailers = stream.recv_trailers().await.unwrap().expect("trailers");
+    assert_eq!(trailers["x-sum-seen"], "7");
+    handle.shutdown();
+}
