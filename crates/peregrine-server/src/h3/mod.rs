@@ -30,11 +30,11 @@
 //!   a connection-specific field is too (RFC 9114 §4.2), so `Upgrade` cannot be forged.
 //! * Trailers both ways: a response's as a HEADERS frame after the DATA (`send_trailers`), a
 //!   request's read after its DATA for [`Body::trailers`](crate::Body::trailers).
-//! * Not yet: WebSocket over HTTP/3
-//!   (RFC 9220): h3 0.0.8's `h3::ext::Protocol` parses only `webtransport` and `connect-udp`
-//!   and resets a request with `:protocol websocket` as malformed (`H3_MESSAGE_ERROR`) before
-//!   the server sees it, so extended CONNECT stays unannounced by default (RFC 9220 clients
-//!   then use WebSocket over TCP); 0-RTT for idempotent requests.
+//! * Not yet: WebSocket over HTTP/3 (RFC 9220): h3 0.0.8's `h3::ext::Protocol` parses only
+//!   `webtransport` and `connect-udp` and resets a request with `:protocol websocket` as
+//!   malformed (`H3_MESSAGE_ERROR`) before the server sees it, so extended CONNECT stays
+//!   unannounced by default (RFC 9220 clients then use WebSocket over TCP); 0-RTT for
+//!   idempotent requests.
 
 mod alt_svc;
 mod config;
