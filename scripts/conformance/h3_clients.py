@@ -2,8 +2,9 @@
 client no one here wrote: aioquic's HTTP/3 connection over its QUIC stack. GET, a 128 KiB
 response, a 600 KiB request body, concurrent streams on one connection, a header section over
 the server's limit (431, which h3's own client refuses to send), and 0-RTT refused (the
-session ticket allows no early data), and a client whose address changes mid-connection (the
-server runs one worker, so the connection goes on). Usage: h3_clients.py HOST PORT
+session ticket allows no early data), trailers both ways, and a client whose address changes
+mid-connection (the server runs one worker, so the connection goes on).
+Usage: h3_clients.py HOST PORT
 """
 
 import asyncio
@@ -34,6 +35,8 @@ class Reply:
         self.status = 0
         self.headers: dict[bytes, bytes] = {}
         self.body = bytearray()
+        # Fields of a HEADERS frame after the response head: the trailers.
+        self.trailers: dict[bytes, bytes] = {}
 
 
 class H3Client(QuicConnectionProtocol):
@@ -56,7 +59,9 @@ class H3Client(QuicConnectionProtocol):
         if event.stream_id not in self._pending:
             return
         reply, done = self._pending[event.stream_id]
-        if isinstance(event, HeadersReceived):
+        if isinstance(event, HeadersReceived) and reply.status:
+            reply.trailers.update(event.headers)
+        elif isinstance(event, HeadersReceived):
             for name, value in event.headers:
                 if name == b":status":
                     reply.status = int(value)
@@ -69,7 +74,12 @@ class H3Client(QuicConnectionProtocol):
             done.set_result(reply)
 
     async def request(
-        self, method: str, path: str, fields: list[tuple[bytes, bytes]] = (), body: bytes = b""
+        self,
+        method: str,
+        path: str,
+        fields: list[tuple[bytes, bytes]] = (),
+        body: bytes = b"",
+        trailers: list[tuple[bytes, bytes]] = (),
     ) -> Reply:
         stream_id = self._quic.get_next_available_stream_id()
         head = [
@@ -81,9 +91,11 @@ class H3Client(QuicConnectionProtocol):
         ]
         if body:
             head.append((b"content-length", str(len(body)).encode()))
-        self._http.send_headers(stream_id, head, end_stream=not body)
+        self._http.send_headers(stream_id, head, end_stream=not body and not trailers)
         if body:
-            self._http.send_data(stream_id, body, end_stream=True)
+            self._http.send_data(stream_id, body, end_stream=not trailers)
+        if trailers:
+            self._http.send_headers(stream_id, list(trailers), end_stream=True)
         done = asyncio.get_running_loop().create_future()
         self._pending[stream_id] = (Reply(), done)
         self.transmit()
@@ -113,6 +125,23 @@ async def websocket_over_http3(client: H3Client) -> None:
     )
     reply = await client.request("GET", "/", fields=[(b"connection", b"keep-alive")])
     check("Connection field over HTTP/3 -> 400", reply.status == 400, f"status {reply.status}")
+
+
+async def trailers_over_http3(client: H3Client) -> None:
+    """Trailers both ways: the chat example's `POST /trailers` reads the body and its `x-sum`
+    trailer, streams the body back, and ends it with trailers (HEADERS after the DATA, which
+    aioquic reports as a second HeadersReceived)."""
+    reply = await client.request("POST", "/trailers", body=b"hello", trailers=[(b"x-sum", b"7")])
+    check(
+        "response trailers after the body",
+        reply.status == 200 and reply.body == b"hello" and reply.trailers.get(b"x-length") == b"5",
+        f"status {reply.status}, body {bytes(reply.body)!r}, trailers {reply.trailers}",
+    )
+    check(
+        "request trailers reach the handler",
+        reply.trailers.get(b"x-request-sum") == b"7",
+        f"trailers {reply.trailers}",
+    )
 
 
 def configuration(tickets: list[SessionTicket]) -> QuicConfiguration:
@@ -178,6 +207,7 @@ async def main(host: str, port: int) -> int:
         reply = await client.request("GET", "/")
         check("connection still serves after the 431", reply.status == 200)
         await websocket_over_http3(client)
+        await trailers_over_http3(client)
     # 0-RTT off: a ticket, if the server issued one, allows no early data.
     early = [t.max_early_data_size for t in tickets]
     check("0-RTT not offered", all(not e for e in early), f"tickets' max_early_data {early}")

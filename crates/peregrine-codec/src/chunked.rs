@@ -64,6 +64,8 @@ pub struct ChunkedDecoder {
     state: State,
     /// Chunk-extension bytes seen so far (see [`ChunkedDecoder::extension_bytes`]).
     ext_bytes: u64,
+    /// The trailer fields decoded so far (see [`ChunkedDecoder::take_trailers`]).
+    trailers: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -174,7 +176,7 @@ impl ChunkedDecoder {
                     if count == limits.max_fields {
                         return Err(ParseError::new(431, "too many trailer fields"));
                     }
-                    let (name, _) = crate::parse::parse_field_line(&rest[..eol])?;
+                    let (name, value) = crate::parse::parse_field_line(&rest[..eol])?;
                     // Trailers never change framing or routing (http1-rules.md E): a sender that
                     // tries is refused rather than silently ignored.
                     for forbidden in [&b"content-length"[..], b"transfer-encoding", b"host"] {
@@ -182,11 +184,28 @@ impl ChunkedDecoder {
                             return Err(bad("framing or Host field in chunked trailers"));
                         }
                     }
+                    self.trailers.push((name.to_vec(), value.to_vec()));
                     self.state = State::Trailers(bytes, count + 1);
                 }
                 State::Done => return Ok(ChunkedStep::Done { consumed: pos }),
             }
         }
+    }
+
+    /// The trailer fields decoded so far (name, OWS-trimmed value), in order, taken out: all
+    /// of them once [`ChunkedDecoder::is_done`]. They passed the header-field rules and the
+    /// trailer limits, and none frames or routes the message (those fail the decode).
+    ///
+    /// ```
+    /// use peregrine_codec::{ChunkedDecoder, ChunkedStep, Limits};
+    /// let mut dec = ChunkedDecoder::new();
+    /// let step = dec.decode(b"0\r\nX-Sum: 7 \r\n\r\n", &Limits::default()).unwrap();
+    /// assert!(matches!(step, ChunkedStep::Done { consumed: 16 }));
+    /// assert_eq!(dec.take_trailers(), [(b"X-Sum".to_vec(), b"7".to_vec())]);
+    /// assert!(dec.take_trailers().is_empty());
+    /// ```
+    pub fn take_trailers(&mut self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        std::mem::take(&mut self.trailers)
     }
 
     /// `true` once the terminating chunk and trailers were decoded.

@@ -16,7 +16,7 @@ use crate::head::{
 };
 use crate::parse::{
     name_is, parse_connection, parse_content_length, parse_transfer_encoding, span,
-    validate_authority,
+    te_lists_trailers, validate_authority,
 };
 use crate::scan::{Scan, HOST, TARGET};
 use crate::Limits;
@@ -198,7 +198,7 @@ pub(crate) fn port_is_valid(buf: &[u8], start: usize, end: usize) -> bool {
 
 /// Lengths of the field names that [`special_field`] handles (Expect, Connection,
 /// Content-Length, Transfer-Encoding), as a bit set.
-const SPECIAL_LENGTHS: u32 = 1 << 6 | 1 << 10 | 1 << 14 | 1 << 17;
+const SPECIAL_LENGTHS: u32 = 1 << 2 | 1 << 6 | 1 << 10 | 1 << 14 | 1 << 17;
 
 /// A head to fill in: [`parse_fast`] sets every field it finds a value for; the others keep
 /// these values, which are what a head without Host, body framing, Connection or Expect
@@ -220,9 +220,10 @@ pub(crate) const EMPTY_HEAD: RequestHead = RequestHead {
         upgrade: false,
     },
     expect: Expectation::None,
+    te_trailers: false,
 };
 
-/// A field named Expect, Connection, Content-Length or Transfer-Encoding (told apart by
+/// A field named TE, Expect, Connection, Content-Length or Transfer-Encoding (told apart by
 /// `name_len`), value `buf[v_start..vt]`, treated exactly as the general parser treats it, with
 /// the outcome kept in `head` (`framing` stands for the general parser's `content_length`,
 /// `te_seen` and `chunked`); `false` where the general parser would answer an error (the fast
@@ -249,6 +250,7 @@ fn special_field(
             };
         }
         6 => {}
+        2 => head.te_trailers |= te_lists_trailers(head.version, value),
         10 => parse_connection(value, &mut head.connection),
         14 => {
             // A second Content-Length, or one after Transfer-Encoding, is an error.
@@ -449,6 +451,7 @@ pub(crate) fn parse_fast<S: Scan>(
         } else if name_len < 32 && (SPECIAL_LENGTHS >> name_len) & 1 != 0 {
             let name = unsafe { buf.get_unchecked(pos..name_end) };
             let special = match name_len {
+                2 => name.eq_ignore_ascii_case(b"te"),
                 6 => name_is(name, b"expect"),
                 10 => name_is(name, b"connection"),
                 14 => name_is(name, b"content-length"),

@@ -163,6 +163,9 @@ pub struct RequestHead {
     pub connection: ConnectionDirective,
     /// `Expect` header.
     pub expect: Expectation,
+    /// `TE` lists `trailers` (HTTP/1.1 only): the client accepts a trailer section after a
+    /// chunked response body (RFC 9110 §10.1.4, RFC 9112 §7.1.2).
+    pub te_trailers: bool,
 }
 
 impl RequestHead {

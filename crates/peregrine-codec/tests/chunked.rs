@@ -305,3 +305,39 @@ fn data_is_handed_out_zero_copy_as_it_arrives() {
         Ok(ChunkedStep::NeedMore { consumed: 2 })
     );
 }
+
+/// The trailer fields are kept, in order and with their values trimmed, however the input is
+/// split, and handed out once.
+#[test]
+fn trailer_fields_are_kept_across_any_split() {
+    let input = b"3\r\nabc\r\n0\r\nX-Sum: 12 \r\nY-Two:\tb\r\n\r\n";
+    let limits = Limits::default();
+    for piece in 1..=input.len() {
+        let mut dec = ChunkedDecoder::new();
+        let (mut buf, mut fed) = (Vec::new(), 0);
+        loop {
+            match dec.decode(&buf, &limits).unwrap() {
+                ChunkedStep::Done { .. } => break,
+                ChunkedStep::NeedMore { consumed } => {
+                    buf.drain(..consumed);
+                    let next = (fed + piece).min(input.len());
+                    assert!(next > fed, "ran out of input at piece {piece}");
+                    buf.extend_from_slice(&input[fed..next]);
+                    fed = next;
+                }
+                ChunkedStep::Data { consumed, .. } => {
+                    buf.drain(..consumed);
+                }
+            }
+        }
+        assert_eq!(
+            dec.take_trailers(),
+            [
+                (b"X-Sum".to_vec(), b"12".to_vec()),
+                (b"Y-Two".to_vec(), b"b".to_vec())
+            ],
+            "piece {piece}"
+        );
+        assert!(dec.take_trailers().is_empty());
+    }
+}

@@ -734,3 +734,23 @@ fn pipelined_requests_parse_one_after_another() {
     }
     assert_eq!(count, 16);
 }
+
+// ---------------------------------------------------------------- TE: trailers
+
+/// `TE` listing `trailers` (any case, among other codings with parameters) is noted, for an
+/// HTTP/1.1 request only: the server may then end a chunked response with trailer fields.
+#[test]
+fn te_trailers_is_noted_for_http11_requests_that_list_it() {
+    for (line, te, noted) in [
+        ("GET / HTTP/1.1", "TE: trailers\r\n", true),
+        ("GET / HTTP/1.1", "te: gzip;q=0.5 , Trailers\r\n", true),
+        ("GET / HTTP/1.1", "TE: gzip\r\n", false),
+        ("GET / HTTP/1.1", "TE: trailersx\r\n", false),
+        ("GET / HTTP/1.1", "X-TE: trailers\r\n", false),
+        ("GET / HTTP/1.1", "", false),
+        ("GET / HTTP/1.0", "TE: trailers\r\n", false),
+    ] {
+        let (head, _) = accept(&req(line, &format!("Host: a\r\n{te}")));
+        assert_eq!(head.te_trailers, noted, "{line} {te:?}");
+    }
+}

@@ -1,5 +1,6 @@
 //! Incoming request bodies, streamed from the connection with backpressure.
 
+use crate::trailers::Trailers;
 use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::pin::Pin;
@@ -95,6 +96,11 @@ pub(crate) trait BodySource {
     /// The handler refused the body as too large: the driver must not read it on its own
     /// afterwards (HTTP/1.1 closes the connection instead of draining it).
     fn refuse_too_large(&self);
+    /// The body's trailer fields, once it was read to its end (`None` before, or if it had
+    /// none).
+    fn trailers(&self) -> Option<&Trailers> {
+        None
+    }
 }
 
 impl Body {
@@ -252,6 +258,28 @@ impl Body {
                     a.extend_from_slice(&more);
                 }
             }
+        }
+    }
+
+    /// The request's trailer fields (RFC 9110 §6.5), once the body was read to its end
+    /// ([`Body::chunk`] returned `Ok(None)`, or [`Body::to_bytes`] returned): over HTTP/2 and
+    /// HTTP/3 the HEADERS frame after the DATA, over HTTP/1.1 the trailer section of a chunked
+    /// body. `None` before the end, when the client sent none, and for a body in memory. The
+    /// same on every protocol; fields that may not be trailers (framing, `Host`) were refused
+    /// by the protocol's parser, as a malformed request.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use peregrine_server::Body;
+    /// let mut b = Body::from_bytes("hello".into());
+    /// b.to_bytes(1024).await.unwrap();
+    /// assert!(b.trailers().is_none());
+    /// # });
+    /// ```
+    pub fn trailers(&self) -> Option<&Trailers> {
+        match &self.inner {
+            Inner::Source(s) => s.trailers(),
+            Inner::Empty | Inner::Memory(_) => None,
         }
     }
 

@@ -79,6 +79,7 @@ mod shutdown;
 mod steering;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod trailers;
 pub mod transport;
 pub mod upgrade;
 mod worker;
@@ -93,4 +94,5 @@ pub use request::Request;
 pub use response::{FieldValue, Response, ResponseBody};
 pub use server::{DrainSignal, Server, ServerHandle};
 pub use service::{service_fn, Service};
+pub use trailers::{TrailerError, Trailers};
 pub use transport::{Accept, Accepted, Acceptor, PlainAcceptor, Stream, Transport};

@@ -311,6 +311,7 @@ impl Request {
             framing: parts.framing,
             connection: Default::default(),
             expect: peregrine_codec::Expectation::None,
+            te_trailers: false,
         };
         p.parsed = Ok(Parsed::Complete(head));
         p.peer = parts.peer;

@@ -1,6 +1,7 @@
 //! Outgoing responses. The engine adds `Date`, `Server`, `Content-Length` or
 //! `Transfer-Encoding: chunked`, and `Connection` itself; handlers set status, headers and body.
 
+use crate::trailers::{PendingTrailers, Trailers};
 use bytes::Bytes;
 use futures_core::Stream;
 use std::borrow::Cow;
@@ -214,6 +215,9 @@ pub struct Response {
     pub headers: Vec<(Cow<'static, str>, Cow<'static, [u8]>)>,
     /// Body.
     pub body: ResponseBody,
+    /// Trailer fields, sent after the body (see [`crate::trailers`]). Boxed: a response
+    /// without them carries one null pointer.
+    trailers: Option<Box<PendingTrailers>>,
 }
 
 impl Response {
@@ -223,6 +227,7 @@ impl Response {
             status,
             headers: Vec::new(),
             body: ResponseBody::Empty,
+            trailers: None,
         }
     }
     /// 200 `text/plain; charset=utf-8`. The body is anything [`ResponseBody`] converts from: a
@@ -242,6 +247,7 @@ impl Response {
             status: 200,
             headers: text_fields(),
             body: body.into(),
+            trailers: None,
         }
     }
     /// Adds a header field (builder style), after any of the same name. The value is text or
@@ -298,6 +304,47 @@ impl Response {
     pub fn with_body(mut self, body: ResponseBody) -> Self {
         self.body = body;
         self
+    }
+    /// Sets trailer fields known now, sent after the body (see [`crate::trailers`] for where
+    /// each protocol can carry them and where they are dropped).
+    ///
+    /// ```
+    /// use peregrine_server::{Response, Trailers};
+    /// let r = Response::text("data").with_trailers(Trailers::new().with("x-checksum", "1f")?);
+    /// assert!(r.has_trailers());
+    /// # Ok::<(), peregrine_server::TrailerError>(())
+    /// ```
+    pub fn with_trailers(mut self, trailers: Trailers) -> Self {
+        self.trailers = Some(Box::new(PendingTrailers::Ready(trailers)));
+        self
+    }
+    /// Sets trailer fields known only once the body ended (a status after a streamed body):
+    /// `trailers` is awaited after the body's last byte was handed to the connection, and its
+    /// fields sent then. Where trailers cannot be sent it is dropped, never polled.
+    ///
+    /// ```
+    /// use peregrine_server::{Response, Trailers};
+    /// // The body's producer (a streamed body, a task) sends the outcome once it knows it.
+    /// let (tx, rx) = tokio::sync::oneshot::channel::<Trailers>();
+    /// # drop(tx);
+    /// let r = Response::text("streamed...")
+    ///     .with_trailers_later(async move { rx.await.unwrap_or_default() });
+    /// assert!(r.has_trailers());
+    /// ```
+    pub fn with_trailers_later(
+        mut self,
+        trailers: impl std::future::Future<Output = Trailers> + 'static,
+    ) -> Self {
+        self.trailers = Some(Box::new(PendingTrailers::Later(Box::pin(trailers))));
+        self
+    }
+    /// Whether trailers were set.
+    pub fn has_trailers(&self) -> bool {
+        self.trailers.is_some()
+    }
+    /// Takes the trailers out (the drivers, when they send the body).
+    pub(crate) fn take_trailers(&mut self) -> Option<Box<PendingTrailers>> {
+        self.trailers.take()
     }
 }
 
@@ -437,6 +484,7 @@ impl std::fmt::Debug for Response {
             .field("status", &self.status)
             .field("headers", &self.headers.len())
             .field("body", &self.body)
+            .field("trailers", &self.trailers.is_some())
             .finish()
     }
 }

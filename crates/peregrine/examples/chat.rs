@@ -17,13 +17,14 @@
 //! serves HTTP/2 only (cleartext). SIGTERM / SIGINT drain every listener. `/echo` is a plain
 //! WebSocket echo (for conformance clients); `/big` answers 128 KiB, more than HTTP/2's
 //! 65,535-byte initial window (h2spec's path, so its flow-control cases are decided by the
-//! window, not by how fast the stream ends). Built with `http3`, the TLS port serves HTTP/3
-//! too; `H3_ZERO_RTT=1` accepts 0-RTT there (safe requests only; the conformance run's second
-//! server).
+//! window, not by how fast the stream ends). `POST /trailers` streams the body back with
+//! trailer fields (its length, the request's own `x-sum` trailer). Built with `http3`, the TLS
+//! port serves HTTP/3 too; `H3_ZERO_RTT=1` accepts 0-RTT there (safe requests only; the
+//! conformance run's second server).
 
 use peregrine::sse::{Event, Sse};
 use peregrine::ws::{Message, WebSocket, WebSocketUpgrade};
-use peregrine::{get, post, App, Error, Html, Request, Response};
+use peregrine::{get, post, App, Error, Html, Request, Response, StreamBody, Trailers};
 use tokio::sync::broadcast;
 
 /// Every connected client's messages go to every other client, across worker threads.
@@ -110,6 +111,38 @@ async fn echo(req: Request) -> Result<Response, Error> {
     }))
 }
 
+/// The request body streamed back, ended by trailers known once it was sent: `x-length` (its
+/// size) and `x-request-sum` (the request's own `x-sum` trailer, or `none`), for conformance
+/// clients to check trailers both ways.
+async fn trailers(mut req: Request) -> Result<StreamBody, Error> {
+    let body = req.bytes().await?;
+    let sum = req
+        .body_mut()
+        .trailers()
+        .and_then(|t| t.get("x-sum"))
+        .map_or_else(
+            || "none".to_owned(),
+            |v| String::from_utf8_lossy(v).into_owned(),
+        );
+    let (tx, stream) = StreamBody::channel(1);
+    let (sent, length) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_local(async move {
+        let len = body.len();
+        if tx.send(body).await.is_ok() {
+            let _ = sent.send(len);
+        }
+    });
+    Ok(stream.trailers(async move {
+        let len = length
+            .await
+            .map_or_else(|_| "none".to_owned(), |n| n.to_string());
+        Trailers::new()
+            .with("x-length", len)
+            .and_then(|t| t.with("x-request-sum", sum))
+            .unwrap_or_default()
+    }))
+}
+
 /// 128 KiB of text: twice HTTP/2's initial flow-control window.
 async fn big(_req: Request) -> &'static str {
     static BIG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -127,6 +160,7 @@ fn app(room: &broadcast::Sender<String>) -> App {
         .route("/events", get(events))
         .route("/echo", get(echo))
         .route("/big", get(big))
+        .route("/trailers", post(trailers))
 }
 
 const PAGE: &str = r#"<!doctype html>

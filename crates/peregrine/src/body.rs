@@ -99,4 +99,25 @@ impl BodyStream<'_> {
     pub fn bytes_read(&self) -> u64 {
         self.body.bytes_read()
     }
+
+    /// The request's trailer fields, once the body was read to its end (the engine's
+    /// [`Body::trailers`]): the same over HTTP/1.1 (chunked), HTTP/2 and HTTP/3; `None` before
+    /// the end or when the client sent none.
+    ///
+    /// ```
+    /// use peregrine::{post, App, Error, Request};
+    ///
+    /// async fn upload(mut req: Request) -> Result<String, Error> {
+    ///     let body = req.bytes().await?;
+    ///     let sum = req.body_mut().trailers().and_then(|t| t.get("x-sum")).map(<[u8]>::to_vec);
+    ///     Ok(format!("{} bytes, x-sum {:?}", body.len(), sum))
+    /// }
+    /// let client = App::new().route("/up", post(upload)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.post("/up").body("abc").send().await.text(), "3 bytes, x-sum None");
+    /// # });
+    /// ```
+    pub fn trailers(&self) -> Option<&peregrine_server::Trailers> {
+        self.body.trailers()
+    }
 }

@@ -126,6 +126,7 @@ pub use peregrine_server as server;
 #[doc(inline)]
 pub use peregrine_server::{
     DrainSignal, Listener, Response, ResponseBody, Server, ServerConfig, ServerHandle,
+    TrailerError, Trailers,
 };
 
 /// TLS termination with rustls (feature `tls`): what [`config::Config::tls`] holds and what

@@ -4,8 +4,9 @@
 use crate::response::into_response::{IntoResponse, OCTET_STREAM};
 use bytes::Bytes;
 use futures_core::Stream;
-use peregrine_server::{Response, ResponseBody};
+use peregrine_server::{Response, ResponseBody, Trailers};
 use std::borrow::Cow;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -31,6 +32,7 @@ use std::task::{Context, Poll};
 pub struct StreamBody {
     stream: peregrine_server::response::BodyStream,
     content_type: Cow<'static, [u8]>,
+    trailers: Option<Pin<Box<dyn Future<Output = Trailers> + 'static>>>,
 }
 
 impl StreamBody {
@@ -57,6 +59,7 @@ impl StreamBody {
         StreamBody {
             stream: Box::pin(stream),
             content_type: Cow::Borrowed(OCTET_STREAM),
+            trailers: None,
         }
     }
 
@@ -111,11 +114,54 @@ impl StreamBody {
     }
 }
 
+impl StreamBody {
+    /// Sends trailer fields after the body, known only once it ended (a gRPC-style status, a
+    /// checksum): `trailers` is awaited after the last chunk was handed to the connection.
+    /// HTTP/2 and HTTP/3 always carry them; HTTP/1.1 only to a client that sent `TE: trailers`
+    /// (elsewhere they are dropped, see [`peregrine_server::trailers`]). A field a trailer
+    /// section may not carry is refused when the [`Trailers`] are built.
+    ///
+    /// ```
+    /// use peregrine::{get, App, Request, StreamBody, Trailers};
+    ///
+    /// async fn export(_req: Request) -> StreamBody {
+    ///     let (tx, body) = StreamBody::channel(4);
+    ///     let (done, outcome) = tokio::sync::oneshot::channel::<usize>();
+    ///     tokio::spawn(async move {
+    ///         let mut rows = 0;
+    ///         for row in ["1,ada\n", "2,grace\n"] {
+    ///             if tx.send(row).await.is_err() {
+    ///                 return;
+    ///             }
+    ///             rows += 1;
+    ///         }
+    ///         let _ = done.send(rows);
+    ///     });
+    ///     body.content_type("text/csv").trailers(async move {
+    ///         let rows = outcome.await.unwrap_or(0);
+    ///         Trailers::new().with("x-rows", rows.to_string()).unwrap_or_default()
+    ///     })
+    /// }
+    /// let client = App::new().route("/export.csv", get(export)).test();
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// assert_eq!(client.get("/export.csv").send().await.text(), "1,ada\n2,grace\n");
+    /// # });
+    /// ```
+    pub fn trailers(mut self, trailers: impl Future<Output = Trailers> + 'static) -> Self {
+        self.trailers = Some(Box::pin(trailers));
+        self
+    }
+}
+
 impl IntoResponse for StreamBody {
     fn into_response(self) -> Response {
-        Response::new(200)
+        let r = Response::new(200)
             .with_header("content-type", self.content_type)
-            .with_body(ResponseBody::Stream(self.stream))
+            .with_body(ResponseBody::Stream(self.stream));
+        match self.trailers {
+            Some(trailers) => r.with_trailers_later(trailers),
+            None => r,
+        }
     }
 }
 

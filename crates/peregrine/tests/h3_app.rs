@@ -117,3 +117,125 @@ mod websocket {
         handle.shutdown();
     }
 }
+
+/// An SSE stream over HTTP/3 arrives event by event: the second event is sent only after the
+/// client has received the first, so a response held back until its end never completes.
+#[tokio::test]
+async fn sse_events_arrive_one_by_one_over_http3() {
+    use bytes::Buf;
+    use peregrine::sse::{Event, Sse};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let ca = Ca::new("h3sse");
+    let leaf = ca.server("localhost", &["localhost"]);
+    let tls = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
+    let server = peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
+    // Set by the test once it has read the first event.
+    let seen = Arc::new(tokio::sync::Notify::new());
+    let seen_by_handler = seen.clone();
+    let events = move |_req: Request| {
+        let seen = seen_by_handler.clone();
+        async move {
+            let (tx, sse) = Sse::channel(1);
+            tokio::task::spawn_local(async move {
+                let _ = tx.send(Event::data("one")).await;
+                seen.notified().await;
+                let _ = tx.send(Event::data("two")).await;
+            });
+            sse.keep_alive(None)
+        }
+    };
+    let handle = App::new()
+        .route("/events", get(events))
+        .serve(Config::new(server).with_tls(tls))
+        .unwrap();
+    let client = h3_support::connect(handle.local_addr(), &ca).await;
+    let req = http::Request::get("https://localhost/events")
+        .body(())
+        .unwrap();
+    let mut stream = client.send.clone().send_request(req).await.unwrap();
+    stream.finish().await.unwrap();
+    let response = stream.recv_response().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    // Reads until `want` has arrived (bounded: a server that holds the event back fails here).
+    let mut text = String::new();
+    let mut read_until = async |want: &str| {
+        while !text.contains(want) {
+            let next = tokio::time::timeout(Duration::from_secs(10), stream.recv_data()).await;
+            let mut data = next
+                .expect("the event arrived")
+                .unwrap()
+                .expect("more data");
+            let bytes = data.copy_to_bytes(data.remaining());
+            text.push_str(std::str::from_utf8(&bytes).unwrap());
+        }
+    };
+    read_until("data: one\n\n").await;
+    seen.notify_one();
+    read_until("data: two\n\n").await;
+    assert_eq!(text, "data: one\n\ndata: two\n\n");
+    // Then the stream ends.
+    assert!(stream.recv_data().await.unwrap().is_none());
+    handle.shutdown();
+}
+
+/// The framework's `StreamBody::trailers` over HTTP/3: the trailers, known once the body was
+/// sent, follow the DATA; the request's own trailers reach the handler through the body.
+#[tokio::test]
+async fn stream_body_trailers_follow_the_body_over_http3() {
+    use bytes::{Buf, Bytes};
+    use peregrine::{StreamBody, Trailers};
+
+    async fn echo(mut req: Request) -> Result<StreamBody, Error> {
+        let body = req.bytes().await?;
+        let sum = req
+            .body_mut()
+            .trailers()
+            .and_then(|t| t.get("x-sum"))
+            .map(<[u8]>::to_vec);
+        let (tx, stream) = StreamBody::channel(1);
+        tokio::task::spawn_local(async move {
+            let _ = tx.send(body).await;
+        });
+        Ok(stream.trailers(async move {
+            Trailers::new()
+                .with("x-sum-seen", sum.unwrap_or_default())
+                .unwrap()
+        }))
+    }
+
+    let ca = Ca::new("h3trailers");
+    let leaf = ca.server("localhost", &["localhost"]);
+    let tls = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
+    let server = peregrine::ServerConfig::builder()
+        .addr("127.0.0.1:0".parse().unwrap())
+        .workers(1)
+        .build();
+    let handle = App::new()
+        .route("/echo", post(echo))
+        .serve(Config::new(server).with_tls(tls))
+        .unwrap();
+    let client = h3_support::connect(handle.local_addr(), &ca).await;
+    let req = http::Request::post("https://localhost/echo")
+        .body(())
+        .unwrap();
+    let mut stream = client.send.clone().send_request(req).await.unwrap();
+    stream.send_data(Bytes::from_static(b"abc")).await.unwrap();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-sum", "7".parse().unwrap());
+    stream.send_trailers(trailers).await.unwrap();
+    stream.finish().await.unwrap();
+    assert_eq!(stream.recv_response().await.unwrap().status(), 200);
+    let mut body = Vec::new();
+    while let Some(mut data) = stream.recv_data().await.unwrap() {
+        body.extend_from_slice(&data.copy_to_bytes(data.remaining()));
+    }
+    assert_eq!(body, b"abc");
+    let trailers = stream.recv_trailers().await.unwrap().expect("trailers");
+    assert_eq!(trailers["x-sum-seen"], "7");
+    handle.shutdown();
+}

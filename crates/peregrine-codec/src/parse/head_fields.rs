@@ -19,6 +19,8 @@ pub(super) struct HeadFields {
     pub(super) connection: ConnectionDirective,
     /// Stays `None` for HTTP/1.0 (see [`HeadFields::note`]).
     pub(super) expect: Expectation,
+    /// A `TE` field listed `trailers` (HTTP/1.1).
+    pub(super) te_trailers: bool,
 }
 
 impl HeadFields {
@@ -31,6 +33,7 @@ impl HeadFields {
             chunked: false,
             connection: ConnectionDirective::default(),
             expect: Expectation::None,
+            te_trailers: false,
         }
     }
 
@@ -66,6 +69,9 @@ impl HeadFields {
                 } else {
                     Expectation::Unknown
                 };
+            }
+            2 if name.eq_ignore_ascii_case(b"te") => {
+                self.te_trailers |= te_lists_trailers(self.version, value);
             }
             10 if name_is(name, b"connection") => {
                 parse_connection(value, &mut self.connection);
@@ -181,6 +187,16 @@ pub(crate) fn parse_transfer_encoding(v: &[u8]) -> Result<(), ParseError> {
         return Err(ParseError::new(501, "unsupported transfer coding"));
     }
     Ok(())
+}
+
+/// Whether a `TE` value lists the `trailers` token (RFC 9110 §10.1.4), which only an
+/// HTTP/1.1 request's counts for: an HTTP/1.0 client cannot take a chunked response at all.
+pub(crate) fn te_lists_trailers(version: Version, v: &[u8]) -> bool {
+    version == Version::Http11
+        && v.split(|&b| b == b',').any(|t| {
+            // A transfer coding may carry parameters (`gzip;q=0.5`); `trailers` has none.
+            trim_ows(t).eq_ignore_ascii_case(b"trailers")
+        })
 }
 
 pub(crate) fn parse_connection(v: &[u8], c: &mut ConnectionDirective) {

@@ -33,7 +33,9 @@ mod target;
 pub(crate) use crate::grammar::name_is;
 pub(crate) use authority::validate_authority;
 pub(crate) use fields::parse_field_line;
-pub(crate) use head_fields::{parse_connection, parse_content_length, parse_transfer_encoding};
+pub(crate) use head_fields::{
+    parse_connection, parse_content_length, parse_transfer_encoding, te_lists_trailers,
+};
 pub(crate) use span::span;
 
 use fields::field_lines;
@@ -91,5 +93,6 @@ pub(crate) fn parse_core<S: Scan>(
         framing,
         connection: head.connection,
         expect: head.expect,
+        te_trailers: head.te_trailers,
     }))
 }

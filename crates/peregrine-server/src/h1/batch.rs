@@ -211,6 +211,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             h.method_kind,
             h.framing,
             h.expect,
+            h.te_trailers,
             h.version,
             KeepAlive::for_request(h.version, h.connection),
             h.head_len,
@@ -219,30 +220,30 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
         Ok(Parsed::Incomplete) => Err(None),
         Err(e) => Err(Some((e.status, e.reason))),
     };
-    let (method_kind, framing, expect, version, mut keep_alive, head_len, field_count) = match found
-    {
-        Ok(values) => values,
-        Err(None) => {
-            pending.give_back();
-            return Taken::NeedMore;
-        }
-        Err(Some((status, reason))) => {
-            pending.give_back();
-            // `PRI * HTTP/2.0` is refused as an HTTP version; as a connection's first bytes it
-            // is the HTTP/2 preface. Only on this error path, so HTTP/1.1 pays nothing.
-            #[cfg(feature = "http2")]
-            if status == 505
-                && *served == 0
-                && !matches!(conn.stream(), Stream::Other(_))
-                && crate::protocol::preface::detect_preface(&io.rbuf) != Some(false)
-            {
-                return Taken::Http2;
+    let (method_kind, framing, expect, te_trailers, version, mut keep_alive, head_len, field_count) =
+        match found {
+            Ok(values) => values,
+            Err(None) => {
+                pending.give_back();
+                return Taken::NeedMore;
             }
-            drop((io, table));
-            conn.push_error(status, reason, false);
-            return Taken::Refused;
-        }
-    };
+            Err(Some((status, reason))) => {
+                pending.give_back();
+                // `PRI * HTTP/2.0` is refused as an HTTP version; as a connection's first bytes it
+                // is the HTTP/2 preface. Only on this error path, so HTTP/1.1 pays nothing.
+                #[cfg(feature = "http2")]
+                if status == 505
+                    && *served == 0
+                    && !matches!(conn.stream(), Stream::Other(_))
+                    && crate::protocol::preface::detect_preface(&io.rbuf) != Some(false)
+                {
+                    return Taken::Http2;
+                }
+                drop((io, table));
+                conn.push_error(status, reason, false);
+                return Taken::Refused;
+            }
+        };
     let head_request = method_kind == Method::Head;
     // (A body over the size limit is refused when it is read: the limit may change first.)
     let refusal = (expect == Expectation::Unknown).then_some((417, "unsupported expectation"));
@@ -255,6 +256,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
     }
     io.gen += 1;
     let gen = io.gen;
+    io.te_trailers = te_trailers;
     // The body's declared length (`None`: chunked), for a request with one.
     let body_len = match framing {
         BodyFraming::None | BodyFraming::Length(0) => {
@@ -287,6 +289,7 @@ fn take_request(conn: &Rc<Conn>, served: &mut u32, peer: SocketAddr) -> Taken {
             conn: conn.clone(),
             gen,
             content_length: len,
+            trailers: None,
         };
         *req.body_mut() = Body::from_source(Box::new(body), cfg.limits.max_body_size);
     }

@@ -6,6 +6,7 @@ use super::io::{BodyState, Fill, Io};
 use super::Conn;
 use crate::body::{BodyError, BodySource, ChunkFuture};
 use crate::pace::PaceRules;
+use crate::trailers::Trailers;
 use bytes::{Buf, Bytes};
 use peregrine_codec::response::CONTINUE_100;
 use peregrine_codec::{ChunkedDecoder, ChunkedStep};
@@ -50,8 +51,9 @@ impl Conn {
     }
 
     /// Decodes the next piece of the current body from what is buffered; a chunked body is held
-    /// to `max_body` (data and extension bytes).
-    fn body_step(&self, io: &mut Io, max_body: u64) -> Step {
+    /// to `max_body` (data and extension bytes). At a chunked body's end its trailer fields go
+    /// to `trailers`.
+    fn body_step(&self, io: &mut Io, max_body: u64, trailers: &mut Option<Trailers>) -> Step {
         match &mut io.body {
             BodyState::Done => Step::End,
             BodyState::Failed(e) => Step::Err(e.clone()),
@@ -98,6 +100,7 @@ impl Conn {
                     }
                     Ok(ChunkedStep::Done { consumed }) => {
                         io.rbuf.advance(consumed);
+                        *trailers = received_trailers(dec.take_trailers());
                         io.body = BodyState::Done;
                         return Step::End;
                     }
@@ -114,12 +117,17 @@ impl Conn {
     /// The next piece of the body of request `gen` if it is buffered (or the body is over or
     /// failed), `None` when reading must wait; a chunked body is held to `max_body` (the body's
     /// limit).
-    fn try_body_chunk(&self, gen: u64, max_body: u64) -> Option<Result<Option<Bytes>, BodyError>> {
+    fn try_body_chunk(
+        &self,
+        gen: u64,
+        max_body: u64,
+        trailers: &mut Option<Trailers>,
+    ) -> Option<Result<Option<Bytes>, BodyError>> {
         let mut io = self.io.borrow_mut();
         if io.gen != gen {
             return Some(Err(BodyError::Incomplete));
         }
-        match self.body_step(&mut io, max_body) {
+        match self.body_step(&mut io, max_body, trailers) {
             Step::Data(b) => Some(Ok(Some(b))),
             Step::End => Some(Ok(None)),
             Step::Err(e) => Some(Err(e)),
@@ -128,14 +136,16 @@ impl Conn {
     }
 
     /// Next piece of the body of request `gen` (see [`Body::chunk`](crate::Body::chunk)), a
-    /// chunked one held to `max_body` (the body's limit).
+    /// chunked one held to `max_body` (the body's limit), its trailers put in `trailers` at its
+    /// end.
     pub(crate) async fn body_chunk(
         &self,
         gen: u64,
         max_body: u64,
+        trailers: &mut Option<Trailers>,
     ) -> Result<Option<Bytes>, BodyError> {
         loop {
-            if let Some(ready) = self.try_body_chunk(gen, max_body) {
+            if let Some(ready) = self.try_body_chunk(gen, max_body, trailers) {
                 return ready;
             }
             {
@@ -203,7 +213,8 @@ impl Conn {
         let ext_before = self.chunk_extension_bytes();
         loop {
             // What is skipped is bounded by `DRAIN_MAX` (extensions included), not the limit.
-            match self.body_chunk(gen, u64::MAX).await {
+            // Trailers of a body nobody reads are dropped with it.
+            match self.body_chunk(gen, u64::MAX, &mut None).await {
                 Ok(None) => return true,
                 Ok(Some(b)) => {
                     drained += b.len() as u64;
@@ -234,15 +245,22 @@ pub(super) struct ConnBody {
     pub(super) conn: Rc<Conn>,
     pub(super) gen: u64,
     pub(super) content_length: Option<u64>,
+    /// The trailers of a chunked body, once it ended.
+    pub(super) trailers: Option<Trailers>,
 }
 
 impl BodySource for ConnBody {
     fn try_chunk(&mut self, limit: u64) -> Option<Result<Option<Bytes>, BodyError>> {
-        self.conn.try_body_chunk(self.gen, limit)
+        self.conn
+            .try_body_chunk(self.gen, limit, &mut self.trailers)
     }
 
     fn chunk(&mut self, limit: u64) -> ChunkFuture<'_> {
-        Box::pin(self.conn.body_chunk(self.gen, limit))
+        Box::pin(self.conn.body_chunk(self.gen, limit, &mut self.trailers))
+    }
+
+    fn trailers(&self) -> Option<&Trailers> {
+        self.trailers.as_ref()
     }
 
     fn content_length(&self) -> Option<u64> {
@@ -252,6 +270,19 @@ impl BodySource for ConnBody {
     fn refuse_too_large(&self) {
         self.conn.fail_body(self.gen, BodyError::TooLarge);
     }
+}
+
+/// A chunked body's decoded trailer fields as the engine's [`Trailers`] (`None`: there were
+/// none). Names are tokens, values field values: the decoder checked both.
+fn received_trailers(fields: Vec<(Vec<u8>, Vec<u8>)>) -> Option<Trailers> {
+    if fields.is_empty() {
+        return None;
+    }
+    let fields = fields
+        .into_iter()
+        .map(|(n, v)| (String::from_utf8_lossy(&n).into_owned().into(), v.into()))
+        .collect();
+    Some(Trailers::received(fields))
 }
 
 /// Chunk-extension bytes a body may carry beyond its data bytes (see [`chunked_over_limit`]).

@@ -98,6 +98,10 @@ pub(crate) struct Io {
     /// The streamed body being written is an event stream (`text/event-stream`): endless by
     /// design, it ends when shutdown starts (see `Conn::write_stream`).
     pub(super) event_stream: bool,
+    /// The request being answered said `TE: trailers`: a chunked response may end with them.
+    pub(super) te_trailers: bool,
+    /// The trailers of the streamed response being written (chunked, `TE: trailers`).
+    pub(super) trailers: Option<Box<crate::trailers::PendingTrailers>>,
 }
 
 /// One connection, shared by the driver and the body of the request being answered.
@@ -142,6 +146,8 @@ impl Conn {
                 write_sent: 0,
                 upgrade: None,
                 event_stream: false,
+                te_trailers: false,
+                trailers: None,
             }),
         }
     }

@@ -272,7 +272,15 @@ impl Conn {
             return None;
         }
         if matches!(resp.body, ResponseBody::Stream(_)) {
-            self.io.borrow_mut().event_stream = event_stream;
+            let mut io = self.io.borrow_mut();
+            io.event_stream = event_stream;
+            // Trailers go in the last chunk, to a client that accepts them (RFC 9112 §7.1.2);
+            // a body of known length has no place for them: they are dropped with it.
+            io.trailers = if version == Version::Http11 && io.te_trailers {
+                resp.take_trailers()
+            } else {
+                None
+            };
         }
         Some(std::mem::replace(&mut resp.body, ResponseBody::Empty))
     }
@@ -323,11 +331,13 @@ impl Conn {
             ResponseBody::Full(b) => self.write_direct(&b).await,
             ResponseBody::Static(b) => self.write_direct(b).await,
             ResponseBody::Stream(s) => {
-                self.finish_stream(s, version == Version::Http11, None)
+                // Taken now: whatever becomes of the body, the connection keeps none.
+                let trailers = self.io.borrow_mut().trailers.take();
+                self.finish_stream(s, version == Version::Http11, None, trailers)
                     .await
             }
             ResponseBody::SizedStream { len, stream } => {
-                self.finish_stream(stream, false, Some(SizedBody::new(len)))
+                self.finish_stream(stream, false, Some(SizedBody::new(len)), None)
                     .await
             }
             ResponseBody::File { file, offset, len } => {
@@ -342,8 +352,9 @@ impl Conn {
         mut s: crate::response::BodyStream,
         chunked: bool,
         sized: Option<SizedBody>,
+        trailers: Option<Box<crate::trailers::PendingTrailers>>,
     ) -> io::Result<()> {
-        let written = Box::pin(self.write_stream(&mut s, chunked, sized)).await;
+        let written = Box::pin(self.write_stream(&mut s, chunked, sized, trailers)).await;
         // A panic dropping the stream is caught: whatever was written stays,
         // and the connection closes.
         if catch_unwind(AssertUnwindSafe(move || drop(s))).is_err() {
@@ -355,12 +366,14 @@ impl Conn {
 
     /// Streams a body, chunked (or raw for HTTP/1.0, or raw and held to its announced length
     /// when `sized`), flushing whenever the stream has nothing ready or the pending output
-    /// passes the bound, so memory stays bounded whatever its size.
+    /// passes the bound, so memory stays bounded whatever its size. A chunked body ends with
+    /// `trailers`, if any.
     async fn write_stream(
         &self,
         s: &mut crate::response::BodyStream,
         chunked: bool,
         mut sized: Option<SizedBody>,
+        mut trailers: Option<Box<crate::trailers::PendingTrailers>>,
     ) -> io::Result<()> {
         let limit = self
             .shared
@@ -416,7 +429,10 @@ impl Conn {
             match item {
                 None => {
                     if chunked {
-                        encoder.end(&mut self.io.borrow_mut().out);
+                        match trailers.take() {
+                            None => encoder.end(&mut self.io.borrow_mut().out),
+                            Some(pending) => self.end_with_trailers(&mut encoder, *pending).await?,
+                        }
                     }
                     if let Some(sized) = sized {
                         // Fewer bytes than `Content-Length` announced: the connection closes.
@@ -468,6 +484,29 @@ impl Conn {
                 }
             }
         }
+    }
+}
+
+impl Conn {
+    /// Ends a chunked body with the response's trailers, once they are known. A trailers
+    /// future that panicked leaves the body unterminated: the connection closes and the
+    /// client sees it cut short, not complete.
+    async fn end_with_trailers(
+        &self,
+        encoder: &mut ChunkedEncoder,
+        pending: crate::trailers::PendingTrailers,
+    ) -> io::Result<()> {
+        let Some(trailers) = pending.resolve().await else {
+            return Err(io::Error::other("response trailers future panicked"));
+        };
+        let fields: Vec<(&[u8], &[u8])> = trailers.iter().map(|(n, v)| (n.as_bytes(), v)).collect();
+        let mut io = self.io.borrow_mut();
+        // `Trailers` refused what the encoder refuses when the fields were added.
+        if let Err(e) = encoder.end_with_trailers(&mut io.out, &fields) {
+            tracing::error!(error = %e, "response trailers refused by the encoder; sent none");
+            encoder.end(&mut io.out);
+        }
+        Ok(())
     }
 }
 

@@ -1,6 +1,7 @@
 //! A request body read from an HTTP/2 stream's DATA frames.
 
 use crate::body::{BodyError, BodySource, ChunkFuture};
+use crate::trailers::Trailers;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::future::poll_fn;
@@ -89,6 +90,8 @@ pub(crate) struct H2Body {
     recv: SharedRecv,
     content_length: Option<u64>,
     rules: BodyRules,
+    /// The trailers, once the DATA ended (a HEADERS frame after them).
+    trailers: Option<Trailers>,
 }
 
 impl H2Body {
@@ -97,7 +100,30 @@ impl H2Body {
             recv,
             content_length,
             rules,
+            trailers: None,
         }
+    }
+
+    /// After the last DATA: the trailers, if the client sent any (h2 has them once the
+    /// stream's end arrived, which the end of the DATA means).
+    async fn read_trailers(&mut self) -> Result<(), BodyError> {
+        let start = Instant::now();
+        let deadline = {
+            let r = self.recv.borrow();
+            self.rules.deadline(start, r.waited, r.received)
+        };
+        let polled = tokio::time::timeout_at(
+            deadline,
+            poll_fn(|cx| self.recv.borrow_mut().stream.poll_trailers(cx)),
+        )
+        .await
+        .map_err(|_| BodyError::Timeout)?;
+        match polled {
+            Ok(Some(map)) => self.trailers = Some(Trailers::from_header_map(&map)),
+            Ok(None) => {}
+            Err(_) => return Err(BodyError::Incomplete),
+        }
+        Ok(())
     }
 
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
@@ -106,7 +132,10 @@ impl H2Body {
                 .await
                 .map_err(|_| BodyError::Timeout)?;
             let data = match next {
-                None => return Ok(None),
+                None => {
+                    self.read_trailers().await?;
+                    return Ok(None);
+                }
                 // Reset by the client, or the connection failed.
                 Some(Err(_)) => return Err(BodyError::Incomplete),
                 Some(Ok(data)) => data,
@@ -135,4 +164,8 @@ impl BodySource for H2Body {
 
     /// The stream is drained after the response within its bounds, or reset past them.
     fn refuse_too_large(&self) {}
+
+    fn trailers(&self) -> Option<&Trailers> {
+        self.trailers.as_ref()
+    }
 }

@@ -210,6 +210,8 @@ pub(crate) async fn send(
     };
     crate::response::recycle_fields(std::mem::take(&mut res.headers));
     let no_body = !sends_body(res.status, head_request);
+    // Dropped with the body where there is none (HEAD, 204, 304).
+    let trailers = res.take_trailers().filter(|_| !no_body);
     let has_body = !no_body
         && match &body {
             ResponseBody::Full(data) => !data.is_empty(),
@@ -217,7 +219,7 @@ pub(crate) async fn send(
             ResponseBody::SizedStream { len, .. } | ResponseBody::File { len, .. } => *len > 0,
             _ => false,
         };
-    if !has_body {
+    if !has_body && trailers.is_none() {
         return respond
             .send_response(head, true)
             .map(|_| ())
@@ -227,12 +229,20 @@ pub(crate) async fn send(
         .send_response(head, false)
         .map_err(|_| SendError::Reset)?;
     let mut sender = Sender::new(stream, watch);
+    if trailers.is_some() {
+        sender.keep_open();
+    }
     match body {
-        ResponseBody::Full(data) => sender.data(data, true).await,
-        ResponseBody::Stream(s) => sender.stream(s, None).await,
-        ResponseBody::SizedStream { len, stream } => sender.stream(stream, Some(len)).await,
-        ResponseBody::File { file, offset, len } => sender.file(&file, offset, len).await,
+        _ if !has_body => {}
+        ResponseBody::Full(data) => sender.data(data, true).await?,
+        ResponseBody::Stream(s) => sender.stream(s, None).await?,
+        ResponseBody::SizedStream { len, stream } => sender.stream(stream, Some(len)).await?,
+        ResponseBody::File { file, offset, len } => sender.file(&file, offset, len).await?,
         // Not reached: `has_body` is false for the others.
-        _ => sender.data(Bytes::new(), true).await,
+        _ => sender.data(Bytes::new(), true).await?,
+    }
+    match trailers {
+        Some(t) => sender.trailers(*t).await,
+        None => Ok(()),
     }
 }

@@ -40,6 +40,8 @@ pub(super) struct Sender<'a> {
     stream: SendStream<Bytes>,
     watch: &'a Watch,
     pace: Pace,
+    /// Whether the body's end ends the stream (`false`: trailers follow it).
+    ends: bool,
 }
 
 impl<'a> Sender<'a> {
@@ -48,7 +50,34 @@ impl<'a> Sender<'a> {
             stream,
             watch,
             pace: Pace::default(),
+            ends: true,
         }
+    }
+
+    /// Keeps the stream open after the body, for the trailers ([`Sender::trailers`]).
+    pub(super) fn keep_open(&mut self) {
+        self.ends = false;
+    }
+
+    /// Sends the trailers as the last HEADERS frame (with `END_STREAM`), once they are known;
+    /// a client's reset meanwhile ends the wait. A trailers future that panicked resets the
+    /// stream (`INTERNAL_ERROR`): the response must not look complete.
+    pub(super) async fn trailers(
+        &mut self,
+        pending: crate::trailers::PendingTrailers,
+    ) -> Result<(), SendError> {
+        let stream = &mut self.stream;
+        let trailers = tokio::select! {
+            t = pending.resolve() => t,
+            _ = poll_fn(|cx| stream.poll_reset(cx)) => return Err(SendError::Reset),
+        };
+        let Some(trailers) = trailers else {
+            self.stream.send_reset(h2::Reason::INTERNAL_ERROR);
+            return Err(SendError::Body);
+        };
+        self.stream
+            .send_trailers(trailers.to_header_map())
+            .map_err(|_| SendError::Reset)
     }
 
     /// Send capacity for up to `want` bytes (at least 1), waiting for the client within the
@@ -116,6 +145,7 @@ impl<'a> Sender<'a> {
         end: bool,
         mut held: Option<&mut Held<'_>>,
     ) -> Result<(), SendError> {
+        let end = end && self.ends;
         if data.is_empty() {
             if end {
                 return self
@@ -178,12 +208,7 @@ impl<'a> Sender<'a> {
                 _ = poll_fn(|cx| stream.poll_reset(cx)) => return Err(SendError::Reset),
             };
             match (next, left) {
-                (None, None) => {
-                    return self
-                        .stream
-                        .send_data(Bytes::new(), true)
-                        .map_err(|_| SendError::Reset)
-                }
+                (None, None) => return self.data(Bytes::new(), true).await,
                 (None, Some(_)) => return Err(self.fail("ended before its length")),
                 (Some(Ok(chunk)), None) => {
                     let mut held = self.watch.hold(chunk.len());
@@ -238,7 +263,7 @@ impl<'a> Sender<'a> {
             at += n as u64;
             left -= n as u64;
             self.stream
-                .send_data(Bytes::from(buf), left == 0)
+                .send_data(Bytes::from(buf), left == 0 && self.ends)
                 .map_err(|_| SendError::Reset)?;
         }
         Ok(())

@@ -30,11 +30,13 @@
 //!   `:protocol` reaches the service as over HTTP/2 (`GET` with `Upgrade`), and a 101 upgrade
 //!   runs on the request stream (`tunnel`). Off, such a request is answered 400; a request with
 //!   a connection-specific field is too (RFC 9114 §4.2), so `Upgrade` cannot be forged.
-//! * Not yet: response trailers (the engine's `Response` has none), WebSocket over HTTP/3
-//!   (RFC 9220): h3 0.0.8's `h3::ext::Protocol` parses only `webtransport` and `connect-udp`
-//!   and resets a request with `:protocol websocket` as malformed (`H3_MESSAGE_ERROR`) before
-//!   the server sees it, so extended CONNECT stays unannounced by default (RFC 9220 clients
-//!   then use WebSocket over TCP); qlog output (see docs/protocols.md).
+//! * Trailers both ways: a response's as a HEADERS frame after the DATA (`send_trailers`), a
+//!   request's read after its DATA for [`Body::trailers`](crate::Body::trailers).
+//! * Not yet: WebSocket over HTTP/3 (RFC 9220): h3 0.0.8's `h3::ext::Protocol` parses only
+//!   `webtransport` and `connect-udp` and resets a request with `:protocol websocket` as
+//!   malformed (`H3_MESSAGE_ERROR`) before the server sees it, so extended CONNECT stays
+//!   unannounced by default (RFC 9220 clients then use WebSocket over TCP); qlog output (see
+//!   docs/protocols.md).
 
 mod alt_svc;
 mod config;

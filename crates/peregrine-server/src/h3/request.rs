@@ -5,6 +5,7 @@ use crate::body::{BodyError, BodySource, ChunkFuture};
 use crate::h2::JoinedCookies;
 use crate::pace::PaceRules;
 use crate::request::PartsInfo;
+use crate::trailers::Trailers;
 use crate::{Body, Request, Version};
 use bytes::{Buf, Bytes};
 use h3::server::RequestStream;
@@ -93,6 +94,7 @@ pub(super) fn map(
                 recv: recv.clone(),
                 content_length: declared,
                 rules,
+                trailers: None,
             };
             let framing = declared.map_or(BodyFraming::Chunked, BodyFraming::Length);
             // The limit is checked as the body is read (a declared length before any DATA).
@@ -127,6 +129,8 @@ struct H3Body {
     recv: SharedRecv,
     content_length: Option<u64>,
     rules: PaceRules,
+    /// The trailers, once the DATA ended (a HEADERS frame after them).
+    trailers: Option<Trailers>,
 }
 
 impl H3Body {
@@ -151,25 +155,52 @@ impl H3Body {
             }),
         )
         .await;
-        let mut r = self.recv.borrow_mut();
-        r.waited = r.waited.saturating_add(start.elapsed());
-        match next {
-            Err(_) => Err(BodyError::Timeout),
-            Ok(Ok(Some(mut data))) => {
-                let data = data.copy_to_bytes(data.remaining());
-                r.received = r.received.saturating_add(data.len() as u64);
-                Ok(Some(data))
+        let read = {
+            let mut r = self.recv.borrow_mut();
+            r.waited = r.waited.saturating_add(start.elapsed());
+            match next {
+                Err(_) => Err(BodyError::Timeout),
+                Ok(Ok(Some(mut data))) => {
+                    let data = data.copy_to_bytes(data.remaining());
+                    r.received = r.received.saturating_add(data.len() as u64);
+                    Ok(Some(data))
+                }
+                // Ended before the trailers are read: a read of them left waiting holds
+                // nothing `stop` needs.
+                Ok(Ok(None)) => {
+                    r.ended = true;
+                    Ok(None)
+                }
+                // Reset by the client, or the connection failed.
+                Ok(Err(_)) => {
+                    r.ended = true;
+                    Err(BodyError::Incomplete)
+                }
             }
-            Ok(Ok(None)) => {
-                r.ended = true;
-                Ok(None)
-            }
-            // Reset by the client, or the connection failed.
-            Ok(Err(_)) => {
-                r.ended = true;
-                Err(BodyError::Incomplete)
-            }
+        };
+        if matches!(read, Ok(None)) {
+            self.read_trailers(deadline).await?;
         }
+        read
+    }
+}
+
+impl H3Body {
+    /// After the last DATA: the trailers, if the client sent any, waiting until `deadline`.
+    async fn read_trailers(&mut self, deadline: Instant) -> Result<(), BodyError> {
+        let recv = &self.recv;
+        let polled = tokio::time::timeout_at(
+            deadline,
+            poll_fn(|cx| recv.borrow_mut().stream.poll_recv_trailers(cx)),
+        )
+        .await
+        .map_err(|_| BodyError::Timeout)?;
+        match polled {
+            Ok(Some(map)) => self.trailers = Some(Trailers::from_header_map(&map)),
+            Ok(None) => {}
+            Err(_) => return Err(BodyError::Incomplete),
+        }
+        Ok(())
     }
 }
 
@@ -197,4 +228,8 @@ impl BodySource for H3Body {
 
     /// The stream's task stops the client's sending after the response.
     fn refuse_too_large(&self) {}
+
+    fn trailers(&self) -> Option<&Trailers> {
+        self.trailers.as_ref()
+    }
 }

@@ -72,9 +72,28 @@ pub(super) async fn send(
     let body = std::mem::replace(&mut res.body, ResponseBody::Empty);
     if sends_body(res.status, head_request) {
         send_body(send, body, write_timeout).await?;
+        // Dropped with the body where there is none (HEAD, 204, 304).
+        if let Some(pending) = res.take_trailers() {
+            send_trailers(send, *pending, write_timeout).await?;
+        }
     }
     let finished = tokio::time::timeout(write_timeout, send.finish()).await;
     settle(send, finished)
+}
+
+/// Sends the trailers as a HEADERS frame after the body, once they are known. A trailers
+/// future that panicked resets the stream: the response must not look complete.
+async fn send_trailers(
+    send: &mut SendHalf,
+    pending: crate::trailers::PendingTrailers,
+    timeout: Duration,
+) -> Result<(), SendError> {
+    let Some(trailers) = pending.resolve().await else {
+        send.stop_stream(Code::H3_INTERNAL_ERROR);
+        return Err(SendError::Body);
+    };
+    let sent = tokio::time::timeout(timeout, send.send_trailers(trailers.to_header_map())).await;
+    settle(send, sent)
 }
 
 /// Sends one piece of the body.

@@ -99,11 +99,9 @@ impl IntoResponse for Error {
         let body = self.body();
         let mut headers = self.headers;
         headers.push((Cow::Borrowed("content-type"), Cow::Borrowed(PROBLEM_JSON)));
-        Response {
-            status: self.status,
-            headers,
-            body: ResponseBody::Full(Bytes::from(body)),
-        }
+        let mut r = Response::new(self.status).with_body(ResponseBody::Full(Bytes::from(body)));
+        r.headers = headers;
+        r
     }
 }
 

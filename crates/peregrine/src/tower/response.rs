@@ -73,11 +73,7 @@ where
             Some(s.swap_remove(i).1)
         });
         if let Some(body) = stashed {
-            return Response {
-                status: parts.status.as_u16(),
-                headers,
-                body,
-            };
+            return engine_response(parts.status.as_u16(), headers, body);
         }
     }
     let boxed: Box<dyn Any> = Box::new(body);
@@ -99,11 +95,18 @@ where
             }
         }
     };
-    Response {
-        status: parts.status.as_u16(),
-        headers,
-        body,
-    }
+    engine_response(parts.status.as_u16(), headers, body)
+}
+
+/// An engine response from its parts.
+fn engine_response(
+    status: u16,
+    headers: Vec<(Cow<'static, str>, Cow<'static, [u8]>)>,
+    body: ResponseBody,
+) -> Response {
+    let mut r = Response::new(status).with_body(body);
+    r.headers = headers;
+    r
 }
 
 /// A layer's body that is all there at once (a wrapped full body: `TraceLayer`,
