@@ -59,6 +59,9 @@ pub mod config;
 mod cpus;
 mod drain;
 pub mod events;
+#[cfg(feature = "http2")]
+mod extended_connect;
+mod field_value;
 mod grow;
 mod h1;
 #[cfg(feature = "http2")]

@@ -1,6 +1,7 @@
 //! Outgoing responses. The engine adds `Date`, `Server`, `Content-Length` or
 //! `Transfer-Encoding: chunked`, and `Connection` itself; handlers set status, headers and body.
 
+pub use crate::field_value::FieldValue;
 use crate::trailers::{PendingTrailers, Trailers};
 use bytes::Bytes;
 use futures_core::Stream;
@@ -348,45 +349,6 @@ impl Response {
     }
 }
 
-/// A header field's value as [`Response::with_header`] and [`Response::insert_header`] take
-/// it: text or bytes, `'static` (not copied) or owned.
-///
-/// ```
-/// use peregrine_server::FieldValue;
-/// assert_eq!(&*"text/plain".into_field_value(), b"text/plain");
-/// assert_eq!(&*String::from("7").into_field_value(), b"7");
-/// assert_eq!(&*(&b"raw"[..]).into_field_value(), b"raw");
-/// ```
-pub trait FieldValue {
-    /// The value's bytes.
-    fn into_field_value(self) -> Cow<'static, [u8]>;
-}
-
-impl FieldValue for &'static str {
-    fn into_field_value(self) -> Cow<'static, [u8]> {
-        Cow::Borrowed(self.as_bytes())
-    }
-}
-impl FieldValue for String {
-    fn into_field_value(self) -> Cow<'static, [u8]> {
-        Cow::Owned(self.into_bytes())
-    }
-}
-impl FieldValue for &'static [u8] {
-    fn into_field_value(self) -> Cow<'static, [u8]> {
-        Cow::Borrowed(self)
-    }
-}
-impl<const N: usize> FieldValue for &'static [u8; N] {
-    fn into_field_value(self) -> Cow<'static, [u8]> {
-        Cow::Borrowed(self)
-    }
-}
-impl FieldValue for Vec<u8> {
-    fn into_field_value(self) -> Cow<'static, [u8]> {
-        Cow::Owned(self)
-    }
-}
 impl FieldValue for Cow<'static, [u8]> {
     fn into_field_value(self) -> Cow<'static, [u8]> {
         self

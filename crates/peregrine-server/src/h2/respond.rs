@@ -161,7 +161,7 @@ pub(crate) async fn open_tunnel(
     server_name: Option<&'static str>,
     watch: &Watch,
 ) -> Result<(), SendError> {
-    let Some(upgrade) = crate::upgrade::tunnel_answer(&mut res) else {
+    let Some(upgrade) = crate::extended_connect::tunnel_answer(&mut res) else {
         return send(respond, res, false, server_name, watch).await;
     };
     let mut head = match head(&mut res, server_name) {
@@ -180,7 +180,7 @@ pub(crate) async fn open_tunnel(
         .map_err(|_| SendError::Reset)?;
     let tunnel = Tunnel::new(recv, stream, watch.rules);
     let io = crate::upgrade::Upgraded::new(tunnel, Bytes::new());
-    crate::upgrade::run_tunnel(upgrade, io).await;
+    crate::extended_connect::run_tunnel(upgrade, io).await;
     Ok(())
 }
 

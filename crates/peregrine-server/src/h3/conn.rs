@@ -2,7 +2,8 @@
 //! each served by the worker's [`Service`] inside this connection's task (no task per stream,
 //! so handlers need not be `Send`, as over HTTP/1.1 and HTTP/2).
 
-use super::early::{self, Confirmed};
+use super::context::{answer, Ctx};
+use super::early;
 use super::request::{self, SharedRecv};
 use super::respond::{self, SendHalf};
 use super::unvalidated::Unvalidated;
@@ -14,7 +15,6 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::Poll;
@@ -29,21 +29,6 @@ const LINGER_MAX: Duration = Duration::from_secs(1);
 
 type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
-
-/// Per-connection view of the settings, shared by its streams.
-pub(super) struct Ctx {
-    max_body_size: u64,
-    body_rules: PaceRules,
-    pub(super) server_name: Option<&'static str>,
-    header_timeout: Duration,
-    pub(super) write_timeout: Duration,
-    pub(super) write_rules: PaceRules,
-    pub(super) extended_connect: bool,
-    /// The connection, for the client's address as of each request: a client whose address
-    /// changed (NAT rebinding, migration) is on its new path once quinn has validated it.
-    quic: quinn::Connection,
-    confirmed: Confirmed,
-}
 
 /// Serves the connection `incoming` starts until the client closes it, it idles out (QUIC's
 /// idle timeout, the engine's `idle`), or the worker shuts down: then `GOAWAY`, the open
@@ -248,21 +233,6 @@ async fn stream<S: Service>(resolver: Resolver, early: bool, service: Rc<S>, ctx
         None => (Response::new(400), None),
     };
     finish_stream(&mut send, response, head_request, &ctx, recv).await;
-}
-
-/// The handler's response; 500 when it panicked.
-pub(super) async fn answer<F: Future<Output = Response>>(fut: F) -> Response {
-    let mut fut = pin!(fut);
-    poll_fn(
-        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(p) => p,
-            Err(_) => {
-                tracing::error!("handler panicked; answering 500");
-                Poll::Ready(Response::new(500))
-            }
-        },
-    )
-    .await
 }
 
 async fn finish_stream(

@@ -41,6 +41,7 @@
 mod alt_svc;
 mod config;
 mod conn;
+mod context;
 mod early;
 mod endpoint;
 mod request;

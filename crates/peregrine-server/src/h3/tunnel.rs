@@ -4,10 +4,11 @@
 //! and HTTP/2 drivers hand over. The stream's DATA frames both ways carry the tunnelled bytes;
 //! each side's FIN is its half-close (a read of 0 bytes, and `shutdown` of the writer).
 
-use super::conn::{answer, Ctx};
+use super::context::{answer, Ctx};
 use super::respond::{self, settle, SendHalf};
+use crate::extended_connect::{run_tunnel, tunnel_answer};
 use crate::pace::PaceRules;
-use crate::upgrade::{run_tunnel, tunnel_answer, Upgraded};
+use crate::upgrade::Upgraded;
 use crate::{Response, Service, Version};
 use bytes::{Buf, Bytes};
 use h3::error::Code;
