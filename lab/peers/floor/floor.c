@@ -117,22 +117,21 @@ static void die(const char *what) {
 
 /* ------------------------------------------------------------------ the scans */
 
-/* FLOOR_SCAN=bytes: one state step per byte, no call, no setup (the 30-line loop). */
+/* FLOOR_SCAN=bytes: the last four bytes in a shift register, compared with "\r\n\r\n" once per
+ * byte; no call, no setup (the issue's 30-line loop). Emptying it after a terminator keeps
+ * terminators from overlapping, as in the other scans. */
 static unsigned long count_bytes(const char *in, size_t n, int *matched) {
+    static const uint32_t prefix[4] = {0, 0x0d, 0x0d0a, 0x0d0a0d};
     unsigned long found = 0;
-    int m = *matched;
+    uint32_t w = prefix[*matched];
     for (size_t i = 0; i < n; i++) {
-        char ch = in[i];
-        if (ch == END[m]) {
-            if (++m == 4) {
-                found++;
-                m = 0;
-            }
-        } else {
-            m = ch == '\r';
+        w = w << 8 | (unsigned char)in[i];
+        if (w == 0x0d0a0d0a) {
+            found++;
+            w = 0;
         }
     }
-    *matched = m;
+    *matched = (w & 0xffffff) == 0x0d0a0d ? 3 : (w & 0xffff) == 0x0d0a ? 2 : (w & 0xff) == 0x0d;
     return found;
 }
 
@@ -211,7 +210,7 @@ static size_t find_memchr(const char *p, size_t n, unsigned long *found) {
 }
 BULK_COUNT(count_memchr, find_memchr)
 
-/* The positions from `from` on that the vector loop left (fewer than a vector and 3 bytes). */
+/* The start positions from `from` on, one at a time (a read shorter than a vector step). */
 static size_t find_scalar(const char *p, size_t from, size_t n, size_t next, unsigned long *found) {
     for (size_t i = from > next ? from : next; i + 4 <= n; i++)
         if (is_terminator(p + i)) {
@@ -237,36 +236,48 @@ static size_t take_mask(uint32_t mask, size_t base, size_t next, unsigned long *
 }
 
 #if defined(__x86_64__)
-/* 16 start positions per step: bytes equal to \r, \n, \r, \n at offsets 0..3, ANDed. */
-static size_t find_sse2(const char *p, size_t n, unsigned long *found) {
-    const __m128i cr = _mm_set1_epi8('\r'), lf = _mm_set1_epi8('\n');
-    size_t i = 0, next = 0;
-    for (; i + 16 + 3 <= n; i += 16) {
-        __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i)), cr);
-        __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i + 1)), lf);
-        __m128i c = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i + 2)), cr);
-        __m128i d = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i + 3)), lf);
-        uint32_t mask = (uint32_t)_mm_movemask_epi8(_mm_and_si128(_mm_and_si128(a, b), _mm_and_si128(c, d)));
-        if (mask) next = take_mask(mask, i, next, found);
+/* A vector finder: W start positions per step (bytes equal to \r, \n, \r, \n at offsets 0..3,
+ * ANDed); the positions left at the end (fewer than W) take one more step that overlaps the last
+ * one, and only reads shorter than a step go byte by byte. The overlap needs no mask: every
+ * terminator it sees again starts before `next`, so take_mask skips it. */
+#define FIND_VECTOR(NAME, ATTR, W, MASK)                                           \
+    ATTR static size_t NAME(const char *p, size_t n, unsigned long *found) {       \
+        size_t i = 0, next = 0;                                                    \
+        for (; i + W + 3 <= n; i += W) {                                           \
+            uint32_t mask = MASK(p + i);                                           \
+            if (mask) next = take_mask(mask, i, next, found);                      \
+        }                                                                          \
+        if (n < W + 3) return find_scalar(p, i, n, next, found);                   \
+        if (i + 4 <= n) {                                                          \
+            size_t base = n - (W + 3);                                             \
+            uint32_t mask = MASK(p + base);                                        \
+            if (mask) next = take_mask(mask, base, next, found);                   \
+        }                                                                          \
+        return next;                                                               \
     }
-    return find_scalar(p, i, n, next, found);
+
+static inline uint32_t mask_sse2(const char *q) {
+    const __m128i cr = _mm_set1_epi8('\r'), lf = _mm_set1_epi8('\n');
+    __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)q), cr);
+    __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(q + 1)), lf);
+    __m128i c = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(q + 2)), cr);
+    __m128i d = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(q + 3)), lf);
+    return (uint32_t)_mm_movemask_epi8(_mm_and_si128(_mm_and_si128(a, b), _mm_and_si128(c, d)));
 }
+FIND_VECTOR(find_sse2, , 16, mask_sse2)
 BULK_COUNT(count_sse2, find_sse2)
 
-/* The same with 32 positions per step; used only where the CPU has AVX2. */
-__attribute__((target("avx2"))) static size_t find_avx2(const char *p, size_t n, unsigned long *found) {
+/* The same 32 positions at a time; chosen only where the CPU has AVX2. */
+#define AVX2 __attribute__((target("avx2")))
+AVX2 static inline uint32_t mask_avx2(const char *q) {
     const __m256i cr = _mm256_set1_epi8('\r'), lf = _mm256_set1_epi8('\n');
-    size_t i = 0, next = 0;
-    for (; i + 32 + 3 <= n; i += 32) {
-        __m256i a = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + i)), cr);
-        __m256i b = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + i + 1)), lf);
-        __m256i c = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + i + 2)), cr);
-        __m256i d = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + i + 3)), lf);
-        uint32_t mask = (uint32_t)_mm256_movemask_epi8(_mm256_and_si256(_mm256_and_si256(a, b), _mm256_and_si256(c, d)));
-        if (mask) next = take_mask(mask, i, next, found);
-    }
-    return find_scalar(p, i, n, next, found);
+    __m256i a = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)q), cr);
+    __m256i b = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 1)), lf);
+    __m256i c = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 2)), cr);
+    __m256i d = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 3)), lf);
+    return (uint32_t)_mm256_movemask_epi8(_mm256_and_si256(_mm256_and_si256(a, b), _mm256_and_si256(c, d)));
 }
+FIND_VECTOR(find_avx2, AVX2, 32, mask_avx2)
 BULK_COUNT(count_avx2, find_avx2)
 #endif
 
