@@ -13,9 +13,9 @@
  *
  * The inner loops come in variants, chosen at start so that they can be measured against each
  * other on one binary (docs/performance.md, "The floor"); the defaults are the cheapest measured:
- *   FLOOR_SCAN   how "\r\n\r\n" is found: bytes (a 4-state byte loop), memchr ('\r', then a
- *                4-byte compare), memmem (glibc), sse2 or avx2 (16 / 32 positions per step,
- *                the tail byte by byte); default sse2
+ *   FLOOR_SCAN   how "\r\n\r\n" is found: bytes (the last 4 bytes compared per byte), memchr
+ *                ('\r', then a 4-byte compare), memmem (glibc), sse2 or avx2 (16 / 32 positions
+ *                per step); default auto: avx2 where the CPU has it, else sse2 (else memchr)
  *   FLOOR_WRITE  how n responses are sent: copy (memcpy'd into a buffer, then one write), block
  *                (one write from a block of responses built once a second), writev (one writev
  *                of n iovecs of the same response); default block
@@ -283,10 +283,10 @@ BULK_COUNT(count_avx2, find_avx2)
 
 /* ------------------------------------------------------------------ the variants */
 
+/* In FLOOR_SCAN's order of names; usable = 0: not on this CPU or architecture. */
 struct scan_variant {
-    const char *name;
     count_fn count;
-    int usable; /* 0: not on this CPU or architecture */
+    int usable;
 };
 
 static int choose(const char *var, const char *dflt, const char *const *names, int n) {
@@ -302,22 +302,23 @@ static int choose(const char *var, const char *dflt, const char *const *names, i
 
 /* Reads FLOOR_SCAN, FLOOR_WRITE and FLOOR_READ_KIB; a bad value is an error that lists the good. */
 static void choose_variants(void) {
+    const char *scan_names[] = {"bytes", "memchr", "memmem", "sse2", "avx2", "auto"};
     struct scan_variant scans[] = {
-        {"bytes", count_bytes, 1},
-        {"memchr", count_memchr, 1},
-        {"memmem", count_memmem, 1},
+        {count_bytes, 1},
+        {count_memchr, 1},
+        {count_memmem, 1},
 #if defined(__x86_64__)
-        {"sse2", count_sse2, 1},
-        {"avx2", count_avx2, __builtin_cpu_supports("avx2")},
+        {count_sse2, 1},
+        {count_avx2, __builtin_cpu_supports("avx2")},
 #else
-        {"sse2", NULL, 0},
-        {"avx2", NULL, 0},
+        {NULL, 0},
+        {NULL, 0},
 #endif
     };
-    const char *scan_names[] = {"bytes", "memchr", "memmem", "sse2", "avx2"};
-    int s = choose("FLOOR_SCAN", "sse2", scan_names, 5);
+    int s = choose("FLOOR_SCAN", "auto", scan_names, 6);
+    if (s == 5) s = scans[4].usable ? 4 : scans[3].usable ? 3 : 1; /* the cheapest this CPU runs */
     if (!scans[s].usable) {
-        fprintf(stderr, "FLOOR_SCAN=%s: this CPU cannot run it\n", scans[s].name);
+        fprintf(stderr, "FLOOR_SCAN=%s: this CPU cannot run it\n", scan_names[s]);
         exit(2);
     }
     count_terminators = scans[s].count;
@@ -334,7 +335,7 @@ static void choose_variants(void) {
         read_buf = (size_t)k * 1024;
     }
     /* Said once at start, so that a run's log shows which floor it measured. */
-    fprintf(stderr, "floor: FLOOR_SCAN=%s FLOOR_WRITE=%s FLOOR_READ_KIB=%zu\n", scans[s].name,
+    fprintf(stderr, "floor: FLOOR_SCAN=%s FLOOR_WRITE=%s FLOOR_READ_KIB=%zu\n", scan_names[s],
             write_names[write_mode], read_buf / 1024);
 }
 
