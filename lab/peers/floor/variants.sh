@@ -5,10 +5,10 @@
 #   variants.sh instructions   user-space instructions per request under cachegrind at depths 1,
 #                              16 and 256 (crates/peregrine-server/bench/instructions.sh; noise-free,
 #                              valid on a busy machine), every scan x write
-#   variants.sh cpu [OUT]      server CPU (user + kernel) per request in the engine profile's four
+#   variants.sh cpu [OUT [ARGS]] server CPU (user + kernel) per request in the engine profile's four
 #                              lanes, interleaved rounds (./scripts/lab engine, the registry's floor
 #                              as "floor" and the variants as extra servers; default OUT
-#                              lab/results/floor-variants)
+#                              lab/results/floor-variants; ARGS go to the lab, e.g. --dry-run)
 #
 # env: VARIANTS (scan:write pairs, default below), BASE_REF (also measure floor.c as it was at this
 #      git ref, e.g. a commit before the variants), RUNS (cpu: rounds, default 8), N1/N2/DEPTHS
@@ -43,10 +43,10 @@ case ${1:-} in
     done
     [ -z "${BASE_REF:-}" ] || servers+=(--server "floor-base=$build/floor-base;label=floor.c at $BASE_REF")
     "$root/scripts/lab" engine --servers floor "${servers[@]}" --reference floor \
-      --runs "${RUNS:-8}" --out "${2:-$root/lab/results/floor-variants}"
+      --runs "${RUNS:-8}" --out "${2:-$root/lab/results/floor-variants}" "${@:3}"
     ;;
   *)
-    echo "usage: $0 instructions | cpu [OUT]" >&2
+    echo "usage: $0 instructions | cpu [OUT [LAB ARGS...]]" >&2
     exit 2
     ;;
 esac
