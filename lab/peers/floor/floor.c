@@ -23,7 +23,7 @@
  * Whatever the variant, the answer is one response per "\r\n\r\n", terminators split across reads
  * included, and a response is written only after its request's terminator arrived.
  *
- * Environment: ADDR (host:port, default 127.0.0.1:8080), WORKERS (threads, default 1), and the above.
+ * Environment: ADDR (host:port, default 127.0.0.1:8080), WORKERS (threads, default 1), the above.
  * Build: gcc -O2 -pthread -o floor floor.c
  */
 #define _GNU_SOURCE
@@ -45,7 +45,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
 
 #define WRITE_BUF (64 * 1024)
 #define MAX_EVENTS 256
@@ -107,7 +106,8 @@ static void refresh_date(struct response *r) {
     strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
     memcpy(r->bytes + r->date_at, date, DATE_LEN);
     /* Once a second: the block's copies take the new date too, so writes from it need no copy. */
-    for (size_t i = 0; r->block && i < r->per; i++) memcpy(r->block + i * r->len + r->date_at, date, DATE_LEN);
+    for (size_t i = 0; r->block && i < r->per; i++)
+        memcpy(r->block + i * r->len + r->date_at, date, DATE_LEN);
 }
 
 static void die(const char *what) {
@@ -118,7 +118,7 @@ static void die(const char *what) {
 /* ------------------------------------------------------------------ the scans */
 
 /* FLOOR_SCAN=bytes: the last four bytes in a shift register, compared with "\r\n\r\n" once per
- * byte; no call, no setup (the issue's 30-line loop). Emptying it after a terminator keeps
+ * byte; no call, no setup (a plain 30-line epoll loop's scan). Emptying it after a terminator keeps
  * terminators from overlapping, as in the other scans. */
 static unsigned long count_bytes(const char *in, size_t n, int *matched) {
     static const uint32_t prefix[4] = {0, 0x0d, 0x0d0a, 0x0d0a0d};
@@ -275,7 +275,8 @@ AVX2 static inline uint32_t mask_avx2(const char *q) {
     __m256i b = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 1)), lf);
     __m256i c = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 2)), cr);
     __m256i d = _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 3)), lf);
-    return (uint32_t)_mm256_movemask_epi8(_mm256_and_si256(_mm256_and_si256(a, b), _mm256_and_si256(c, d)));
+    __m256i both = _mm256_and_si256(_mm256_and_si256(a, b), _mm256_and_si256(c, d));
+    return (uint32_t)_mm256_movemask_epi8(both);
 }
 FIND_VECTOR(find_avx2, AVX2, 32, mask_avx2)
 BULK_COUNT(count_avx2, find_avx2)
@@ -359,7 +360,8 @@ static void close_conn(int ep, struct conn *c) {
 }
 
 /* One write of up to r->per of the owed responses, the first `partial` bytes already sent. */
-static ssize_t write_some(struct conn *c, struct response *r, size_t n, char *out, struct iovec *iov) {
+static ssize_t write_some(struct conn *c, struct response *r, size_t n, char *out,
+                          struct iovec *iov) {
     size_t len = n * r->len - c->partial;
     switch (write_mode) {
     case WRITE_BLOCK:
@@ -423,7 +425,8 @@ static void *worker(void *arg) {
     if (!in || !out || !r || !iov) die("malloc");
     if (write_mode == WRITE_BLOCK && !(r->block = malloc(WRITE_BUF))) die("malloc");
     render_response(r);
-    for (size_t i = 0; i < r->per; i++) iov[i] = (struct iovec){.iov_base = r->bytes, .iov_len = r->len};
+    for (size_t i = 0; i < r->per; i++)
+        iov[i] = (struct iovec){.iov_base = r->bytes, .iov_len = r->len};
     struct epoll_event events[MAX_EVENTS];
     for (;;) {
         int n = epoll_wait(ep, events, MAX_EVENTS, -1);
