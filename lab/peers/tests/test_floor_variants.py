@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 import tomllib
+from pathlib import Path
 
 import pytest
 from test_peers import PEERS, Server, contract_problems, free_port, needs_gcc, read_responses
@@ -27,7 +28,8 @@ BURST = (
 
 
 def has_avx2():
-    return re.search(r"^flags\s*:.*\bavx2\b", open("/proc/cpuinfo").read(), re.M) is not None
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    return re.search(r"^flags\s*:.*\bavx2\b", cpuinfo, re.M) is not None
 
 
 @pytest.fixture(scope="module")
