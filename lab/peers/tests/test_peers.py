@@ -209,7 +209,7 @@ def test_floor_counts_terminators_split_across_reads(floor):
 
 @needs_gcc
 def test_floor_counts_pipelined_batches_cut_at_every_offset(floor):
-    # The memmem scan: three pipelined requests per batch, each batch cut in two at every offset
+    # The default scan: three pipelined requests per batch, each batch cut in two at every offset
     # (so the cut falls inside a terminator, between requests and inside a request line), and a
     # lone CR before a terminator, which must not hide it.
     req = b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n"
