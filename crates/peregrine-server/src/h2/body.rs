@@ -112,17 +112,10 @@ impl H2Body {
             let r = self.recv.borrow();
             self.rules.deadline(start, r.waited, r.received)
         };
-        let polled = tokio::time::timeout_at(
-            deadline,
-            poll_fn(|cx| self.recv.borrow_mut().stream.poll_trailers(cx)),
-        )
-        .await
-        .map_err(|_| BodyError::Timeout)?;
-        match polled {
-            Ok(Some(map)) => self.trailers = Some(Trailers::from_header_map(&map)),
-            Ok(None) => {}
-            Err(_) => return Err(BodyError::Incomplete),
-        }
+        let recv = &self.recv;
+        let received =
+            Trailers::after_data(deadline, |cx| recv.borrow_mut().stream.poll_trailers(cx)).await?;
+        self.trailers = received;
         Ok(())
     }
 

@@ -189,17 +189,10 @@ impl H3Body {
     /// After the last DATA: the trailers, if the client sent any, waiting until `deadline`.
     async fn read_trailers(&mut self, deadline: Instant) -> Result<(), BodyError> {
         let recv = &self.recv;
-        let polled = tokio::time::timeout_at(
-            deadline,
-            poll_fn(|cx| recv.borrow_mut().stream.poll_recv_trailers(cx)),
-        )
-        .await
-        .map_err(|_| BodyError::Timeout)?;
-        match polled {
-            Ok(Some(map)) => self.trailers = Some(Trailers::from_header_map(&map)),
-            Ok(None) => {}
-            Err(_) => return Err(BodyError::Incomplete),
-        }
+        self.trailers = Trailers::after_data(deadline, |cx| {
+            recv.borrow_mut().stream.poll_recv_trailers(cx)
+        })
+        .await?;
         Ok(())
     }
 }
