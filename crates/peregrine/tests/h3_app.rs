@@ -8,6 +8,7 @@ mod tls_support;
 
 use peregrine::config::Config;
 use peregrine::middleware::RequestIdLayer;
+use peregrine::server::h3::Http3Config;
 use peregrine::tls::{CertificateFiles, TlsConfig};
 use peregrine::{get, post, App, Error, Request};
 use tls_support::Ca;
@@ -21,22 +22,33 @@ async fn length(mut req: Request) -> Result<String, Error> {
     Ok(body.len().to_string())
 }
 
-#[tokio::test]
-async fn routes_extractors_and_middleware_serve_http3() {
-    let ca = Ca::new("h3app");
+/// Serves `app` with a fresh certificate (its CA named `name`, returned to outlive the
+/// server), one worker and these HTTP/3 settings, and connects the h3 crate's client to it.
+async fn serve_h3(
+    app: App,
+    name: &str,
+    http3: Http3Config,
+) -> (peregrine::ServerHandle, h3_support::Client, Ca) {
+    let ca = Ca::new(name);
     let leaf = ca.server("localhost", &["localhost"]);
     let tls = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
     let server = peregrine::ServerConfig::builder()
         .addr("127.0.0.1:0".parse().unwrap())
         .workers(1)
+        .http3(http3)
         .build();
-    let handle = App::new()
+    let handle = app.serve(Config::new(server).with_tls(tls)).unwrap();
+    let client = h3_support::connect(handle.local_addr(), &ca).await;
+    (handle, client, ca)
+}
+
+#[tokio::test]
+async fn routes_extractors_and_middleware_serve_http3() {
+    let app = App::new()
         .route("/hello/{name}", get(hello))
         .route("/len", post(length))
-        .layer(RequestIdLayer::new())
-        .serve(Config::new(server).with_tls(tls))
-        .unwrap();
-    let mut client = h3_support::connect(handle.local_addr(), &ca).await;
+        .layer(RequestIdLayer::new());
+    let (handle, mut client, _ca) = serve_h3(app, "h3app", Http3Config::default()).await;
     let reply = client
         .request("GET", "/hello/kestrel", &[], b"")
         .await
@@ -79,22 +91,12 @@ mod websocket {
     /// reaches the route.
     #[tokio::test]
     async fn a_websocket_route_answers_http3_as_it_answers_http2() {
-        let ca = Ca::new("wsh3");
-        let leaf = ca.server("localhost", &["localhost"]);
-        let tls = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
-        let server = peregrine::ServerConfig::builder()
-            .addr("127.0.0.1:0".parse().unwrap())
-            .workers(1)
-            .http3(Http3Config {
-                extended_connect: true,
-                ..Http3Config::default()
-            })
-            .build();
-        let handle = App::new()
-            .route("/ws", get(ws))
-            .serve(Config::new(server).with_tls(tls))
-            .unwrap();
-        let mut client = h3_support::connect(handle.local_addr(), &ca).await;
+        let http3 = Http3Config {
+            extended_connect: true,
+            ..Http3Config::default()
+        };
+        let app = App::new().route("/ws", get(ws));
+        let (handle, mut client, _ca) = super::serve_h3(app, "wsh3", http3).await;
         // An extended CONNECT for a protocol that is not WebSocket: the handler's 426, as over
         // HTTP/2 (tests/ws_h2.rs), not a refusal of HTTP/3 itself.
         let mut req = http::Request::builder()
@@ -127,13 +129,6 @@ async fn sse_events_arrive_one_by_one_over_http3() {
     use std::sync::Arc;
     use std::time::Duration;
 
-    let ca = Ca::new("h3sse");
-    let leaf = ca.server("localhost", &["localhost"]);
-    let tls = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
-    let server = peregrine::ServerConfig::builder()
-        .addr("127.0.0.1:0".parse().unwrap())
-        .workers(1)
-        .build();
     // Set by the test once it has read the first event.
     let seen = Arc::new(tokio::sync::Notify::new());
     let seen_by_handler = seen.clone();
@@ -149,11 +144,8 @@ async fn sse_events_arrive_one_by_one_over_http3() {
             sse.keep_alive(None)
         }
     };
-    let handle = App::new()
-        .route("/events", get(events))
-        .serve(Config::new(server).with_tls(tls))
-        .unwrap();
-    let client = h3_support::connect(handle.local_addr(), &ca).await;
+    let app = App::new().route("/events", get(events));
+    let (handle, client, _ca) = serve_h3(app, "h3sse", Http3Config::default()).await;
     let req = http::Request::get("https://localhost/events")
         .body(())
         .unwrap();
@@ -208,18 +200,8 @@ async fn stream_body_trailers_follow_the_body_over_http3() {
         }))
     }
 
-    let ca = Ca::new("h3trailers");
-    let leaf = ca.server("localhost", &["localhost"]);
-    let tls = TlsConfig::new(vec![CertificateFiles::new(&leaf.cert_path, &leaf.key_path)]);
-    let server = peregrine::ServerConfig::builder()
-        .addr("127.0.0.1:0".parse().unwrap())
-        .workers(1)
-        .build();
-    let handle = App::new()
-        .route("/echo", post(echo))
-        .serve(Config::new(server).with_tls(tls))
-        .unwrap();
-    let client = h3_support::connect(handle.local_addr(), &ca).await;
+    let app = App::new().route("/echo", post(echo));
+    let (handle, client, _ca) = serve_h3(app, "h3trailers", Http3Config::default()).await;
     let req = http::Request::post("https://localhost/echo")
         .body(())
         .unwrap();
