@@ -10,7 +10,9 @@ mod h2_limits_support;
 mod tls_support;
 
 use bytes::Bytes;
-use h2_limits_support::{config, connect, fetch, request, rss, serve, stream_end, TempFile, Via};
+use h2_limits_support::{
+    config, connect, fetch, request, rss, serve, stream_end, whole_file, TempFile, Via,
+};
 use peregrine_server::h2::Http2Config;
 use peregrine_server::{service_fn, Request, Response, ResponseBody, Service};
 use std::path::PathBuf;
@@ -27,15 +29,7 @@ fn app(file: Arc<PathBuf>) -> impl Service {
         let file = file.clone();
         async move {
             match req.path() {
-                "/file" => {
-                    let file = std::fs::File::open(&*file).unwrap();
-                    let len = file.metadata().unwrap().len();
-                    Response::new(200).with_body(ResponseBody::File {
-                        file,
-                        offset: 0,
-                        len,
-                    })
-                }
+                "/file" => whole_file(&file),
                 "/fresh" => {
                     let mut body = vec![0u8; 8 * MIB as usize];
                     // Written, so every page is resident (a zeroed allocation is not).

@@ -12,7 +12,9 @@ mod h2_support;
 mod tls_support;
 
 use bytes::Bytes;
-use h2_limits_support::{config, connect, fetch, request, serve, stream_end, TempFile, Via};
+use h2_limits_support::{
+    config, connect, fetch, request, serve, stream_end, whole_file, TempFile, Via,
+};
 use peregrine_server::h2::{Closed, Http2Config};
 use peregrine_server::{service_fn, Request, Response, ResponseBody, ServerConfig, Service};
 use std::path::PathBuf;
@@ -63,15 +65,7 @@ fn app(file: Arc<PathBuf>, dropped: Arc<AtomicUsize>) -> impl Service {
         let (file, dropped, shared) = (file.clone(), dropped.clone(), shared.clone());
         async move {
             match req.path() {
-                "/file" => {
-                    let file = std::fs::File::open(&*file).unwrap();
-                    let len = file.metadata().unwrap().len();
-                    Response::new(200).with_body(ResponseBody::File {
-                        file,
-                        offset: 0,
-                        len,
-                    })
-                }
+                "/file" => whole_file(&file),
                 "/full" => {
                     let body = Bytes::from_owner(Counted {
                         data: shared,

@@ -12,7 +12,7 @@ mod h3_support;
 mod tls_support;
 
 use bytes::Bytes;
-use h2_limits_support::{rss, TempFile};
+use h2_limits_support::{rss, whole_file, TempFile};
 use h3::error::{Code, StreamError};
 use h3_support::{connect, connect_over, serve, trusting};
 use peregrine_server::h3::Http3Config;
@@ -39,15 +39,7 @@ fn app(file: Arc<PathBuf>) -> impl Service {
         let file = file.clone();
         async move {
             match req.path() {
-                "/file" => {
-                    let file = std::fs::File::open(&*file).unwrap();
-                    let len = file.metadata().unwrap().len();
-                    Response::new(200).with_body(ResponseBody::File {
-                        file,
-                        offset: 0,
-                        len,
-                    })
-                }
+                "/file" => whole_file(&file),
                 "/stream" => {
                     let pieces = (0..BODY / PIECE).map(|_| Ok(Bytes::from(vec![7u8; PIECE])));
                     let stream = Box::pin(futures_util::stream::iter(pieces));

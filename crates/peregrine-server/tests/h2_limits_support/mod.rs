@@ -193,6 +193,17 @@ impl Drop for TempFile {
     }
 }
 
+/// The whole file at `path` as a `ResponseBody::File` response (200).
+pub fn whole_file(path: &std::path::Path) -> peregrine_server::Response {
+    let file = std::fs::File::open(path).unwrap();
+    let len = file.metadata().unwrap().len();
+    peregrine_server::Response::new(200).with_body(peregrine_server::ResponseBody::File {
+        file,
+        offset: 0,
+        len,
+    })
+}
+
 /// `len` bytes where byte i is `i % 251` (a prime, so pieces of any power-of-two size differ).
 pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
