@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import loadgen, stats, tls_lanes
+from . import loadgen, stats, tls_lanes, tls_report
 
 RUNS = 3
 """Runs per (server, setting), capped by the run's --runs; the chart shows their medians (no
@@ -269,10 +269,4 @@ def chart(res: dict, out_dir: Path, plt) -> Path | None:
     ax.set_xlabel("impairment (each direction; userspace relay)")
     ax.set_ylabel("latency ms (median of runs; log)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    d = out_dir / "charts"
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / "latency_under_loss.svg"
-    fig.savefig(p, metadata={"Date": None})
-    plt.close(fig)
-    return p
+    return tls_report.save_chart(plt, fig, out_dir / "charts", "latency_under_loss")

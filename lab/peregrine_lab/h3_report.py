@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import figures, h3_impair, stats, tls_lanes
 from .h3_lane import MODE_PROTOCOL, RATES
-from .tls_report import NA, _ci, _f, _kib, _quietness, _table
+from .tls_report import NA, _ci, _f, _kib, _quietness, _table, save_chart
 
 REFERENCE = "peregrine-h3"
 LANE_ORDER = ("h3-rate", "h3", "h2", "https")
@@ -345,12 +345,7 @@ def chart(res: dict, out_dir: Path) -> list[Path]:
     ax.tick_params(axis="y", labelsize=8)
     ax.set_xlabel("server CPU µs per request (median, 95% interval)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    d = out_dir / "charts"
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / "cpu_per_request.svg"
-    fig.savefig(p, metadata={"Date": None})
-    plt.close(fig)
+    p = save_chart(plt, fig, out_dir / "charts", "cpu_per_request")
     loss = h3_impair.chart(res, out_dir, plt)
     return [p] + ([loss] if loss else [])
 

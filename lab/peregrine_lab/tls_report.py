@@ -396,6 +396,17 @@ def render(res: dict) -> str:
     return "\n".join(lines)
 
 
+def save_chart(plt, fig, charts: Path, name: str) -> Path:
+    """Lays `fig` out, writes it as `charts/NAME.svg` without a date (the same results make the
+    same file) and closes it."""
+    fig.tight_layout()
+    charts.mkdir(parents=True, exist_ok=True)
+    p = charts / f"{name}.svg"
+    fig.savefig(p, metadata={"Date": None})
+    plt.close(fig)
+    return p
+
+
 def charts(res: dict, out_dir: Path) -> list[Path]:
     """CPU per request per lane with the 95% interval as error bars; idle memory per protocol."""
     import matplotlib
@@ -407,7 +418,6 @@ def charts(res: dict, out_dir: Path) -> list[Path]:
     plt.rcParams["svg.fonttype"] = "none"
     labels = _labels(res)
     d = out_dir / "charts"
-    d.mkdir(parents=True, exist_ok=True)
     made = []
     modes = list(tls_lanes.MODES)
     fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.2), squeeze=False)
@@ -425,11 +435,7 @@ def charts(res: dict, out_dir: Path) -> list[Path]:
         ax.set_title(f"{mode}: server CPU µs per request", fontsize=10)
         ax.tick_params(axis="y", labelsize=8)
         ax.set_xlabel("µs (median, 95% interval)")
-    fig.tight_layout()
-    p = d / "cpu_per_request.svg"
-    fig.savefig(p, metadata={"Date": None})
-    plt.close(fig)
-    made.append(p)
+    made.append(save_chart(plt, fig, d, "cpu_per_request"))
     servers = res.get("servers", [])
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(servers) + 1.5))
     plain = plaintext_idle()
@@ -451,11 +457,7 @@ def charts(res: dict, out_dir: Path) -> list[Path]:
     ax.tick_params(axis="y", labelsize=8)
     ax.set_xlabel("KiB per idle connection")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = d / "idle_memory.svg"
-    fig.savefig(p, metadata={"Date": None})
-    plt.close(fig)
-    made.append(p)
+    made.append(save_chart(plt, fig, d, "idle_memory"))
     return made
 
 
