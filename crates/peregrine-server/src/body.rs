@@ -300,3 +300,22 @@ impl std::fmt::Debug for Body {
         }
     }
 }
+
+/// The trailers a stream receives after its last DATA frame (HTTP/2 and HTTP/3 alike), polled
+/// with `poll` until `deadline`: `None` when the client sent none, `Timeout` past the deadline,
+/// `Incomplete` when the stream failed instead.
+#[cfg(feature = "http2")]
+pub(crate) async fn trailers_after_data<E>(
+    deadline: tokio::time::Instant,
+    mut poll: impl FnMut(
+        &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Option<http::HeaderMap>, E>>,
+) -> Result<Option<Trailers>, BodyError> {
+    let polled = tokio::time::timeout_at(deadline, std::future::poll_fn(|cx| poll(cx)))
+        .await
+        .map_err(|_| BodyError::Timeout)?;
+    match polled {
+        Ok(map) => Ok(map.as_ref().map(Trailers::from_header_map)),
+        Err(_) => Err(BodyError::Incomplete),
+    }
+}

@@ -113,8 +113,10 @@ impl H2Body {
             self.rules.deadline(start, r.waited, r.received)
         };
         let recv = &self.recv;
-        let received =
-            Trailers::after_data(deadline, |cx| recv.borrow_mut().stream.poll_trailers(cx)).await?;
+        let received = crate::body::trailers_after_data(deadline, |cx| {
+            recv.borrow_mut().stream.poll_trailers(cx)
+        })
+        .await?;
         self.trailers = received;
         Ok(())
     }

@@ -189,7 +189,7 @@ impl H3Body {
     /// After the last DATA: the trailers, if the client sent any, waiting until `deadline`.
     async fn read_trailers(&mut self, deadline: Instant) -> Result<(), BodyError> {
         let recv = &self.recv;
-        self.trailers = Trailers::after_data(deadline, |cx| {
+        self.trailers = crate::body::trailers_after_data(deadline, |cx| {
             recv.borrow_mut().stream.poll_recv_trailers(cx)
         })
         .await?;
