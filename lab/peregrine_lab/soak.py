@@ -510,6 +510,10 @@ def main(args, command: str) -> int:
         server_cpus=args.server_cpus,
         command=command,
     )
+    if args.server_cpus:
+        # One worker per CPU the server may use: two workers on one pinned core would take
+        # turns on it, and their time slices would show up as the soak's tail latency.
+        opts.workers = len(config.parse_cpu_list(args.server_cpus))
     if args.load_fraction is not None:
         if not 0 < args.load_fraction <= 1:
             print("error: --load-fraction must be in (0, 1]", file=sys.stderr)
