@@ -7,7 +7,7 @@
 #   Node's ws package (scripts/conformance/node), and HTTP/3 on the TLS port over UDP with
 #   aioquic's client (scripts/conformance/h3_clients.py; Alt-Svc checked with curl) and quic-go's
 #   (scripts/conformance/quicgo, a Go module built here; its 0-RTT checks also start a second
-#   chat with H3_ZERO_RTT=1).
+#   chat with H3_ZERO_RTT=1, and its migration check a third with two workers).
 # Bounded: every tool runs under `timeout`. Prints "conformance: N passed, M failed" and exits
 # non-zero on any failure. Tools are installed by scripts/setup.
 set -uo pipefail
@@ -17,9 +17,11 @@ H2SPEC="$(go env GOPATH 2>/dev/null)/bin/h2spec"
 work="$(mktemp -d)"
 server_pid=""
 zero_rtt_pid=""
+migration_pid=""
 cleanup() {
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
   if [ -n "$zero_rtt_pid" ]; then kill "$zero_rtt_pid" 2>/dev/null; wait "$zero_rtt_pid" 2>/dev/null; fi
+  if [ -n "$migration_pid" ]; then kill "$migration_pid" 2>/dev/null; wait "$migration_pid" 2>/dev/null; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -178,8 +180,19 @@ for _ in $(seq 1 100); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$zero_rtt_tls") 2>/dev/null; then break; fi
   sleep 0.1
 done
+# Migration: a third chat with two workers sharing the port, where only steering by connection
+# ID keeps a connection that moves to a new port on the worker that holds it.
+migration_tls=$(port)
+ADDR="127.0.0.1:$(port)" TLS_ADDR="127.0.0.1:$migration_tls" WORKERS=2 \
+  TLS_CERT="$work/cert.pem" TLS_KEY="$work/key.pem" \
+  target/debug/examples/chat >"$work/server-migration.log" 2>&1 &
+migration_pid=$!
+for _ in $(seq 1 100); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$migration_tls") 2>/dev/null; then break; fi
+  sleep 0.1
+done
 if (cd scripts/conformance/quicgo && go build -o "$work/quicgo" .) &&
-  timeout 120 "$work/quicgo" "127.0.0.1:$tls" "127.0.0.1:$zero_rtt_tls"; then
+  timeout 120 "$work/quicgo" "127.0.0.1:$tls" "127.0.0.1:$zero_rtt_tls" "127.0.0.1:$migration_tls"; then
   ok "quic-go over HTTP/3"
 else ko "quic-go over HTTP/3"; fi
 

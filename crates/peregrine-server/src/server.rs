@@ -251,7 +251,8 @@ impl<A: Acceptor> Server<A> {
             tracing::info!("connection steering applies to the engine's own TCP listeners; off for injected listeners and Unix sockets");
         }
         // Before binding: whether the group will hold these sockets alone (see `steering`).
-        let group_fresh = config.steer && own_tcp && steering::group_is_fresh(config.addr);
+        let group_fresh =
+            config.steer && own_tcp && steering::group_is_fresh(config.addr, socket2::Type::STREAM);
         let (first, bound_path) = if !self.listeners.is_empty() {
             let injected = std::mem::take(&mut self.listeners);
             let mut out = Vec::with_capacity(n.max(injected.len()));
@@ -313,10 +314,31 @@ impl<A: Acceptor> Server<A> {
             )
         };
         let config = self.config;
+        // The workers' UDP sockets on the TCP listeners' port, bound in worker order (the
+        // order connection-ID steering indexes them by).
+        #[cfg(feature = "http3")]
+        let http3 = match self.http3.take() {
+            Some(h3) => {
+                let ListenAddr::Tcp(tcp) = &listen_addr else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "HTTP/3 needs a TCP listener (its port is the UDP port)",
+                    ));
+                };
+                let sockets = crate::h3::QuicSockets::bind(
+                    *tcp,
+                    listeners.len(),
+                    config.http3.steer_by_connection_id,
+                )
+                .map_err(|e| io::Error::new(e.kind(), format!("HTTP/3 UDP sockets: {e}")))?;
+                Some((h3, sockets))
+            }
+            None => None,
+        };
         // Advertised on the port the UDP sockets share with the TCP listeners.
         #[cfg(feature = "http3")]
         let service = {
-            let advertise = self.http3.is_some() && config.http3.alt_svc;
+            let advertise = http3.is_some() && config.http3.alt_svc;
             crate::h3::AltSvc::new(service, advertise.then_some(addr.port()))
         };
         let stop = Arc::new(watch::channel(false).0);
@@ -326,7 +348,7 @@ impl<A: Acceptor> Server<A> {
                 events: self.events,
                 drain: self.drain.clone(),
                 #[cfg(feature = "http3")]
-                http3: self.http3,
+                http3,
             },
             service,
             self.acceptor,

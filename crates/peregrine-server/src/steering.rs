@@ -40,7 +40,7 @@ const MAX_INSNS: usize = 4096;
 
 /// One classic BPF instruction.
 #[cfg(target_os = "linux")]
-fn insn(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+pub(crate) fn insn(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter {
         code: code as u16,
         jt,
@@ -82,24 +82,26 @@ pub(crate) fn cpu_program(cpus: &[usize]) -> Option<Vec<libc::sock_filter>> {
     Some(prog)
 }
 
-/// Whether the `SO_REUSEPORT` group at `addr` will hold the engine's sockets alone: port 0
-/// binds a fresh port (the kernel never picks a port that a reuseport group holds), and a
-/// fixed port is free when a plain socket (without `SO_REUSEPORT`) can bind it. A listener of
-/// another process there (a second instance, the previous process of a restart) would put
-/// sockets before the engine's in the group and shift every index. The probe is closed before
-/// the engine binds; a socket that joins in between is not seen (a narrow window at startup).
-pub(crate) fn group_is_fresh(addr: SocketAddr) -> bool {
+/// Whether the `SO_REUSEPORT` group at `addr` will hold the engine's sockets of type `kind`
+/// (TCP listeners, or the UDP sockets of HTTP/3) alone: port 0 binds a fresh port (the kernel
+/// never picks a port that a reuseport group holds), and a fixed port is free when a plain
+/// socket (without `SO_REUSEPORT`) can bind it. A socket of another process there (a second
+/// instance, the previous process of a restart) would put sockets before the engine's in the
+/// group and shift every index. The probe is closed before the engine binds; a socket that
+/// joins in between is not seen (a narrow window at startup).
+pub(crate) fn group_is_fresh(addr: SocketAddr, kind: socket2::Type) -> bool {
     if addr.port() == 0 {
         return true;
     }
-    let probe = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    );
+    let protocol = if kind == socket2::Type::DGRAM {
+        socket2::Protocol::UDP
+    } else {
+        socket2::Protocol::TCP
+    };
+    let probe = socket2::Socket::new(socket2::Domain::for_address(addr), kind, Some(protocol));
     probe
         .and_then(|s| {
-            // SO_REUSEADDR: connections in TIME_WAIT from an earlier run do not count.
+            // SO_REUSEADDR: TCP connections in TIME_WAIT from an earlier run do not count.
             s.set_reuse_address(true)?;
             s.bind(&addr.into())
         })
@@ -192,7 +194,7 @@ pub(crate) fn try_steer(
             )),
         );
     };
-    match listeners.first().map(|l| attach_reuseport_cbpf(l, &prog)) {
+    match listeners.first().map(|l| attach_reuseport_cbpf(*l, &prog)) {
         Some(Ok(())) => (Steering::Program, None),
         Some(Err(e)) => (
             fallback,
@@ -217,13 +219,13 @@ pub(crate) fn try_steer(
     )
 }
 
-/// Attaches `prog` to the reuseport group of `listener` (`SO_ATTACH_REUSEPORT_CBPF`).
+/// Attaches `prog` to the reuseport group of `socket` (`SO_ATTACH_REUSEPORT_CBPF`): a TCP
+/// listener's, or a UDP socket's.
 #[cfg(target_os = "linux")]
 pub(crate) fn attach_reuseport_cbpf(
-    listener: &TcpListener,
+    socket: &impl std::os::fd::AsRawFd,
     prog: &[libc::sock_filter],
 ) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let len = u16::try_from(prog.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "program too long"))?;
     let fprog = libc::sock_fprog {
@@ -232,10 +234,10 @@ pub(crate) fn attach_reuseport_cbpf(
     };
     // SAFETY: `fprog` points at `prog`, `len` instructions that live across the call (the kernel
     // copies them); the option length is the size of the `sock_fprog` passed; the descriptor
-    // is the listener's, open for the call.
+    // is the socket's, open for the call.
     let rc = unsafe {
         libc::setsockopt(
-            listener.as_raw_fd(),
+            socket.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_ATTACH_REUSEPORT_CBPF,
             std::ptr::addr_of!(fprog).cast(),
@@ -389,10 +391,13 @@ mod tests {
         // A port where another process's reuseport socket listens: not fresh, no program.
         let listeners = bind_group(1);
         let addr = listeners[0].local_addr().unwrap();
-        assert!(!group_is_fresh(addr));
+        assert!(!group_is_fresh(addr, socket2::Type::STREAM));
         drop(listeners);
-        assert!(group_is_fresh(addr));
-        assert!(group_is_fresh("127.0.0.1:0".parse().unwrap()));
+        assert!(group_is_fresh(addr, socket2::Type::STREAM));
+        assert!(group_is_fresh(
+            "127.0.0.1:0".parse().unwrap(),
+            socket2::Type::STREAM
+        ));
         let listeners = bind_group(1);
         let refs: Vec<&TcpListener> = listeners.iter().collect();
         let (s, why) = try_steer(&refs, &[Some(0)], false);

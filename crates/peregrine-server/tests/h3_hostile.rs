@@ -1,7 +1,8 @@
 //! HTTP/3 clients that stall, trickle or move, from the real quinn client: responses held by a
 //! connection window the client never opens, a request body slower than the body timeout, and
 //! a client behind a NAT that gives it a new source port mid-connection (a UDP relay in the
-//! test that replaces its upstream socket; the client does not know).
+//! test that replaces its upstream socket; the client does not know), with one worker, with
+//! two steered by connection ID, and with two spread by the kernel's address hash.
 #![cfg(feature = "http3")]
 
 mod h3_support;
@@ -18,11 +19,15 @@ use tokio::sync::{mpsc, oneshot};
 /// A guard against hanging, never a timing assertion.
 const WAIT: Duration = Duration::from_secs(5);
 
-/// `/peer`: the client's address as the server sees it; `/big`: 8 MiB the handler makes a
-/// piece at a time; otherwise reads the whole body and answers `ok`, or the body error's status.
+/// `/peer`: the client's address as the server sees it; `/worker`: the worker thread's name;
+/// `/big`: 8 MiB the handler makes a piece at a time; otherwise reads the whole body and answers `ok`, or the body error's status.
 async fn app(mut req: Request) -> Response {
     match req.path() {
         "/peer" => return Response::text(req.peer_addr().to_string()),
+        "/worker" => {
+            let name = std::thread::current().name().unwrap_or_default().to_owned();
+            return Response::text(name);
+        }
         "/big" => {
             let pieces = (0..128).map(|_| Ok(Bytes::from(vec![7u8; 64 * 1024])));
             let stream = Box::pin(futures_util::stream::iter(pieces));
@@ -210,11 +215,44 @@ async fn a_client_whose_nat_rebinds_keeps_its_connection_and_is_seen_at_its_new_
 }
 
 #[tokio::test]
-async fn across_workers_a_rebound_client_is_served_or_reset_and_then_reconnects() {
+async fn across_workers_a_rebound_client_keeps_its_connection_every_time() {
+    // Two workers share the port and datagrams are steered by connection ID: whatever worker
+    // the kernel's address hash would pick for the new port, the connection's datagrams reach
+    // the worker that holds it. Without steering, each rebinding lands on the other worker
+    // half the time (the test below), so 32 clients rebinding twice each all keep their
+    // connection by chance once in 2^64.
+    let server = serve(config(2), service_fn(app));
+    let mut workers = std::collections::HashSet::new();
+    for _ in 0..32 {
+        let mut relay = Relay::start(server.handle.local_addr()).await;
+        let mut client = connect(relay.front, &server.ca).await;
+        let reply = client.request("GET", "/worker", &[], b"").await.unwrap();
+        let worker = String::from_utf8(reply.body).unwrap();
+        for _ in 0..2 {
+            relay.rebind().await;
+            let seen = peer_seen(&mut client)
+                .await
+                .expect("the connection survives the new address");
+            assert_eq!(seen, relay.upstream.to_string());
+            let reply = client.request("GET", "/worker", &[], b"").await.unwrap();
+            assert_eq!(String::from_utf8(reply.body).unwrap(), worker);
+        }
+        assert!(client.quic.close_reason().is_none());
+        workers.insert(worker);
+    }
+    // New connections still spread over both workers (by the client's random first ID).
+    assert_eq!(workers.len(), 2, "32 connections served by {workers:?}");
+    server.handle.shutdown();
+}
+
+#[tokio::test]
+async fn without_steering_a_rebound_client_is_served_or_reset_and_then_reconnects() {
     // Two workers share the port and the kernel hashes each source port to one of them: a new
     // port on the worker holding the connection migrates it; one on the other worker gets a
     // stateless reset, after which a new connection from that port is served.
-    let server = serve(config(2), service_fn(app));
+    let mut config = config(2);
+    config.http3.steer_by_connection_id = false;
+    let server = serve(config, service_fn(app));
     let (mut migrated, mut reset) = (0, 0);
     for _ in 0..32 {
         let mut relay = Relay::start(server.handle.local_addr()).await;

@@ -185,11 +185,14 @@ async fn with_no_unvalidated_handshakes_allowed_every_client_is_retried_and_serv
 
 #[tokio::test]
 async fn a_worker_without_the_connection_resets_it_with_a_reset_the_client_accepts() {
-    // Two workers share the port; a client that moves to a new local port is steered by the
-    // kernel's hash to either. The one holding the connection serves it (migration); the other
-    // knows nothing of it and answers with a stateless reset, which the client only accepts
-    // when it was signed with the key the first worker gave out.
-    let server = start(config(2, 1024, 64));
+    // Two workers share the port and, without connection-ID steering, a client that moves to
+    // a new local port is steered by the kernel's hash to either. The one holding the
+    // connection serves it (migration); the other knows nothing of it and answers with a
+    // stateless reset, which the client only accepts when it was signed with the key the first
+    // worker gave out.
+    let mut config = config(2, 1024, 64);
+    config.http3.steer_by_connection_id = false;
+    let server = start(config);
     let addr = server.handle.local_addr();
     let (mut migrated, mut reset) = (0, 0);
     for _ in 0..32 {

@@ -1,8 +1,10 @@
 // HTTP/3 conformance against a running server (the chat example built with `http3`), with
 // quic-go's HTTP/3 client (net/http over its QUIC stack): GET, a 128 KiB response, a 600 KiB
 // request body, and 40 concurrent streams on one connection; 0-RTT refused there (zerortt.go),
-// and, given a second server with 0-RTT on, only safe requests served in 0-RTT. The certificate
-// is self-signed, so it is not verified (as curl -k). Usage: quicgo HOST:PORT [0RTT-HOST:PORT]
+// and, given a second server with 0-RTT on, only safe requests served in 0-RTT; given a third
+// with several workers, a connection migrated to new ports (migrate.go). The certificate is
+// self-signed, so it is not verified (as curl -k).
+// Usage: quicgo HOST:PORT [0RTT-HOST:PORT [MIGRATION-HOST:PORT]]
 package main
 
 import (
@@ -50,8 +52,8 @@ func fetch(client *http.Client, method, url string, body []byte) (int, http.Head
 }
 
 func main() {
-	if len(os.Args) != 2 && len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: quicgo HOST:PORT [0RTT-HOST:PORT]")
+	if len(os.Args) < 2 || len(os.Args) > 4 {
+		fmt.Fprintln(os.Stderr, "usage: quicgo HOST:PORT [0RTT-HOST:PORT [MIGRATION-HOST:PORT]]")
 		os.Exit(2)
 	}
 	base := "https://" + os.Args[1]
@@ -85,8 +87,11 @@ func main() {
 	check("40 concurrent streams", all200, fmt.Sprintf("statuses %v", statuses))
 
 	checkZeroRTTRefused(os.Args[1])
-	if len(os.Args) == 3 {
+	if len(os.Args) >= 3 {
 		checkZeroRTTSafeOnly(os.Args[2])
+	}
+	if len(os.Args) == 4 {
+		checkMigration(os.Args[3])
 	}
 
 	fmt.Printf("quic-go: %d passed, %d failed\n", passed, failed)

@@ -12,6 +12,7 @@
 /// };
 /// assert!(h3.alt_svc);
 /// assert!(!h3.zero_rtt);
+/// assert!(h3.steer_by_connection_id);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Http3Config {
@@ -54,6 +55,15 @@ pub struct Http3Config {
     /// harmless when they arrive together, not when an attacker holds a copy back and
     /// delivers it after the client's next change, which it then undoes. Default off.
     pub zero_rtt: bool,
+    /// Steer each datagram to the worker whose connection it belongs to, by the connection ID
+    /// (Linux; a classic BPF program on the workers' `SO_REUSEPORT` group, and connection IDs
+    /// whose first byte names the worker). Without it the kernel picks a worker by the
+    /// client's address, so a client whose address changes (NAT rebinding, migration to
+    /// another network) lands on another worker half the time with two workers, and is sent a
+    /// stateless reset and must reconnect. Steering is left off, with a log line, when the
+    /// port's group already holds another process's sockets (a restart handing over the port)
+    /// or there are more than 256 workers. Default on.
+    pub steer_by_connection_id: bool,
 }
 
 impl Default for Http3Config {
@@ -67,6 +77,7 @@ impl Default for Http3Config {
             alt_svc: true,
             extended_connect: false,
             zero_rtt: false,
+            steer_by_connection_id: true,
         }
     }
 }

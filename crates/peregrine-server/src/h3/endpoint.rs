@@ -1,9 +1,11 @@
 //! The QUIC side of a listener: the TLS configuration for QUIC (the TCP listener's, with ALPN
-//! `h3`), one UDP socket per worker on the TCP listener's port (`SO_REUSEPORT`, as the TCP
-//! sockets), and the accept loop that hands each connection to the driver, after address
-//! validation (Retry) when too many handshakes come from unvalidated addresses.
+//! `h3`), a worker's QUIC endpoint on its UDP socket (`sockets`), and the accept loop that
+//! hands each connection to the driver, after address validation (Retry) when too many
+//! handshakes come from unvalidated addresses.
 
 use super::conn;
+use super::sockets::WorkerSocket;
+use super::steer::WorkerCids;
 use super::unvalidated::Unvalidated;
 use crate::tls::TlsAcceptor;
 use crate::worker::{Admitted, WorkerShared};
@@ -11,7 +13,6 @@ use crate::{ServerConfig, Service};
 use quinn::crypto::rustls::QuicServerConfig;
 use std::cell::Cell;
 use std::io;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,10 +28,10 @@ pub const ALPN_H3: &[u8] = b"h3";
 /// 0-RTT) works across the workers: every worker's QUIC crypto is a copy of the acceptor's
 /// rustls configuration, whose session cache is one per acceptor (rustls accepts early data
 /// only with such stateful, single-use resumption). Its stateless-reset key,
-/// address-validation token key and connection-ID key are drawn once here and shared by every worker's endpoint: a
-/// worker that does not hold a connection (its client's address changed, so the kernel steers
-/// it elsewhere) recognises its connection IDs and sends a reset the client accepts, and a
-/// Retry token from one worker is valid at another.
+/// address-validation token key and connection-ID key are drawn once here and shared by every
+/// worker's endpoint: a worker handed a datagram of a connection it does not hold (its client's
+/// address changed while datagrams spread by address hash) recognises its connection ID and
+/// sends a reset the client accepts, and a Retry token from one worker is valid at another.
 ///
 /// ```no_run
 /// use peregrine_server::h3::Http3;
@@ -90,23 +91,14 @@ impl Http3 {
         })
     }
 
-    /// A QUIC endpoint on UDP `addr` for one worker, on the current (worker's) runtime. The
-    /// socket has `SO_REUSEPORT`, so every worker binds the same port and the kernel spreads
-    /// datagrams by their addresses: a connection's packets reach the worker that holds it
-    /// as long as the client's address stays the same (see docs/protocols.md).
-    pub(crate) fn bind(
+    /// A QUIC endpoint for one worker on its UDP socket (see `sockets`), on the current
+    /// (worker's) runtime. Its connection IDs name the worker (`steer`), so that with
+    /// connection-ID steering a client's datagrams reach it whatever the client's address.
+    pub(crate) fn endpoint(
         &self,
-        addr: SocketAddr,
+        socket: WorkerSocket,
         config: &ServerConfig,
     ) -> io::Result<quinn::Endpoint> {
-        use socket2::{Domain, Protocol, Socket, Type};
-        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-        socket.set_reuse_port(true)?;
-        if addr.is_ipv6() {
-            socket.set_only_v6(true)?;
-        }
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
         let h3 = &config.http3;
         let mut transport = quinn::TransportConfig::default();
         let idle = quinn::IdleTimeout::try_from(config.timeouts.idle).map_err(io::Error::other)?;
@@ -124,15 +116,13 @@ impl Http3 {
         server.transport_config(Arc::new(transport));
         let mut endpoint = quinn::EndpointConfig::new(self.reset_key.clone());
         // A worker drops a short-header packet whose connection ID its generator does not
-        // recognise, so a reset needs every worker to recognise every worker's IDs.
-        let cid_key = self.cid_key;
-        endpoint.cid_generator(move || {
-            Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
-        });
+        // recognise, so a reset needs every worker to recognise every worker's IDs: one key.
+        let (cid_key, worker, workers) = (self.cid_key, socket.worker, socket.workers);
+        endpoint.cid_generator(move || Box::new(WorkerCids::new(cid_key, worker, workers)));
         quinn::Endpoint::new(
             endpoint,
             Some(server),
-            socket.into(),
+            socket.socket,
             Arc::new(quinn::TokioRuntime),
         )
     }

@@ -6,6 +6,9 @@
 //! * Served beside a TLS listener ([`Server::with_http3`](crate::Server::with_http3)) on the
 //!   same port over UDP, one socket per worker (`SO_REUSEPORT`), with the listener's
 //!   certificates (and their reloads), client authentication and handshake timeout; ALPN `h3`.
+//! * Datagrams steered by connection ID ([`Http3Config::steer_by_connection_id`], on Linux): a
+//!   connection's datagrams reach the worker that holds it also after its client's address
+//!   changed, so NAT rebinding and migration work with any number of workers.
 //! * 0-RTT off by default; with [`Http3Config::zero_rtt`] a resuming client's early requests
 //!   are served when their method is safe (marked `early-data: 1`) and answered
 //!   `425 Too Early` otherwise.
@@ -46,6 +49,8 @@ mod early;
 mod endpoint;
 mod request;
 mod respond;
+mod sockets;
+mod steer;
 mod tunnel;
 mod unvalidated;
 
@@ -53,3 +58,4 @@ pub(crate) use alt_svc::AltSvc;
 pub use config::Http3Config;
 pub(crate) use endpoint::accept_loop;
 pub use endpoint::{Http3, ALPN_H3};
+pub(crate) use sockets::{QuicSockets, WorkerSocket};

@@ -72,9 +72,10 @@ pub(super) struct Setup {
     pub(super) events: Option<Arc<dyn EngineEvents>>,
     /// Raised when a graceful shutdown starts, or when the server gives up.
     pub(super) drain: DrainSignal,
-    /// HTTP/3 beside the TCP listeners ([`Server::with_http3`](crate::Server::with_http3)).
+    /// HTTP/3 beside the TCP listeners ([`Server::with_http3`](crate::Server::with_http3)),
+    /// with the workers' UDP sockets.
     #[cfg(feature = "http3")]
-    pub(super) http3: Option<crate::h3::Http3>,
+    pub(super) http3: Option<(crate::h3::Http3, crate::h3::QuicSockets)>,
 }
 
 /// The workers of one server and what is needed to start them again.
@@ -84,8 +85,10 @@ pub(super) struct Workers<S, A> {
     observer: Option<Arc<dyn EngineEvents>>,
     /// Raised when the server gives up.
     drain: DrainSignal,
+    /// HTTP/3, and the workers' UDP sockets: kept for the server's life, so that a restarted
+    /// worker gets its predecessor's socket (and place in the reuseport group) back.
     #[cfg(feature = "http3")]
-    http3: Option<crate::h3::Http3>,
+    http3: Option<(crate::h3::Http3, crate::h3::QuicSockets)>,
     pub(super) service: S,
     pub(super) acceptor: A,
     pub(super) global: Arc<Global>,
@@ -182,7 +185,10 @@ impl<S: Service, A: Acceptor> Workers<S, A> {
             own_socket,
             events: self.observer.clone(),
             #[cfg(feature = "http3")]
-            http3: self.http3.clone(),
+            http3: match &self.http3 {
+                Some((h3, sockets)) => Some((h3.clone(), sockets.for_worker(index)?)),
+                None => None,
+            },
             #[cfg(feature = "fault-injection")]
             fault: self.faults[index].clone(),
         };

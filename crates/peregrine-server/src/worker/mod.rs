@@ -45,9 +45,10 @@ pub(crate) struct Start {
     pub(crate) own_socket: bool,
     /// Who hears about the worker's connections ([`Server::with_events`](crate::Server::with_events)).
     pub(crate) events: Option<Arc<dyn crate::events::EngineEvents>>,
-    /// HTTP/3 beside the TCP listener ([`Server::with_http3`](crate::Server::with_http3)).
+    /// HTTP/3 beside the TCP listener ([`Server::with_http3`](crate::Server::with_http3)),
+    /// with the worker's UDP socket.
     #[cfg(feature = "http3")]
-    pub(crate) http3: Option<crate::h3::Http3>,
+    pub(crate) http3: Option<(crate::h3::Http3, crate::h3::WorkerSocket)>,
     #[cfg(feature = "fault-injection")]
     pub(crate) fault: Arc<crate::server::fault::Slot>,
 }
@@ -108,11 +109,10 @@ pub(crate) fn run<S: Service, A: Acceptor>(
             }
         }
         drop(hooks);
-        // The UDP socket binds the TCP listener's port, before the worker reports ready so
-        // that a port taken over UDP fails `serve`.
+        // The QUIC endpoint, before the worker reports ready so that a failure fails `serve`.
         #[cfg(feature = "http3")]
         let quic = match http3
-            .map(|h3| bind_quic(h3, &listener, &config))
+            .map(|(h3, socket)| h3.endpoint(socket, &config).map(|e| (e, h3)))
             .transpose()
         {
             Ok(q) => q,
@@ -231,22 +231,6 @@ pub(crate) fn run<S: Service, A: Acceptor>(
     // dropping the `LocalSet` did.
     drop(rt);
     died
-}
-
-/// The QUIC endpoint of a worker whose TCP listener is `listener` (same address and port).
-#[cfg(feature = "http3")]
-fn bind_quic(
-    h3: crate::h3::Http3,
-    listener: &Listener,
-    config: &ServerConfig,
-) -> io::Result<(quinn::Endpoint, crate::h3::Http3)> {
-    let crate::config::ListenAddr::Tcp(addr) = listener.local_addr()? else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "HTTP/3 needs a TCP listener (its port is the UDP port)",
-        ));
-    };
-    Ok((h3.bind(addr, config)?, h3))
 }
 
 /// The message of a panic payload (`&str` or `String`, as `panic!` makes them).
