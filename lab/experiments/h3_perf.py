@@ -123,8 +123,10 @@ def main() -> None:
         perf = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-o", data]
         subprocess.run([*perf, "-p", str(p.pid), "--", "sleep", "8"], check=False)
         report = json.loads(client.communicate()[0])
-        summary = report.get("summary", {})
-        print(f"{name}: {summary.get('requestsPerSec', 0):.0f} req/s answered")
+        answered = sum(report.get("statusCodeDistribution", {}).values())
+        seconds = report.get("summary", {}).get("total") or 1
+        p99 = (report.get("latencyPercentiles", {}).get("p99") or 0) * 1000
+        print(f"{name}: {answered / seconds:.0f} req/s answered, p99 {p99:.2f} ms")
         result = summarise(data)
         print("share of the server's samples by group:")
         for group, share in result["groups"].items():
