@@ -171,26 +171,28 @@ else ko "aioquic over HTTP/3"; fi
 echo "== HTTP/3, Go quic-go client"
 # 0-RTT: refused by the server above (the default); a second chat with H3_ZERO_RTT=1 must serve
 # an early GET and answer an early POST 425 Too Early.
+# start_chat TLS_PORT VAR=VALUE...: another chat with the run's certificate on TLS_PORT (and a
+# free cleartext port), with the given environment; returns once it accepts, its pid in chat_pid.
+start_chat() {
+  local tls_port=$1
+  shift
+  env ADDR="127.0.0.1:$(port)" TLS_ADDR="127.0.0.1:$tls_port" \
+    TLS_CERT="$work/cert.pem" TLS_KEY="$work/key.pem" "$@" \
+    target/debug/examples/chat >"$work/server-$tls_port.log" 2>&1 &
+  chat_pid=$!
+  for _ in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+}
 zero_rtt_tls=$(port)
-ADDR="127.0.0.1:$(port)" TLS_ADDR="127.0.0.1:$zero_rtt_tls" WORKERS=1 H3_ZERO_RTT=1 \
-  TLS_CERT="$work/cert.pem" TLS_KEY="$work/key.pem" \
-  target/debug/examples/chat >"$work/server-0rtt.log" 2>&1 &
-zero_rtt_pid=$!
-for _ in $(seq 1 100); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$zero_rtt_tls") 2>/dev/null; then break; fi
-  sleep 0.1
-done
+start_chat "$zero_rtt_tls" WORKERS=1 H3_ZERO_RTT=1
+zero_rtt_pid=$chat_pid
 # Migration: a third chat with two workers sharing the port, where only steering by connection
 # ID keeps a connection that moves to a new port on the worker that holds it.
 migration_tls=$(port)
-ADDR="127.0.0.1:$(port)" TLS_ADDR="127.0.0.1:$migration_tls" WORKERS=2 \
-  TLS_CERT="$work/cert.pem" TLS_KEY="$work/key.pem" \
-  target/debug/examples/chat >"$work/server-migration.log" 2>&1 &
-migration_pid=$!
-for _ in $(seq 1 100); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$migration_tls") 2>/dev/null; then break; fi
-  sleep 0.1
-done
+start_chat "$migration_tls" WORKERS=2
+migration_pid=$chat_pid
 if (cd scripts/conformance/quicgo && go build -o "$work/quicgo" .) &&
   timeout 120 "$work/quicgo" "127.0.0.1:$tls" "127.0.0.1:$zero_rtt_tls" "127.0.0.1:$migration_tls"; then
   ok "quic-go over HTTP/3"
