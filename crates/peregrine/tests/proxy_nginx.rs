@@ -29,8 +29,22 @@ struct Nginx {
 }
 
 impl Nginx {
-    /// Starts nginx on a free 127.0.0.1 port, proxying everything to `upstream`.
+    /// Starts nginx on a free 127.0.0.1 port, proxying everything to `upstream`. The port is
+    /// found by binding and releasing it, so another test running beside this one can take it
+    /// first (its server, its nginx); then nginx fails to bind and exits, and something else
+    /// answers on the port: tried again on a new port until the port's listening socket is
+    /// nginx's own.
     fn start(upstream: SocketAddr) -> Nginx {
+        for _ in 0..5 {
+            if let Some(nginx) = Nginx::try_start(upstream) {
+                return nginx;
+            }
+        }
+        panic!("nginx did not get a port of its own in 5 tries");
+    }
+
+    /// One try of [`Nginx::start`]: `None` when the port turned out to be another's.
+    fn try_start(upstream: SocketAddr) -> Option<Nginx> {
         let bin = nginx_binary();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().display();
@@ -85,24 +99,45 @@ http {{
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut nginx = Nginx { child, addr, dir };
-        nginx.wait_listening();
-        nginx
+        nginx.wait_listening().then_some(nginx)
     }
 
-    fn wait_listening(&mut self) {
+    /// Waits until the port listens; true when the listening socket is this nginx's, false
+    /// when nginx exited (it could not bind) or another process listens there.
+    fn wait_listening(&mut self) -> bool {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let log = std::fs::read_to_string(self.dir.path().join("error.log"));
-                panic!("nginx exited ({status}) before listening: {log:?}");
+            if self.child.try_wait().unwrap().is_some() {
+                return false;
             }
             if TcpStream::connect(self.addr).is_ok() {
-                return;
+                return owns_listener(self.child.id(), self.addr.port());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("nginx did not listen on {} within 10 s", self.addr);
+        let log = std::fs::read_to_string(self.dir.path().join("error.log"));
+        panic!("nginx did not listen on {} within 10 s: {log:?}", self.addr);
     }
+}
+
+/// Whether process `pid` holds the socket listening on 127.0.0.1:`port` (`/proc/net/tcp`'s
+/// listening entry, state 0A, whose inode is one of the process's descriptors).
+fn owns_listener(pid: u32, port: u16) -> bool {
+    let local = format!("0100007F:{port:04X}");
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let inode = table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&local.as_str()) && f.get(3) == Some(&"0A")).then(|| f[9].to_owned())
+    });
+    let Some(inode) = inode else {
+        return false;
+    };
+    let target = format!("socket:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy() == target))
 }
 
 impl Drop for Nginx {
