@@ -29,13 +29,16 @@ impl QuicSockets {
     /// other process's sockets and the kernel accepts it, and logs what it did. Fails when
     /// the port cannot be bound over UDP.
     pub(crate) fn bind(addr: SocketAddr, n: usize, steer: bool) -> io::Result<QuicSockets> {
-        let fresh = steer && crate::steering::group_is_fresh(addr, socket2::Type::DGRAM);
+        let fresh = crate::steering::group_is_fresh(addr, socket2::Type::DGRAM);
         let first = bind_one(addr)?;
         // Port 0: the first socket's port is the one the others join.
         let addr = first.local_addr()?;
         let mut sockets = vec![first];
         for _ in 1..n {
             sockets.push(bind_one(addr)?);
+        }
+        if !fresh {
+            detach_foreign(&sockets[0]);
         }
         if steer {
             attach(&sockets, fresh);
@@ -101,6 +104,81 @@ fn attach(sockets: &[UdpSocket], fresh: bool) -> bool {
     };
     tracing::warn!("HTTP/3 connection-ID steering off: {why_not}; a client whose address changes may be reset and reconnect");
     false
+}
+
+/// Detaches the program another process put on the group `socket` just joined (the previous
+/// process of a restart that hands the port over): it applies to this server's sockets too,
+/// with socket indices that are not theirs, and would send their datagrams to the wrong worker,
+/// or to the other process, for as long as the group lives. The kernel's address hash is
+/// right for every process in the group.
+fn detach_foreign(socket: &UdpSocket) {
+    match detach_reuseport_program(socket) {
+        Ok(true) => tracing::warn!(
+            "HTTP/3: removed the connection-ID program another process put on this UDP port; datagrams spread by address hash"
+        ),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "HTTP/3: could not remove another process's program from this UDP port"),
+    }
+}
+
+/// `SO_DETACH_REUSEPORT_BPF` (Linux 5.3) from `<asm-generic/socket.h>`: libc exports it for
+/// Android only. The architectures with a `socket.h` of their own are left out.
+#[cfg(all(
+    target_os = "linux",
+    not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))
+))]
+const SO_DETACH_REUSEPORT_BPF: libc::c_int = 68;
+
+/// Detaches whatever program the reuseport group of `socket` has (`SO_DETACH_REUSEPORT_BPF`):
+/// `Ok(true)` when one was detached, `Ok(false)` when there was none (`ENOENT`).
+#[cfg(all(
+    target_os = "linux",
+    not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))
+))]
+fn detach_reuseport_program(socket: &impl std::os::fd::AsRawFd) -> io::Result<bool> {
+    let unused: libc::c_int = 0;
+    // SAFETY: the option's value is a valid `c_int` (the kernel ignores it) of the length
+    // passed; the descriptor is the socket's, open for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_DETACH_REUSEPORT_BPF,
+            std::ptr::addr_of!(unused).cast(),
+            std::mem::size_of_val(&unused) as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    match io::Error::last_os_error() {
+        e if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        e => Err(e),
+    }
+}
+
+/// Elsewhere: no program to detach.
+#[cfg(not(all(
+    target_os = "linux",
+    not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))
+)))]
+fn detach_reuseport_program(_socket: &impl std::os::fd::AsRawFd) -> io::Result<bool> {
+    Ok(false)
 }
 
 #[cfg(target_os = "linux")]
@@ -174,6 +252,42 @@ mod tests {
         assert!(!attach(&joined.sockets, false));
         drop((other, joined));
         assert!(crate::steering::group_is_fresh(addr, socket2::Type::DGRAM));
+    }
+
+    #[test]
+    fn a_second_server_on_the_port_removes_the_first_ones_program() {
+        // The first server steers: every packet naming worker 0 reaches its socket 0.
+        let first = QuicSockets::bind("127.0.0.1:0".parse().unwrap(), 2, true).unwrap();
+        let addr = first.sockets[0].local_addr().unwrap();
+        let mut ids = steer::WorkerCids::new(5, 0, 2);
+        let named = |ids: &mut steer::WorkerCids| {
+            let mut packet = vec![0x41];
+            packet.extend_from_slice(&ids.generate_cid());
+            packet.extend_from_slice(&[0; 32]);
+            packet
+        };
+        for _ in 0..4 {
+            assert_eq!(receiver(&first, addr, &named(&mut ids)), 0);
+        }
+        // A second server joins the group (a restart handing the port over): the first one's
+        // program, with indices that are not the joined group's, is removed, and the kernel's
+        // hash spreads the same packets over all four sockets.
+        let second = QuicSockets::bind(addr, 2, true).unwrap();
+        let all = QuicSockets {
+            sockets: first
+                .sockets
+                .iter()
+                .chain(&second.sockets)
+                .map(|s| s.try_clone().unwrap())
+                .collect(),
+        };
+        let landed: std::collections::HashSet<usize> = (0..32)
+            .map(|_| receiver(&all, addr, &named(&mut ids)))
+            .collect();
+        assert!(
+            landed.len() > 1,
+            "every packet on socket {landed:?}: still steered"
+        );
     }
 
     #[test]
