@@ -354,10 +354,15 @@ fn write_lines(lines: Receiver<String>, mut out: impl Write, counts: &Counts) {
             n += 1;
         }
         let (sent, err) = write_some(&mut out, &batch);
-        let whole = batch[repair.min(sent)..sent]
+        let mut whole = batch[repair.min(sent)..sent]
             .iter()
             .filter(|&&b| b == b'\n')
             .count() as u64;
+        // Stopped just before a line's newline: the line is all there (a reader of the file
+        // sees it whole) and its newline comes first in the next batch.
+        if sent > repair && batch.get(sent) == Some(&b'\n') {
+            whole += 1;
+        }
         counts.written.fetch_add(whole, Ordering::Relaxed);
         counts.dropped.fetch_add(n - whole, Ordering::Relaxed);
         if sent > 0 {
@@ -454,6 +459,33 @@ mod tests {
         let text = String::from_utf8(disk.0.lock().unwrap().0.clone()).unwrap();
         assert_eq!(text, "0123456789\nabcdefghij\nABC\nnext\n");
         assert_eq!(counts.written.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_line_cut_only_before_its_newline_counts_as_written() {
+        let (tx, rx) = mpsc::sync_channel(16);
+        // Room for two lines and the third but its newline.
+        let disk = Disk(Arc::new(Mutex::new((Vec::new(), 32))));
+        let counts = Arc::new(Counts::default());
+        let writer = std::thread::spawn({
+            let (disk, counts) = (disk.clone(), counts.clone());
+            move || write_lines(rx, disk, &counts)
+        });
+        for l in ["0123456789\n", "abcdefghij\n", "ABCDEFGHIJ\n"] {
+            tx.send(l.to_owned()).unwrap();
+        }
+        while counts.written.load(Ordering::Relaxed) + counts.dropped.load(Ordering::Relaxed) < 3 {
+            std::thread::yield_now();
+        }
+        assert_eq!(counts.written.load(Ordering::Relaxed), 3);
+        assert_eq!(counts.dropped.load(Ordering::Relaxed), 0);
+        disk.0.lock().unwrap().1 = 1000;
+        tx.send("next\n".to_owned()).unwrap();
+        drop(tx);
+        writer.join().unwrap();
+        let text = String::from_utf8(disk.0.lock().unwrap().0.clone()).unwrap();
+        assert_eq!(text, "0123456789\nabcdefghij\nABCDEFGHIJ\nnext\n");
+        assert_eq!(counts.written.load(Ordering::Relaxed), 4);
     }
 
     /// Takes nothing until `open` is sent, like a disk that stalls.
