@@ -408,6 +408,7 @@ fn write_some(out: &mut impl Write, buf: &[u8]) -> (usize, Option<io::Error>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::thread::JoinHandle;
 
     /// Takes `room` bytes, then fails like a full disk until given more room.
     #[derive(Clone, Default)]
@@ -429,10 +430,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_full_disk_drops_and_counts_lines_and_the_log_recovers() {
+    /// A writer thread on a [`Disk`] of `room` bytes, given three 11-byte lines; returns once
+    /// it has counted them: the disk, the queue, the counts and the thread.
+    fn three_lines_on(room: usize) -> (Disk, SyncSender<String>, Arc<Counts>, JoinHandle<()>) {
         let (tx, rx) = mpsc::sync_channel(16);
-        let disk = Disk(Arc::new(Mutex::new((Vec::new(), 25))));
+        let disk = Disk(Arc::new(Mutex::new((Vec::new(), room))));
         let counts = Arc::new(Counts::default());
         let writer = std::thread::spawn({
             let (disk, counts) = (disk.clone(), counts.clone());
@@ -441,13 +443,15 @@ mod tests {
         for l in ["0123456789\n", "abcdefghij\n", "ABCDEFGHIJ\n"] {
             tx.send(l.to_owned()).unwrap();
         }
-        let done = |n| {
-            let c = &counts;
-            while c.written.load(Ordering::Relaxed) + c.dropped.load(Ordering::Relaxed) < n {
-                std::thread::yield_now();
-            }
-        };
-        done(3);
+        while counts.written.load(Ordering::Relaxed) + counts.dropped.load(Ordering::Relaxed) < 3 {
+            std::thread::yield_now();
+        }
+        (disk, tx, counts, writer)
+    }
+
+    #[test]
+    fn a_full_disk_drops_and_counts_lines_and_the_log_recovers() {
+        let (disk, tx, counts, writer) = three_lines_on(25);
         // 25 bytes of room: two lines whole, the third cut.
         assert_eq!(counts.written.load(Ordering::Relaxed), 2);
         assert_eq!(counts.dropped.load(Ordering::Relaxed), 1);
@@ -463,20 +467,8 @@ mod tests {
 
     #[test]
     fn a_line_cut_only_before_its_newline_counts_as_written() {
-        let (tx, rx) = mpsc::sync_channel(16);
         // Room for two lines and the third but its newline.
-        let disk = Disk(Arc::new(Mutex::new((Vec::new(), 32))));
-        let counts = Arc::new(Counts::default());
-        let writer = std::thread::spawn({
-            let (disk, counts) = (disk.clone(), counts.clone());
-            move || write_lines(rx, disk, &counts)
-        });
-        for l in ["0123456789\n", "abcdefghij\n", "ABCDEFGHIJ\n"] {
-            tx.send(l.to_owned()).unwrap();
-        }
-        while counts.written.load(Ordering::Relaxed) + counts.dropped.load(Ordering::Relaxed) < 3 {
-            std::thread::yield_now();
-        }
+        let (disk, tx, counts, writer) = three_lines_on(32);
         assert_eq!(counts.written.load(Ordering::Relaxed), 3);
         assert_eq!(counts.dropped.load(Ordering::Relaxed), 0);
         disk.0.lock().unwrap().1 = 1000;

@@ -121,31 +121,22 @@ fn detach_foreign(socket: &UdpSocket) {
     }
 }
 
-/// `SO_DETACH_REUSEPORT_BPF` (Linux 5.3) from `<asm-generic/socket.h>`: libc exports it for
-/// Android only. The architectures with a `socket.h` of their own are left out.
-#[cfg(all(
-    target_os = "linux",
-    not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    ))
-))]
-const SO_DETACH_REUSEPORT_BPF: libc::c_int = 68;
-
-/// Detaches whatever program the reuseport group of `socket` has (`SO_DETACH_REUSEPORT_BPF`):
-/// `Ok(true)` when one was detached, `Ok(false)` when there was none (`ENOENT`).
-#[cfg(all(
-    target_os = "linux",
-    not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    ))
-))]
+/// Detaches whatever program the reuseport group of `socket` has (`SO_DETACH_REUSEPORT_BPF`,
+/// Linux 5.3): `Ok(true)` when one was detached, `Ok(false)` when there was none (`ENOENT`) or
+/// where the option is not known here.
+#[cfg(target_os = "linux")]
 fn detach_reuseport_program(socket: &impl std::os::fd::AsRawFd) -> io::Result<bool> {
+    // From `<asm-generic/socket.h>` (libc exports it for Android only); the architectures with
+    // a `socket.h` of their own number it otherwise.
+    const SO_DETACH_REUSEPORT_BPF: libc::c_int = 68;
+    if cfg!(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    )) {
+        return Ok(false);
+    }
     let unused: libc::c_int = 0;
     // SAFETY: the option's value is a valid `c_int` (the kernel ignores it) of the length
     // passed; the descriptor is the socket's, open for the call.
@@ -167,16 +158,8 @@ fn detach_reuseport_program(socket: &impl std::os::fd::AsRawFd) -> io::Result<bo
     }
 }
 
-/// Elsewhere: no program to detach.
-#[cfg(not(all(
-    target_os = "linux",
-    not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    ))
-)))]
+/// Not Linux: no program to detach.
+#[cfg(not(target_os = "linux"))]
 fn detach_reuseport_program(_socket: &impl std::os::fd::AsRawFd) -> io::Result<bool> {
     Ok(false)
 }
