@@ -11,16 +11,13 @@
 mod h3_support;
 mod tls_support;
 
-use h3_support::connect;
-use peregrine_server::h3::Http3;
+use h3_support::{connect, serve_built, Running};
 use peregrine_server::server::Fault;
-use peregrine_server::tls::{CertificateFiles, TlsAcceptor, TlsConfig};
 use peregrine_server::{service_fn, Request, Response, Server, ServerConfig};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tls_support::Ca;
 
 /// A guard against hanging, never a timing assertion.
 const WAIT: Duration = Duration::from_secs(5);
@@ -32,29 +29,19 @@ async fn worker(_req: Request) -> Response {
 
 #[tokio::test]
 async fn a_restarted_worker_keeps_its_socket_and_every_connection_reaches_its_worker() {
-    let ca = Ca::new("h3-restart");
-    let leaf = ca.server("localhost", &["localhost"]);
-    let tls = TlsAcceptor::new(&TlsConfig::new(vec![CertificateFiles::new(
-        &leaf.cert_path,
-        &leaf.key_path,
-    )]))
-    .unwrap();
     let starts = Arc::new(AtomicUsize::new(0));
     let counter = starts.clone();
     let config = ServerConfig::builder()
-        .addr("127.0.0.1:0".parse().unwrap())
         .workers(3)
         .shutdown_timeout(Duration::from_millis(500))
         .build();
-    let handle = Server::new(config)
-        .with_http3(Http3::new(&tls).unwrap())
-        .with_acceptor(tls)
-        .on_worker_start(move |_| {
+    let hooked = move |server: Server<_>| {
+        server.on_worker_start(move |_| {
             counter.fetch_add(1, Ordering::SeqCst);
             async { Ok(()) }
         })
-        .serve(service_fn(worker))
-        .unwrap();
+    };
+    let Running { handle, ca } = serve_built(config, |_| {}, hooked, service_fn(worker));
     let addr = handle.local_addr();
     // The first worker's socket is the group's first: the one a closed socket's place would
     // be refilled from the end.

@@ -23,8 +23,18 @@ pub fn serve<S: Service>(config: ServerConfig, service: S) -> Running {
 
 /// As [`serve`], with the TLS settings changed by `tls_settings` first.
 pub fn serve_with<S: Service>(
+    config: ServerConfig,
+    tls_settings: impl FnOnce(&mut TlsConfig),
+    service: S,
+) -> Running {
+    serve_built(config, tls_settings, |server| server, service)
+}
+
+/// As [`serve_with`], with the server changed by `build` before it starts (hooks, faults).
+pub fn serve_built<S: Service>(
     mut config: ServerConfig,
     tls_settings: impl FnOnce(&mut TlsConfig),
+    build: impl FnOnce(Server<TlsAcceptor>) -> Server<TlsAcceptor>,
     service: S,
 ) -> Running {
     config.addr = "127.0.0.1:0".parse().unwrap();
@@ -34,11 +44,8 @@ pub fn serve_with<S: Service>(
     tls_settings(&mut settings);
     let tls = TlsAcceptor::new(&settings).unwrap();
     let http3 = Http3::new(&tls).unwrap();
-    let handle = Server::new(config)
-        .with_acceptor(tls)
-        .with_http3(http3)
-        .serve(service)
-        .unwrap();
+    let server = Server::new(config).with_acceptor(tls).with_http3(http3);
+    let handle = build(server).serve(service).unwrap();
     Running { handle, ca }
 }
 
