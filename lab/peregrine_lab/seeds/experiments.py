@@ -216,7 +216,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "Two CPUs shared by server and tool, as the seed's Core 2 Duo.",
         ],
         reasons=[
-            "version: the seed ran Node 0.10, Go 1.1 and rust-http (2013); today's Node 24, Go "
+            "version: the seed ran Node 0.10, Go 1.1 and rust-http (2013); today's Node 26, Go "
             "1.27 and hyper 1.x are other servers, so every ratio may move; the GOMAXPROCS=1 "
             "check row measures how much of Go's speed-up is the second core.",
         ],
@@ -311,7 +311,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "parsing is each framework's own.",
         ],
         reasons=[
-            "runtime and versions: Node 24 here, Node 25.1 in the seed, and newer Fastify 5 / "
+            "runtime and versions: Node 26 here, Node 25.1 in the seed, and newer Fastify 5 / "
             "Express 5 / Hono 4 / Koa 3 releases; with 2 CPUs autocannon (itself Node) takes "
             "one from the server: the check rows measure both effects on the hello scenario.",
         ],
