@@ -4,6 +4,8 @@ probe's resource attacks (`probe/attack_peers.py`, which stores its results unde
 
 from __future__ import annotations
 
+from . import figures
+
 ATTACKS = (("R-pipeline-no-read", "pipeline-no-read"), ("R-stalled-upload", "stalled-upload"))
 
 
@@ -54,6 +56,8 @@ def section(res: dict) -> list[str]:
             "server closed by itself within 35 s. The budget Peregrine's CI holds itself to is "
             "+32 MiB at the peak and every attacker cut (`probe/README.md`)."
         ),
+        "",
+        f"> {figures.staleness({'git': {'commit': data.get('commit')}})}",
         "",
         "| server | " + " | ".join(name for _, name in ATTACKS) + " |",
         "|---|" + "---|" * len(ATTACKS),

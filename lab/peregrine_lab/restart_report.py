@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import figures
+
 # The budgets of `restart.verdict`, in the report's words.
 BUDGETS = {
     "failed_requests": "failed requests (after the documented retries)",
@@ -39,6 +41,8 @@ def markdown(res: dict) -> str:
         "listening socket is handed from each server process to the next (`LISTEN_FDS`); each "
         "old process is sent SIGTERM once its successor serves. Clients retry only what the "
         "rules say was not processed (`lab/peregrine_lab/restart.py`, docs/operations.md).",
+        "",
+        f"> {figures.staleness({'git': {'commit': res.get('git_commit')}})}",
         "",
         "| budget (expected 0) | figure |",
         "|---|---|",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import charts
+from . import charts, figures
 
 
 def chart(samples: list[dict], budgets: dict, path: Path, title: str) -> None:
@@ -153,6 +153,8 @@ def markdown(res: dict) -> str:
         f"Command `{res['command']}`, started {res['started']}, commit `{res.get('git_commit')}`; "
         f"a sample every {res['interval_seconds']:.0f} s, the first {b['warmup_seconds']:.0f} s "
         "are warm-up (shaded in the chart, outside the budgets).",
+        "",
+        f"> {figures.staleness({'git': {'commit': res.get('git_commit')}})}",
         "",
         "![soak](soak.svg)",
         "",
