@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -278,6 +279,12 @@ def test_the_report_lists_every_budget_and_restart(tmp_path):
     }
     text = restart_report.markdown(res)
     assert "**Verdict: every budget met.**" in text
+    assert "> Made at an unrecorded commit" in text
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
+    ).stdout.strip()
+    behind = f"> Made at commit `{head[:12]}`, 0 commits behind HEAD"
+    assert behind in restart_report.markdown({**res, "git_commit": head})
     for words in restart_report.BUDGETS.values():
         assert f"| {words} | 0 |" in text
     assert "1 lines for 1 answered attempts" in text and "server-1 1" in text

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The io_uring floor (floor_uring.c) against the epoll floor (floor.c): server CPU time per request
-# and wrk's p99, measured in interleaved rounds on loopback (issue 16, item 2).
+# and wrk's p99, measured in interleaved rounds on loopback.
 #
 # Both floors are built with gcc -O2 and run side by side, each with WORKERS=1 and pinned to CPU 1
 # (the idle one costs nothing); wrk (one thread) is pinned to CPU 0. Per cell, after a 1 s warm-up

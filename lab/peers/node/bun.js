@@ -23,7 +23,7 @@ function notFound() {
 }
 
 /**
- * Issue 15: the database scenarios on Bun's built-in SQL client (Bun.sql: prepared statements by
+ * The database scenarios on Bun's built-in SQL client (Bun.sql: prepared statements by
  * default, concurrent queries pipelined), DB_POOL ÷ WORKERS connections per process; {} (no
  * routes) without DATABASE_URL. Thrown driver errors reach the `error` handler (500).
  */

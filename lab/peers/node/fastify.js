@@ -99,7 +99,7 @@ function build() {
     reply.code(204).send();
   });
 
-  // issue 15: the database scenarios, when DATABASE_URL is set (driver errors reach setErrorHandler).
+  // The database scenarios, when DATABASE_URL is set (driver errors reach setErrorHandler).
   const DB = db.open();
   if (DB) {
     app.get('/db', async () => DB.single());

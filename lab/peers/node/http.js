@@ -10,7 +10,7 @@ const { addr, clustered, PROBLEM, fail, buildLarge, uint, newUser, keepAlive } =
 const db = require('./db');
 
 const LARGE = buildLarge();
-let DB = null; // issue 15: the database scenarios, opened per process when DATABASE_URL is set
+let DB = null; // the database scenarios, opened per process when DATABASE_URL is set
 const HELLO = 'Hello, World!';
 
 // node:http sends Date but no Server header, which the contract requires.
@@ -134,7 +134,7 @@ function route(req, res) {
     case 'empty':
       if (get && parts.length === 2) return send(res, 204, null, undefined);
       break;
-    // issue 15: database scenarios, the only asynchronous routes (see answerLater)
+    // database scenarios, the only asynchronous routes (see answerLater)
     case 'db':
       if (DB && get && parts.length === 2) return answerLater(res, DB.single(), (row) => json(res, 200, row));
       break;

@@ -1,4 +1,4 @@
-"""Issue 15: every built peer that lists `db_scenarios` answers the database scenarios validly
+"""Every built peer that lists `db_scenarios` answers the database scenarios validly
 (lab/peregrine_lab/db_parity.py) against a real PostgreSQL started by the lab's database module,
 with WORKERS=1 and WORKERS=2 (per-worker pools), and registers no database route without
 DATABASE_URL. Unbuilt peers are skipped (`./scripts/lab build` builds them; scripts/test does, and

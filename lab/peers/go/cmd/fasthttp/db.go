@@ -1,6 +1,6 @@
 package main
 
-// The database scenarios (issue 15): handlers around internal/db, registered only with
+// The database scenarios: handlers around internal/db, registered only with
 // DATABASE_URL set.
 
 import (

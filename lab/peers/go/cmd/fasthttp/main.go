@@ -164,7 +164,7 @@ func main() {
 	r.GET("/error", adapt(failing))
 	r.GET("/large", adapt(large(contract.BuildLarge())))
 	r.GET("/empty", adapt(empty))
-	registerDB(r) // issue 15: /db /queries /fortunes /updates with DATABASE_URL
+	registerDB(r) // /db /queries /fortunes /updates with DATABASE_URL
 	server := &fasthttp.Server{
 		Handler: r.Handler,
 		// fasthttp sends Server and Date itself; the name is set explicitly for the reports.

@@ -192,6 +192,6 @@ func main() {
 	mux.Handle("GET /error", handlerFunc(failing))
 	mux.Handle("GET /large", large(contract.BuildLarge()))
 	mux.Handle("GET /empty", handlerFunc(empty))
-	registerDB(mux) // issue 15: /db /queries /fortunes /updates with DATABASE_URL
+	registerDB(mux) // /db /queries /fortunes /updates with DATABASE_URL
 	log.Fatal(http.ListenAndServe(contract.Addr(), withServer(mux)))
 }

@@ -103,7 +103,7 @@ async fn mark<const N: usize>(
     Ok(res)
 }
 
-// ---------------------------------------------------------------- database scenarios (issue 15)
+// ---------------------------------------------------------------- database scenarios ------------
 
 /// A database failure answers 500 (actix's `ResponseError` path).
 #[derive(Debug)]

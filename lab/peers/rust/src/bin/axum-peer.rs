@@ -167,7 +167,7 @@ async fn serve_flushing(listener: tokio::net::TcpListener) {
     }
 }
 
-// ---------------------------------------------------------------- database scenarios (issue 15)
+// ---------------------------------------------------------------- database scenarios ------------
 
 /// A database failure answers 500 (axum's `IntoResponse` error path).
 struct DbFailure(peers::db::DbError);
