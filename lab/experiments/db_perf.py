@@ -1,4 +1,4 @@
-"""Profile one server on one database scenario (issue 15), pinned as the lab pins it.
+"""Profile one server on one database scenario, pinned as the lab pins it.
 
 PostgreSQL (the lab's database module) and wrk on CPU 0, the server on CPU 1 with WORKERS=1 and
 DB_POOL=8; wrk -c50 for 9 s, `perf record -g` of the server for 5 s from second 2.

@@ -1,4 +1,4 @@
-"""The "before" Peregrine (issue 16): the engine's hello example built from a git ref, so a
+"""The "before" Peregrine: the engine's hello example built from a git ref, so a
 profile measures the engine before and after a change in the same interleaved rounds.
 
 The ref's tree is exported with `git archive` into a scratch folder under the lab's build dir
@@ -33,7 +33,7 @@ from .peers import Peer
 NAME = "peregrine-hello-before"
 DEFAULT_REF = "5b5bd28f27b6dfcfd12e1ae69a651c716ad69683"
 """The last commit on main dated 2026-11-22 (`git log --first-parent --until=2026-11-23 -1
-main`): the code issue 16's "measured again this week" figures come from."""
+main`): the engine as it stood before the work on its four lanes."""
 BUILD_DIR = config.LAB_DIR / ".build" / "before"
 REPO_DIR = config.REPO_DIR
 """The repository refs are resolved in (module attributes, read at each call, so tests can point

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import compliance, config, loadgen, metrics, parity, procs
-from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
+from .database import db_hooks as database  # the db profile's hooks, marked `# db`
 from .peers import Peer, Scenario
 
 if TYPE_CHECKING:

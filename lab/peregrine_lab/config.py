@@ -22,7 +22,7 @@ GO_TOOLCHAIN = "go1.27.4"
 and version commands; the go command fetches it as the golang.org/toolchain module): the current
 release, whatever Go the machine has."""
 SCENARIOS_JSON = CONTRACT_DIR / "scenarios.json"
-DB_SCENARIOS_JSON = CONTRACT_DIR / "db.json"  # issue 15: the database scenarios
+DB_SCENARIOS_JSON = CONTRACT_DIR / "db.json"  # the database scenarios
 PROBE_SCRIPT = REPO_DIR / "probe" / "probe.py"
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
 
@@ -94,7 +94,7 @@ class Profile:
     skip_servers: tuple[str, ...] = ()
     """Servers left out unless named with --servers (variants measured by bigger profiles)."""
     database: bool = False
-    """Issue 15: start PostgreSQL, measure the scenarios of contract/db.json (database.py)."""
+    """Start PostgreSQL, measure the scenarios of contract/db.json (database.py)."""
     round_warmup: float = 0.0
     """Warm-up before a cell's run in the rounds after the first (the servers stay up between
     rounds, so their JIT and pools are warm; this only refills caches)."""
@@ -156,11 +156,11 @@ SCALING_SERVERS = (
 acceptor handing off, Go's scheduler, processes) among the servers with a worker setting."""
 SCALING_LANE = ScalingLane(servers=SCALING_SERVERS)
 ENGINE_SERVERS = ("peregrine-hello", "peregrine-hello-before", "floor", "hyper-percore")
-"""The engine profile's set (issue 16): the engine now and at --before-ref (before.py), the
+"""The engine profile's set: the engine now and at --before-ref (before.py), the
 floor, and hyper in its fair per-core shape (one current-thread runtime and SO_REUSEPORT
 listener per worker, as Peregrine)."""
 ENGINE_LANES = ((1, 0), (50, 0), (64, 16), (64, 256))
-"""Issues 16 and 18's four lanes (crates/peregrine-server/bench/interleaved.sh's c1 c50 p16
+"""The engine's four lanes (crates/peregrine-server/bench/interleaved.sh's c1 c50 p16
 p256): one client, 50 without pipelining, 64 connections x 16 and x 256 pipelined."""
 TFB_LEADERS = ("may-minihttp", "xitca-web", "ntex")
 """TechEmpower's fastest Rust entries, set up as their entries are (lab/peers/rust-tfb): a cargo
@@ -383,7 +383,7 @@ PROFILES: dict[str, Profile] = {
         Profile(
             name="engine",
             description=(
-                "issues 16 and 18: the engine (peregrine-hello), the same engine built from "
+                "the engine (peregrine-hello), the same engine built from "
                 "--before-ref (peregrine-hello-before; default 5b5bd28, the last commit of "
                 "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
                 "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
@@ -403,10 +403,11 @@ PROFILES: dict[str, Profile] = {
         Profile(
             name="framework",
             description=(
-                "issue 4's target: Peregrine on plaintext, param and json, CPU per request at 50 "
+                "the framework's targets: Peregrine on plaintext, param and json, and the bare "
+                "engine (peregrine-hello) on plaintext beside it, CPU per request at 50 "
                 "connections without pipelining and at 64 with 16 pipelined; 5 runs of 5 s"
             ),
-            servers=("peregrine",),
+            servers=("peregrine", "peregrine-hello"),
             scenarios=("plaintext", "param", "json"),
             cells=((50, 0), (64, 16)),
             runs=5,
@@ -415,11 +416,11 @@ PROFILES: dict[str, Profile] = {
             idle_connections=0,
             probe=None,
         ),
-        # Issue 15: the database scenarios against a real PostgreSQL (peregrine_lab/database.py).
+        # The database scenarios against a real PostgreSQL (peregrine_lab/database.py).
         Profile(
             name="db",
             description=(
-                "issue 15: the database scenarios (db, queries, fortunes, updates of "
+                "the database scenarios (db, queries, fortunes, updates of "
                 "contract/db.json) against a real PostgreSQL pinned to the load generator's CPUs, "
                 "at 50 and 256 connections; 3 runs of 3 s per cell; server CPU and PostgreSQL CPU "
                 "per request"

@@ -1,4 +1,4 @@
-"""A real PostgreSQL for the database scenarios (issue 15): Debian's `postgresql` server, started
+"""A real PostgreSQL for the database scenarios: Debian's `postgresql` server, started
 by the lab in its own data directory on 127.0.0.1 and a free port, loaded with TechEmpower's
 schema and data, and always stopped: at the end of the `with` block, on an exception, on Ctrl-C /
 SIGTERM (the lab's handlers turn them into KeyboardInterrupt, which unwinds through `__exit__`),

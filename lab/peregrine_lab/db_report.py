@@ -1,6 +1,6 @@
-"""The report section of the db profile (issue 15): per database scenario, requests/s, latency
+"""The report section of the db profile: per database scenario, requests/s, latency
 p50/p99, server CPU µs per request and PostgreSQL CPU µs per request at each concurrency, and
-issue 15's targets (Peregrine first among the Rust peers in requests/s and in server CPU per
+its targets (Peregrine first among the Rust peers in requests/s and in server CPU per
 request on db and fortunes, and ahead of every non-Rust peer)."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def section(res: dict) -> list[str]:
     scenarios = [s["name"] for s in res.get("scenarios", [])]
     concs = sorted({c for (_, _, c) in cells})
     L = [
-        "## Database scenarios (issue 15)",
+        "## Database scenarios",
         "",
         f"PostgreSQL {db.get('version')} started by the lab (`lab/peregrine_lab/database.py`) on "
         f"127.0.0.1, pinned to CPU(s) {db.get('cpus')} (the load generator's: the servers' CPUs "
@@ -129,7 +129,7 @@ def section(res: dict) -> list[str]:
     tl = targets(res)
     if tl:
         L += [
-            "### Targets of issue 15",
+            "### Targets",
             "",
             "| scenario | c | figure | Peregrine | first among Rust | ahead of every peer "
             "| not beaten |",

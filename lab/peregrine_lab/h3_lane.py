@@ -71,7 +71,7 @@ PROFILE = replace(
     tls_lanes.PROFILE,
     name="h3",
     description=(
-        "issue 31's HTTP/3 lane: HTTP/3 closed loop (h3client load, quic-go, c=50 x 10 streams) "
+        "the HTTP/3 lane: HTTP/3 closed loop (h3client load, quic-go, c=50 x 10 streams) "
         f"and at a fixed {OFFERED_RPS} req/s (h3client rate, c=50) against HTTP/2 over TLS "
         "(h2load -c 50 -m 10) and HTTPS keep-alive (wrk, c=50) on the same app where a server "
         "offers them, /plaintext, 7 interleaved runs of 2 s per cell with 95% intervals; memory "

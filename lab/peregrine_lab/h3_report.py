@@ -23,7 +23,7 @@ CLIENT_BOUND_SHARE = 0.95
 
 
 def target(res: dict, mode: str = "h3-rate") -> dict:
-    """Issue 31's target in lane `mode`: Peregrine's CPU per request over HTTP/3 over the best
+    """The HTTP/3 target in lane `mode`: Peregrine's CPU per request over HTTP/3 over the best
     (lowest median) HTTP/3 peer's, with the ratio's t 95% interval (paired by round); met only
     when its upper bound is ≤ 1."""
     mine = tls_lanes.find_cell(res, REFERENCE, mode)
@@ -169,7 +169,7 @@ def render(res: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in res.get("tools", {}).items() if v)
         + ".",
         "",
-        "## Target (issue 31)",
+        "## Target",
         "",
     ]
     lines += _target_lines(res, labels)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import config, loadgen, metrics, order, parity, procs, stats
 from .checks import HOST
-from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
+from .database import db_hooks as database  # the db profile's hooks, marked `# db`
 from .peers import Peer, Scenario
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from . import (
     seeding,
 )
 from .checks import LabError
-from .database import db_hooks as database  # issue 15: the db profile's hooks, marked `# db`
+from .database import db_hooks as database  # the db profile's hooks, marked `# db`
 from .peers import Peer, Scenario, load_peers, select_peers
 
 __all__ = ["LabError", "Options", "Progress", "run", "measuring_estimate"]
@@ -108,7 +108,7 @@ def run(opts: Options) -> dict | None:
         )
     contract = database.profile_contract(prof)  # db: and tfb's plaintext and json
     wanted = list(prof.servers) if prof.servers else None
-    try:  # issue 16: the engine at another commit, when the profile or --servers names it
+    try:  # the engine at another commit, when the profile or --servers names it
         registry, wanted = outside.join(load_peers(opts.peers_file), wanted, opts.outside)
         registry, before_rev = before.with_before(registry, wanted, opts.before_ref)
     except before.BeforeError as e:

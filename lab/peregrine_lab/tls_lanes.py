@@ -1,4 +1,4 @@
-"""`./scripts/lab protocols`: the HTTPS and HTTP/2 lanes (issue 11).
+"""`./scripts/lab protocols`: the HTTPS and HTTP/2 lanes.
 
 The plaintext method of docs/measuring.md over TLS: one self-signed certificate per run, every
 server pinned to the server CPUs, the load generators to the others; per server alone: the
@@ -65,7 +65,7 @@ H2_STREAMS = 10
 PROFILE = config.Profile(
     name="protocols",
     description=(
-        "issue 11's HTTPS and HTTP/2 lanes: HTTPS keep-alive (wrk, c=50), a full TLS handshake "
+        "the HTTPS and HTTP/2 lanes: HTTPS keep-alive (wrk, c=50), a full TLS handshake "
         "per request (ab -c 50, no keep-alive), HTTP/2 over TLS (h2load -c 50 -m 10) on "
         "/plaintext, 7 interleaved runs of 3 s per cell with 95% intervals; memory per "
         "idle TLS and per idle HTTP/2 connection with 500 connections; one self-signed ECDSA "
@@ -646,7 +646,7 @@ def cpu_ratio(cell: dict, ref: dict) -> stats.RatioEstimate | None:
 
 
 def targets(res: dict) -> list[dict]:
-    """Issue 11's targets: Peregrine's CPU per request over the peer's, with the t 95%
+    """The protocols' targets: Peregrine's CPU per request over the peer's, with the t 95%
     interval of the ratio (`cpu_ratio`: paired by round when it can be); met only when the
     interval's upper bound is ≤ 1."""
     out = []

@@ -239,7 +239,7 @@ def render(res: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in res.get("tools", {}).items() if v)
         + ".",
         "",
-        "## Targets (issue 11)",
+        "## Targets",
         "",
     ]
     rows = []

@@ -1,4 +1,4 @@
-"""Issue 15: the lab's PostgreSQL (database.py) and the database parity (db_parity.py).
+"""The lab's PostgreSQL (database.py) and the database parity (db_parity.py).
 
 A real PostgreSQL is started (Debian's package, installed by scripts/setup); the tests are skipped
 when it is missing. The parity tests run db_contract_server.py, correct or with one fault each,

@@ -129,6 +129,10 @@ def test_targets_compute_engine_and_framework_ratios():
     piped = t["peregrine-hello / floor, plaintext, c=64, 16 requests pipelined per connection"]
     assert piped["ratio"] == pytest.approx(1.5)
     assert t["peregrine param / plaintext, c=50, no pipelining"]["ratio"] == pytest.approx(1.05)
+    # The framework against the bare engine on the same answer, with its own limits.
+    fw = t["peregrine / peregrine-hello, plaintext, c=50, no pipelining"]
+    assert fw["ratio"] == pytest.approx(10.0 / 8.2) and fw["limit"] == 1.05
+    assert fw["issue"] == "framework / engine, c=50"
     # Cells without their runs have no interval: the ratios are shown, no target is decided
     # (below 2 runs the intervals' coverage is not established: test_stats_coverage.py).
     assert {x["met"] for x in t.values()} == {None}
