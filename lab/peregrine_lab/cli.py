@@ -384,6 +384,14 @@ def _write_outputs(res: dict, out: Path) -> int:
 
         print(f"wrote {tables.write(res, out)}")
         return 0
+    if res.get("profile") in ("soak", "restart"):
+        # report.md only: the soak chart stays as its run drew it.
+        from . import restart_report, soak_report
+
+        make = soak_report if res["profile"] == "soak" else restart_report
+        (out / "report.md").write_text(make.markdown(res))
+        print(f"wrote {out / 'report.md'}")
+        return 0
     if res.get("profile") in ("protocols", "h3"):
         from . import h3_report, tls_report
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from peregrine_lab import charts, cli, report, report_tables, report_verdicts, results
+from peregrine_lab import charts, cli, config, report, report_tables, report_verdicts, results
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "results.json"
 
@@ -376,3 +376,13 @@ def test_closing_note_sets_each_peer_beside_its_benchmark_setup():
     ]
     assert "## Closing note: each peer beside its benchmark setup" in report.render(res)
     assert report_verdicts.setup_lines({"cells": res["cells"][3:]}) == []
+
+
+@pytest.mark.parametrize("kind", ["soak", "restart"])
+def test_report_command_rewrites_the_soak_and_restart_reports(tmp_path, kind):
+    committed = config.LAB_DIR / "results" / kind
+    shutil.copy(committed / "results.json", tmp_path / "results.json")
+    assert cli.main(["report", str(tmp_path)]) == 0
+    md = (tmp_path / "report.md").read_text()
+    title = "# Soak: " if kind == "soak" else "# Rolling restart under load: "
+    assert md.startswith(title) and "> Made at commit `" in md and "behind HEAD" in md
