@@ -175,11 +175,14 @@ def git_info(repo: Path = config.REPO_DIR) -> dict:
         except (OSError, subprocess.TimeoutExpired):
             return None
 
-    status = run("status", "--porcelain", "--untracked-files=no")
+    # Dirty means changed code: results that other runs left uncommitted (lab/results/) are not.
+    status = run("status", "--porcelain", "--untracked-files=no", "--", ".", ":!lab/results")
+    describe = run("describe", "--always")
+    dirty = bool(status) if status is not None else None
     return {
         "commit": run("rev-parse", "HEAD"),
-        "describe": run("describe", "--always", "--dirty"),
-        "dirty": bool(status) if status is not None else None,
+        "describe": f"{describe}-dirty" if describe and dirty else describe,
+        "dirty": dirty,
     }
 
 
