@@ -155,10 +155,10 @@ SCALING_SERVERS = (
 """The scaling lane's set: every kind of worker model (thread per core with SO_REUSEPORT, one
 acceptor handing off, Go's scheduler, processes) among the servers with a worker setting."""
 SCALING_LANE = ScalingLane(servers=SCALING_SERVERS)
-ENGINE_SERVERS = ("peregrine-hello", "peregrine-hello-before", "floor", "hyper-percore")
+ENGINE_SERVERS = ("peregrine-hello", "peregrine-hello-before", "floor", "hyper-flush")
 """The engine profile's set: the engine now and at --before-ref (before.py), the
 floor, and hyper in its fair per-core shape (one current-thread runtime and SO_REUSEPORT
-listener per worker, as Peregrine)."""
+listener per worker, as Peregrine) with `pipeline_flush(true)`, as TechEmpower runs it."""
 ENGINE_LANES = ((1, 0), (50, 0), (64, 16), (64, 256))
 """The engine's four lanes (crates/peregrine-server/bench/interleaved.sh's c1 c50 p16
 p256): one client, 50 without pipelining, 64 connections x 16 and x 256 pipelined."""
@@ -385,7 +385,7 @@ PROFILES: dict[str, Profile] = {
             description=(
                 "the engine (peregrine-hello), the same engine built from "
                 "--before-ref (peregrine-hello-before; default 5b5bd28, the last commit of "
-                "2026-11-22), the floor and hyper-percore on plaintext, server CPU per request "
+                "2026-11-22), the floor and hyper-flush on plaintext, server CPU per request "
                 "in the four lanes c=1 and c=50 without pipelining, 64 connections x 16 and x 256 "
                 "pipelined; 40 rounds of 2 s per cell in blocks (a cell's servers back to back, "
                 "in a random order) with 95% intervals of the per-round ratios; idle "

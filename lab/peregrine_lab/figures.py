@@ -33,7 +33,7 @@ from .report_tables import (
     derive_medians,
     unranked,
 )
-from .report_verdicts import _find, before_after
+from .report_verdicts import _find, before_after, engine_hyper
 
 BLOCK = re.compile(
     r"(?P<open><!-- lab:figures (?P<attrs>[^>]*?) -->\n)(?P<body>.*?)"
@@ -177,8 +177,9 @@ def headline(res: dict) -> list[str]:
 
 
 def engine_targets(res: dict) -> list[str]:
-    """The engine's four lanes against the floor, before and hyper-percore: ratios of server CPU
-    per request with their t 95% intervals (report_verdicts.before_after), and the medians."""
+    """The engine's four lanes against the floor, before and hyper (`engine_hyper`): ratios of
+    server CPU per request with their t 95% intervals (report_verdicts.before_after), and the
+    medians."""
     rows = before_after(res)
     if not rows:
         raise FiguresError("no before/after cells in this source (an `engine` profile run)")
@@ -189,9 +190,9 @@ def engine_targets(res: dict) -> list[str]:
         r, ci = x
         return f"{r:.3f} [{ci[0]:.3f}–{ci[1]:.3f}]" if ci else f"{r:.3f} (no interval)"
 
+    hyper = engine_hyper(res)
     out = [
-        "| lane | hello / floor | target | before / floor | hello / before "
-        "| hyper-percore / floor |",
+        f"| lane | hello / floor | target | before / floor | hello / before | {hyper} / floor |",
         "|---|---|---|---|---|---|",
     ]
     medians = []
@@ -207,7 +208,7 @@ def engine_targets(res: dict) -> list[str]:
         )
         figs = [
             _value(_find(res, n, "plaintext", c, p), "cpu_us_per_req")
-            for n in ("peregrine-hello", "peregrine-hello-before", "floor", "hyper-percore")
+            for n in ("peregrine-hello", "peregrine-hello-before", "floor", hyper)
         ]
         medians.append(f"{lane} " + ", ".join(NA if v is None else f"{v:.2f}" for v in figs))
     idle = next(
@@ -220,7 +221,7 @@ def engine_targets(res: dict) -> list[str]:
     )
     out += [
         "",
-        "Server CPU µs per request, medians (hello, before, floor, hyper-percore): "
+        f"Server CPU µs per request, medians (hello, before, floor, {hyper}): "
         + "; ".join(medians)
         + "."
         + (

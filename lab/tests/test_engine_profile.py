@@ -90,7 +90,7 @@ def _calls(scratch) -> list[str]:
 
 def test_engine_profile_measures_the_four_lanes_with_the_before_engine():
     prof = config.PROFILES["engine"]
-    assert prof.servers == ("peregrine-hello", before.NAME, "floor", "hyper-percore")
+    assert prof.servers == ("peregrine-hello", before.NAME, "floor", "hyper-flush")
     assert set(prof.cells) == {(1, 0), (50, 0), (64, 16), (64, 256)}
     assert prof.scenarios == ("plaintext",) and prof.probe is None
     assert prof.runs >= 10 and prof.idle_connections > 0
