@@ -191,10 +191,13 @@ def engine_targets(res: dict) -> list[str]:
         return f"{r:.3f} [{ci[0]:.3f}–{ci[1]:.3f}]" if ci else f"{r:.3f} (no interval)"
 
     hyper = engine_hyper(res)
-    out = [
-        f"| lane | hello / floor | target | before / floor | hello / before | {hyper} / floor |",
-        "|---|---|---|---|---|---|",
-    ]
+    # A run whose before engine was not built has no before columns rather than empty ones.
+    before = any(r["before"] for r in rows)
+    names = ["peregrine-hello"] + (["peregrine-hello-before"] if before else []) + ["floor", hyper]
+    short = ["hello"] + (["before"] if before else []) + ["floor", hyper]
+    head = ["lane", "hello / floor", "target"]
+    head += ["before / floor", "hello / before"] if before else []
+    out = ["| " + " | ".join(head + [f"{hyper} / floor"]) + " |", "|---" * (len(head) + 1) + "|"]
     medians = []
     for r in rows:
         c, p = r["concurrency"], r["pipeline"]
@@ -202,14 +205,10 @@ def engine_targets(res: dict) -> list[str]:
         target = NA if r["limit"] is None else f"≤ {r['limit']:.2f}"
         if r["met"] is not None:
             target += ", **met**" if r["met"] else ", **not met**"
-        out.append(
-            f"| {lane} | {fmt(r['after'])} | {target} | {fmt(r['before'])} | "
-            f"{fmt(r['after_before'])} | {fmt(r['hyper'])} |"
-        )
-        figs = [
-            _value(_find(res, n, "plaintext", c, p), "cpu_us_per_req")
-            for n in ("peregrine-hello", "peregrine-hello-before", "floor", hyper)
-        ]
+        row = [lane, fmt(r["after"]), target]
+        row += [fmt(r["before"]), fmt(r["after_before"])] if before else []
+        out.append("| " + " | ".join(row + [fmt(r["hyper"])]) + " |")
+        figs = [_value(_find(res, n, "plaintext", c, p), "cpu_us_per_req") for n in names]
         medians.append(f"{lane} " + ", ".join(NA if v is None else f"{v:.2f}" for v in figs))
     idle = next(
         (
@@ -221,7 +220,7 @@ def engine_targets(res: dict) -> list[str]:
     )
     out += [
         "",
-        f"Server CPU µs per request, medians (hello, before, floor, {hyper}): "
+        f"Server CPU µs per request, medians ({', '.join(short)}): "
         + "; ".join(medians)
         + "."
         + (

@@ -282,3 +282,30 @@ def test_the_headline_says_where_hyper_and_axum_pipeline_with_flush():
     assert "| busy | bytes/resp |" in text and "| peregrine | 1.00 | 1.00 | n/a | 130 |" in text
     res["cells"] = res["cells"][:3]  # hyper not pipelined: nothing to say
     assert "pipeline_flush" not in "\n".join(figures.headline(res))
+
+
+def test_the_engine_block_names_its_hyper_and_drops_a_before_engine_that_was_not_built():
+    def cell(server, c, p, cpu, status="ok"):
+        runs = [{"cpu_us_per_req": cpu * k, "round": i} for i, k in enumerate((0.99, 1, 1.01))]
+        return {"server": server, "scenario": "plaintext", "concurrency": c, "pipeline": p,
+                "mode": "keep-alive", "status": status, "runs": runs if status == "ok" else [],
+                "median": {"cpu_us_per_req": cpu} if status == "ok" else {}}  # fmt: skip
+
+    lanes = ((1, 0, 20.0), (64, 256, 0.05))
+    res = {"servers": [{"name": "peregrine-hello"}], "cells": []}
+    for c, p, floor in lanes:
+        res["cells"] += [
+            cell("peregrine-hello", c, p, floor * 1.02),
+            cell("floor", c, p, floor),
+            cell("hyper-flush", c, p, floor * 3),
+            cell("peregrine-hello-before", c, p, 0, status="build-failed"),
+        ]
+    text = "\n".join(figures.engine_targets(res))
+    assert "| lane | hello / floor | target | hyper-flush / floor |" in text
+    assert "before" not in text and "medians (hello, floor, hyper-flush): c=1 20.40, 20.00" in text
+    # With the before engine measured, its two columns and its median come back.
+    for i, (c, p, floor) in enumerate(lanes):
+        res["cells"][4 * i + 3] = cell("peregrine-hello-before", c, p, floor * 1.1)
+    text = "\n".join(figures.engine_targets(res))
+    assert "| target | before / floor | hello / before | hyper-flush / floor |" in text
+    assert "medians (hello, before, floor, hyper-flush): c=1 20.40, 22.00, 20.00, 60.00" in text
