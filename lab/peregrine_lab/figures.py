@@ -59,24 +59,30 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def staleness(res: dict, root: Path = config.REPO_DIR) -> str:
-    """How far the commit that made `res` is behind HEAD in crates/ and lab/peers/, from git now:
-    `git log COMMIT..HEAD -- crates lab/peers` counted."""
-    commit = (res.get("git") or {}).get("commit")
+    """How far the commit that made `res` (its `git` record) is behind HEAD in crates/ and
+    lab/peers/: `commit_staleness`."""
+    git = res.get("git") or {}
+    return commit_staleness(git.get("commit"), bool(git.get("dirty")), root)
+
+
+def commit_staleness(commit: str | None, dirty: bool = False, root: Path = config.REPO_DIR) -> str:
+    """How far `commit` is behind HEAD in crates/ and lab/peers/, from git now:
+    `git log COMMIT..HEAD -- crates lab/peers` counted (for runs that record only a commit)."""
     if not commit:
         return "Made at an unrecorded commit: how old its code is cannot be told."
     short = commit[:12]
-    dirty = " with uncommitted changes" if (res.get("git") or {}).get("dirty") else ""
+    changed = " with uncommitted changes" if dirty else ""
     paths = " and ".join(f"{p}/" for p in STALE_PATHS)
     if _git(root, "cat-file", "-e", f"{commit}^{{commit}}") is None:
         return (
-            f"{STALE_PREFIX}`{short}`{dirty}, which is not in this clone's history: how far it "
+            f"{STALE_PREFIX}`{short}`{changed}, which is not in this clone's history: how far it "
             f"is behind HEAD in {paths} cannot be told."
         )
     out = _git(root, "log", "--format=%h", f"{commit}..HEAD", "--", *STALE_PATHS)
     n = len(out.splitlines()) if out else 0
     what = "commit" if n == 1 else "commits"
     return (
-        f"{STALE_PREFIX}`{short}`{dirty}, {n} {what} behind HEAD in {paths} "
+        f"{STALE_PREFIX}`{short}`{changed}, {n} {what} behind HEAD in {paths} "
         f"(`git log {short}..HEAD -- {' '.join(STALE_PATHS)}`)."
     )
 
@@ -193,8 +199,10 @@ def engine_targets(res: dict) -> list[str]:
     hyper = engine_hyper(res)
     # A run whose before engine was not built has no before columns rather than empty ones.
     before = any(r["before"] for r in rows)
-    names = ["peregrine-hello"] + (["peregrine-hello-before"] if before else []) + ["floor", hyper]
-    short = ["hello"] + (["before"] if before else []) + ["floor", hyper]
+    # (server, its short name in the medians line)
+    servers = [("peregrine-hello", "hello")]
+    servers += [("peregrine-hello-before", "before")] if before else []
+    servers += [("floor", "floor"), (hyper, hyper)]
     head = ["lane", "hello / floor", "target"]
     head += ["before / floor", "hello / before"] if before else []
     out = ["| " + " | ".join(head + [f"{hyper} / floor"]) + " |", "|---" * (len(head) + 1) + "|"]
@@ -208,7 +216,7 @@ def engine_targets(res: dict) -> list[str]:
         row = [lane, fmt(r["after"]), target]
         row += [fmt(r["before"]), fmt(r["after_before"])] if before else []
         out.append("| " + " | ".join(row + [fmt(r["hyper"])]) + " |")
-        figs = [_value(_find(res, n, "plaintext", c, p), "cpu_us_per_req") for n in names]
+        figs = [_value(_find(res, n, "plaintext", c, p), "cpu_us_per_req") for n, _ in servers]
         medians.append(f"{lane} " + ", ".join(NA if v is None else f"{v:.2f}" for v in figs))
     idle = next(
         (
@@ -220,7 +228,7 @@ def engine_targets(res: dict) -> list[str]:
     )
     out += [
         "",
-        f"Server CPU µs per request, medians ({', '.join(short)}): "
+        f"Server CPU µs per request, medians ({', '.join(short for _, short in servers)}): "
         + "; ".join(medians)
         + "."
         + (

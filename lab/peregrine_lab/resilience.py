@@ -57,7 +57,7 @@ def section(res: dict) -> list[str]:
             "+32 MiB at the peak and every attacker cut (`probe/README.md`)."
         ),
         "",
-        f"> {figures.staleness({'git': {'commit': data.get('commit')}})}",
+        f"> {figures.commit_staleness(data.get('commit'))}",
         "",
         "| server | " + " | ".join(name for _, name in ATTACKS) + " |",
         "|---|" + "---|" * len(ATTACKS),

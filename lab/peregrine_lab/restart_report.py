@@ -42,7 +42,7 @@ def markdown(res: dict) -> str:
         "old process is sent SIGTERM once its successor serves. Clients retry only what the "
         "rules say was not processed (`lab/peregrine_lab/restart.py`, docs/operations.md).",
         "",
-        f"> {figures.staleness({'git': {'commit': res.get('git_commit')}})}",
+        f"> {figures.commit_staleness(res.get('git_commit'))}",
         "",
         "| budget (expected 0) | figure |",
         "|---|---|",

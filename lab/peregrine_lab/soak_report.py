@@ -154,7 +154,7 @@ def markdown(res: dict) -> str:
         f"a sample every {res['interval_seconds']:.0f} s, the first {b['warmup_seconds']:.0f} s "
         "are warm-up (shaded in the chart, outside the budgets).",
         "",
-        f"> {figures.staleness({'git': {'commit': res.get('git_commit')}})}",
+        f"> {figures.commit_staleness(res.get('git_commit'))}",
         "",
         "![soak](soak.svg)",
         "",

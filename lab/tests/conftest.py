@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -52,3 +53,11 @@ def make_server():
     yield make
     for s in made:
         s.stop()
+
+
+@pytest.fixture
+def head_commit() -> str:
+    """This checkout's HEAD: a report made there is 0 commits behind."""
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
+    ).stdout.strip()

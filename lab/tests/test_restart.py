@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -242,7 +241,7 @@ def test_ci_restarts_close_websockets_with_going_away(ci_run):
     assert res["budgets"]["checks"]["ws_not_going_away"] == 0, res["ws_close_codes"]
 
 
-def test_the_report_lists_every_budget_and_restart(tmp_path):
+def test_the_report_lists_every_budget_and_restart(tmp_path, head_commit):
     rec = _clean_record()
     rec.attempts.answered["a-0"] = 201
     (tmp_path / "access-1.log").write_text(_access_line("a-0", 201, "/ledger") + "\n")
@@ -280,11 +279,8 @@ def test_the_report_lists_every_budget_and_restart(tmp_path):
     text = restart_report.markdown(res)
     assert "**Verdict: every budget met.**" in text
     assert "> Made at an unrecorded commit" in text
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
-    ).stdout.strip()
-    behind = f"> Made at commit `{head[:12]}`, 0 commits behind HEAD"
-    assert behind in restart_report.markdown({**res, "git_commit": head})
+    behind = f"> Made at commit `{head_commit[:12]}`, 0 commits behind HEAD"
+    assert behind in restart_report.markdown({**res, "git_commit": head_commit})
     for words in restart_report.BUDGETS.values():
         assert f"| {words} | 0 |" in text
     assert "1 lines for 1 answered attempts" in text and "server-1 1" in text

@@ -275,7 +275,7 @@ def test_requests_carry_the_length_of_their_body_or_the_given_one():
     assert b"Content-Length: 900\r\n" in soak_proto.request("POST", "/u", length=900)
 
 
-def test_the_report_states_the_verdict_and_each_budget(tmp_path):
+def test_the_report_states_the_verdict_and_each_budget(tmp_path, head_commit):
     samples = _samples([50_000] * 30)
     for s in samples:
         s.update(tcp_states={"established": 3, "time_wait": 5}, cpu_pct=2.0)
@@ -297,8 +297,9 @@ def test_the_report_states_the_verdict_and_each_budget(tmp_path):
     text = soak_report.markdown(res)
     assert "**Verdict: BUDGETS MISSED.**" in text
     assert "> Made at an unrecorded commit" in text
-    res["git_commit"] = _head()
-    assert f"> Made at commit `{_head()[:12]}`, 0 commits behind HEAD" in soak_report.markdown(res)
+    res["git_commit"] = head_commit
+    behind = f"> Made at commit `{head_commit[:12]}`, 0 commits behind HEAD"
+    assert behind in soak_report.markdown(res)
     assert "| unexpected client errors | 0 | – | – | **missed**: {'reset': 1} |" in text
     assert "| RSS (KiB) | flat within 5%, no upward trend | 50000 → 50000 (+0.0%)" in text
     assert "| h2_stream | 40 |" in text and "* the machine was busy" in text
@@ -488,10 +489,3 @@ def test_the_machine_cpu_is_read_from_proc_stat(tmp_path):
     assert (busy, idle) == (160 / soak_stats.CLK_TCK, 1020 / soak_stats.CLK_TCK)
     assert soak_stats.read_machine_cpu(tmp_path / "missing") is None
     assert soak_stats.read_machine_cpu() is not None
-
-
-def _head() -> str:
-    """The checkout's HEAD: a report made there is 0 commits behind."""
-    return subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True
-    ).stdout.strip()
