@@ -166,7 +166,14 @@ TFB_LEADERS = ("may-minihttp", "xitca-web", "ntex")
 """TechEmpower's fastest Rust entries, set up as their entries are (lab/peers/rust-tfb): a cargo
 project of their own that only the `tfb` profile (or a run naming them) builds, so every other
 profile skips them."""
-TFB_SERVERS = ("peregrine",) + TFB_LEADERS + ("hyper-flush", "axum-flush", "actix-tfb")
+TFB_ONLY_SERVERS = TFB_LEADERS + ("peregrine-mimalloc",)
+"""The servers only the `tfb` profile (or a run naming them) measures: the leaders, and Peregrine's
+app on mimalloc as they ship (every other profile keeps the system allocator's build)."""
+TFB_SERVERS = ("peregrine", "peregrine-mimalloc") + TFB_LEADERS + (
+    "hyper-flush",
+    "axum-flush",
+    "actix-tfb",
+)
 """The `tfb` profile's set: Peregrine's framework, the leaders, and hyper, axum and actix-web in
 their TechEmpower setups."""
 TFB_LANES = (
@@ -236,7 +243,7 @@ PROFILES: dict[str, Profile] = {
                 "hono",
                 "koa",
             )
-            + TFB_LEADERS,
+            + TFB_ONLY_SERVERS,
         ),
         Profile(
             name="standard",
@@ -258,7 +265,7 @@ PROFILES: dict[str, Profile] = {
             scenarios=None,
             cells=((50, 0),),
             # Measured by the `tfb` profile only: their own cargo project is not built here.
-            skip_servers=TFB_LEADERS,
+            skip_servers=TFB_ONLY_SERVERS,
             runs=10,
             duration=5.0,
             warmup=1.0,
@@ -435,7 +442,7 @@ PROFILES: dict[str, Profile] = {
             timeout=10.0,
             database=True,
             # ntex's database tests are measured by the tfb profile, which builds rust-tfb.
-            skip_servers=TFB_LEADERS,
+            skip_servers=TFB_ONLY_SERVERS,
         ),
         Profile(
             name="tfb",

@@ -36,7 +36,7 @@ def test_tfb_runs_the_six_tests_as_techempower_does():
 def test_tfb_measures_the_framework_against_the_leaders_on_what_each_serves():
     served = {p.name: p.scenarios for p in planned_peers(TFB)}
     assert set(served) == set(config.TFB_SERVERS)
-    assert served["peregrine"] == SIX
+    assert served["peregrine"] == served["peregrine-mimalloc"] == SIX
     assert served["axum-flush"] == served["actix-tfb"] == served["ntex"] == SIX
     # may-minihttp's and xitca-web's entries use database drivers from git (lab/peers/README.md).
     for name in ("may-minihttp", "xitca-web", "hyper-flush"):
@@ -61,3 +61,5 @@ def test_no_other_profile_builds_the_leaders_project():
         if name in ("tfb", "full"):  # full is every server on every scenario, by choice
             continue
         assert not leaders & {p.name for p in planned_peers(prof)}, name
+        # Peregrine on mimalloc stands beside the leaders only: the other profiles keep one build.
+        assert "peregrine-mimalloc" not in {p.name for p in planned_peers(prof)}, name

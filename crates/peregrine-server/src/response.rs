@@ -17,21 +17,31 @@ pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> +
 type Field = (Cow<'static, str>, Cow<'static, [u8]>);
 
 /// The field [`Response::text`] adds. Statics, so that a recycled list holding exactly this
-/// field can be recognised by address (see [`recycle_fields`]).
-static CONTENT_TYPE_NAME: &str = "Content-Type";
+/// field can be recognised by address (see [`recycle_fields`]). Lower case, as HTTP/2 sends
+/// it and as the framework names its fields: its text answers use this very list.
+static CONTENT_TYPE_NAME: &str = "content-type";
 static CONTENT_TYPE_TEXT_VALUE: &[u8] = b"text/plain; charset=utf-8";
+/// The value [`Response::json`] sets, recognised by address as the text one is.
+static CONTENT_TYPE_JSON_VALUE: &[u8] = b"application/json";
 
+#[cfg(test)]
 fn content_type_text() -> Field {
-    (
-        Cow::Borrowed(CONTENT_TYPE_NAME),
-        Cow::Borrowed(CONTENT_TYPE_TEXT_VALUE),
-    )
+    content_type(CONTENT_TYPE_TEXT_VALUE)
+}
+
+fn content_type(value: &'static [u8]) -> Field {
+    (Cow::Borrowed(CONTENT_TYPE_NAME), Cow::Borrowed(value))
+}
+
+#[inline(always)]
+fn is_content_type(f: &Field, value: &'static [u8]) -> bool {
+    matches!(f, (Cow::Borrowed(n), Cow::Borrowed(v))
+        if std::ptr::eq(*n, CONTENT_TYPE_NAME) && std::ptr::eq(*v, value))
 }
 
 #[inline(always)]
 fn is_content_type_text(f: &Field) -> bool {
-    matches!(f, (Cow::Borrowed(n), Cow::Borrowed(v))
-        if std::ptr::eq(*n, CONTENT_TYPE_NAME) && std::ptr::eq(*v, CONTENT_TYPE_TEXT_VALUE))
+    is_content_type(f, CONTENT_TYPE_TEXT_VALUE)
 }
 
 /// Field lists of this capacity or less are recycled (see [`spare_fields`]).
@@ -55,7 +65,13 @@ thread_local! {
     /// forwarding), measured as a fifth of the engine's own time per pipelined request.
     static SPARE_TEXT_FIELDS: Cell<ManuallyDrop<Vec<Field>>> =
         const { Cell::new(ManuallyDrop::new(Vec::new())) };
+    /// The same for [`Response::json`].
+    static SPARE_JSON_FIELDS: Cell<ManuallyDrop<Vec<Field>>> =
+        const { Cell::new(ManuallyDrop::new(Vec::new())) };
 }
+
+/// One of the thread's one-field lists ([`SPARE_TEXT_FIELDS`], [`SPARE_JSON_FIELDS`]).
+type ListCell = std::thread::LocalKey<Cell<ManuallyDrop<Vec<Field>>>>;
 
 /// Takes the list out of `cell`, leaving an empty one (no allocation).
 #[inline(always)]
@@ -102,23 +118,35 @@ fn spare_fields() -> Vec<Field> {
 /// in 16-byte ones, a store-forwarding stall per response (`perf annotate`, docs/performance.md).
 #[inline(always)]
 fn text_fields() -> Vec<Field> {
-    // SAFETY: a `Cell`'s value is never borrowed elsewhere, and this thread is the only one
-    // with access to its thread-local; the length is read and no reference outlives the read.
-    if SPARE_TEXT_FIELDS.with(|c| unsafe { (*c.as_ptr()).len() }) != 1 {
-        refill_text_fields();
-    }
-    take_list(&SPARE_TEXT_FIELDS)
+    one_field_list(&SPARE_TEXT_FIELDS, CONTENT_TYPE_TEXT_VALUE)
 }
 
-/// Puts a text list in [`SPARE_TEXT_FIELDS`] when it holds none (the first response on a
-/// thread, or after a list grew).
+/// `[Content-Type: application/json]`, recycled as [`text_fields`] is.
+#[inline(always)]
+fn json_fields() -> Vec<Field> {
+    one_field_list(&SPARE_JSON_FIELDS, CONTENT_TYPE_JSON_VALUE)
+}
+
+/// The list kept in `cell` with its one field `Content-Type: value` in place.
+#[inline(always)]
+fn one_field_list(cell: &'static ListCell, value: &'static [u8]) -> Vec<Field> {
+    // SAFETY: a `Cell`'s value is never borrowed elsewhere, and this thread is the only one
+    // with access to its thread-local; the length is read and no reference outlives the read.
+    if cell.with(|c| unsafe { (*c.as_ptr()).len() }) != 1 {
+        refill_one_field(cell, value);
+    }
+    take_list(cell)
+}
+
+/// Puts a list holding `Content-Type: value` in `cell` when it holds none (the first response
+/// on a thread, or after a list grew).
 #[cold]
 #[inline(never)]
-fn refill_text_fields() {
-    drop(take_list(&SPARE_TEXT_FIELDS));
+fn refill_one_field(cell: &'static ListCell, value: &'static [u8]) {
+    drop(take_list(cell));
     let mut fields = spare_fields();
-    fields.push(content_type_text());
-    put_list(&SPARE_TEXT_FIELDS, fields);
+    fields.push(content_type(value));
+    put_list(cell, fields);
 }
 
 /// Whether `fields` is exactly [`Response::text`]'s list: its one field, the engine's statics.
@@ -144,6 +172,8 @@ pub(crate) fn recycle_fields(mut fields: Vec<Field>) {
     if cap != 0 && cap <= SPARE_FIELDS_MAX_CAP {
         if fields.len() == 1 && is_content_type_text(&fields[0]) {
             put_list(&SPARE_TEXT_FIELDS, fields);
+        } else if fields.len() == 1 && is_content_type(&fields[0], CONTENT_TYPE_JSON_VALUE) {
+            put_list(&SPARE_JSON_FIELDS, fields);
         } else {
             fields.clear();
             put_list(&SPARE_FIELDS, fields);
@@ -247,6 +277,25 @@ impl Response {
         Response {
             status: 200,
             headers: text_fields(),
+            body: body.into(),
+            trailers: None,
+        }
+    }
+    /// 200 `application/json` with `body`, JSON the caller serialised (the engine has no
+    /// serialiser). Like [`Response::text`], its one field comes from a list the engine
+    /// recycles, so building the answer allocates nothing beyond the body.
+    ///
+    /// ```
+    /// use peregrine_server::{Response, ResponseBody};
+    /// let r = Response::json(&br#"{"ok":true}"#[..]);
+    /// assert_eq!(r.status, 200);
+    /// assert_eq!(&*r.headers[0].1, b"application/json");
+    /// assert!(matches!(r.body, ResponseBody::Static(b) if b == br#"{"ok":true}"#));
+    /// ```
+    pub fn json(body: impl Into<ResponseBody>) -> Self {
+        Response {
+            status: 200,
+            headers: json_fields(),
             body: body.into(),
             trailers: None,
         }
@@ -493,7 +542,7 @@ mod tests {
         recycle_fields(r.headers);
         // An equal field that is not the engine's own static is not taken for it.
         let own = (
-            Cow::Owned("Content-Type".to_string()),
+            Cow::Owned("content-type".to_string()),
             Cow::Borrowed(CONTENT_TYPE_TEXT_VALUE),
         );
         assert!(!is_content_type_text(&own));
@@ -523,5 +572,35 @@ mod tests {
         let r = r.with_header("X-A", b"1".as_slice());
         assert!(!is_text_fields(&r.headers));
         assert!(!is_text_fields(&[]));
+    }
+
+    #[test]
+    fn json_lists_are_recycled_with_their_field_and_kept_apart_from_text_ones() {
+        let r = Response::json(&b"{}"[..]);
+        assert_eq!(r.headers, vec![content_type(CONTENT_TYPE_JSON_VALUE)]);
+        assert!(!is_text_fields(&r.headers));
+        let list = r.headers.as_ptr();
+        recycle_fields(r.headers);
+        let r = Response::json(&b"[]"[..]);
+        assert_eq!(
+            r.headers.as_ptr(),
+            list,
+            "the same list, its field in place"
+        );
+        assert_eq!(&*r.headers[0].1, b"application/json");
+        // Text answers do not get the JSON list, nor JSON ones the text list.
+        let t = Response::text("t");
+        assert_ne!(t.headers.as_ptr(), list);
+        assert!(is_text_fields(&t.headers));
+        // An equal value that is not the engine's own static is an ordinary list.
+        let own = Response::new(200).with_header("content-type", b"application/json".to_vec());
+        assert!(!is_content_type(&own.headers[0], CONTENT_TYPE_JSON_VALUE));
+        recycle_fields(own.headers);
+        let r2 = Response::json(&b"1"[..]);
+        assert_eq!(r2.headers, vec![content_type(CONTENT_TYPE_JSON_VALUE)]);
+        // A JSON list with a field added is cleared when recycled, not kept as JSON's.
+        let grown = r.with_header("x-a", "1");
+        recycle_fields(grown.headers);
+        assert_eq!(Response::new(200).with_header("x-b", "2").headers.len(), 1);
     }
 }

@@ -1,16 +1,19 @@
 //! Compiling an [`App`] into its [`AppService`]: the route table, the layer stacks, and the
 //! check that every handler's state needs are met.
 
+use super::last_param::{LastParamRoutes, Pattern};
 use super::service::{
     AutoAnswer, Dispatch, Route, RouteThenStart, Routing, Shared, Table, BARE_PREFIX,
 };
 use super::statics::StaticRoutes;
 use super::{App, AppService};
 use crate::middleware;
+use crate::path;
 use crate::request::context::{AppContext, RouteInfo};
 use crate::router::{self, MethodRouter};
 use crate::state::{Need, StateMapHolder, WorkerInit, WorkerInits};
 use std::any::{Any, TypeId};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 impl App {
@@ -61,6 +64,8 @@ impl App {
         let mut all_methods: Vec<String> = Vec::new();
         let mut needs = Vec::new();
         let mut bare = Vec::new();
+        // Every pattern the matcher holds, for the last-parameter table.
+        let mut inserted: Vec<(String, u32)> = Vec::new();
         for (path, methods) in self.router.flatten("") {
             check_needs(
                 &path,
@@ -73,6 +78,7 @@ impl App {
                 .insert(path.as_str(), routes.len() as u32)
                 .map_err(|e| format!("route {path}: {e}"))?;
             statics.add(&path, routes.len() as u32, self.encoded_slashes);
+            inserted.push((path.clone(), routes.len() as u32));
             if let Some(prefix) = path.strip_suffix('}').and_then(|p| p.rsplit_once("/{*")) {
                 bare.push((prefix.0.to_owned(), routes.len() as u32));
             }
@@ -119,9 +125,24 @@ impl App {
                 .into_iter()
                 .filter(|p| !p.is_empty())
             {
-                let _ = matcher.insert(p, route | BARE_PREFIX);
+                if matcher.insert(p, route | BARE_PREFIX).is_ok() {
+                    inserted.push((p.to_owned(), route | BARE_PREFIX));
+                }
             }
         }
+        let patterns: Vec<Pattern<'_>> = inserted
+            .iter()
+            .map(|(text, route)| Pattern {
+                text,
+                route: *route,
+                exact: statics.get(text) == Some(*route),
+            })
+            .collect();
+        let slashes = self.encoded_slashes;
+        let last_param = LastParamRoutes::build(
+            &patterns,
+            |prefix| matches!(path::normalize_with(prefix, slashes), Ok(Cow::Borrowed(p)) if p == prefix),
+        );
         for (what, h) in [
             ("fallback", &self.fallback),
             ("method_not_allowed", &self.method_not_allowed),
@@ -150,6 +171,7 @@ impl App {
         let routing = Arc::new(Routing {
             matcher,
             statics,
+            last_param,
             encoded_slashes: self.encoded_slashes,
             chain,
             table,

@@ -2,9 +2,11 @@
 //!
 //! `mod.rs` is the builder ([`App`] and its settings); `compile.rs` turns it into the compiled
 //! service (route table, state checks); `service.rs` is that service, answering requests;
-//! `serve.rs` starts the engine with it.
+//! `statics.rs` and `last_param.rs` are routing's two shortcuts before the matcher (exact
+//! paths, and `prefix/{name}` routes); `serve.rs` starts the engine with it.
 
 mod compile;
+mod last_param;
 mod serve;
 mod service;
 mod statics;

@@ -1,6 +1,7 @@
 //! The compiled application ([`AppService`]): routing a request, running its layers and
 //! handler, and turning a panic into a 500.
 
+use super::last_param::LastParamRoutes;
 use super::statics::StaticRoutes;
 use crate::error::Error;
 use crate::handler::{BoxFuture, Handler};
@@ -59,6 +60,8 @@ pub(crate) struct Routing {
     pub(super) matcher: matchit::Router<u32>,
     /// The routes without parameters by exact path, tried before normalising and matching.
     pub(super) statics: StaticRoutes,
+    /// The routes `prefix/{name}` by prefix, tried after normalising, before the matcher.
+    pub(super) last_param: LastParamRoutes,
     pub(super) encoded_slashes: EncodedSlashes,
     /// Application-wide layers around [`Dispatch`]; `None` when there are none, so the common
     /// case calls the handler directly.
@@ -90,7 +93,15 @@ impl Routing {
         // Route on the canonical path only: see `crate::path` for the rules.
         match path::normalize_with(path, self.encoded_slashes) {
             Ok(path) => {
-                let (route, params) = self.find_route(&path);
+                let (route, params) = match &path {
+                    // A path normalised into a static route's is that route, as in the matcher
+                    // (the last-parameter table relies on it: see `last_param.rs`).
+                    Cow::Owned(p) => match self.statics.get(p) {
+                        Some(route) => (route, SmallVec::new()),
+                        None => self.find_route(p),
+                    },
+                    Cow::Borrowed(p) => self.find_route(p),
+                };
                 let owned = match path {
                     Cow::Owned(p) => Some(p.into_boxed_str()),
                     Cow::Borrowed(_) => None,
@@ -104,6 +115,11 @@ impl Routing {
     /// The route matching the (normalised) `path` and its parameters as byte ranges into it.
     #[inline]
     fn find_route(&self, path: &str) -> (u32, SmallVec<[(u32, u32); 4]>) {
+        if let Some((route, range)) = self.last_param.get(path) {
+            let mut params = SmallVec::new();
+            params.push(range);
+            return (route, params);
+        }
         match self.matcher.at(path) {
             Ok(m) => {
                 let base = path.as_ptr() as usize;

@@ -4,9 +4,11 @@
 
 use peregrine_server::Response;
 
-/// `text/plain; charset=utf-8`.
+/// `text/plain; charset=utf-8` (text answers take the engine's own field: `Response::text`).
+#[cfg(test)]
 pub(crate) const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
-/// `application/json`.
+/// `application/json` (JSON answers take the engine's own field: `Response::json`).
+#[cfg(test)]
 pub(crate) const APPLICATION_JSON: &[u8] = b"application/json";
 /// `application/octet-stream`.
 pub(crate) const OCTET_STREAM: &[u8] = b"application/octet-stream";

@@ -1,0 +1,277 @@
+//! The routes whose only parameter is their whole last segment (`/users/{id}`), by their static
+//! prefix (`/users/`): a canonical path `/users/42` is routed with one comparison instead of a
+//! walk of the matcher's tree and its parameter list.
+//!
+//! Measured with cachegrind on the lab's `GET /users/42`: routing through matchit (its tree,
+//! its parameter iterator, which checks every name and value as UTF-8, and our copy of the
+//! values' offsets) was about 560 instructions per request, against about 60 here.
+//!
+//! Same answer as the matcher: a prefix is admitted only when no other route could match a path
+//! made of that prefix and one more segment (see [`LastParamRoutes::build`]); anything else is
+//! left to the matcher. `last_param_routes_agree_with_the_matcher` checks it against matchit.
+
+/// One registered route pattern, as the matcher has it.
+pub(super) struct Pattern<'a> {
+    pub(super) text: &'a str,
+    pub(super) route: u32,
+    /// Routed by exact path before this table is looked at (`statics.rs`), for the path as sent
+    /// and again for the normalised one.
+    pub(super) exact: bool,
+}
+
+/// Prefixes (ending in `/`) of routes `prefix{name}`, by length, each with its route index.
+#[derive(Default)]
+pub(super) struct LastParamRoutes {
+    by_len: Vec<Vec<(Box<str>, u32)>>,
+}
+
+impl LastParamRoutes {
+    /// The table for `patterns`, every pattern the matcher holds. `canonical` says whether a
+    /// prefix is already in the form normalisation gives (routing looks here after it).
+    ///
+    /// A route `P{name}` (P static, ending in `/`) is admitted unless another pattern Q could
+    /// match some path `P` + segment:
+    /// - a static Q (no parameter) that is `P` + one segment, unless routing finds it by
+    ///   exact path first (`exact`);
+    /// - a Q with a catch-all whose static start and P, one being a prefix of the other;
+    /// - a Q with parameters, as many `/` as `P{name}`, whose static start and P are so.
+    pub(super) fn build(patterns: &[Pattern<'_>], canonical: impl Fn(&str) -> bool) -> Self {
+        let mut table = LastParamRoutes::default();
+        for p in patterns {
+            let Some(prefix) = last_param_prefix(p.text) else {
+                continue;
+            };
+            if !canonical(prefix) {
+                continue;
+            }
+            let slashes = slash_count(p.text);
+            let shadowed = patterns.iter().any(|q| {
+                if std::ptr::eq(q, p) {
+                    return false;
+                }
+                match static_start(q.text) {
+                    // Static: only the very path `prefix` + one segment.
+                    None => {
+                        !q.exact
+                            && q.text
+                                .strip_prefix(prefix)
+                                .is_some_and(|rest| !rest.contains('/'))
+                    }
+                    Some(start) => {
+                        let overlaps = start.starts_with(prefix) || prefix.starts_with(start);
+                        overlaps && (q.text.contains("{*") || slash_count(q.text) == slashes)
+                    }
+                }
+            });
+            if shadowed {
+                continue;
+            }
+            if table.by_len.len() <= prefix.len() {
+                table.by_len.resize_with(prefix.len() + 1, Vec::new);
+            }
+            table.by_len[prefix.len()].push((prefix.into(), p.route));
+        }
+        table
+    }
+
+    /// The route for the canonical `path` and its parameter's byte range, if its prefix is in
+    /// the table and its last segment is not empty.
+    #[inline]
+    pub(super) fn get(&self, path: &str) -> Option<(u32, (u32, u32))> {
+        if self.by_len.is_empty() {
+            return None;
+        }
+        let b = path.as_bytes();
+        let slash = b.iter().rposition(|&c| c == b'/')?;
+        let start = slash + 1;
+        if start == b.len() {
+            return None;
+        }
+        let prefix = &b[..start];
+        let &(_, route) = self
+            .by_len
+            .get(start)?
+            .iter()
+            .find(|(p, _)| p.as_bytes() == prefix)?;
+        Some((route, (start as u32, b.len() as u32)))
+    }
+}
+
+/// `P` of a pattern `P{name}` whose only parameter is its whole last segment, `P` static.
+fn last_param_prefix(pattern: &str) -> Option<&str> {
+    let body = pattern.strip_suffix('}')?;
+    let open = body.rfind('{')?;
+    let (prefix, name) = (&body[..open], &body[open + 1..]);
+    let plain_name = !name.is_empty() && !name.contains(['{', '}', '*', '/']);
+    let static_prefix =
+        prefix.starts_with('/') && prefix.ends_with('/') && !prefix.contains(['{', '}']);
+    (plain_name && static_prefix).then_some(prefix)
+}
+
+/// The text of `pattern` before its first parameter, or `None` if it has none (`{{` and `}}`
+/// are literal braces, as the matcher reads them).
+fn static_start(pattern: &str) -> Option<&str> {
+    let b = pattern.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'}' if b.get(i + 1) == Some(&b[i]) => i += 2,
+            b'{' => return Some(&pattern[..i]),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+fn slash_count(s: &str) -> usize {
+    s.bytes().filter(|&c| c == b'/').count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn table(patterns: &[&str]) -> LastParamRoutes {
+        let list: Vec<Pattern<'_>> = patterns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Pattern {
+                text: t,
+                route: i as u32,
+                exact: false,
+            })
+            .collect();
+        LastParamRoutes::build(&list, |_| true)
+    }
+
+    #[test]
+    fn a_last_segment_parameter_is_routed_by_its_prefix() {
+        let t = table(&["/users/{id}", "/users", "/orgs/{org}/teams/{team}"]);
+        assert_eq!(t.get("/users/42"), Some((0, (7, 9))));
+        assert_eq!(t.get("/users/"), None);
+        assert_eq!(t.get("/users"), None);
+        assert_eq!(t.get("/users/42/"), None);
+        assert_eq!(t.get("/users/4/2"), None);
+        assert_eq!(
+            t.get("/orgs/a/teams/b"),
+            None,
+            "an earlier parameter: the matcher's"
+        );
+        assert_eq!(t.get("/other/42"), None);
+    }
+
+    #[test]
+    fn a_prefix_another_route_could_match_is_left_to_the_matcher() {
+        for other in [
+            "/users/me",
+            "/{*all}",
+            "/users/{*rest}",
+            "/{kind}/{id}",
+            "/users/x{name}",
+        ] {
+            assert_eq!(
+                table(&["/users/{id}", other]).get("/users/42"),
+                None,
+                "{other}"
+            );
+        }
+        // Routes that cannot match `/users/` + one segment leave it in the table.
+        for other in [
+            "/users/{id}/posts",
+            "/users",
+            "/users/me/settings",
+            "/{a}/{b}/{c}",
+        ] {
+            assert_eq!(
+                table(&["/users/{id}", other]).get("/users/42"),
+                Some((0, (7, 9))),
+                "{other}"
+            );
+        }
+        // A static sibling routed by exact path first does not shadow the prefix.
+        let list = [
+            Pattern {
+                text: "/users/{id}",
+                route: 0,
+                exact: false,
+            },
+            Pattern {
+                text: "/users/me",
+                route: 1,
+                exact: true,
+            },
+        ];
+        assert_eq!(
+            LastParamRoutes::build(&list, |_| true).get("/users/42"),
+            Some((0, (7, 9)))
+        );
+        let list = [Pattern {
+            text: "/a%7e/{id}",
+            route: 0,
+            exact: false,
+        }];
+        let t = LastParamRoutes::build(&list, |p| !p.contains('%'));
+        assert_eq!(t.get("/a%7e/1"), None, "a prefix that is not canonical");
+    }
+
+    /// Patterns and paths over a small alphabet, so that they collide often.
+    fn segment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("a".to_owned()),
+            Just("b".to_owned()),
+            Just("ab".to_owned()),
+            Just("{p}".to_owned()),
+            Just("{q}".to_owned()),
+            Just("x{r}".to_owned()),
+            Just("{*s}".to_owned()),
+        ]
+    }
+
+    fn pattern() -> impl Strategy<Value = String> {
+        prop::collection::vec(segment(), 0..4).prop_map(|segs| format!("/{}", segs.join("/")))
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![Just("a"), Just("b"), Just("ab"), Just("xa"), Just("")],
+            0..5,
+        )
+        .prop_map(|segs| format!("/{}", segs.join("/")))
+    }
+
+    proptest! {
+        #[test]
+        fn last_param_routes_agree_with_the_matcher(
+            patterns in prop::collection::vec(pattern(), 1..8),
+            paths in prop::collection::vec(path(), 1..16),
+        ) {
+            let mut matcher = matchit::Router::new();
+            let mut texts: Vec<(String, u32)> = Vec::new();
+            for p in &patterns {
+                let route = texts.len() as u32;
+                if matcher.insert(p.as_str(), route).is_ok() {
+                    texts.push((p.clone(), route));
+                }
+            }
+            // Static patterns are routed by exact path first, as `Routing::route_of` does.
+            let exact = |t: &str| !t.contains('{');
+            let list: Vec<Pattern<'_>> = texts
+                .iter()
+                .map(|(t, r)| Pattern { text: t, route: *r, exact: exact(t) })
+                .collect();
+            let table = LastParamRoutes::build(&list, |_| true);
+            for path in &paths {
+                if texts.iter().any(|(t, _)| exact(t) && t == path) {
+                    continue;
+                }
+                if let Some((route, (s, e))) = table.get(path) {
+                    let m = matcher.at(path).expect("the matcher matches what the table does");
+                    prop_assert_eq!(*m.value, route, "{} in {:?}", path, texts);
+                    let (_, value) = m.params.iter().last().expect("one parameter");
+                    prop_assert_eq!(value, &path[s as usize..e as usize]);
+                }
+            }
+        }
+    }
+}
