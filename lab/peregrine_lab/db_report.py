@@ -90,7 +90,9 @@ def section(res: dict) -> list[str]:
         f"and Fortune ({db.get('fortunes')} rows) tables; settings "
         + ", ".join(f"`{k}={v}`" for k, v in (db.get("settings") or {}).items())
         + f". Every server gets `DB_POOL={db.get('pool_total')}` connections in total "
-        "(split over its workers or processes). Parity checks validity "
+        "(split over its workers or processes), the most it may open: Peregrine opens at most 2 "
+        "per worker and ntex 1 per worker, as its TechEmpower entry does (fewer connections carry "
+        "more pipelined queries per system call). Parity checks validity "
         "(`lab/peregrine_lab/db_parity.py`), not bytes. **PG µs/req** is the CPU time of every "
         "PostgreSQL process (utime + stime from /proc) over the timed run ÷ responses: the "
         "database work a server's driver usage costs per request.",

@@ -2,10 +2,14 @@
 //! `/queries?q=N`, `/fortunes` and `/updates?q=N` against PostgreSQL.
 //!
 //! Registered only when `DATABASE_URL` is set, so the plaintext scenarios app is the same app
-//! without a database. By default each worker thread owns its own small pool (`DB_POOL`
-//! connections in total, split over `WORKERS`): a request never leaves its worker's runtime.
+//! without a database. By default each worker thread owns its own small pool: a request never
+//! leaves its worker's runtime. `DB_POOL` is the most connections the app opens in total; each
+//! worker opens `DB_POOL / WORKERS` of them, but no more than [`PER_WORKER_MAX`] (or
+//! `DB_POOL_PER_WORKER` when set): the queries of a worker's requests pipeline on its
+//! connections, and fewer connections carry more messages per system call on both sides
+//! (measured in docs/performance.md, "Database paths": 1 or 2 per worker against 8).
 //! `DB_POOL_SHARED=1` shares one pool of the same size between the workers instead (measured
-//! against it in docs/performance.md, "Database paths").
+//! against it there too).
 //!
 //! Driver: tokio-postgres. Its `Client` pipelines every query polled concurrently on one
 //! connection, so the N reads of `/queries` go out together (`try_join_all`), and `/updates`
@@ -30,14 +34,23 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 const WORLD_ROWS: i32 = 10_000;
 
+/// The most connections a worker opens unless `DB_POOL_PER_WORKER` says otherwise. Two, not
+/// one: as cheap per request as one in the lab's database runs, and a slow statement on one
+/// connection leaves the other to the worker's next requests.
+pub const PER_WORKER_MAX: usize = 2;
+
 /// Adds the four routes when `DATABASE_URL` is set; the app is unchanged otherwise.
 pub fn routes(app: App) -> App {
     let Ok(url) = std::env::var("DATABASE_URL") else {
         return app;
     };
-    let per_worker = (env_count("DB_POOL", 8) / env_count("WORKERS", 1)).max(1);
+    let workers = env_count("WORKERS", 1);
+    let per_worker = match std::env::var("DB_POOL_PER_WORKER") {
+        Ok(_) => env_count("DB_POOL_PER_WORKER", PER_WORKER_MAX),
+        Err(_) => (env_count("DB_POOL", 8) / workers).clamp(1, PER_WORKER_MAX),
+    };
     match std::env::var("DB_POOL_SHARED").as_deref() {
-        Ok("1") => routes_shared(app, url, per_worker, env_count("WORKERS", 1)),
+        Ok("1") => routes_shared(app, url, per_worker, workers),
         _ => routes_with(app, url, per_worker),
     }
 }
