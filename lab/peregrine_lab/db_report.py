@@ -71,6 +71,101 @@ def targets(res: dict, reference: str = "peregrine") -> list[dict]:
     return out
 
 
+def versus_best(res: dict, references: tuple[str, ...] = ("peregrine", "peregrine-mimalloc")):
+    """Per test of the run (scenario, concurrency, pipelining), each Peregrine build in
+    `references` against the other server with the least server CPU per request: that server,
+    the ratio Peregrine / it with its 95% interval (`report_tables.ratio_estimate`: paired by
+    round when both ran in the same rounds), and both medians. Servers whose name starts with
+    "peregrine" are Peregrine's own builds, never "the best other"."""
+    from peregrine_lab import report_tables
+
+    cells = {
+        (c["server"], c["scenario"], c["concurrency"], c.get("pipeline", 0)): c
+        for c in res.get("cells", [])
+        if c.get("mode", "keep-alive") == "keep-alive"
+    }
+    tests = []
+    for _, scen, conc, pipe in cells:
+        if (scen, conc, pipe) not in tests:
+            tests.append((scen, conc, pipe))
+    order = [s["name"] for s in res.get("scenarios", [])]
+    tests.sort(key=lambda t: (order.index(t[0]) if t[0] in order else len(order), t[2], t[1]))
+    out = []
+    for scen, conc, pipe in tests:
+        others = {
+            s: _med(c, "cpu_us_per_req")
+            for (s, sc, cc, pp), c in cells.items()
+            if (sc, cc, pp) == (scen, conc, pipe) and not s.startswith("peregrine")
+        }
+        others = {s: v for s, v in others.items() if v is not None}
+        if not others:
+            continue
+        best = min(others, key=others.get)
+        for ref in references:
+            ref_cell = cells.get((ref, scen, conc, pipe))
+            mine = _med(ref_cell, "cpu_us_per_req")
+            if mine is None:
+                continue
+            est = report_tables.ratio_estimate(
+                ref_cell, cells[(best, scen, conc, pipe)], "cpu_us_per_req"
+            )
+            out.append(
+                {
+                    "scenario": scen,
+                    "concurrency": conc,
+                    "pipeline": pipe,
+                    "reference": ref,
+                    "best_other": best,
+                    "value": mine,
+                    "best_value": others[best],
+                    "ratio": est.ratio if est else None,
+                    "ci": est.ci if est else None,
+                }
+            )
+    return out
+
+
+def versus_best_lines(res: dict) -> list[str]:
+    """The markdown table of `versus_best` ([] when no test has another server)."""
+    rows = versus_best(res)
+    if not rows:
+        return []
+    labels = {s: lab for s, (lab, _) in _label_lang(res).items()}
+    L = [
+        "### Peregrine against the best other server, per test",
+        "",
+        "Server CPU µs per request; the best other is the other server with the lowest median "
+        "in that test. Ratio = Peregrine / that server, [a–b] its 95% interval; Peregrine is "
+        "first where the interval's upper bound is below 1.",
+        "",
+        "| test | Peregrine build | µs/req | best other | its µs/req | ratio [95% interval] "
+        "| first? |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        test = f"`{r['scenario']}` c={r['concurrency']}" + (
+            f" × {r['pipeline']}" if r["pipeline"] else ""
+        )
+        ci = r["ci"]
+        if r["ratio"] is None:
+            ratio, first = "–", "–"
+        else:
+            ratio = f"{r['ratio']:.2f}" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else "")
+            if ci and ci[1] < 1:
+                first = "yes"
+            elif ci and ci[0] > 1:
+                first = "**no**"
+            else:
+                first = "not resolved"
+        L.append(
+            f"| {test} | {labels.get(r['reference'], r['reference'])} | {r['value']:.2f} | "
+            f"{labels.get(r['best_other'], r['best_other'])} | {r['best_value']:.2f} | {ratio} "
+            f"| {first} |"
+        )
+    L.append("")
+    return L
+
+
 def section(res: dict) -> list[str]:
     """Markdown lines of the database section; [] when the run had no database."""
     db = res.get("database")
@@ -145,4 +240,4 @@ def section(res: dict) -> list[str]:
                 f"{', '.join(labels.get(s, s) for s in t['not_beaten']) or '–'} |"
             )
         L.append("")
-    return L
+    return L + versus_best_lines(res)

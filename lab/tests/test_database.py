@@ -419,3 +419,62 @@ def test_cpu_time_keeps_what_closed_connections_used(pg):
         pg.query("SELECT count(*) FROM world a, world b WHERE a.id < 1500 AND b.id < 1500")
     after = pg.cpu_seconds()
     assert after > before
+
+
+def test_peregrine_against_the_best_other_server_per_test():
+    """Each test's best other server is the one with the least server CPU per request, never a
+    Peregrine build; the ratio is paired by round, and "first" needs the whole interval below 1."""
+    from peregrine_lab import db_report
+
+    def cell(server, scen, pipe, cpus):
+        runs = [
+            {"round": k, "cpu_us_per_req": v, "rps": 1000.0, "status": "ok"}
+            for k, v in enumerate(cpus)
+        ]
+        med = {"cpu_us_per_req": sorted(cpus)[len(cpus) // 2], "rps": 1000.0}
+        return dict(
+            server=server,
+            scenario=scen,
+            concurrency=256,
+            pipeline=pipe,
+            mode="keep-alive",
+            status="ok",
+            median=med,
+            runs=runs,
+        )
+
+    res = {
+        "database": {"version": "15", "cpus": "0", "pool_total": 8, "settings": {}},
+        "servers": [
+            {"name": "peregrine", "label": "Peregrine", "language": "Rust"},
+            {"name": "peregrine-mimalloc", "label": "Peregrine (mimalloc)", "language": "Rust"},
+            {"name": "ntex", "label": "ntex", "language": "Rust"},
+            {"name": "may", "label": "may", "language": "Rust"},
+        ],
+        "scenarios": [{"name": "plaintext"}, {"name": "db"}],
+        "cells": [
+            cell("peregrine", "plaintext", 16, [0.50, 0.51, 0.49]),
+            cell("peregrine-mimalloc", "plaintext", 16, [0.40, 0.41, 0.39]),
+            cell("ntex", "plaintext", 16, [0.90, 0.91, 0.89]),
+            cell("may", "plaintext", 16, [0.60, 0.61, 0.59]),
+            cell("peregrine", "db", 0, [20.0, 21.0, 19.0]),
+            cell("ntex", "db", 0, [16.0, 16.5, 15.5]),
+            cell("may", "db", 0, [30.0, 31.0, 29.0]),
+        ],
+    }
+    rows = {(r["scenario"], r["reference"]): r for r in db_report.versus_best(res)}
+    # The mimalloc build is Peregrine's own: never the best other, compared on its own row.
+    assert rows[("plaintext", "peregrine")]["best_other"] == "may"
+    assert rows[("plaintext", "peregrine-mimalloc")]["best_other"] == "may"
+    assert rows[("plaintext", "peregrine")]["ratio"] == pytest.approx(0.5 / 0.6, rel=0.02)
+    assert rows[("db", "peregrine")]["best_other"] == "ntex"
+    assert ("db", "peregrine-mimalloc") not in rows  # it did not run that test
+    text = "\n".join(db_report.section(res))
+    assert "### Peregrine against the best other server, per test" in text
+    assert "| `plaintext` c=256 × 16 | Peregrine | 0.50 | may | 0.60 |" in text
+    db_line = next(x for x in text.splitlines() if x.startswith("| `db` c=256 | Peregrine |"))
+    assert db_line.endswith("| **no** |"), db_line
+    plain_line = next(
+        x for x in text.splitlines() if x.startswith("| `plaintext` c=256 × 16 | Peregrine |")
+    )
+    assert plain_line.endswith("| yes |"), plain_line
