@@ -169,7 +169,10 @@ profile skips them."""
 TFB_ONLY_SERVERS = TFB_LEADERS + ("peregrine-mimalloc",)
 """The servers only the `tfb` profile (or a run naming them) measures: the leaders, and Peregrine's
 app on mimalloc as they ship (every other profile keeps the system allocator's build)."""
-TFB_SERVERS = ("peregrine", "peregrine-mimalloc") + TFB_LEADERS + (
+TFB_SERVERS = (
+    "peregrine",
+    "peregrine-mimalloc",
+    *TFB_LEADERS,
     "hyper-flush",
     "axum-flush",
     "actix-tfb",
