@@ -4,7 +4,8 @@
 //!
 //! Measured with cachegrind on the lab's `GET /users/42`: routing through matchit (its tree,
 //! its parameter iterator, which checks every name and value as UTF-8, and our copy of the
-//! values' offsets) was about 560 instructions per request, against about 60 here.
+//! values' offsets) was about 560 instructions per request, against about 90 here (the lookup
+//! with its compare, and the one-entry parameter list).
 //!
 //! Same answer as the matcher: a prefix is admitted only when no other route could match a path
 //! made of that prefix and one more segment (see [`LastParamRoutes::build`]); anything else is
