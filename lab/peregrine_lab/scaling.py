@@ -23,6 +23,7 @@ HOST = "127.0.0.1"
 SCALES_BY = {
     "peregrine-hello": "WORKERS threads, each with its own SO_REUSEPORT listener and event loop",
     "peregrine": "WORKERS threads, each with its own SO_REUSEPORT listener and event loop",
+    "peregrine-mimalloc": "WORKERS threads, each with its own SO_REUSEPORT listener and event loop",
     "floor": "WORKERS threads, each with its own SO_REUSEPORT listener and epoll loop",
     "hyper-percore": "WORKERS threads, each a current-thread tokio runtime with its own "
     "SO_REUSEPORT listener",
