@@ -5,15 +5,13 @@ use super::last_param::{LastParamRoutes, Pattern};
 use super::service::{
     AutoAnswer, Dispatch, Route, RouteThenStart, Routing, Shared, Table, BARE_PREFIX,
 };
-use super::statics::StaticRoutes;
+use super::statics::{canonical_as_written, StaticRoutes};
 use super::{App, AppService};
 use crate::middleware;
-use crate::path;
 use crate::request::context::{AppContext, RouteInfo};
 use crate::router::{self, MethodRouter};
 use crate::state::{Need, StateMapHolder, WorkerInit, WorkerInits};
 use std::any::{Any, TypeId};
-use std::borrow::Cow;
 use std::sync::Arc;
 
 impl App {
@@ -139,10 +137,8 @@ impl App {
             })
             .collect();
         let slashes = self.encoded_slashes;
-        let last_param = LastParamRoutes::build(
-            &patterns,
-            |prefix| matches!(path::normalize_with(prefix, slashes), Ok(Cow::Borrowed(p)) if p == prefix),
-        );
+        let last_param =
+            LastParamRoutes::build(&patterns, |prefix| canonical_as_written(prefix, slashes));
         for (what, h) in [
             ("fallback", &self.fallback),
             ("method_not_allowed", &self.method_not_allowed),

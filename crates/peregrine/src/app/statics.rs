@@ -23,9 +23,7 @@ impl StaticRoutes {
     /// `slashes`; any other pattern is left to the matcher. The first pattern added for a path
     /// keeps it, as in the matcher.
     pub(super) fn add(&mut self, pattern: &str, route: u32, slashes: EncodedSlashes) {
-        let canonical =
-            matches!(path::normalize_with(pattern, slashes), Ok(Cow::Borrowed(p)) if p == pattern);
-        if !canonical
+        if !canonical_as_written(pattern, slashes)
             || !pattern.starts_with('/')
             || pattern.len() > MAX_LEN
             || pattern.contains(['{', '}'])
@@ -50,6 +48,12 @@ impl StaticRoutes {
             .find(|(p, _)| p.as_bytes() == path.as_bytes())
             .map(|&(_, route)| route)
     }
+}
+
+/// Whether normalising `text` under `slashes` leaves it as it is: a route pattern (or a prefix
+/// of one) written in the form routing sees paths in.
+pub(super) fn canonical_as_written(text: &str, slashes: EncodedSlashes) -> bool {
+    matches!(path::normalize_with(text, slashes), Ok(Cow::Borrowed(p)) if p == text)
 }
 
 #[cfg(test)]
