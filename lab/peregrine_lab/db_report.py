@@ -5,6 +5,8 @@ request on db and fortunes, and ahead of every non-Rust peer)."""
 
 from __future__ import annotations
 
+from . import report_tables
+
 TARGET_SCENARIOS = ("db", "fortunes")
 
 
@@ -77,17 +79,12 @@ def versus_best(res: dict, references: tuple[str, ...] = ("peregrine", "peregrin
     the ratio Peregrine / it with its 95% interval (`report_tables.ratio_estimate`: paired by
     round when both ran in the same rounds), and both medians. Servers whose name starts with
     "peregrine" are Peregrine's own builds, never "the best other"."""
-    from peregrine_lab import report_tables
-
     cells = {
         (c["server"], c["scenario"], c["concurrency"], c.get("pipeline", 0)): c
         for c in res.get("cells", [])
         if c.get("mode", "keep-alive") == "keep-alive"
     }
-    tests = []
-    for _, scen, conc, pipe in cells:
-        if (scen, conc, pipe) not in tests:
-            tests.append((scen, conc, pipe))
+    tests = list(dict.fromkeys((scen, conc, pipe) for _, scen, conc, pipe in cells))
     order = [s["name"] for s in res.get("scenarios", [])]
     tests.sort(key=lambda t: (order.index(t[0]) if t[0] in order else len(order), t[2], t[1]))
     out = []
