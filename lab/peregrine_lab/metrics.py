@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import parity
@@ -170,16 +170,21 @@ def reset_peak_rss(pids: list[int]) -> bool:
 
 @dataclass
 class Sample:
-    """CPU (per process) and memory of a server tree at one instant."""
+    """CPU (per process) and memory of a server tree at one instant.
+
+    `cpu` has nanosecond resolution but only counts threads alive at the sample; `ticks` (the
+    process's /proc/PID/stat total, 10 ms steps) also holds the time of threads that exited,
+    such as the thread a thread-per-connection server starts and ends within one run."""
 
     cpu: dict[int, float]
     rss: int
     peak_rss: int
+    ticks: dict[int, float] = field(default_factory=dict)
 
     @classmethod
     def take(cls, leader: int) -> Sample:
         pids = process_tree(leader)
-        return cls(cpu_by_pid(pids), rss_bytes(pids), peak_rss_bytes(pids))
+        return cls(cpu_by_pid(pids), rss_bytes(pids), peak_rss_bytes(pids), cpu_ticks_by_pid(pids))
 
     @property
     def pids(self) -> list[int]:
@@ -187,8 +192,21 @@ class Sample:
 
     def cpu_since(self, before: Sample) -> float:
         """CPU seconds the tree spent between `before` and this sample. A process born meanwhile
-        counts in full; one that died meanwhile is lost (its time is not readable any more)."""
-        return sum(max(0.0, t - before.cpu.get(p, 0.0)) for p, t in self.cpu.items())
+        counts in full; one that died meanwhile is lost (its time is not readable any more).
+
+        Per process, the precise live-thread delta is used unless the tick delta exceeds it by
+        more than two ticks: user and system time are each truncated to a tick, so the tick
+        delta is within two ticks of the truth, and a larger excess is time of threads that
+        exited between the samples."""
+        total = 0.0
+        for p, t in self.cpu.items():
+            precise = max(0.0, t - before.cpu.get(p, 0.0))
+            if p in self.ticks:
+                coarse = self.ticks[p] - before.ticks.get(p, 0.0)
+                if coarse > precise + 2.0 / CLK_TCK:
+                    precise = coarse
+            total += precise
+        return total
 
 
 @dataclass

@@ -61,6 +61,51 @@ def test_cpu_since_ignores_processes_that_died():
     assert b.cpu_since(a) == pytest.approx(0.75)
 
 
+def test_cpu_since_keeps_the_time_of_threads_that_exited():
+    tick = 1.0 / metrics.CLK_TCK
+    a = metrics.Sample(cpu={1: 1.0}, rss=0, peak_rss=0, ticks={1: 1.0})
+    # Live threads gained 5 ms; the process total gained 300 ms: a thread that ran and exited.
+    b = metrics.Sample(cpu={1: 1.005}, rss=0, peak_rss=0, ticks={1: 1.3})
+    assert b.cpu_since(a) == pytest.approx(0.3)
+    # Within two ticks the precise reading stands (truncation, not lost threads).
+    c = metrics.Sample(cpu={1: 1.005}, rss=0, peak_rss=0, ticks={1: 1.0 + 2 * tick})
+    assert c.cpu_since(a) == pytest.approx(0.005)
+
+
+# A thread-per-task process: each thread burns CPU and exits before the second sample.
+SHORT_THREADS = """
+import threading, time, sys
+def burn():
+    t = time.thread_time()
+    while time.thread_time() - t < 0.1: pass
+sys.stdin.readline()
+for _ in range(3):
+    th = threading.Thread(target=burn); th.start(); th.join()
+print("done", flush=True)
+time.sleep(60)
+"""
+
+
+def test_tree_cpu_counts_threads_that_ran_and_exited_between_samples():
+    p = subprocess.Popen(
+        [sys.executable, "-c", SHORT_THREADS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _wait_for(lambda: metrics.process_tree(p.pid) == [p.pid])
+        before = metrics.Sample.take(p.pid)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "done"
+        # 0.3 s burned in threads that are gone: the live-thread reading alone sees ~0.
+        assert metrics.Sample.take(p.pid).cpu_since(before) >= 0.25
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_stat_parsing_survives_odd_command_names(tmp_path):
     exe = tmp_path / "we ird) (name"
     exe.symlink_to(sys.executable)
