@@ -122,9 +122,21 @@ def _load_lines(res: dict) -> list[str]:
     workers = res["server"]["workers"]
     cpus = (res.get("machine") or {}).get("before", {}).get("cpus")
     share = res.get("server_busy_share")
+    trials = cal.get("trials") or []
+    if trials:
+        steps = "; ".join(
+            f"{t['rate']} req/s: " + ", ".join(f"{w} CPUs {b:.0%}" for w, b in t["busy"].items())
+            for t in trials
+        )
+        target = (
+            f"{rate} requests/s**, the rate at which the busiest CPUs were about "
+            f"{cal['load_fraction']:.0%} busy in open-loop trials ({steps}); the capacity "
+            "measured first"
+        )
+    else:
+        target = f"{rate} requests/s, {cal['load_fraction']:.0%} of the capacity** measured first"
     return [
-        f"Steady load: **{rate} requests/s, {cal['load_fraction']:.0%} of the capacity** "
-        f"measured first: {cal['capacity_rps']} requests/s from "
+        f"Steady load: **{target}: {cal['capacity_rps']} requests/s from "
         f"{cal.get('loadgen', 'the Python client')} closed loop on "
         f"{cal['steady_connections']} keep-alive connections, with the rest of the mix "
         f"running, for {cal['seconds']} s (`{cal.get('command', '')}`); CPU meanwhile, % of one "

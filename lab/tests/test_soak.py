@@ -489,3 +489,62 @@ def test_the_machine_cpu_is_read_from_proc_stat(tmp_path):
     assert (busy, idle) == (160 / soak_stats.CLK_TCK, 1020 / soak_stats.CLK_TCK)
     assert soak_stats.read_machine_cpu(tmp_path / "missing") is None
     assert soak_stats.read_machine_cpu() is not None
+
+
+class _Counting(soak_load.Clients):
+    """Clients that count one op a millisecond and note the thread and policy they ran under."""
+
+    def __init__(self, fail: bool = False):
+        super().__init__(soak_proto.Target("127.0.0.1", 9))
+        self.fail = fail
+        self.policy = None
+        self.thread = None
+
+    async def run(self) -> None:
+        import threading
+
+        self.thread = threading.get_native_id()
+        self.policy = os.sched_getscheduler(0)
+        if self.fail:
+            raise RuntimeError("a client loop crashed")
+        async for _ in self._ticks(1000.0):
+            self.tally.ops["tick"] += 1
+
+
+def test_the_python_clients_run_on_their_own_thread_below_oha(tmp_path):
+    import asyncio
+    import threading
+
+    from peregrine_lab.soak_thread import ClientsThread
+
+    async def main():
+        clients = _Counting()
+        th = ClientsThread(clients).start()
+        await asyncio.sleep(0.3)
+        first = th.swap().ops["tick"]
+        await asyncio.sleep(0.2)
+        th.stop()
+        assert await th.join(5)
+        second = th.swap().ops["tick"]
+        return clients, th, first, second
+
+    clients, th, first, second = asyncio.run(main())
+    assert clients.thread != threading.get_native_id()
+    assert th.priority == "SCHED_IDLE" and clients.policy == os.SCHED_IDLE
+    # The thread that forks oha keeps the normal policy.
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    # Every tick counted once, across the swap: about 1000 a second (a loaded machine is late).
+    assert first > 50 and second > 20
+
+
+def test_a_crash_in_the_clients_thread_reaches_the_soak():
+    import asyncio
+
+    from peregrine_lab.soak_thread import ClientsThread
+
+    async def main():
+        th = ClientsThread(_Counting(fail=True)).start()
+        await th.join(5)
+
+    with pytest.raises(RuntimeError, match="crashed"):
+        asyncio.run(main())
