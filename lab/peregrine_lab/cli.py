@@ -109,7 +109,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--load-fraction",
         type=float,
-        help="soak: the steady load's share of the calibrated capacity (default 0.7)",
+        help="soak: how busy the busiest CPUs (client or server) run under the steady load "
+        "(default 0.7)",
     )
     p.add_argument("--client-cpus", help="CPUs for the load generator")
     p.add_argument(
