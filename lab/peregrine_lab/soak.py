@@ -44,8 +44,8 @@ from . import (
     soak_stats,
     tls_checks,
 )
-from .soak_load import BLOB_NAME, Load, Plan, blob_bytes
-from .soak_proto import Target, connect, exchange, get
+from .soak_load import BLOB_NAME, Load, Plan, blob_bytes, multipart
+from .soak_proto import Target, connect, exchange, get, request
 from .soak_thread import ClientsThread
 
 ROOT = config.LAB_DIR.parent
@@ -131,6 +131,25 @@ def _target(port: int, tls: bool) -> Target:
         return Target("127.0.0.1", port)
     ctx = tls_checks.client_context
     return Target("127.0.0.1", port, ctx(["http/1.1"]), ctx(["h2"]))
+
+
+async def preflight(target: Target) -> None:
+    """Fails at once, with the cause, when the binary lacks a feature the mix needs: a
+    `--skip-build` soak takes `target/release/examples/scenarios` as it finds it, and a lab run
+    builds that binary with the peers' features, without `multipart` (every upload would then
+    be a 404, counted as client errors for the whole run)."""
+    body, ctype = multipart([b"preflight"])
+    raw = request("POST", "/upload", body, {"Content-Type": ctype}, close=True)
+    reader, writer = await connect(target)
+    try:
+        status, _, _ = await exchange(reader, writer, raw)
+    finally:
+        writer.close()
+    if status == 404:
+        raise SoakError(
+            "the scenarios binary answers 404 on POST /upload: it was built without the "
+            f"`multipart` feature (the soak needs {FEATURES}); run without --skip-build"
+        )
 
 
 async def read_heap_kib(target: Target) -> int | None:
@@ -278,7 +297,9 @@ async def calibrate(
     CPU 89% busy, so the soak's p99 measured oha's own queue. So the rate then goes through up
     to `TRIALS` short open-loop trials: each measures how busy the client's and the server's
     CPUs are and scales the rate to put the busier at `load_fraction`."""
-    clients = ClientsThread(Load(target, plan, blob)).start()
+    # At normal priority here: under SCHED_IDLE, oha's closed loop would leave them about 1%
+    # of the client CPU, and the capacity would be measured without the mix.
+    clients = ClientsThread(Load(target, plan, blob), low_priority=False).start()
     await asyncio.sleep(CALIBRATION_RAMP)
     errors = clients.swap().errors
     meter = CpuMeter(pid)
@@ -333,6 +354,7 @@ async def _soak(
     target = _target(port, opts.tls)
     url = steady_url(port, opts.tls)
     plan, calibration = opts.plan, None
+    await preflight(target)
     if plan.steady_rate is None:
         opts.progress(
             f"calibrating: oha closed loop on {soak_oha.CAPACITY_CONNECTIONS} connections with "

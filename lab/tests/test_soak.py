@@ -548,3 +548,20 @@ def test_a_crash_in_the_clients_thread_reaches_the_soak():
 
     with pytest.raises(RuntimeError, match="crashed"):
         asyncio.run(main())
+
+
+def test_a_binary_without_multipart_is_refused_before_the_soak():
+    import asyncio
+    import threading
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import contract_server
+
+    srv = contract_server.serve("127.0.0.1:0")  # POST /upload: 404, as without `multipart`
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        target = soak_proto.Target("127.0.0.1", srv.server_address[1])
+        with pytest.raises(soak.SoakError, match="without the `multipart` feature"):
+            asyncio.run(soak.preflight(target))
+    finally:
+        srv.shutdown()
