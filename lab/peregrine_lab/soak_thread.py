@@ -9,8 +9,8 @@ from one 10-second sample to the next with the server at half a core), not the s
 
 Run here, on their own thread under `SCHED_IDLE` (a policy any process may take for its own
 threads), they get the client CPU whenever oha does not want it, and oha preempts them at
-once when it does. They still do all their work (the client CPU has room: oha uses about 70%
-of it), and oha, forked from the main thread, keeps the normal policy.
+once when it does. They still do all their work (the client CPU has room: the soak's rate
+keeps it about 70% busy), and oha, forked from the main thread, keeps the normal policy.
 """
 
 from __future__ import annotations
