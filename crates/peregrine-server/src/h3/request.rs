@@ -28,9 +28,9 @@ pub(super) struct Recv {
     pub(super) ended: bool,
     waited: Duration,
     received: u64,
-    /// The last read was left waiting: h3-quinn then holds the QUIC stream inside that read,
-    /// and its `stop_sending` panics until the read completes.
-    in_flight: bool,
+    /// The body has been read from: h3-quinn may then hold the QUIC stream inside a read,
+    /// and its `stop_sending` panics while it does.
+    read_from: bool,
 }
 
 impl Recv {
@@ -41,14 +41,13 @@ impl Recv {
             return;
         }
         self.ended = true;
-        if self.in_flight {
-            // A handler gave up a read midway: finish it if it can finish now, else leave the
-            // stream to quinn, which stops the client's sending (code 0) when it is dropped.
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            if self.stream.poll_recv_data(&mut cx).is_pending() {
-                return;
-            }
-            self.in_flight = false;
+        if self.read_from {
+            // h3 reads ahead: a poll that returned a frame already buffered may have left a
+            // read of the QUIC stream pending inside h3-quinn, so no poll result says the
+            // stream is free. Dropping it stops the client's sending instead (quinn sends
+            // STOP_SENDING with code 0, an unknown code, which RFC 9114 §9 treats as
+            // H3_NO_ERROR).
+            return;
         }
         self.stream.stop_sending(h3::error::Code::H3_NO_ERROR);
     }
@@ -83,7 +82,7 @@ pub(super) fn map(
         ended: declared == Some(0),
         waited: Duration::ZERO,
         received: 0,
-        in_flight: false,
+        read_from: false,
     }));
     let (framing, body) = match declared {
         Some(0) => (BodyFraming::None, Body::empty()),
@@ -149,9 +148,8 @@ impl H3Body {
             deadline,
             poll_fn(|cx| {
                 let mut r = self.recv.borrow_mut();
-                let polled = r.stream.poll_recv_data(cx);
-                r.in_flight = polled.is_pending();
-                polled
+                r.read_from = true;
+                r.stream.poll_recv_data(cx)
             }),
         )
         .await;
