@@ -222,6 +222,12 @@ class CpuTimes:
             self.busy - before.busy, self.steal - before.steal, self.total - before.total
         )
 
+    def busy_share(self) -> float:
+        """The share of the available time (steal left out) that was busy; for a delta from
+        `since`."""
+        available = self.total - self.steal
+        return (self.busy - self.steal) / available if available > 0 else 0.0
+
 
 def cpu_times(cpus) -> CpuTimes:
     """Busy (everything but idle and iowait), steal and total time of the given CPUs."""

@@ -20,10 +20,13 @@ from . import checks, config, loadgen, order, parity, procs, rounds, stats
 
 HOST = "127.0.0.1"
 
+# Every Peregrine build (the engine's hello, the scenarios app, its mimalloc build) scales so.
+_PEREGRINE = "WORKERS threads, each with its own SO_REUSEPORT listener and event loop"
+
 SCALES_BY = {
-    "peregrine-hello": "WORKERS threads, each with its own SO_REUSEPORT listener and event loop",
-    "peregrine": "WORKERS threads, each with its own SO_REUSEPORT listener and event loop",
-    "peregrine-mimalloc": "WORKERS threads, each with its own SO_REUSEPORT listener and event loop",
+    "peregrine-hello": _PEREGRINE,
+    "peregrine": _PEREGRINE,
+    "peregrine-mimalloc": _PEREGRINE,
     "floor": "WORKERS threads, each with its own SO_REUSEPORT listener and epoll loop",
     "hyper-percore": "WORKERS threads, each a current-thread tokio runtime with its own "
     "SO_REUSEPORT listener",

@@ -262,19 +262,15 @@ def steady_url(port: int, tls: bool) -> str:
     return f"{'https' if tls else 'http'}://127.0.0.1:{port}{soak_oha.STEADY_PATH}"
 
 
-def busy_share(before: metrics.CpuTimes, after: metrics.CpuTimes) -> float:
-    """The share of the CPUs' available time (steal left out) that was busy in between."""
-    d = after.since(before)
-    available = d.total - d.steal
-    return (d.busy - d.steal) / available if available > 0 else 0.0
-
-
 async def _trial(url: str, plan: Plan, rate: float, cpus: dict[str, tuple[int, ...]]) -> dict:
     """oha open loop at `rate` for half the calibration's length: how busy each CPU set was."""
     before = {who: metrics.cpu_times(c) for who, c in cpus.items()}
     cmd = soak_oha.command(url, plan.calibrate_seconds / 2, plan.steady_connections, rate)
     segment = await soak_oha.run(cmd)
-    busy = {who: round(busy_share(before[who], metrics.cpu_times(c)), 3) for who, c in cpus.items()}
+    busy = {
+        who: round(metrics.cpu_times(c).since(before[who]).busy_share(), 3)
+        for who, c in cpus.items()
+    }
     return {
         "rate": round(rate, 1),
         "busy": busy,
