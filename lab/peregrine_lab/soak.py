@@ -11,8 +11,9 @@ and of the whole machine, the server's live heap (`GET /debug/heap`, glibc's per
 off), CPU per request, oha's p50/p99/p99.9 of the steady load, every client error by kind
 (oha's too). After warm-up, RSS, the live heap and descriptors must stay flat (within 5%; no
 upward trend of the heap or the descriptors, nor of RSS when the heap is not reported), the
-steady p99 stable within 20%, and no client may see an unexpected error (budgets:
-`soak_stats`). Writes results.json, report.md and soak.svg under lab/results/soak (or --out);
+steady p99 stable within 20% against a freshly started twin of the server that takes the
+steady load one interval in `REFERENCE_EVERY` (`Twin`), and no client may see an unexpected
+error (budgets: `soak_stats`). Writes results.json, report.md and soak.svg under lab/results/soak (or --out);
 exits 1 when a budget is missed.
 
 The chart and report are `soak_report`'s.
@@ -59,6 +60,14 @@ CALIBRATION_RAMP = 1.0
 # a trial may read and stand (each is half the calibration's length).
 TRIALS = 3
 TRIAL_TOLERANCE = 0.03
+# One sample interval in this many sends the steady load to a freshly started twin of the
+# server instead (`Twin`): the p99 budget is the soaked server's against the twin's, measured
+# in the same minutes, so that the VM's own speed, which drifted by 10% during a 30-minute
+# run, is not read as the server's.
+REFERENCE_EVERY = 6
+# Seconds of steady load a fresh twin gets before its measured segment: a new process's
+# first requests fault in its pages and fill its pools, which is not the machine's speed.
+TWIN_WARMUP = 1.0
 
 
 class SoakError(Exception):
@@ -76,6 +85,8 @@ class Options:
     workers: int = 2
     plan: Plan = field(default_factory=Plan)
     tls: bool = True
+    # Reference intervals on a fresh twin (`REFERENCE_EVERY`); the p99 budget needs them.
+    twin: bool = True
     notes: list[str] = field(default_factory=list)
     command: str = "./scripts/lab soak"
     progress: object = print
@@ -208,6 +219,52 @@ class CpuMeter:
         }
 
 
+@dataclass
+class Twin:
+    """How to start a fresh copy of the soaked server: the same binary, arguments, CPUs and
+    environment, its own port, no database (the steady route does not use it). Each
+    reference interval starts one, warms it up, measures it and stops it."""
+
+    cmd: list[str]
+    env: dict[str, str]
+    cpus: str | None
+    log_path: Path
+    tls: bool
+    panics: int = 0  # "panicked" lines in the twins' logs, summed over the run
+
+    def _start(self, port: int) -> procs.Server:
+        env = dict(self.env, ADDR=f"127.0.0.1:{port}")
+        server = procs.start_server(self.cmd, ROOT, env, self.cpus, self.log_path)
+        try:
+            procs.wait_for_port("127.0.0.1", port, server.proc, 30)
+        except procs.StartError:
+            server.stop()
+            raise
+        return server
+
+    def _stop(self, server: procs.Server) -> None:
+        server.stop()
+        if self.log_path.exists():
+            self.panics += self.log_path.read_text(errors="replace").count("panicked")
+
+    async def segment(self, seconds: float, plan: Plan) -> soak_oha.Segment:
+        """The steady load on a fresh twin for `seconds` in all: start, `TWIN_WARMUP`, then the
+        measured segment (the warm-up's errors and oha CPU count in it)."""
+        began, port = time.monotonic(), free_port()
+        server = await asyncio.to_thread(self._start, port)
+        try:
+            url = steady_url(port, self.tls)
+            conns, rate = plan.steady_connections, plan.steady_rate
+            warm = await soak_oha.run(soak_oha.command(url, TWIN_WARMUP, conns, rate))
+            left = max(seconds / 2, round(seconds - (time.monotonic() - began), 2))
+            measured = await soak_oha.run(soak_oha.command(url, left, conns, rate))
+        finally:
+            await asyncio.to_thread(self._stop, server)
+        measured.errors += warm.errors
+        measured.cpu_seconds += warm.cpu_seconds
+        return measured
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
@@ -222,14 +279,20 @@ def _server_state(pid: int, port: int, heap_kib: int | None) -> dict:
     }
 
 
-def _sample(state: dict, tally, steady: soak_oha.Segment, t: float, cpu: dict) -> dict:
+def _sample(
+    state: dict, tally, steady: soak_oha.Segment, t: float, cpu: dict, reference: bool = False
+) -> dict:
     """One sample: the server's state (`_server_state`), what oha's steady segment and the
-    Python clients did in the interval, and the CPU each used."""
-    ops = dict(tally.ops, steady=steady.ok)
+    Python clients did in the interval, and the CPU each used. In a `reference` interval oha's
+    segment went to the twin: its latencies are the sample's `reference`, its answers count as
+    `reference` operations, and the soaked server's CPU per request is not given (it served
+    the Python clients alone)."""
+    ops = dict(tally.ops, **{"reference" if reference else "steady": steady.ok})
     errors = dict(tally.errors + steady.errors)
-    requests = sum(n for kind, n in ops.items() if kind != "sse_chunk")
+    requests = sum(n for kind, n in ops.items() if kind not in ("sse_chunk", "reference"))
     cpu_s = cpu["server_seconds"]
-    return {
+    latency = {"p50_ms": _ms(steady.p50), "p99_ms": _ms(steady.p99), "p999_ms": _ms(steady.p999)}
+    sample = {
         "t": round(t, 2),
         **state,
         "cpu_pct": cpu["server"],
@@ -237,12 +300,10 @@ def _sample(state: dict, tally, steady: soak_oha.Segment, t: float, cpu: dict) -
         "cpu_pct_python_clients": cpu["python_clients"],
         "cpu_pct_machine": cpu["machine"],
         "cpu_us_per_request": round(cpu_s * 1e6 / requests, 1)
-        if cpu_s is not None and requests
+        if cpu_s is not None and requests and not reference
         else None,
         # The steady load's latencies: oha's, coordinated omission corrected.
-        "p50_ms": _ms(steady.p50),
-        "p99_ms": _ms(steady.p99),
-        "p999_ms": _ms(steady.p999),
+        **(dict.fromkeys(latency) if reference else latency),
         "steady": {
             "rps": round(steady.requests / steady.seconds, 1) if steady.seconds else 0.0,
             "oha_seconds": round(steady.seconds, 3),
@@ -256,6 +317,9 @@ def _sample(state: dict, tally, steady: soak_oha.Segment, t: float, cpu: dict) -
         "ops": ops,
         "errors": errors,
     }
+    if reference:
+        sample["reference"] = latency
+    return sample
 
 
 def steady_url(port: int, tls: bool) -> str:
@@ -341,12 +405,13 @@ async def calibrate(
 
 
 async def _soak(
-    server: procs.Server, port: int, opts: Options, blob: bytes
+    server: procs.Server, port: int, opts: Options, blob: bytes, twin: Twin | None = None
 ) -> tuple[list[dict], int | None, Plan, dict | None]:
     """Calibrates (unless the plan gives a steady rate), runs the load and takes a sample at
     the end of each of oha's steady segments (the server's state read halfway through it)
-    until the duration is up or the server exits; also returns the plan run (its steady rate
-    set) and the calibration."""
+    until the duration is up or the server exits; with a `twin`, every `REFERENCE_EVERY`th
+    segment is the twin's. Also returns the plan run (its steady rate set) and the
+    calibration."""
     target = _target(port, opts.tls)
     url = steady_url(port, opts.tls)
     plan, calibration = opts.plan, None
@@ -381,14 +446,20 @@ async def _soak(
     meter = CpuMeter(server.pid)
     exit_status = None
     next_at = start + interval
+    index = 0
     try:
         while True:
             # Each segment ends on the sampling grid: it is shortened by the time the last
             # boundary and the last sample took.
             seconds = max(interval / 2, round(next_at - time.monotonic(), 2))
             next_at += interval
-            cmd = soak_oha.command(url, seconds, plan.steady_connections, plan.steady_rate)
-            segment = asyncio.create_task(soak_oha.run(cmd))
+            reference = twin is not None and index % REFERENCE_EVERY == REFERENCE_EVERY - 1
+            index += 1
+            if reference:
+                segment = asyncio.create_task(twin.segment(seconds, plan))
+            else:
+                cmd = soak_oha.command(url, seconds, plan.steady_connections, plan.steady_rate)
+                segment = asyncio.create_task(soak_oha.run(cmd))
             # The server's state is read halfway through the segment, under the steady load
             # (at its end oha's connections are closing).
             await asyncio.sleep(seconds / 2)
@@ -408,16 +479,20 @@ async def _soak(
                 samples.append({"t": round(now - start, 2), "errors": dict(errors)})
                 break
             cpu = meter.lap(steady.cpu_seconds)
-            sample = _sample(state, tally, steady, now - start, cpu)
+            sample = _sample(state, tally, steady, now - start, cpu, reference)
             samples.append(sample)
+            if reference:
+                sample_p99 = f"twin p99 {sample['reference']['p99_ms']} ms"
+            else:
+                sample_p99 = f"p50/p99/p99.9 {sample['p50_ms']}/{sample['p99_ms']}/"
+                sample_p99 += f"{sample['p999_ms']} ms"
             opts.progress(
                 f"  {sample['t']:7.1f} s  rss {sample['rss_kib']} KiB  heap {heap_kib} KiB  "
                 f"fds {sample['fds']}  tcp {sample['tcp_states']}  cpu server "
                 f"{sample['cpu_pct']}% oha {sample['cpu_pct_oha']}% python "
                 f"{sample['cpu_pct_python_clients']}% machine {sample['cpu_pct_machine']}% "
                 f"({sample['cpu_us_per_request']} us/req)  steady {sample['steady']['rps']} "
-                f"req/s p50/p99/p99.9 {sample['p50_ms']}/{sample['p99_ms']}/"
-                f"{sample['p999_ms']} ms  errors {sample['errors'] or 0}"
+                f"req/s {sample_p99}  errors {sample['errors'] or 0}"
             )
             if now - start >= opts.duration - interval / 2:
                 break
@@ -477,6 +552,9 @@ def run(opts: Options) -> dict:
         try:
             env, args = _server_env(port, Path(tmp), opts, blob)
             server = procs.start_server([str(exe), *args], ROOT, env, opts.server_cpus, log_path)
+            twin_env = {k: v for k, v in env.items() if k not in database.server_env()}
+            twin_log = opts.out_dir / "twin.log"
+            twin = Twin([str(exe), *args], twin_env, opts.server_cpus, twin_log, opts.tls)
             try:
                 procs.wait_for_port("127.0.0.1", port, server.proc, 30)
                 opts.progress(
@@ -484,7 +562,7 @@ def run(opts: Options) -> dict:
                     f"{opts.duration:.0f} s, a sample every {interval_for(opts.duration):.0f} s"
                 )
                 samples, exit_status, plan, calibration = asyncio.run(
-                    _soak(server, port, opts, blob)
+                    _soak(server, port, opts, blob, twin if opts.twin else None)
                 )
             except procs.StartError as e:
                 raise SoakError(f"the server did not start: {e}\n{server.log_tail()}") from e
@@ -506,7 +584,12 @@ def run(opts: Options) -> dict:
     if panics:
         budgets["failures"].append(f"the server log holds {panics} panic(s)")
         budgets["ok"] = False
-    steady = [s for s in samples if s["t"] >= warmup and "steady" in s]
+    if twin.panics:
+        budgets["failures"].append(f"the twins' logs hold {twin.panics} panic(s)")
+        budgets["ok"] = False
+    steady = [s for s in samples if s["t"] >= warmup and "steady" in s and "reference" not in s]
+    soaked = [s for s in samples if "steady" in s and "reference" not in s]
+    soaked_seconds = sum(s["steady"]["oha_seconds"] for s in soaked)
 
     def median(key: str) -> float | None:
         values = [s[key] for s in steady if s.get(key) is not None]
@@ -536,9 +619,20 @@ def run(opts: Options) -> dict:
         "interval_seconds": interval_for(opts.duration),
         "plan": asdict(plan),
         "calibration": calibration,
-        # What the open-loop steady load achieved: below the plan's rate when the load
-        # generator falls behind its schedule (late ticks are dropped, not sent in a burst).
-        "steady_rps_achieved": round(totals.get("steady", 0) / opts.duration, 1),
+        # What the open-loop steady load achieved on the soaked server, over oha's own time in
+        # its segments: below the plan's rate when the load generator falls behind its
+        # schedule (late ticks are dropped, not sent in a burst).
+        "steady_rps_achieved": round(totals.get("steady", 0) / soaked_seconds, 1)
+        if soaked_seconds
+        else 0.0,
+        # The fresh twin the p99 budget compares with: one interval in `reference_every`.
+        "twin": {
+            "reference_every": REFERENCE_EVERY,
+            "warmup_seconds": TWIN_WARMUP,
+            "log_panics": twin.panics,
+        }
+        if opts.twin
+        else None,
         # Medians of the samples after warm-up, % of one core; the server's share of what it
         # used when it was the limit (the calibration): ~the load fraction when the server,
         # not a load generator, set the capacity.

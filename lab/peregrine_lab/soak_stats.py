@@ -18,7 +18,11 @@ Budgets (docs/operations.md, "Failures"), over the samples after warm-up:
   is flat (docs/operations.md, "Soak"); a leak is live memory and trips the heap's budgets;
 * latency: the steady load's p99 stable: the median p99 of the last third within 20% of the
   first third's (a level budget only: latency on a shared machine is noisy, a trend test on it
-  would measure the neighbours);
+  would measure the neighbours). When the run has reference intervals (one in
+  `soak.REFERENCE_EVERY`, the steady load sent to a freshly started twin of the server), the
+  budget is on the soaked server's p99 over the twin's, third against third: a VM that gets
+  faster or slower during the run moves both, a server that degrades moves only its own
+  (`check_relative_p99`);
 * errors: no unexpected client error of any kind, and the server still running at the end.
 """
 
@@ -217,7 +221,13 @@ def check_series(
 def check_budgets(samples: list[dict], warmup: float, server_exit: int | None) -> dict:
     """Every budget over `samples` (dicts with t, rss_kib, fds, p99_ms, errors); `server_exit`
     is the server's status if it exited before the end (None while it ran)."""
-    after = [s for s in samples if s["t"] >= warmup and s.get("rss_kib") is not None]
+    # A reference interval sent the steady load to the twin: the soaked server held fewer
+    # connections then, so its descriptors and memory are not compared with the others'.
+    after = [
+        s
+        for s in samples
+        if s["t"] >= warmup and s.get("rss_kib") is not None and "reference" not in s
+    ]
     ts = [s["t"] for s in after]
     # The live heap, where the app reports it; it then judges the trend RSS no longer does.
     heap_samples = [s for s in after if s.get("heap_kib") is not None]
@@ -237,6 +247,9 @@ def check_budgets(samples: list[dict], warmup: float, server_exit: int | None) -
         level_limit=P99_LIMIT,
         trend=False,
     )
+    if any("reference" in s for s in samples):
+        # The twin controls for the machine: the soaked p99's own level becomes a figure.
+        p99 = dict(check_relative_p99(samples, warmup), absolute=p99)
     errors: dict[str, int] = {}
     for s in samples:
         for kind, n in s.get("errors", {}).items():
@@ -257,3 +270,61 @@ def check_budgets(samples: list[dict], warmup: float, server_exit: int | None) -
         "p99": p99,
         "errors": errors,
     }
+
+
+def _thirds(ts: list[float], start: float, end: float) -> tuple[list[int], list[int]]:
+    """Indexes of the times in the first and in the last third of [start, end]."""
+    span = (end - start) / 3
+    return (
+        [i for i, t in enumerate(ts) if t < start + span],
+        [i for i, t in enumerate(ts) if t >= end - span],
+    )
+
+
+def check_relative_p99(samples: list[dict], warmup: float) -> dict:
+    """The p99 budget against the twin: in the first and the last third of the time after
+    warm-up, the median p99 of the soaked server's intervals over the median p99 of the twin's
+    (the `reference` intervals); the ratio must move by at most `P99_LIMIT`. Both thirds need
+    two reference intervals."""
+    name = "p99_ms relative to a fresh twin"
+    after = [s for s in samples if s["t"] >= warmup]
+    soaked = [s for s in after if s.get("p99_ms") is not None and "reference" not in s]
+    refs = [s for s in after if (s.get("reference") or {}).get("p99_ms") is not None]
+    out: dict = {"name": name, "samples": len(soaked), "reference_samples": len(refs)}
+    if not soaked or not refs:
+        out.update(ok=False, failures=[f"{name}: no soaked or no reference interval"])
+        return out
+    end = max(s["t"] for s in after)
+    thirds = {}
+    for who, series, key in (("soaked", soaked, None), ("twin", refs, "reference")):
+        values = [float((s[key] if key else s)["p99_ms"]) for s in series]
+        first, last = _thirds([s["t"] for s in series], warmup, end)
+        thirds[who] = [[values[i] for i in idx] for idx in (first, last)]
+    short = [len(v) for v in thirds["twin"] if len(v) < 2]
+    if short:
+        out.update(
+            ok=False,
+            failures=[f"{name}: a third holds {short[0]} reference interval(s), need 2"],
+        )
+        return out
+    first_s, last_s = (statistics.median(v) for v in thirds["soaked"])
+    first_t, last_t = (statistics.median(v) for v in thirds["twin"])
+    first, last = first_s / first_t, last_s / last_t
+    level = last / first - 1
+    failures = []
+    if abs(level) > P99_LIMIT:
+        failures.append(
+            f"{name}: level moved {level:+.1%} (first third {first_s:g}/{first_t:g} ms = "
+            f"{first:.3f}, last third {last_s:g}/{last_t:g} ms = {last:.3f}), "
+            f"budget ±{P99_LIMIT:.0%}"
+        )
+    out.update(
+        ok=not failures,
+        failures=failures,
+        first_third_median=round(first, 4),
+        last_third_median=round(last, 4),
+        level_change=round(level, 5),
+        soaked_ms={"first_third": first_s, "last_third": last_s},
+        twin_ms={"first_third": first_t, "last_third": last_t},
+    )
+    return out

@@ -169,6 +169,74 @@ def test_a_p99_that_moves_past_twenty_percent_misses_its_budget():
     ]
 
 
+def _with_references(soaked_p99, twin_p99, n=120, every=6, step=10.0):
+    """A run of `n` samples whose every `every`th is a reference interval: the soaked server's
+    p99 and the twin's are functions of the sample's index; a reference sample's descriptors
+    lack the steady load's 64 connections."""
+    out = []
+    for i in range(n):
+        s = {"t": i * step, "rss_kib": 50_000, "fds": 100, "errors": {}}
+        if i % every == every - 1:
+            s.update(fds=36, p99_ms=None, reference={"p99_ms": twin_p99(i)})
+        else:
+            s["p99_ms"] = soaked_p99(i)
+        out.append(s)
+    return out
+
+
+def test_the_p99_budget_is_against_the_fresh_twin_when_the_run_has_one():
+    """A machine that speeds up by 30% over the run moves the soaked p99 and the twin's alike:
+    the ratio holds and the budget is met (the soaked p99 alone moved past 20%, a figure now);
+    a server whose own p99 degrades by 30% while the twin's stays misses it. The reference
+    intervals' fewer descriptors are no leak."""
+    rng = random.Random(11)
+
+    def speed(i):
+        return 1.0 if i < 60 else 0.7
+
+    faster = _with_references(
+        lambda i: 8.0 * speed(i) * (1 + rng.uniform(-0.1, 0.1)),
+        lambda i: 4.0 * speed(i) * (1 + rng.uniform(-0.1, 0.1)),
+    )
+    budgets = soak_stats.check_budgets(faster, warmup=120, server_exit=None)
+    assert budgets["ok"], budgets["failures"]
+    p99 = budgets["p99"]
+    assert p99["name"] == "p99_ms relative to a fresh twin" and p99["reference_samples"] >= 15
+    assert abs(p99["level_change"]) < 0.2 and p99["first_third_median"] == pytest.approx(2, 0.1)
+    assert p99["absolute"]["level_change"] < -0.2 and not p99["absolute"]["ok"]
+    assert budgets["fds"]["samples"] == len([s for s in faster if s["t"] >= 120]) - 18
+    worse = _with_references(lambda i: 8.0 if i < 60 else 10.4, lambda i: 4.0)
+    budgets = soak_stats.check_budgets(worse, warmup=120, server_exit=None)
+    assert budgets["failures"] == [
+        "p99_ms relative to a fresh twin: level moved +30.0% (first third 8/4 ms = 2.000, "
+        "last third 10.4/4 ms = 2.600), budget ±20%"
+    ]
+    report = soak_report.markdown(
+        {
+            "duration_seconds": 1200,
+            "command": "x",
+            "started": "now",
+            "interval_seconds": 10,
+            "budgets": budgets,
+            "server_log_panics": 0,
+            "plan": {"steady_rate": 1000},
+            "totals": {},
+            "server": {"binary": "b", "cargo_profile": "release", "features": "f", "workers": 1},
+            "twin": {"reference_every": 6, "warmup_seconds": 1.0, "log_panics": 0},
+        }
+    )
+    assert "| steady p99 / fresh twin's p99 | stable within 20% | 2 → 2.6 (+30.0%) |" in report
+    assert "soaked 8 → 10.4, twin 4 → 4" in report and "freshly started twin" in report
+
+
+def test_the_twin_budget_needs_two_references_in_each_third():
+    short = _with_references(lambda i: 8.0, lambda i: 4.0, n=24)
+    p99 = soak_stats.check_budgets(short, warmup=0, server_exit=None)["p99"]
+    assert p99["failures"] == [
+        "p99_ms relative to a fresh twin: a third holds 1 reference interval(s), need 2"
+    ]
+
+
 def test_errors_a_dead_server_and_too_few_samples_fail():
     samples = _samples([50_000] * 20)
     samples[5]["errors"] = {"reset": 2}
@@ -380,12 +448,22 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     # p99 by far more than 20% (127 ms to 15 ms between the first and last thirds of a
     # 60-second run at load average 9 on 2 CPUs); the 30-minute run on a quiet machine checks
     # it.
-    missed = [f for f in budgets["failures"] if not f.startswith("p99_ms:")]
+    missed = [f for f in budgets["failures"] if not f.startswith("p99_ms")]
     assert not missed, (missed, "\n".join(lines[-10:]))
     assert budgets["rss"]["ok"] and budgets["fds"]["ok"] and not budgets["errors"]
     # The app reports its live heap (glibc), and that budget is checked too.
     assert budgets["heap"]["ok"] and budgets["heap"]["first_third_median"] > 100, budgets["heap"]
-    assert budgets["p99"]["samples"] >= 40 and budgets["p99"]["first_third_median"] > 0
+    # One interval in REFERENCE_EVERY was a fresh twin's (started, warmed up, measured,
+    # stopped): the p99 budget's reference, its latencies apart from the soaked server's.
+    p99 = budgets["p99"]
+    assert p99["samples"] >= 35 and p99["reference_samples"] >= 6, p99
+    assert p99["absolute"]["first_third_median"] > 0, p99
+    assert res["twin"] == {
+        "reference_every": soak.REFERENCE_EVERY,
+        "warmup_seconds": 1.0,
+        "log_panics": 0,
+    }, res["twin"]
+    assert res["totals"]["reference"] > 0, res["totals"]
     kinds = ("steady", "churn", "slow_read", "vanish_close", "vanish_reset", "ws_echo")
     kinds += ("h2_stream", "range", "upload", "slow_upload", "db")
     for kind in kinds:
@@ -417,7 +495,8 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     achieved = res["steady_rps_achieved"]
     assert 0.5 * cal["steady_rate"] < achieved < 1.1 * cal["steady_rate"], (achieved, cal)
     for s in written_samples(tmp_path)[:-1]:
-        assert s["p99_ms"] is not None and s["steady"]["rps"] > 0, s
+        p99 = s["reference"]["p99_ms"] if "reference" in s else s["p99_ms"]
+        assert p99 is not None and s["steady"]["rps"] > 0, s
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["budgets"] == budgets and len(written["samples"]) >= CI_SECONDS / 2 - 3
     assert schema.problems(written) == []
@@ -485,6 +564,23 @@ def test_a_sample_takes_the_steady_latencies_and_errors_from_oha():
     assert budgets["errors"]["oha_ECONNRESET"] == 2
 
 
+def test_a_reference_sample_holds_the_twins_latencies_apart():
+    """In a reference interval oha's segment was the twin's: its latencies are the sample's
+    `reference`, its answers `reference` operations (not the soaked server's requests), and
+    the soaked server's CPU per request is not given."""
+    seg = soak_oha.parse(json.dumps(OHA_JSON), wall_seconds=2.1, cpu_seconds=0.4)
+    tally = soak_load.Tally()
+    tally.ops.update(churn=20, sse_chunk=8)
+    state = soak._server_state(os.getpid(), 1, None)
+    cpu = {"server": 50.0, "oha": 20.0, "python_clients": 10.0, "machine": 90.0}
+    sample = soak._sample(state, tally, seg, 2.0, dict(cpu, server_seconds=0.2), True)
+    assert sample["reference"] == {"p50_ms": 0.2, "p99_ms": 4.0, "p999_ms": 30.0}
+    assert (sample["p50_ms"], sample["p99_ms"], sample["p999_ms"]) == (None, None, None)
+    assert sample["ops"] == {"churn": 20, "sse_chunk": 8, "reference": 15000}
+    assert sample["requests"] == 20 and sample["cpu_us_per_request"] is None
+    assert sample["errors"]["oha_status_503"] == 3
+
+
 def test_oha_runs_closed_loop_to_calibrate_and_open_loop_corrected_for_the_soak():
     closed = soak_oha.command("https://127.0.0.1:1/plaintext", 10, 64)
     assert closed[:6] == ["oha", "--no-tui", "--output-format", "json", "-z", "10s"]
@@ -529,15 +625,22 @@ def test_the_python_clients_run_on_their_own_thread_below_oha(tmp_path):
 
     from peregrine_lab.soak_thread import ClientsThread
 
+    async def ticks_until(th, n: int) -> int:
+        # SCHED_IDLE runs only on CPU time nothing else wants: on a busy machine (a build
+        # beside the tests) the thread may wait seconds for its first slice.
+        counted, deadline = 0, time.monotonic() + 60
+        while counted < n and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            counted += th.swap().ops["tick"]
+        return counted
+
     async def main():
         clients = _Counting()
         th = ClientsThread(clients).start()
-        await asyncio.sleep(0.3)
-        first = th.swap().ops["tick"]
-        await asyncio.sleep(0.2)
+        first = await ticks_until(th, 50)
+        second = await ticks_until(th, 20)
         th.stop()
         assert await th.join(5)
-        second = th.swap().ops["tick"]
         return clients, th, first, second
 
     clients, th, first, second = asyncio.run(main())
@@ -545,8 +648,8 @@ def test_the_python_clients_run_on_their_own_thread_below_oha(tmp_path):
     assert th.priority == "SCHED_IDLE" and clients.policy == os.SCHED_IDLE
     # The thread that forks oha keeps the normal policy.
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
-    # Every tick counted once, across the swap: about 1000 a second (a loaded machine is late).
-    assert first > 50 and second > 20
+    # The ticks go on across swaps, each counted by the swap after it.
+    assert first >= 50 and second >= 20
 
 
 def test_a_crash_in_the_clients_thread_reaches_the_soak():
