@@ -26,11 +26,7 @@ def chart(samples: list[dict], budgets: dict, path: Path, title: str) -> None:
         )
         axes[0].legend(["RSS", "live heap"], loc="center right")
     axes[0].set_ylabel("memory (MiB)")
-    # A reference interval's descriptors lack the steady load's connections (it went to the
-    # twin): left out, as the budgets leave them out.
-    axes[1].plot(
-        ts, [None if "reference" in s else s.get("fds") for s in samples], marker=".", lw=1
-    )
+    axes[1].plot(ts, [s.get("fds") for s in samples], marker=".", lw=1)
     axes[1].set_ylabel("open descriptors")
     states = sorted({k for s in samples for k in s.get("tcp_states", {})} - {"listen"})
     for state in states:
@@ -56,16 +52,9 @@ def chart(samples: list[dict], budgets: dict, path: Path, title: str) -> None:
     ax = axes[4]
     for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
         ax.plot(ts, [s.get(key) for s in samples], label=label, lw=1)
-    refs = [s for s in samples if (s.get("reference") or {}).get("p99_ms") is not None]
-    if refs:
-        ax.scatter(
-            [s["t"] for s in refs],
-            [s["reference"]["p99_ms"] for s in refs],
-            marker="o",
-            s=12,
-            color="k",
-            label="p99, fresh twin",
-        )
+    if any("reference" in s for s in samples):
+        twin_p99 = [(s.get("reference") or {}).get("p99_ms") for s in samples]
+        ax.plot(ts, twin_p99, lw=1, ls="--", color="k", label="p99, fresh twin")
     errs = [sum(s.get("errors", {}).values()) for s in samples]
     if any(errs):
         hit = [t for t, e in zip(ts, errs, strict=True) if e]
@@ -188,16 +177,24 @@ def _load_lines(res: dict) -> list[str]:
 def _twin_lines(twin: dict | None) -> list[str]:
     if not twin:
         return []
-    return [
-        "",
-        f"One interval in {twin['reference_every']} sent the steady load to a freshly started "
-        f"twin of the server instead (same binary, arguments and CPUs; {twin['warmup_seconds']:g}"
-        " s of the load before its measured segment); the p99 budget is the soaked server's "
-        "p99 over the twin's, so that the machine's own speed, which moves both, is not read "
-        "as the server's. Those intervals are left out of the memory and descriptor budgets "
-        f"(the steady connections were the twin's). Panics in the twins' logs: "
-        f"{twin['log_panics']}.",
-    ]
+    if "share" in twin:
+        how = (
+            f"In every interval {twin['share']:.0%} of the steady load (its rate and its "
+            "connections) went to a twin of the server started fresh for that interval (same "
+            f"binary, arguments and CPUs; {twin['warmup_seconds']:g} s of its load before its "
+            "measured segment); the p99 budget is each interval's soaked p99 over the twin's, "
+            "so that the machine's speed and stalls, which move both, are not read as the "
+            "server's."
+        )
+    else:
+        how = (
+            f"One interval in {twin['reference_every']} sent the steady load to a freshly "
+            f"started twin of the server instead ({twin['warmup_seconds']:g} s of the load "
+            "before its measured segment); the p99 budget is the soaked server's median p99 "
+            "over the twin's, third against third. Those intervals are left out of the memory "
+            "and descriptor budgets (the steady connections were the twin's)."
+        )
+    return ["", f"{how} Panics in the twins' logs: {twin['log_panics']}."]
 
 
 def markdown(res: dict) -> str:

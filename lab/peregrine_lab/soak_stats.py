@@ -18,11 +18,10 @@ Budgets (docs/operations.md, "Failures"), over the samples after warm-up:
   is flat (docs/operations.md, "Soak"); a leak is live memory and trips the heap's budgets;
 * latency: the steady load's p99 stable: the median p99 of the last third within 20% of the
   first third's (a level budget only: latency on a shared machine is noisy, a trend test on it
-  would measure the neighbours). When the run has reference intervals (one in
-  `soak.REFERENCE_EVERY`, the steady load sent to a freshly started twin of the server), the
-  budget is on the soaked server's p99 over the twin's, third against third: a VM that gets
-  faster or slower during the run moves both, a server that degrades moves only its own
-  (`check_relative_p99`);
+  would measure the neighbours). When the run had a twin (a freshly started copy of the server
+  taking `soak.TWIN_SHARE` of the steady load in the same interval), the budget is on each
+  interval's soaked p99 over the twin's: a VM that gets faster or slower, or stalls, moves
+  both, a server that degrades moves only its own (`check_relative_p99`);
 * errors: no unexpected client error of any kind, and the server still running at the end.
 """
 
@@ -221,13 +220,7 @@ def check_series(
 def check_budgets(samples: list[dict], warmup: float, server_exit: int | None) -> dict:
     """Every budget over `samples` (dicts with t, rss_kib, fds, p99_ms, errors); `server_exit`
     is the server's status if it exited before the end (None while it ran)."""
-    # A reference interval sent the steady load to the twin: the soaked server held fewer
-    # connections then, so its descriptors and memory are not compared with the others'.
-    after = [
-        s
-        for s in samples
-        if s["t"] >= warmup and s.get("rss_kib") is not None and "reference" not in s
-    ]
+    after = [s for s in samples if s["t"] >= warmup and s.get("rss_kib") is not None]
     ts = [s["t"] for s in after]
     # The live heap, where the app reports it; it then judges the trend RSS no longer does.
     heap_samples = [s for s in after if s.get("heap_kib") is not None]
@@ -272,59 +265,27 @@ def check_budgets(samples: list[dict], warmup: float, server_exit: int | None) -
     }
 
 
-def _thirds(ts: list[float], start: float, end: float) -> tuple[list[int], list[int]]:
-    """Indexes of the times in the first and in the last third of [start, end]."""
-    span = (end - start) / 3
-    return (
-        [i for i, t in enumerate(ts) if t < start + span],
-        [i for i, t in enumerate(ts) if t >= end - span],
-    )
-
-
 def check_relative_p99(samples: list[dict], warmup: float) -> dict:
-    """The p99 budget against the twin: in the first and the last third of the time after
-    warm-up, the median p99 of the soaked server's intervals over the median p99 of the twin's
-    (the `reference` intervals); the ratio must move by at most `P99_LIMIT`. Both thirds need
-    two reference intervals."""
+    """The p99 budget against the twin: each interval's soaked p99 over the twin's p99 in the
+    same interval (its `reference`), and `check_series`'s level budget on that ratio (the last
+    third's median within `P99_LIMIT` of the first third's); each p99's own thirds beside it."""
     name = "p99_ms relative to a fresh twin"
-    after = [s for s in samples if s["t"] >= warmup]
-    soaked = [s for s in after if s.get("p99_ms") is not None and "reference" not in s]
-    refs = [s for s in after if (s.get("reference") or {}).get("p99_ms") is not None]
-    out: dict = {"name": name, "samples": len(soaked), "reference_samples": len(refs)}
-    if not soaked or not refs:
-        out.update(ok=False, failures=[f"{name}: no soaked or no reference interval"])
-        return out
-    end = max(s["t"] for s in after)
-    thirds = {}
-    for who, series, key in (("soaked", soaked, None), ("twin", refs, "reference")):
-        values = [float((s[key] if key else s)["p99_ms"]) for s in series]
-        first, last = _thirds([s["t"] for s in series], warmup, end)
-        thirds[who] = [[values[i] for i in idx] for idx in (first, last)]
-    short = [len(v) for v in thirds["twin"] if len(v) < 2]
-    if short:
-        out.update(
-            ok=False,
-            failures=[f"{name}: a third holds {short[0]} reference interval(s), need 2"],
-        )
-        return out
-    first_s, last_s = (statistics.median(v) for v in thirds["soaked"])
-    first_t, last_t = (statistics.median(v) for v in thirds["twin"])
-    first, last = first_s / first_t, last_s / last_t
-    level = last / first - 1
-    failures = []
-    if abs(level) > P99_LIMIT:
-        failures.append(
-            f"{name}: level moved {level:+.1%} (first third {first_s:g}/{first_t:g} ms = "
-            f"{first:.3f}, last third {last_s:g}/{last_t:g} ms = {last:.3f}), "
-            f"budget ±{P99_LIMIT:.0%}"
-        )
-    out.update(
-        ok=not failures,
-        failures=failures,
-        first_third_median=round(first, 4),
-        last_third_median=round(last, 4),
-        level_change=round(level, 5),
-        soaked_ms={"first_third": first_s, "last_third": last_s},
-        twin_ms={"first_third": first_t, "last_third": last_t},
-    )
+    pairs = [
+        s
+        for s in samples
+        if s["t"] >= warmup and s.get("p99_ms") and (s.get("reference") or {}).get("p99_ms")
+    ]
+    ratios = [float(s["p99_ms"]) / float(s["reference"]["p99_ms"]) for s in pairs]
+    out = check_series(name, [s["t"] for s in pairs], ratios, level_limit=P99_LIMIT, trend=False)
+    third = len(pairs) // 3
+    if third:
+        for who, pick in (
+            ("soaked", lambda s: s["p99_ms"]),
+            ("twin", lambda s: s["reference"]["p99_ms"]),
+        ):
+            values = [float(pick(s)) for s in pairs]
+            out[f"{who}_ms"] = {
+                "first_third": statistics.median(values[:third]),
+                "last_third": statistics.median(values[-third:]),
+            }
     return out

@@ -169,47 +169,48 @@ def test_a_p99_that_moves_past_twenty_percent_misses_its_budget():
     ]
 
 
-def _with_references(soaked_p99, twin_p99, n=120, every=6, step=10.0):
-    """A run of `n` samples whose every `every`th is a reference interval: the soaked server's
-    p99 and the twin's are functions of the sample's index; a reference sample's descriptors
-    lack the steady load's 64 connections."""
-    out = []
-    for i in range(n):
-        s = {"t": i * step, "rss_kib": 50_000, "fds": 100, "errors": {}}
-        if i % every == every - 1:
-            s.update(fds=36, p99_ms=None, reference={"p99_ms": twin_p99(i)})
-        else:
-            s["p99_ms"] = soaked_p99(i)
-        out.append(s)
-    return out
+def _with_twin(soaked_p99, twin_p99, n=120, step=10.0):
+    """A run of `n` samples, each with the twin's p99 beside the soaked server's: both are
+    functions of the sample's index."""
+    return [
+        {
+            "t": i * step,
+            "rss_kib": 50_000,
+            "fds": 100,
+            "errors": {},
+            "p99_ms": soaked_p99(i),
+            "reference": {"p99_ms": twin_p99(i)},
+        }
+        for i in range(n)
+    ]
 
 
 def test_the_p99_budget_is_against_the_fresh_twin_when_the_run_has_one():
     """A machine that speeds up by 30% over the run moves the soaked p99 and the twin's alike:
     the ratio holds and the budget is met (the soaked p99 alone moved past 20%, a figure now);
-    a server whose own p99 degrades by 30% while the twin's stays misses it. The reference
-    intervals' fewer descriptors are no leak."""
+    a server whose own p99 degrades by 30% while the twin's stays misses it."""
     rng = random.Random(11)
 
     def speed(i):
         return 1.0 if i < 60 else 0.7
 
-    faster = _with_references(
+    faster = _with_twin(
         lambda i: 8.0 * speed(i) * (1 + rng.uniform(-0.1, 0.1)),
         lambda i: 4.0 * speed(i) * (1 + rng.uniform(-0.1, 0.1)),
     )
     budgets = soak_stats.check_budgets(faster, warmup=120, server_exit=None)
     assert budgets["ok"], budgets["failures"]
     p99 = budgets["p99"]
-    assert p99["name"] == "p99_ms relative to a fresh twin" and p99["reference_samples"] >= 15
+    assert p99["name"] == "p99_ms relative to a fresh twin" and p99["samples"] == 108
     assert abs(p99["level_change"]) < 0.2 and p99["first_third_median"] == pytest.approx(2, 0.1)
     assert p99["absolute"]["level_change"] < -0.2 and not p99["absolute"]["ok"]
-    assert budgets["fds"]["samples"] == len([s for s in faster if s["t"] >= 120]) - 18
-    worse = _with_references(lambda i: 8.0 if i < 60 else 10.4, lambda i: 4.0)
+    assert p99["soaked_ms"]["first_third"] == pytest.approx(8, 0.1)
+    assert p99["twin_ms"]["last_third"] == pytest.approx(2.8, 0.1)
+    worse = _with_twin(lambda i: 8.0 if i < 60 else 10.4, lambda i: 4.0)
     budgets = soak_stats.check_budgets(worse, warmup=120, server_exit=None)
     assert budgets["failures"] == [
-        "p99_ms relative to a fresh twin: level moved +30.0% (first third 8/4 ms = 2.000, "
-        "last third 10.4/4 ms = 2.600), budget ±20%"
+        "p99_ms relative to a fresh twin: level moved +30.0% (first third 2, last third 2.6), "
+        "budget ±20%"
     ]
     report = soak_report.markdown(
         {
@@ -222,19 +223,35 @@ def test_the_p99_budget_is_against_the_fresh_twin_when_the_run_has_one():
             "plan": {"steady_rate": 1000},
             "totals": {},
             "server": {"binary": "b", "cargo_profile": "release", "features": "f", "workers": 1},
-            "twin": {"reference_every": 6, "warmup_seconds": 1.0, "log_panics": 0},
+            "twin": {"share": 0.25, "warmup_seconds": 1.0, "log_panics": 0},
         }
     )
     assert "| steady p99 / fresh twin's p99 | stable within 20% | 2 → 2.6 (+30.0%) |" in report
-    assert "soaked 8 → 10.4, twin 4 → 4" in report and "freshly started twin" in report
+    assert "soaked 8 → 10.4, twin 4 → 4" in report and "25% of the steady load" in report
 
 
-def test_the_twin_budget_needs_two_references_in_each_third():
-    short = _with_references(lambda i: 8.0, lambda i: 4.0, n=24)
+def test_stalls_that_hit_both_servers_cancel_in_the_ratio():
+    """The reason the twin runs beside the soaked server: a VM's stalls raise both p99s in the
+    same interval. Stalls that cluster late in the run move the soaked p99's own level by far
+    more than 20%; the per-interval ratio stays flat."""
+    rng = random.Random(3)
+    stall = [1.0 if i < 60 or rng.random() < 0.4 else rng.uniform(2, 6) for i in range(120)]
+    run = _with_twin(
+        lambda i: 8.0 * stall[i] * (1 + rng.uniform(-0.05, 0.05)),
+        lambda i: 5.0 * stall[i] * (1 + rng.uniform(-0.05, 0.05)),
+    )
+    p99 = soak_stats.check_budgets(run, warmup=0, server_exit=None)["p99"]
+    assert p99["ok"] and abs(p99["level_change"]) < 0.1, p99
+    assert p99["absolute"]["level_change"] > 0.5, p99["absolute"]
+    short = _with_twin(lambda i: 8.0, lambda i: 4.0, n=5)
     p99 = soak_stats.check_budgets(short, warmup=0, server_exit=None)["p99"]
-    assert p99["failures"] == [
-        "p99_ms relative to a fresh twin: a third holds 1 reference interval(s), need 2"
-    ]
+    assert p99["failures"] == ["p99_ms relative to a fresh twin: 5 samples after warm-up, need 6"]
+
+
+def test_the_twin_takes_its_share_of_the_rate_and_of_the_connections():
+    assert soak.split(40_000.0, 64, twin=True) == ((30_000.0, 48), (10_000.0, 16))
+    assert soak.split(40_000.0, 64, twin=False) == ((40_000.0, 64), (0.0, 0))
+    assert soak.split(1000.0, 2, twin=True)[1][1] == 1
 
 
 def test_errors_a_dead_server_and_too_few_samples_fail():
@@ -453,16 +470,12 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     assert budgets["rss"]["ok"] and budgets["fds"]["ok"] and not budgets["errors"]
     # The app reports its live heap (glibc), and that budget is checked too.
     assert budgets["heap"]["ok"] and budgets["heap"]["first_third_median"] > 100, budgets["heap"]
-    # One interval in REFERENCE_EVERY was a fresh twin's (started, warmed up, measured,
-    # stopped): the p99 budget's reference, its latencies apart from the soaked server's.
+    # A fresh twin took its share of the steady load in every interval (started, warmed up,
+    # measured, stopped): the p99 budget's reference, its latencies apart from the soaked
+    # server's.
     p99 = budgets["p99"]
-    assert p99["samples"] >= 35 and p99["reference_samples"] >= 6, p99
-    assert p99["absolute"]["first_third_median"] > 0, p99
-    assert res["twin"] == {
-        "reference_every": soak.REFERENCE_EVERY,
-        "warmup_seconds": 1.0,
-        "log_panics": 0,
-    }, res["twin"]
+    assert p99["samples"] >= 40 and p99["absolute"]["first_third_median"] > 0, p99
+    assert res["twin"] == {"share": soak.TWIN_SHARE, "warmup_seconds": 1.0, "log_panics": 0}
     assert res["totals"]["reference"] > 0, res["totals"]
     kinds = ("steady", "churn", "slow_read", "vanish_close", "vanish_reset", "ws_echo")
     kinds += ("h2_stream", "range", "upload", "slow_upload", "db")
@@ -495,8 +508,8 @@ def test_ci_soak_of_the_scenarios_app_meets_every_budget(tmp_path: Path):
     achieved = res["steady_rps_achieved"]
     assert 0.5 * cal["steady_rate"] < achieved < 1.1 * cal["steady_rate"], (achieved, cal)
     for s in written_samples(tmp_path)[:-1]:
-        p99 = s["reference"]["p99_ms"] if "reference" in s else s["p99_ms"]
-        assert p99 is not None and s["steady"]["rps"] > 0, s
+        assert s["p99_ms"] is not None and s["steady"]["rps"] > 0, s
+        assert s["reference"]["p99_ms"] is not None and s["reference"]["rps"] > 0, s
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["budgets"] == budgets and len(written["samples"]) >= CI_SECONDS / 2 - 3
     assert schema.problems(written) == []
@@ -564,21 +577,23 @@ def test_a_sample_takes_the_steady_latencies_and_errors_from_oha():
     assert budgets["errors"]["oha_ECONNRESET"] == 2
 
 
-def test_a_reference_sample_holds_the_twins_latencies_apart():
-    """In a reference interval oha's segment was the twin's: its latencies are the sample's
-    `reference`, its answers `reference` operations (not the soaked server's requests), and
-    the soaked server's CPU per request is not given."""
+def test_a_sample_holds_the_twins_segment_apart():
+    """The twin's segment beside the soaked server's: its latencies and rate are the sample's
+    `reference`, its answers `reference` operations (not the soaked server's requests), its
+    errors counted with the others."""
     seg = soak_oha.parse(json.dumps(OHA_JSON), wall_seconds=2.1, cpu_seconds=0.4)
+    twin = soak_oha.parse(json.dumps(OHA_JSON), wall_seconds=2.1, cpu_seconds=0.1)
+    twin.p99 = 0.002
     tally = soak_load.Tally()
     tally.ops.update(churn=20, sse_chunk=8)
     state = soak._server_state(os.getpid(), 1, None)
     cpu = {"server": 50.0, "oha": 20.0, "python_clients": 10.0, "machine": 90.0}
-    sample = soak._sample(state, tally, seg, 2.0, dict(cpu, server_seconds=0.2), True)
-    assert sample["reference"] == {"p50_ms": 0.2, "p99_ms": 4.0, "p999_ms": 30.0}
-    assert (sample["p50_ms"], sample["p99_ms"], sample["p999_ms"]) == (None, None, None)
-    assert sample["ops"] == {"churn": 20, "sse_chunk": 8, "reference": 15000}
-    assert sample["requests"] == 20 and sample["cpu_us_per_request"] is None
-    assert sample["errors"]["oha_status_503"] == 3
+    sample = soak._sample(state, tally, seg, 2.0, dict(cpu, server_seconds=0.2), twin)
+    assert sample["reference"] == {"p50_ms": 0.2, "p99_ms": 2.0, "p999_ms": 30.0, "rps": 7464.2}
+    assert (sample["p50_ms"], sample["p99_ms"], sample["p999_ms"]) == (0.2, 4.0, 30.0)
+    assert sample["ops"] == {"churn": 20, "sse_chunk": 8, "steady": 15000, "reference": 15000}
+    assert sample["requests"] == 15020 and sample["cpu_us_per_request"] == 13.3
+    assert sample["errors"]["oha_status_503"] == 6
 
 
 def test_oha_runs_closed_loop_to_calibrate_and_open_loop_corrected_for_the_soak():
