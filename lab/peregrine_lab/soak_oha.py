@@ -26,7 +26,8 @@ import errno
 import json
 import os
 import re
-import resource
+import subprocess
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -143,32 +144,35 @@ def command(
     return cmd + [url]
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 async def run(cmd: list[str]) -> Segment:
-    """Runs one oha to its end; its CPU from the children's rusage (oha is the only child this
-    process waits for meanwhile: the server and PostgreSQL are reaped at the end)."""
-    start, cpu0 = time.monotonic(), _children_cpu()
+    """Runs one oha to its end; its CPU is its own, from the rusage `wait4` returns for it. (The
+    children's total, `RUSAGE_CHILDREN`, would also count every other child reaped meanwhile:
+    the twin's oha, which runs at the same time, and the twin servers, stopped each interval.)
+    oha's output goes to files, so nothing waits on a pipe while `wait4` waits on oha."""
+    start = time.monotonic()
     seconds = float(cmd[cmd.index("-z") + 1].rstrip("s"))
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *cmd,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=dict(os.environ, NO_COLOR="1"),
-        )
-    except OSError as e:
-        raise OhaError(f"oha did not start: {e}") from e
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), seconds + REQUEST_TIMEOUT + 30)
-    except TimeoutError as e:
-        proc.kill()
-        await proc.wait()
-        raise OhaError(f"oha did not end: {' '.join(cmd)}") from e
-    wall = time.monotonic() - start
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=dict(os.environ, NO_COLOR="1"))
+        except OSError as e:
+            raise OhaError(f"oha did not start: {e}") from e
+        waiter = asyncio.ensure_future(asyncio.to_thread(os.wait4, proc.pid, 0))
+        try:
+            _, status, usage = await asyncio.wait_for(
+                asyncio.shield(waiter), seconds + REQUEST_TIMEOUT + 30
+            )
+        except TimeoutError as e:
+            proc.kill()
+            await waiter
+            proc.returncode = -9
+            raise OhaError(f"oha did not end: {' '.join(cmd)}") from e
+        # Reaped here: Popen must not wait for it again.
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     if proc.returncode != 0:
-        raise OhaError(f"oha exited {proc.returncode}: {err.decode(errors='replace')[-500:]}")
-    return parse(out.decode(errors="replace"), wall, _children_cpu() - cpu0)
+        raise OhaError(f"oha exited {proc.returncode}: {stderr.decode(errors='replace')[-500:]}")
+    cpu = usage.ru_utime + usage.ru_stime
+    return parse(stdout.decode(errors="replace"), wall, cpu)

@@ -596,6 +596,42 @@ def test_a_sample_holds_the_twins_segment_apart():
     assert sample["errors"]["oha_status_503"] == 6
 
 
+def test_each_oha_run_counts_its_own_cpu_only(tmp_path):
+    """Two load generators at once (the soaked server's and the twin's) and a child reaped
+    meanwhile (a twin server stopped): each run's CPU is its own process's, not the children's
+    total. A stand-in for oha burns a given CPU time and prints oha's JSON."""
+    import asyncio
+
+    fake = tmp_path / "fake_oha.py"
+    fake.write_text(
+        "import sys, time\n"
+        "end = time.process_time() + float(sys.argv[1])\n"
+        "while time.process_time() < end:\n"
+        "    pass\n"
+        f"print({json.dumps(json.dumps(OHA_JSON))})\n"
+    )
+    burn = [
+        sys.executable,
+        "-c",
+        "import time\nt = time.process_time() + 0.6\nwhile time.process_time() < t: pass",
+    ]
+
+    async def main():
+        other = subprocess.Popen(burn)
+        runs = asyncio.gather(
+            soak_oha.run([sys.executable, str(fake), "0.8", "-z", "5s"]),
+            soak_oha.run([sys.executable, str(fake), "0.0", "-z", "5s"]),
+        )
+        await asyncio.to_thread(other.wait)
+        return await runs
+
+    busy, idle = asyncio.run(main())
+    assert busy.requests == 15003 and idle.requests == 15003
+    # The children's total (the old measure) read 1.52 s: this run, the burner and the other.
+    assert 0.75 < busy.cpu_seconds < 0.95, busy.cpu_seconds
+    assert idle.cpu_seconds < 0.15, idle.cpu_seconds
+
+
 def test_oha_runs_closed_loop_to_calibrate_and_open_loop_corrected_for_the_soak():
     closed = soak_oha.command("https://127.0.0.1:1/plaintext", 10, 64)
     assert closed[:6] == ["oha", "--no-tui", "--output-format", "json", "-z", "10s"]
