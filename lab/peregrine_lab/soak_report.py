@@ -177,24 +177,15 @@ def _load_lines(res: dict) -> list[str]:
 def _twin_lines(twin: dict | None) -> list[str]:
     if not twin:
         return []
-    if "share" in twin:
-        how = (
-            f"In every interval {twin['share']:.0%} of the steady load (its rate and its "
-            "connections) went to a twin of the server started fresh for that interval (same "
-            f"binary, arguments and CPUs; {twin['warmup_seconds']:g} s of its load before its "
-            "measured segment); the p99 budget is each interval's soaked p99 over the twin's, "
-            "so that the machine's speed and stalls, which move both, are not read as the "
-            "server's."
-        )
-    else:
-        how = (
-            f"One interval in {twin['reference_every']} sent the steady load to a freshly "
-            f"started twin of the server instead ({twin['warmup_seconds']:g} s of the load "
-            "before its measured segment); the p99 budget is the soaked server's median p99 "
-            "over the twin's, third against third. Those intervals are left out of the memory "
-            "and descriptor budgets (the steady connections were the twin's)."
-        )
-    return ["", f"{how} Panics in the twins' logs: {twin['log_panics']}."]
+    return [
+        "",
+        f"In every interval {twin['share']:.0%} of the steady load (its rate and its "
+        "connections) went to a twin of the server started fresh for that interval (same "
+        f"binary, arguments and CPUs; {twin['warmup_seconds']:g} s of its load before its "
+        "measured segment); the p99 budget is each interval's soaked p99 over the twin's, so "
+        "that the machine's speed and stalls, which move both, are not read as the server's. "
+        f"Panics in the twins' logs: {twin['log_panics']}.",
+    ]
 
 
 def markdown(res: dict) -> str:
