@@ -1,5 +1,6 @@
 //! Handlers: async functions from [`Request`] to anything that is [`IntoResponse`].
 
+use crate::future_slot::FutureSlot;
 use crate::request::Request;
 use crate::response::IntoResponse;
 use crate::state::{Extract, Need};
@@ -61,6 +62,16 @@ pub trait Handler: Send + Sync + 'static {
     /// ```
     fn call(&self, req: Request) -> BoxFuture<Response>;
 
+    /// Answers `req` with a future in a box the worker reuses, or a ready answer (`Err`). The
+    /// framework's own handlers (async functions, with or without extractors) use the pool;
+    /// the default boxes [`call`](Self::call)'s future. Its return type cannot be named
+    /// outside the crate, so it cannot be overridden.
+    #[doc(hidden)]
+    #[inline]
+    fn call_pooled(&self, req: Request) -> Result<FutureSlot, Response> {
+        Ok(FutureSlot::boxed(self.call(req)))
+    }
+
     /// Adds what this handler needs from the application (state types), checked when the
     /// application is built. Handlers taking [`Extract`] arguments report theirs; the default
     /// is nothing.
@@ -102,11 +113,21 @@ where
 {
     #[inline]
     fn call(&self, req: Request) -> BoxFuture<Response> {
-        let fut = self(req);
-        // The one allocation per request on the handler path: the handler's future, boxed
-        // together with the conversion of its output.
-        Box::pin(async move { fut.await.into_response() })
+        Box::pin(answer(self(req)))
     }
+    #[inline]
+    fn call_pooled(&self, req: Request) -> Result<FutureSlot, Response> {
+        Ok(FutureSlot::pooled(answer(self(req))))
+    }
+}
+
+/// The handler's future together with the conversion of its output: what a slot holds.
+#[inline]
+async fn answer<Fut>(fut: Fut) -> Response
+where
+    Fut: Future<Output: IntoResponse>,
+{
+    fut.await.into_response()
 }
 
 /// Anything that can be a route's handler: a [`Handler`], or an async function taking the
@@ -234,8 +255,16 @@ macro_rules! extractor_handlers {
                     Ok(v) => v,
                     Err(e) => return Box::pin(std::future::ready(e.into_response())),
                 },)+);
-                let fut = (self.f)(req, $($a),+);
-                Box::pin(async move { fut.await.into_response() })
+                Box::pin(answer((self.f)(req, $($a),+)))
+            }
+            #[inline]
+            fn call_pooled(&self, req: Request) -> Result<FutureSlot, Response> {
+                #[allow(non_snake_case)]
+                let ($($a,)+) = ($(match $a::try_extract(&req) {
+                    Ok(v) => v,
+                    Err(e) => return Err(e.into_response()),
+                },)+);
+                Ok(FutureSlot::pooled(answer((self.f)(req, $($a),+))))
             }
             fn needs(&self, needs: &mut Vec<Need>) {
                 $($a::needs(needs);)+

@@ -73,6 +73,7 @@ mod error;
 #[cfg(feature = "static-files")]
 #[cfg_attr(docsrs, doc(cfg(feature = "static-files")))]
 pub mod fs;
+mod future_slot;
 // The fuzz targets' checks exercise static files and every coding.
 #[cfg(all(feature = "static-files", feature = "brotli"))]
 #[doc(hidden)]

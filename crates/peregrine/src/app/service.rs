@@ -4,6 +4,7 @@
 use super::last_param::LastParamRoutes;
 use super::statics::StaticRoutes;
 use crate::error::Error;
+use crate::future_slot::FutureSlot;
 use crate::handler::{BoxFuture, Handler};
 use crate::path::{self, EncodedSlashes};
 use crate::request::context::AppContext;
@@ -145,13 +146,25 @@ impl Routing {
     /// Runs the application-wide layers, or the table's choice directly when there are none:
     /// `Err` is a ready answer (404/405/OPTIONS without layers: nothing boxed).
     #[inline]
-    fn start(&self, req: Request) -> Result<BoxFuture<Response>, Response> {
+    fn start(&self, req: Request) -> Result<FutureSlot, Response> {
         if let Some(chain) = &self.chain {
-            return Ok(chain.call(req));
+            return Ok(FutureSlot::boxed(chain.call(req)));
         }
         match self.table.select(&req) {
-            Selected::Handler(h) => Ok(h.call(req)),
+            Selected::Handler(h) => h.call_pooled(req),
             Selected::Ready(r) => Err(r),
+        }
+    }
+
+    /// [`start`](Self::start) for a caller that hands the future on as a [`BoxFuture`]: the
+    /// handler boxes it on its own, as no one would give a pooled box back.
+    fn start_boxed(&self, req: Request) -> BoxFuture<Response> {
+        if let Some(chain) = &self.chain {
+            return chain.call(req);
+        }
+        match self.table.select(&req) {
+            Selected::Handler(h) => h.call(req),
+            Selected::Ready(r) => Box::pin(std::future::ready(r)),
         }
     }
 }
@@ -326,7 +339,10 @@ impl Service for AppService {
                 // First request on this worker: build its state first.
                 None => {
                     return AppFuture {
-                        fut: Some(Box::pin(init_then_start(shared.clone(), req))),
+                        fut: Some(FutureSlot::boxed(Box::pin(init_then_start(
+                            shared.clone(),
+                            req,
+                        )))),
                         ready: None,
                     }
                 }
@@ -353,10 +369,10 @@ impl Service for AppService {
 /// Runs the layers before routing, or [`Routing::start`] when there are none (or the request
 /// is routed already): `Err` is a ready answer.
 #[inline]
-fn start(shared: &Shared, req: Request) -> Result<BoxFuture<Response>, Response> {
+fn start(shared: &Shared, req: Request) -> Result<FutureSlot, Response> {
     if req.route == PRE_ROUTING {
         if let Some(pre) = &shared.pre_routing {
-            return Ok(pre.call(req));
+            return Ok(FutureSlot::boxed(pre.call(req)));
         }
     }
     shared.routing.start(req)
@@ -370,10 +386,7 @@ impl Handler for RouteThenStart {
     fn call(&self, mut req: Request) -> BoxFuture<Response> {
         let (route, params, normalized) = self.0.route_of(req.path());
         req.set_route(route, params, normalized);
-        match self.0.start(req) {
-            Ok(fut) => fut,
-            Err(res) => Box::pin(std::future::ready(res)),
-        }
+        self.0.start_boxed(req)
     }
 }
 
@@ -383,7 +396,7 @@ async fn init_then_start(shared: Arc<Shared>, mut req: Request) -> Response {
         Ok(locals) => {
             req.locals = Some(locals);
             match start(&shared, req) {
-                Ok(fut) => fut.await,
+                Ok(fut) => fut.into_boxed().await,
                 Err(res) => res,
             }
         }
@@ -412,7 +425,7 @@ async fn init_then_start(shared: Arc<Shared>, mut req: Request) -> Response {
 /// # });
 /// ```
 pub struct AppFuture {
-    fut: Option<BoxFuture<Response>>,
+    fut: Option<FutureSlot>,
     ready: Option<Response>,
 }
 
@@ -428,10 +441,12 @@ impl Future for AppFuture {
         let Some(fut) = self.fut.as_mut() else {
             panic!("AppFuture polled after completion");
         };
-        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(mut r)) => {
-                self.fut = None;
+                if let Some(done) = self.fut.take() {
+                    done.recycle();
+                }
                 settle(&mut r);
                 Poll::Ready(r)
             }
