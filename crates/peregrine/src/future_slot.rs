@@ -3,12 +3,16 @@
 //! after request with the same handler allocates none (glibc's `malloc` + `free` of the boxed
 //! future were ~140 instructions of the framework's ~1,670 per pipelined request).
 
-use crate::handler::BoxFuture;
 use peregrine_server::Response;
 use reusable_box_future::ReusableLocalBoxFuture;
 use std::cell::RefCell;
 use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll};
+
+/// The handler module's `BoxFuture<Response>`, spelled out: that module uses this one, and the
+/// two must not import each other.
+type BoxFuture = Pin<Box<dyn Future<Output = Response> + 'static>>;
 
 /// Boxes a worker keeps for reuse; the pool holds no more (those past it are freed), so a
 /// burst of concurrent requests leaves at most this many behind.
@@ -28,7 +32,7 @@ thread_local! {
 pub struct FutureSlot(Held);
 
 enum Held {
-    Boxed(BoxFuture<Response>),
+    Boxed(BoxFuture),
     Reused(ReusableLocalBoxFuture<Response>),
 }
 
@@ -52,13 +56,13 @@ impl FutureSlot {
 
     /// A future boxed on its own.
     #[inline]
-    pub(crate) fn boxed(fut: BoxFuture<Response>) -> Self {
+    pub(crate) fn boxed(fut: BoxFuture) -> Self {
         FutureSlot(Held::Boxed(fut))
     }
 
     /// The future as a [`BoxFuture`], for code that hands futures on (its pooled box, if it
     /// has one, is not given back).
-    pub(crate) fn into_boxed(self) -> BoxFuture<Response> {
+    pub(crate) fn into_boxed(self) -> BoxFuture {
         match self.0 {
             Held::Boxed(f) => f,
             // Unpin (it is a pointer), so it boxes as it is.
