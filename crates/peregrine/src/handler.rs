@@ -250,24 +250,37 @@ macro_rules! extractor_handlers {
             $($a: TryExtract),+
         {
             fn call(&self, req: Request) -> BoxFuture<Response> {
-                #[allow(non_snake_case)]
-                let ($($a,)+) = ($(match $a::try_extract(&req) {
-                    Ok(v) => v,
-                    Err(e) => return Box::pin(std::future::ready(e.into_response())),
-                },)+);
-                Box::pin(answer((self.f)(req, $($a),+)))
+                match self.extract_then_call(req) {
+                    Ok(fut) => Box::pin(answer(fut)),
+                    Err(rejected) => Box::pin(std::future::ready(rejected)),
+                }
             }
             #[inline]
             fn call_pooled(&self, req: Request) -> Result<FutureSlot, Response> {
+                self.extract_then_call(req).map(|fut| FutureSlot::pooled(answer(fut)))
+            }
+            fn needs(&self, needs: &mut Vec<Need>) {
+                $($a::needs(needs);)+
+            }
+        }
+
+        impl<F, Fut, R, $($a),+> WithExtractors<F, ($($a,)+)>
+        where
+            F: Fn(Request, $($a),+) -> Fut + Send + Sync + 'static,
+            Fut: Future<Output = R> + 'static,
+            R: IntoResponse,
+            $($a: TryExtract),+
+        {
+            /// Takes each argument from `req`, then calls the function: its future, or the
+            /// first extractor's rejection as the answer.
+            #[inline]
+            fn extract_then_call(&self, req: Request) -> Result<Fut, Response> {
                 #[allow(non_snake_case)]
                 let ($($a,)+) = ($(match $a::try_extract(&req) {
                     Ok(v) => v,
                     Err(e) => return Err(e.into_response()),
                 },)+);
-                Ok(FutureSlot::pooled(answer((self.f)(req, $($a),+))))
-            }
-            fn needs(&self, needs: &mut Vec<Need>) {
-                $($a::needs(needs);)+
+                Ok((self.f)(req, $($a),+))
             }
         }
 
