@@ -3,6 +3,7 @@
 //! the leaf `into_response`, which the error type implements it from).
 
 pub(crate) mod into_response;
+mod json_buffer;
 
 pub use into_response::IntoResponse;
 pub(crate) use into_response::OCTET_STREAM;
@@ -12,7 +13,7 @@ pub(crate) use into_response::{APPLICATION_JSON, TEXT_PLAIN};
 use crate::error::Error;
 use crate::header::{self, IntoHeaders};
 use crate::status::StatusCode;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use peregrine_server::{Response, ResponseBody};
 use serde::Serialize;
 use std::borrow::Cow;
@@ -199,58 +200,11 @@ pub struct Json<T>(pub T);
 impl<T: Serialize> IntoResponse for Json<T> {
     #[inline]
     fn into_response(self) -> Response {
-        match serialize_json(&self.0) {
+        match json_buffer::serialize(&self.0) {
             // The engine's own recycled `Content-Type` list, as text answers get.
             Ok(body) => Response::json(ResponseBody::Full(body)),
             Err(e) => Error::internal_from(e).into_response(),
         }
-    }
-}
-
-/// Scratch space kept by each worker thread for serialising; beyond this capacity it is
-/// released after use so one huge answer does not pin memory.
-const SCRATCH_KEEP: usize = 64 * 1024;
-
-thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Serialises into the worker's scratch buffer, then copies into an exactly-sized `Bytes`.
-/// One allocation per answer: growing a fresh buffer would reallocate (and copy) as it grows,
-/// and turning a `Vec` with spare capacity into `Bytes` costs a second allocation.
-pub(crate) fn serialize_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Bytes> {
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => {
-            buf.clear();
-            let res =
-                serde_json::to_writer(&mut *buf, value).map(|()| Bytes::copy_from_slice(&buf));
-            if buf.capacity() > SCRATCH_KEEP {
-                *buf = Vec::new();
-            }
-            res
-        }
-        // Re-entered from inside a Serialize impl: use a buffer of its own.
-        Err(_) => {
-            let mut buf = BytesMut::with_capacity(128);
-            serde_json::to_writer(BufWriter(&mut buf), value).map(|()| buf.freeze())
-        }
-    })
-}
-/// `io::Write` over a `BytesMut` (the fallback path of [`serialize_json`]).
-struct BufWriter<'a>(&'a mut BytesMut);
-impl std::io::Write for BufWriter<'_> {
-    #[inline]
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(b);
-        Ok(b.len())
-    }
-    #[inline]
-    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
-        self.0.extend_from_slice(b);
-        Ok(())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
