@@ -400,7 +400,9 @@ impl Stream for SseBody {
                 if let Some((every, sleep)) = &mut this.keep_alive {
                     sleep.as_mut().reset(tokio::time::Instant::now() + *every);
                 }
-                return Poll::Ready(Some(Ok(Bytes::from(ev.to_bytes()))));
+                return Poll::Ready(Some(Ok(crate::response::chunks::owned(
+                    ev.to_bytes().into_bytes(),
+                ))));
             }
             Poll::Ready(None) => return Poll::Ready(None),
             Poll::Pending => {}

@@ -3,7 +3,6 @@
 
 use super::{Error, Extra};
 use crate::response::into_response::IntoResponse;
-use bytes::Bytes;
 use peregrine_server::{Response, ResponseBody};
 use std::borrow::Cow;
 
@@ -99,7 +98,8 @@ impl IntoResponse for Error {
         let body = self.body();
         let mut headers = self.headers;
         headers.push((Cow::Borrowed("content-type"), Cow::Borrowed(PROBLEM_JSON)));
-        let mut r = Response::new(self.status).with_body(ResponseBody::Full(Bytes::from(body)));
+        let mut r = Response::new(self.status)
+            .with_body(ResponseBody::Full(crate::response::chunks::owned(body)));
         r.headers = headers;
         r
     }

@@ -2,8 +2,8 @@
 //! bytes, statuses, header tuples, [`Json`], [`Html`] and [`Redirect`] (the trait itself is in
 //! the leaf `into_response`, which the error type implements it from).
 
+pub(crate) mod chunks;
 pub(crate) mod into_response;
-mod json_buffer;
 
 pub use into_response::IntoResponse;
 pub(crate) use into_response::OCTET_STREAM;
@@ -41,7 +41,7 @@ impl IntoResponse for &'static str {
 impl IntoResponse for String {
     #[inline]
     fn into_response(self) -> Response {
-        Response::text(ResponseBody::Full(Bytes::from(self)))
+        Response::text(ResponseBody::Full(chunks::owned(self.into_bytes())))
     }
 }
 impl IntoResponse for Cow<'static, str> {
@@ -59,7 +59,7 @@ impl IntoResponse for Bytes {
 }
 impl IntoResponse for Vec<u8> {
     fn into_response(self) -> Response {
-        full(OCTET_STREAM, ResponseBody::Full(Bytes::from(self)))
+        full(OCTET_STREAM, ResponseBody::Full(chunks::owned(self)))
     }
 }
 impl IntoResponse for &'static [u8] {
@@ -200,7 +200,7 @@ pub struct Json<T>(pub T);
 impl<T: Serialize> IntoResponse for Json<T> {
     #[inline]
     fn into_response(self) -> Response {
-        match json_buffer::serialize(&self.0) {
+        match chunks::json(&self.0) {
             // The engine's own recycled `Content-Type` list, as text answers get.
             Ok(body) => Response::json(ResponseBody::Full(body)),
             Err(e) => Error::internal_from(e).into_response(),

@@ -1,20 +1,23 @@
-//! Where [`Json`](super::Json) answers are serialised: a buffer per worker thread that answers are
-//! cut from, so a JSON body costs no allocation of its own.
+//! Where small response bodies are made: a buffer per worker thread that bodies are cut from, so
+//! a [`Json`](super::Json) answer, a `String` with spare capacity or a problem document costs
+//! no allocation of its own.
 //!
-//! Each answer is written at the end of the worker's chunk and split off as a [`Bytes`] that
+//! Each body is written at the end of the worker's chunk and split off as a [`Bytes`] that
 //! shares the chunk (one reference count). When the chunk runs short, it is reused from its
-//! start if every answer cut from it is gone (the usual case: the engine copies a small body into
+//! start if every body cut from it is gone (the usual case: the engine copies a small body into
 //! the connection's write buffer and drops it), and replaced by a fresh chunk if not; the old one
-//! is freed with its last answer.
+//! is freed with its last body.
 //!
 //! Measured with callgrind on the scenarios app's `GET /users/42`, 16 pipelined: an exactly-sized
-//! copy per answer (`Bytes::copy_from_slice` out of a scratch `Vec`) cost a `malloc` and a `free`,
-//! about 200 instructions per request; this costs two uncontended atomic operations on the
-//! chunk's count. See `docs/performance.md`, "Framework cost".
+//! copy per JSON answer (`Bytes::copy_from_slice` out of a scratch `Vec`) cost a `malloc` and a
+//! `free`, about 200 instructions per request; this costs two uncontended atomic operations on
+//! the chunk's count. A `String` or `Vec<u8>` whose capacity exceeds its length becomes a
+//! `Bytes` through a second allocation (`bytes` keeps the capacity in a box of its own): a small
+//! one is copied here instead. See `docs/performance.md`, "Framework cost".
 //!
-//! Memory: an answer kept alive (cached by a handler, queued on a slow connection) keeps its
-//! chunk, at most [`CHUNK`] bytes, alive with it. An answer larger than [`KEEP`] is given its
-//! chunk for itself, so one huge answer does not stay with the worker.
+//! Memory: a body kept alive (cached by a handler, queued on a slow connection) keeps its chunk,
+//! at most [`CHUNK`] bytes, alive with it. A JSON body larger than [`KEEP`] is given its chunk
+//! for itself, so one huge answer does not stay with the worker.
 
 use bytes::{Bytes, BytesMut};
 use serde::Serialize;
@@ -23,7 +26,8 @@ use std::cell::RefCell;
 /// Size of a chunk answers are cut from.
 pub(crate) const CHUNK: usize = 8 * 1024;
 /// Room left below which a new chunk is taken (or the old one reused) before serialising:
-/// most answers fit in it without growing the chunk mid-write.
+/// most answers fit in it without growing the chunk mid-write. Also the largest owned body
+/// copied into the chunk (a larger one keeps its own allocation).
 const ROOM: usize = 1024;
 /// An answer larger than this leaves the worker with a new, empty chunk.
 pub(crate) const KEEP: usize = 64 * 1024;
@@ -32,8 +36,27 @@ thread_local! {
     static CHUNKS: RefCell<BytesMut> = RefCell::new(BytesMut::new());
 }
 
-/// Serialises `value` into the worker's chunk and returns it as its own [`Bytes`].
-pub(crate) fn serialize<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Bytes> {
+/// `body` as [`Bytes`] without a second allocation: as it is when it has no spare capacity or
+/// is large, else copied into the worker's chunk (and its own buffer freed).
+#[inline]
+pub(crate) fn owned(body: Vec<u8>) -> Bytes {
+    if body.len() == body.capacity() || body.len() > ROOM {
+        return Bytes::from(body);
+    }
+    CHUNKS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.capacity() < ROOM {
+                buf.reserve(CHUNK);
+            }
+            buf.extend_from_slice(&body);
+            buf.split().freeze()
+        }
+        Err(_) => Bytes::from(body),
+    })
+}
+
+/// Serialises `value` as JSON into the worker's chunk and returns it as its own [`Bytes`].
+pub(crate) fn json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Bytes> {
     CHUNKS.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
             if buf.capacity() < ROOM {
@@ -94,8 +117,8 @@ mod tests {
 
     #[test]
     fn answers_are_cut_from_one_chunk_and_it_is_reused_once_they_are_gone() {
-        let a = serialize(&serde_json::json!({"id": 1})).unwrap();
-        let b = serialize(&serde_json::json!({"id": 2})).unwrap();
+        let a = json(&serde_json::json!({"id": 1})).unwrap();
+        let b = json(&serde_json::json!({"id": 2})).unwrap();
         assert_eq!(&a[..], br#"{"id":1}"#);
         assert_eq!(&b[..], br#"{"id":2}"#);
         // Adjacent in one chunk: no allocation of their own.
@@ -104,8 +127,8 @@ mod tests {
         drop((a, b));
         // Fill the chunk so the next answer needs room: it is taken from the chunk's start.
         let filler = "x".repeat(CHUNK - ROOM);
-        drop(serialize(&filler).unwrap());
-        let c = serialize(&7u32).unwrap();
+        drop(json(&filler).unwrap());
+        let c = json(&7u32).unwrap();
         assert_eq!(&c[..], b"7");
         assert_eq!(
             c.as_ptr() as usize,
@@ -116,9 +139,9 @@ mod tests {
 
     #[test]
     fn an_answer_still_alive_is_never_overwritten() {
-        let kept = serialize(&"kept").unwrap();
+        let kept = json(&"kept").unwrap();
         for i in 0..(4 * CHUNK / 8) {
-            let other = serialize(&i).unwrap();
+            let other = json(&i).unwrap();
             assert_eq!(other, i.to_string().as_bytes());
         }
         assert_eq!(&kept[..], br#""kept""#);
@@ -126,12 +149,48 @@ mod tests {
 
     #[test]
     fn a_huge_answer_does_not_stay_with_the_worker() {
-        let big = serialize(&"y".repeat(KEEP * 2)).unwrap();
+        let big = json(&"y".repeat(KEEP * 2)).unwrap();
         assert_eq!(big.len(), KEEP * 2 + 2);
         assert_eq!(room(), 0, "the worker let go of the huge answer's chunk");
         drop(big);
-        let small = serialize(&1u8).unwrap();
+        let small = json(&1u8).unwrap();
         assert_eq!(&small[..], b"1");
+    }
+
+    #[test]
+    fn owned_bodies_with_spare_capacity_are_cut_from_the_chunk() {
+        let spare = |text: &[u8]| {
+            let mut v = Vec::with_capacity(64);
+            v.extend_from_slice(text);
+            v
+        };
+        let a = owned(spare(b"hello"));
+        let b = owned(spare(b"world"));
+        let c = json(&1u8).unwrap();
+        assert_eq!(
+            (&a[..], &b[..], &c[..]),
+            (&b"hello"[..], &b"world"[..], &b"1"[..])
+        );
+        // Copied into the chunk one after the other, JSON bodies too.
+        assert_eq!(a.as_ptr() as usize + a.len(), b.as_ptr() as usize);
+        assert_eq!(b.as_ptr() as usize + b.len(), c.as_ptr() as usize);
+
+        let exact = b"abc".to_vec();
+        assert_eq!(exact.len(), exact.capacity());
+        let at = exact.as_ptr();
+        assert_eq!(
+            owned(exact).as_ptr(),
+            at,
+            "no spare capacity: the body keeps its allocation"
+        );
+        let mut large = Vec::with_capacity(ROOM * 4);
+        large.resize(ROOM + 1, b'z');
+        let at = large.as_ptr();
+        assert_eq!(
+            owned(large).as_ptr(),
+            at,
+            "a large body keeps its allocation"
+        );
     }
 
     struct Fails;
@@ -146,8 +205,8 @@ mod tests {
 
     #[test]
     fn a_failed_serialisation_leaves_nothing_behind() {
-        assert!(serialize(&Fails).is_err());
-        let next = serialize(&[1, 2]).unwrap();
+        assert!(json(&Fails).is_err());
+        let next = json(&[1, 2]).unwrap();
         assert_eq!(&next[..], b"[1,2]");
     }
 
@@ -155,14 +214,14 @@ mod tests {
     struct Nested;
     impl Serialize for Nested {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let inner = serialize(&"inner").map_err(S::Error::custom)?;
+            let inner = json(&"inner").map_err(S::Error::custom)?;
             s.serialize_str(std::str::from_utf8(&inner).unwrap())
         }
     }
 
     #[test]
     fn serialising_from_inside_a_serialisation_works() {
-        let outer = serialize(&Nested).unwrap();
+        let outer = json(&Nested).unwrap();
         assert_eq!(&outer[..], br#""\"inner\"""#);
     }
 }
