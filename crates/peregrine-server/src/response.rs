@@ -149,6 +149,24 @@ fn refill_one_field(cell: &'static ListCell, value: &'static [u8]) {
     put_list(cell, fields);
 }
 
+/// Bodies up to this size are copied by [`detach_small`] when they share their allocation.
+const DETACH_MAX: usize = 16 * 1024;
+
+/// `body` in an allocation of its own when it is small and shares its allocation with other
+/// data (a slice of a larger buffer, such as the framework's per-worker chunk of small bodies),
+/// else as it is. The HTTP/2 and HTTP/3 drivers hand bodies to their protocol crates, which hold
+/// them while the client's flow-control window or socket is closed: a held slice would keep its
+/// whole buffer alive, so a client stalling many streams could pin a buffer per small answer.
+/// (HTTP/1.1 copies bodies of this size into the connection's output buffer at once.) A larger
+/// body keeps its allocation: what it pins is about its own size.
+pub(crate) fn detach_small(body: Bytes) -> Bytes {
+    if body.len() <= DETACH_MAX && !body.is_unique() {
+        Bytes::copy_from_slice(&body)
+    } else {
+        body
+    }
+}
+
 /// Whether `fields` is exactly [`Response::text`]'s list: its one field, the engine's statics.
 pub(crate) fn is_text_fields(fields: &[Field]) -> bool {
     fields.len() == 1 && is_content_type_text(&fields[0])
@@ -520,6 +538,32 @@ pub(crate) fn log_refused_field(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_shared_bodies_are_detached_and_the_others_kept() {
+        let buffer = Bytes::from(vec![7u8; 64 * 1024]);
+        let small = buffer.slice(0..30);
+        let copy = detach_small(small.clone());
+        assert_eq!(copy, small);
+        assert_ne!(
+            copy.as_ptr(),
+            small.as_ptr(),
+            "a small shared slice is copied"
+        );
+        assert!(copy.is_unique());
+
+        let alone = Bytes::from(b"alone".to_vec());
+        let at = alone.as_ptr();
+        assert_eq!(
+            detach_small(alone).as_ptr(),
+            at,
+            "a body that owns its bytes is kept"
+        );
+
+        let large = buffer.slice(0..DETACH_MAX + 1);
+        let at = large.as_ptr();
+        assert_eq!(detach_small(large).as_ptr(), at, "a large slice is kept");
+    }
 
     #[test]
     fn recycled_text_fields_keep_their_one_field_and_other_lists_come_back_empty() {

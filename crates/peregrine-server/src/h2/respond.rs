@@ -206,6 +206,7 @@ pub(crate) async fn send(
     };
     let body = match std::mem::replace(&mut res.body, ResponseBody::Empty) {
         ResponseBody::Static(b) => ResponseBody::Full(Bytes::from_static(b)),
+        ResponseBody::Full(b) => ResponseBody::Full(crate::response::detach_small(b)),
         body => body,
     };
     crate::response::recycle_fields(std::mem::take(&mut res.headers));

@@ -207,6 +207,8 @@ impl<'a> Sender<'a> {
                 next = next => next,
                 _ = poll_fn(|cx| stream.poll_reset(cx)) => return Err(SendError::Reset),
             };
+            // A piece h2 may hold while the client's window is closed: see `detach_small`.
+            let next = next.map(|piece| piece.map(crate::response::detach_small));
             match (next, left) {
                 (None, None) => return self.data(Bytes::new(), true).await,
                 (None, Some(_)) => return Err(self.fail("ended before its length")),

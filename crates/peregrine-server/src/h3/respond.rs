@@ -114,7 +114,10 @@ async fn send_body(
 ) -> Result<(), SendError> {
     match body {
         ResponseBody::Empty | ResponseBody::Upgrade(_) => Ok(()),
-        ResponseBody::Full(bytes) => data(send, bytes, timeout).await,
+        // Held while the client's window is closed: see `detach_small`.
+        ResponseBody::Full(bytes) => {
+            data(send, crate::response::detach_small(bytes), timeout).await
+        }
         ResponseBody::Static(bytes) => data(send, Bytes::from_static(bytes), timeout).await,
         ResponseBody::Stream(stream) => stream_body(send, stream, None, timeout).await,
         ResponseBody::SizedStream { len, stream } => {
@@ -157,7 +160,7 @@ async fn stream_body(
         if len.is_some_and(|len| sent > len) {
             break;
         }
-        data(send, piece, timeout).await?;
+        data(send, crate::response::detach_small(piece), timeout).await?;
     }
     if len.is_some_and(|len| sent != len) {
         tracing::error!(?len, sent, "sized response stream did not match its length");
