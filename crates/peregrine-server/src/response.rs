@@ -150,6 +150,7 @@ fn refill_one_field(cell: &'static ListCell, value: &'static [u8]) {
 }
 
 /// Bodies up to this size are copied by [`detach_small`] when they share their allocation.
+#[cfg(any(feature = "http2", feature = "http3"))]
 const DETACH_MAX: usize = 16 * 1024;
 
 /// `body` in an allocation of its own when it is small and shares its allocation with other
@@ -159,6 +160,7 @@ const DETACH_MAX: usize = 16 * 1024;
 /// whole buffer alive, so a client stalling many streams could pin a buffer per small answer.
 /// (HTTP/1.1 copies bodies of this size into the connection's output buffer at once.) A larger
 /// body keeps its allocation: what it pins is about its own size.
+#[cfg(any(feature = "http2", feature = "http3"))]
 pub(crate) fn detach_small(body: Bytes) -> Bytes {
     if body.len() <= DETACH_MAX && !body.is_unique() {
         Bytes::copy_from_slice(&body)
@@ -540,6 +542,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(any(feature = "http2", feature = "http3"))]
     fn small_shared_bodies_are_detached_and_the_others_kept() {
         let buffer = Bytes::from(vec![7u8; 64 * 1024]);
         let small = buffer.slice(0..30);
