@@ -23,15 +23,32 @@ fn numbered(n: u64, len: usize) -> Numbered {
     }
 }
 
+/// Writes part of its JSON, then panics (a bug in a `Serialize` impl).
+struct PanicsHalfway;
+
+impl serde::Serialize for PanicsHalfway {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("partial", "written before the panic")?;
+        panic!("Serialize impl bug");
+    }
+}
+
 fn app() -> App {
-    App::new().route(
-        "/json/{n}/{len}",
-        get(|req: Request| async move {
-            let n: u64 = req.param("n")?;
-            let len: usize = req.param("len")?;
-            Ok::<_, Error>(Json(numbered(n, len)))
-        }),
-    )
+    App::new()
+        .route(
+            "/panics",
+            get(|_req: Request| async { Json(PanicsHalfway) }),
+        )
+        .route(
+            "/json/{n}/{len}",
+            get(|req: Request| async move {
+                let n: u64 = req.param("n")?;
+                let len: usize = req.param("len")?;
+                Ok::<_, Error>(Json(numbered(n, len)))
+            }),
+        )
 }
 
 fn check(body: &[u8], n: u64, len: usize) {
@@ -90,4 +107,18 @@ fn an_answer_held_for_a_slow_reader_is_not_overwritten_by_later_ones() {
     // And the connection is still usable.
     slow.write(b"GET /json/9/1 HTTP/1.1\r\nHost: t\r\n\r\n");
     check(&slow.read(false).body, 9, 1);
+}
+
+#[test]
+fn a_serialisation_that_panicked_answers_500_and_the_next_body_is_clean() {
+    let srv = TestServer::start(app());
+    let mut conn = srv.connect();
+    for n in 0..3u64 {
+        let r = srv.get("/panics", &[]);
+        assert_eq!(r.status, 500);
+        assert!(!r.text().contains("partial"));
+        // The same worker's next JSON body starts where it should.
+        conn.write(format!("GET /json/{n}/5 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        check(&conn.read(false).body, n, 5);
+    }
 }

@@ -45,6 +45,8 @@ pub(crate) fn owned(body: Vec<u8>) -> Bytes {
     }
     CHUNKS.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
+            // See `json`: nothing a panicked serialisation left may lead this body.
+            buf.clear();
             if buf.capacity() < ROOM {
                 buf.reserve(CHUNK);
             }
@@ -59,6 +61,9 @@ pub(crate) fn owned(body: Vec<u8>) -> Bytes {
 pub(crate) fn json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Bytes> {
     CHUNKS.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
+            // Empty after every split; not after a `Serialize` impl that panicked halfway (the
+            // worker goes on): what it wrote must not start the next body.
+            buf.clear();
             if buf.capacity() < ROOM {
                 // Reclaims the chunk when no answer cut from it is alive, else allocates one.
                 buf.reserve(CHUNK);
@@ -206,6 +211,24 @@ mod tests {
     #[test]
     fn a_failed_serialisation_leaves_nothing_behind() {
         assert!(json(&Fails).is_err());
+        let next = json(&[1, 2]).unwrap();
+        assert_eq!(&next[..], b"[1,2]");
+    }
+
+    struct Panics;
+    impl Serialize for Panics {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeSeq;
+            let mut seq = s.serialize_seq(None)?;
+            seq.serialize_element("written before the panic")?;
+            panic!("a Serialize impl panicked");
+        }
+    }
+
+    #[test]
+    fn a_serialisation_that_panicked_leaves_nothing_behind() {
+        let caught = std::panic::catch_unwind(|| json(&Panics));
+        assert!(caught.is_err());
         let next = json(&[1, 2]).unwrap();
         assert_eq!(&next[..], b"[1,2]");
     }
