@@ -390,7 +390,8 @@ impl Handler for RouteThenStart {
     }
 }
 
-/// Builds this worker's state ([`App::on_worker_start`]), then answers `req`.
+/// Builds this worker's state ([`App::on_worker_start`](crate::App::on_worker_start)), then
+/// answers `req`.
 async fn init_then_start(shared: Arc<Shared>, mut req: Request) -> Response {
     match shared.worker.init().await {
         Ok(locals) => {

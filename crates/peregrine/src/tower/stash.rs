@@ -47,6 +47,7 @@ impl Drop for StashGuard {
     }
 }
 
-/// Marks a response whose real body waits in the worker's stash (see [`ResponseBodyAs`]).
+/// Marks a response whose real body waits in the worker's stash (see
+/// [`ResponseBodyAs`](super::ResponseBodyAs)).
 #[derive(Clone, Copy)]
 pub(super) struct StashedBody(pub(super) u64);
