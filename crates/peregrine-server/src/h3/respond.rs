@@ -67,6 +67,11 @@ pub(super) async fn send(
         }
     };
     crate::response::recycle_fields(std::mem::take(&mut res.headers));
+    // Detached before the head goes out: the head waits for the client's window too, and the
+    // body waits with it (see `detach_small`).
+    if let ResponseBody::Full(body) = &mut res.body {
+        *body = crate::response::detach_small(std::mem::take(body));
+    }
     let head_sent = tokio::time::timeout(write_timeout, send.send_response(head)).await;
     settle(send, head_sent)?;
     let body = std::mem::replace(&mut res.body, ResponseBody::Empty);
@@ -114,10 +119,8 @@ async fn send_body(
 ) -> Result<(), SendError> {
     match body {
         ResponseBody::Empty | ResponseBody::Upgrade(_) => Ok(()),
-        // Held while the client's window is closed: see `detach_small`.
-        ResponseBody::Full(bytes) => {
-            data(send, crate::response::detach_small(bytes), timeout).await
-        }
+        // Detached in `send` already.
+        ResponseBody::Full(bytes) => data(send, bytes, timeout).await,
         ResponseBody::Static(bytes) => data(send, Bytes::from_static(bytes), timeout).await,
         ResponseBody::Stream(stream) => stream_body(send, stream, None, timeout).await,
         ResponseBody::SizedStream { len, stream } => {
