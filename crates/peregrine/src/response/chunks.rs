@@ -27,16 +27,33 @@ use serde::Serialize;
 use std::cell::RefCell;
 
 /// Size of a chunk answers are cut from.
-pub(crate) const CHUNK: usize = 8 * 1024;
+const CHUNK: usize = 8 * 1024;
 /// Room left below which a new chunk is taken (or the old one reused) before serialising:
 /// most answers fit in it without growing the chunk mid-write. Also the largest owned body
 /// copied into the chunk (a larger one keeps its own allocation).
 const ROOM: usize = 1024;
 /// An answer larger than this leaves the worker with a new, empty chunk.
-pub(crate) const KEEP: usize = 64 * 1024;
+const KEEP: usize = 64 * 1024;
 
 thread_local! {
     static CHUNKS: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// Runs `write` on the worker's chunk, emptied and with room for a typical body; `None` when the
+/// chunk is in use already (re-entered from inside a `Serialize` impl).
+#[inline]
+fn with_chunk<R>(write: impl FnOnce(&mut BytesMut) -> R) -> Option<R> {
+    CHUNKS.with(|cell| {
+        let mut buf = cell.try_borrow_mut().ok()?;
+        // Empty after every split; not after a `Serialize` impl that panicked halfway (the
+        // worker goes on): what it wrote must not start the next body.
+        buf.clear();
+        if buf.capacity() < ROOM {
+            // Reclaims the chunk when no body cut from it is alive, else allocates one.
+            buf.reserve(CHUNK);
+        }
+        Some(write(&mut buf))
+    })
 }
 
 /// `body` as [`Bytes`] without a second allocation: as it is when it has no spare capacity or
@@ -46,51 +63,33 @@ pub(crate) fn owned(body: Vec<u8>) -> Bytes {
     if body.len() == body.capacity() || body.len() > ROOM {
         return Bytes::from(body);
     }
-    CHUNKS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => {
-            // See `json`: nothing a panicked serialisation left may lead this body.
-            buf.clear();
-            if buf.capacity() < ROOM {
-                buf.reserve(CHUNK);
-            }
-            buf.extend_from_slice(&body);
-            buf.split().freeze()
-        }
-        Err(_) => Bytes::from(body),
+    with_chunk(|buf| {
+        buf.extend_from_slice(&body);
+        buf.split().freeze()
     })
+    .unwrap_or_else(|| Bytes::from(body))
 }
 
 /// Serialises `value` as JSON into the worker's chunk and returns it as its own [`Bytes`].
 pub(crate) fn json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Bytes> {
-    CHUNKS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => {
-            // Empty after every split; not after a `Serialize` impl that panicked halfway (the
-            // worker goes on): what it wrote must not start the next body.
+    let cut = with_chunk(|buf| match serde_json::to_writer(Writer(buf), value) {
+        Ok(()) => {
+            let body = buf.split().freeze();
+            if body.len() > KEEP {
+                *buf = BytesMut::new();
+            }
+            Ok(body)
+        }
+        Err(e) => {
+            // A `Serialize` impl failed halfway: drop what it wrote.
             buf.clear();
-            if buf.capacity() < ROOM {
-                // Reclaims the chunk when no answer cut from it is alive, else allocates one.
-                buf.reserve(CHUNK);
-            }
-            match serde_json::to_writer(Writer(&mut buf), value) {
-                Ok(()) => {
-                    let body = buf.split().freeze();
-                    if body.len() > KEEP {
-                        *buf = BytesMut::new();
-                    }
-                    Ok(body)
-                }
-                Err(e) => {
-                    // A `Serialize` impl failed halfway: drop what it wrote.
-                    buf.clear();
-                    Err(e)
-                }
-            }
+            Err(e)
         }
-        // Re-entered from inside a `Serialize` impl: use a buffer of its own.
-        Err(_) => {
-            let mut buf = BytesMut::with_capacity(128);
-            serde_json::to_writer(Writer(&mut buf), value).map(|()| buf.freeze())
-        }
+    });
+    cut.unwrap_or_else(|| {
+        // Re-entered from inside a `Serialize` impl: a buffer of its own.
+        let mut buf = BytesMut::with_capacity(128);
+        serde_json::to_writer(Writer(&mut buf), value).map(|()| buf.freeze())
     })
 }
 
