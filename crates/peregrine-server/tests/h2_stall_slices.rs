@@ -6,45 +6,17 @@
 
 mod common;
 mod h2_limits_support;
+mod slices_support;
 mod tls_support;
 
-use bytes::Bytes;
 use h2_limits_support::{config, connect, fetch, request, rss, serve, stream_end, Via};
 use peregrine_server::h2::Http2Config;
-use peregrine_server::{service_fn, Request, Response, ResponseBody, Service};
-use std::cell::RefCell;
+use slices_support::{app, MIB, SLICE};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MIB: usize = 1024 * 1024;
 const STREAMS: usize = 100;
-
-thread_local! {
-    /// The buffer the last answer was cut from, kept by the worker as the framework keeps its
-    /// chunk: a body handed to the driver shares it.
-    static CURRENT: RefCell<Option<Bytes>> = const { RefCell::new(None) };
-}
-
-/// `/slice`: 30 bytes cut from a fresh 1 MiB buffer that the worker keeps until the next
-/// request (so the body is shared when the driver takes it, and alone afterwards).
-fn app(served: Arc<AtomicUsize>) -> impl Service {
-    service_fn(move |req: Request| {
-        let served = served.clone();
-        async move {
-            let mut buf = vec![0u8; MIB];
-            // Written, so every page is resident (a zeroed allocation is not).
-            buf.fill(7);
-            let buf = Bytes::from(buf);
-            let body = buf.slice(0..30);
-            CURRENT.with(|c| *c.borrow_mut() = Some(buf));
-            if req.path() == "/slice" {
-                served.fetch_add(1, Ordering::SeqCst);
-            }
-            Response::new(200).with_body(ResponseBody::Full(body))
-        }
-    })
-}
 
 #[tokio::test]
 async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
@@ -67,7 +39,7 @@ async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
         let (open, _open_conn) = connect(&srv, &h2::client::Builder::new()).await;
         // Warm up (TLS, runtime and h2 allocations).
         let (status, _, body, _) = fetch(&open, "GET", "/warm").await.unwrap();
-        assert_eq!((status, body.len()), (200, 30));
+        assert_eq!((status, body.len()), (200, SLICE));
         tokio::time::sleep(Duration::from_millis(100)).await;
         let base = rss();
 
@@ -97,7 +69,7 @@ async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
         assert!(start.elapsed() < write_timeout);
         let grown = rss().saturating_sub(base);
         println!(
-            "{via:?}: RSS +{} KiB with {STREAMS} stalled 30-byte bodies",
+            "{via:?}: RSS +{} KiB with {STREAMS} stalled {SLICE}-byte bodies",
             grown / 1024
         );
         assert!(

@@ -7,46 +7,19 @@
 // For `rss`, which the HTTP/2 memory tests use alike.
 mod h2_limits_support;
 mod h3_support;
+mod slices_support;
 mod tls_support;
 
-use bytes::Bytes;
 use h2_limits_support::rss;
 use h3_support::{connect, connect_over, serve, trusting};
 use peregrine_server::h3::Http3Config;
-use peregrine_server::{service_fn, Request, Response, ResponseBody, ServerConfig, Service};
-use std::cell::RefCell;
+use peregrine_server::ServerConfig;
+use slices_support::{app, MIB, SLICE};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MIB: usize = 1024 * 1024;
 const STREAMS: usize = 100;
-
-thread_local! {
-    /// The buffer the last answer was cut from, kept by the worker as the framework keeps its
-    /// chunk: a body handed to the driver shares it.
-    static CURRENT: RefCell<Option<Bytes>> = const { RefCell::new(None) };
-}
-
-/// Every answer: 30 bytes cut from a fresh 1 MiB buffer that the worker keeps until the next
-/// request (so the body is shared when the driver takes it, and alone afterwards).
-fn app(served: Arc<AtomicUsize>) -> impl Service {
-    service_fn(move |req: Request| {
-        let served = served.clone();
-        async move {
-            let mut buf = vec![0u8; MIB];
-            // Written, so every page is resident (a zeroed allocation is not).
-            buf.fill(7);
-            let buf = Bytes::from(buf);
-            let body = buf.slice(0..30);
-            CURRENT.with(|c| *c.borrow_mut() = Some(buf));
-            if req.path() == "/slice" {
-                served.fetch_add(1, Ordering::SeqCst);
-            }
-            Response::new(200).with_body(ResponseBody::Full(body))
-        }
-    })
-}
 
 #[tokio::test]
 async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
@@ -70,7 +43,7 @@ async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
     let addr = server.handle.local_addr();
     let mut other = connect(addr, &server.ca).await;
     let reply = other.request("GET", "/warm", &[], b"").await.unwrap();
-    assert_eq!((reply.status, reply.body.len()), (200, 30));
+    assert_eq!((reply.status, reply.body.len()), (200, SLICE));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let base = rss();
 
@@ -110,7 +83,7 @@ async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
     assert!(start.elapsed() < write_timeout);
     let grown = rss().saturating_sub(base);
     println!(
-        "RSS +{} KiB with {STREAMS} stalled 30-byte bodies",
+        "RSS +{} KiB with {STREAMS} stalled {SLICE}-byte bodies",
         grown / 1024
     );
     assert!(
