@@ -91,6 +91,12 @@ impl Routing {
         if let Some(route) = self.statics.get(path) {
             return (route, SmallVec::new(), None);
         }
+        // `/users/42` under a route `/users/{id}`: canonical as sent, so not normalised.
+        if let Some((route, range)) = self.last_param.get_canonical(path) {
+            let mut params = SmallVec::new();
+            params.push(range);
+            return (route, params, None);
+        }
         // Route on the canonical path only: see `crate::path` for the rules.
         match path::normalize_with(path, self.encoded_slashes) {
             Ok(path) => {
