@@ -1,7 +1,8 @@
 //! The access log (`peregrine::access_log`) over real sockets: exactly one line per request of
 //! every kind (answered, 404, 405, malformed 400, 413 (the application's: it raises the
-//! engine's limit to its own), 431, 408 header and body timeouts, a handler's panic, a
-//! connection refused at its address's cap, HTTP/2), counted against the client's own count;
+//! engine's limit to its own), 431, 408 header and body timeouts, a handler's panic, a client
+//! that leaves while its handler works, a connection refused at its address's cap, HTTP/2),
+//! counted against the client's own count;
 //! and, written to a full disk, lines dropped and counted while the server keeps serving.
 
 mod common;
@@ -25,6 +26,13 @@ fn app(log: &AccessLog) -> App {
     App::new()
         .route("/", get(|_r: Request| async { "ok" }))
         .route("/panic", get(panics))
+        .route(
+            "/slow",
+            get(|_r: Request| async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                "late"
+            }),
+        )
         .route(
             "/echo",
             post(|mut r: Request| async move { r.bytes().await.map(|b| b.len().to_string()) }),
@@ -121,6 +129,12 @@ fn one_line_per_request_of_every_kind() {
         addr,
         b"GET /panic HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
         false,
+    ));
+    // The client leaves while its handler works: the handler is dropped unanswered (status 0).
+    count(exchange(
+        addr,
+        b"GET /slow HTTP/1.1\r\nhost: t\r\n\r\n",
+        true,
     ));
     // Two requests on one keep-alive connection, the second closing it.
     let two = b"GET / HTTP/1.1\r\nhost: t\r\n\r\n\

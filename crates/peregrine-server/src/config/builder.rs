@@ -72,6 +72,7 @@ impl ServerConfigBuilder {
         pin: bool => pin;
         backlog: u32 => backlog;
         server_name: Option<&'static str> => server_name;
+        half_close: bool => half_close;
         limits: Limits => limits;
         parser_limits: peregrine_codec::Limits => limits.parser;
         max_body_size: u64 => limits.max_body_size;

@@ -58,6 +58,17 @@ pub struct ServerConfig {
     /// valid field value without control characters ([`ServerConfig::validate`]). HTTP/1.1
     /// and HTTP/2 responses (an upgrade's `101` included).
     pub server_name: Option<&'static str>,
+    /// Keep working on a request whose HTTP/1.1 client closed its side of the connection
+    /// after sending it (a half-close, `shutdown(SHUT_WR)`, which HTTP/1.1 allows), and send
+    /// the answer to the half-closed connection. Default `false`: end of input while a handler
+    /// works means the client left, as hyper's default, Go's `net/http` and nginx take it. The
+    /// handler's future is dropped (what it holds is freed, a query it awaits is cancelled;
+    /// the access log writes the request with status 0) and the connection closes, so a
+    /// burst of clients that time out and leave does not leave their work running. A handler
+    /// that answers at once is not affected, nor one still reading its request body (it sees
+    /// the end of the body itself). Either way a streamed response body stops at the client's
+    /// close. HTTP/1.1 only (over HTTP/2 a client's reset of the stream drops its handler).
+    pub half_close: bool,
     /// Sizes and counts: request head and body, connections, pending output.
     pub limits: Limits,
     /// Timeouts and minimum rates of reads, writes, idle connections and shutdown.
@@ -227,6 +238,7 @@ impl Default for ServerConfig {
             pin: false,
             backlog: 1024,
             server_name: Some("peregrine"),
+            half_close: false,
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             #[cfg(feature = "http2")]

@@ -49,6 +49,10 @@ pub(super) enum Stop {
     NeedMore,
     /// The connection must close (a request was refused, or the client speaks HTTP/2).
     Close(Close),
+    /// The client closed the connection while the current request's handler was working
+    /// (and [`ServerConfig::half_close`](crate::ServerConfig::half_close) is off): the
+    /// handler's future is to be dropped, and the connection closed.
+    ClientGone,
     /// The current request was answered (or its handler panicked: the flag), and what follows
     /// needs the driver: a body still to write or to skip, a closing connection, a full output
     /// buffer. `None`: the handler panicked before it answered.
@@ -172,6 +176,12 @@ impl<'a, S: Service> Batch<'a, S> {
             Ok(None) => {
                 // Meanwhile, keep writing earlier responses of the batch.
                 conn.poll_write_progress(cx);
+                // And watch for the client leaving (end of input or an error; not while the
+                // handler has the request body to read, which sees the end itself): nothing
+                // would read the answer, so the handler's work stops there.
+                if !conn.shared.config.half_close && conn.poll_peer_gone(cx) {
+                    return Poll::Ready(Stop::ClientGone);
+                }
                 Poll::Pending
             }
             Err(_) => Poll::Ready(Stop::Answered(answered, true)),

@@ -242,6 +242,12 @@ async fn busy<S: Service>(
                     break;
                 }
                 Stop::Close(c) => return Next::Close(c),
+                Stop::ClientGone => {
+                    tracing::debug!(%peer, "client left while its handler was working; dropped");
+                    // Its drop may panic, as after a panic in its poll.
+                    let _ = catch_unwind(AssertUnwindSafe(|| slot.set(None)));
+                    return Next::Close(Close::Now);
+                }
                 Stop::Answered(answered, panicked) => (answered, panicked),
             };
             if panicked {
