@@ -88,13 +88,7 @@ impl LastParamRoutes {
         if start == b.len() {
             return None;
         }
-        let prefix = &b[..start];
-        let &(_, route) = self
-            .by_len
-            .get(start)?
-            .iter()
-            .find(|(p, _)| p.as_bytes() == prefix)?;
-        Some((route, (start as u32, b.len() as u32)))
+        self.route_after(b, start)
     }
 
     /// [`get`](Self::get) for a path as sent, before normalising: answers only when the path
@@ -125,13 +119,19 @@ impl LastParamRoutes {
         if matches!(&b[start..], b"" | b"." | b"..") {
             return None;
         }
-        let prefix = &b[..start];
+        self.route_after(b, start)
+    }
+
+    /// The route whose prefix is `path[..start]`, with the range of the segment after it.
+    #[inline]
+    fn route_after(&self, path: &[u8], start: usize) -> Option<(u32, (u32, u32))> {
+        let prefix = &path[..start];
         let &(_, route) = self
             .by_len
             .get(start)?
             .iter()
             .find(|(p, _)| p.as_bytes() == prefix)?;
-        Some((route, (start as u32, b.len() as u32)))
+        Some((route, (start as u32, path.len() as u32)))
     }
 }
 
