@@ -14,8 +14,8 @@ use h2_limits_support::rss;
 use h3_support::{connect, connect_over, serve, trusting};
 use peregrine_server::h3::Http3Config;
 use peregrine_server::ServerConfig;
-use slices_support::{app, MIB, SLICE};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use slices_support::{app, assert_buffers_not_held, handlers_ran, SLICE};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,14 +66,7 @@ async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
         open.push(stream);
     }
     let start = Instant::now();
-    while served.load(Ordering::SeqCst) < STREAMS {
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "{} of {STREAMS} handlers run",
-            served.load(Ordering::SeqCst)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    handlers_ran(&served, STREAMS, "h3").await;
     // One more request moves the worker to a new buffer: the last stalled body's buffer is
     // then held by that body alone, as all the others' are.
     let reply = other.request("GET", "/next", &[], b"").await.unwrap();
@@ -81,15 +74,7 @@ async fn a_stalled_small_body_does_not_keep_the_buffer_it_was_cut_from() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Still stalled (the write timeout is 3 s): what the streams hold is resident.
     assert!(start.elapsed() < write_timeout);
-    let grown = rss().saturating_sub(base);
-    println!(
-        "RSS +{} KiB with {STREAMS} stalled {SLICE}-byte bodies",
-        grown / 1024
-    );
-    assert!(
-        grown < 16 * MIB as u64,
-        "{STREAMS} stalled bodies hold {grown} bytes (their buffers are 1 MiB each)"
-    );
+    assert_buffers_not_held(rss().saturating_sub(base), STREAMS, "h3");
     drop(open);
     server.handle.shutdown();
 }

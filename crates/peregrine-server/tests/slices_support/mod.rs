@@ -9,6 +9,7 @@ use peregrine_server::{service_fn, Request, Response, ResponseBody, Service};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub const MIB: usize = 1024 * 1024;
 /// Bytes of each answer.
@@ -36,4 +37,30 @@ pub fn app(served: Arc<AtomicUsize>) -> impl Service {
             Response::new(200).with_body(ResponseBody::Full(body))
         }
     })
+}
+
+/// Waits until `want` requests for `/slice` reached the handler (at most 2 s).
+pub async fn handlers_ran(served: &AtomicUsize, want: usize, label: &str) {
+    let start = Instant::now();
+    while served.load(Ordering::SeqCst) < want {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{label}: {} of {want} handlers run",
+            served.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `grown` (bytes of RSS added while `streams` bodies are stalled) is far below the 1 MiB
+/// buffers the bodies were cut from: each stalled body holds a copy, not its buffer.
+pub fn assert_buffers_not_held(grown: u64, streams: usize, label: &str) {
+    println!(
+        "{label}: RSS +{} KiB with {streams} stalled {SLICE}-byte bodies",
+        grown / 1024
+    );
+    assert!(
+        grown < 16 * MIB as u64,
+        "{label}: {streams} stalled bodies hold {grown} bytes (their buffers are 1 MiB each)"
+    );
 }
